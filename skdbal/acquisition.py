@@ -1,0 +1,317 @@
+"""Query strategies (SPEC §3).
+
+Every strategy follows modAL's protocol::
+
+    strategy(estimator, X_pool, n_instances=1, *, random_tie_break=False,
+             random_state=None, **kwargs) -> (indices, scores)
+
+``indices`` are unique positions into ``X_pool``, best first, and ``scores``
+their acquisition values. ``estimator`` may be a fitted skdbal estimator, any
+scikit-learn classifier (treated as ``T = 1``), a :class:`skdbal.ActiveLearner`
+or a modAL learner. The pool is scored in chunks of ``chunk_size`` rows, so
+the ``(T, N, C)`` samples array never exists for the whole pool.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sklearn.datasets import load_iris
+>>> from sklearn.linear_model import LogisticRegression
+>>> from skdbal.acquisition import max_entropy
+>>> X, y = load_iris(return_X_y=True)
+>>> clf = LogisticRegression(max_iter=500).fit(X[::10], y[::10])
+>>> idx, scores = max_entropy(clf, X, n_instances=3)
+>>> idx.shape, bool(np.all(np.diff(scores) <= 0))
+((3,), True)
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array
+
+from . import uncertainty
+
+__all__ = [
+    "bald",
+    "max_entropy",
+    "variation_ratios",
+    "mean_std",
+    "random_sampling",
+    "score_pool",
+    "select_top",
+    "make_strategy",
+    "to_modal",
+    "DegenerateScoreWarning",
+]
+
+DEFAULT_CHUNK_SIZE = 2048
+
+
+class DegenerateScoreWarning(UserWarning):
+    """A score is constant because the estimator gives only one pass (T=1)."""
+
+
+def _sampler(estimator) -> Tuple[Callable, bool]:
+    """Return ``(fn, is_mc)``: ``fn(X) -> (T, n, C)`` samples for a chunk."""
+    # our estimators, and our ActiveLearner (which delegates)
+    if hasattr(estimator, "predict_proba_samples"):
+        return estimator.predict_proba_samples, True
+    # a modAL learner, or anything else wrapping an estimator
+    inner = getattr(estimator, "estimator", None)
+    if inner is not None and hasattr(inner, "predict_proba_samples"):
+        return inner.predict_proba_samples, True
+    # a Pipeline ending in one of our estimators
+    steps = getattr(estimator, "steps", None)
+    if steps and hasattr(steps[-1][1], "predict_proba_samples"):
+        head, last = estimator[:-1], steps[-1][1]
+        return (lambda X: last.predict_proba_samples(head.transform(X))), True
+    if hasattr(estimator, "predict_proba"):
+        return (lambda X: np.asarray(estimator.predict_proba(X))[np.newaxis]), False
+    raise TypeError(
+        f"estimator must provide predict_proba_samples or predict_proba; "
+        f"got {type(estimator).__name__}"
+    )
+
+
+def _check_pool(X_pool):
+    if X_pool is None:
+        raise ValueError("X_pool is None; pass the unlabelled pool")
+    if not hasattr(X_pool, "__len__") or len(X_pool) == 0:
+        raise ValueError("X_pool is empty: there is nothing left to query")
+    if isinstance(X_pool, np.ndarray) and X_pool.dtype.kind in "fiub":
+        if X_pool.ndim < 2:
+            raise ValueError(f"X_pool must have at least 2 dimensions; got shape {X_pool.shape}")
+        if X_pool.dtype.kind == "f" and not np.isfinite(X_pool).all():
+            raise ValueError("X_pool contains NaN or infinity")
+        return X_pool
+    return check_array(X_pool, allow_nd=True, dtype=None, input_name="X_pool")
+
+
+def _check_n_instances(n_instances, n_pool: int) -> int:
+    if isinstance(n_instances, bool) or not isinstance(n_instances, (int, np.integer)):
+        raise TypeError(f"n_instances must be an int; got {type(n_instances).__name__}")
+    if n_instances < 1:
+        raise ValueError(f"n_instances must be >= 1; got {n_instances}")
+    if n_instances > n_pool:
+        raise ValueError(f"n_instances={n_instances} is larger than the pool ({n_pool} items)")
+    return int(n_instances)
+
+
+def score_pool(
+    estimator,
+    X_pool,
+    score_fn: Callable[[np.ndarray], np.ndarray],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    needs_mc: bool = True,
+) -> np.ndarray:
+    """Score every row of ``X_pool`` with ``score_fn`` over MC samples.
+
+    Parameters
+    ----------
+    estimator : estimator
+        See the module docstring for what is accepted.
+    X_pool : array-like of shape (N, ...)
+    score_fn : callable
+        Maps samples ``(T, n, C)`` to scores ``(n,)``, e.g.
+        :func:`skdbal.uncertainty.mutual_information`.
+    chunk_size : int, default=2048
+        Rows scored at a time; bounds memory to ``T · chunk_size · C`` floats.
+    needs_mc : bool, default=True
+        Warn with :class:`DegenerateScoreWarning` when the estimator gives a
+        single pass, for which the score is constant.
+
+    Returns
+    -------
+    scores : ndarray of shape (N,), float64
+    """
+    X_pool = _check_pool(X_pool)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
+    sample, is_mc = _sampler(estimator)
+    if needs_mc and not is_mc:
+        warnings.warn(
+            f"{type(estimator).__name__} has no predict_proba_samples, so it is "
+            f"scored as T=1 and {getattr(score_fn, '__name__', 'this score')} "
+            "is the same for every point; use an MC estimator",
+            DegenerateScoreWarning,
+            stacklevel=3,
+        )
+    n = len(X_pool)
+    scores = np.empty(n, dtype=np.float64)
+    for start in range(0, n, int(chunk_size)):
+        P = sample(X_pool[start:start + chunk_size])
+        scores[start:start + chunk_size] = score_fn(P)
+    return scores
+
+
+def select_top(
+    scores, n_instances: int = 1, *, random_tie_break: bool = False, random_state=None
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Indices of the ``n_instances`` largest scores, best first.
+
+    Ties go to the lower index, or to a seeded random order with
+    ``random_tie_break=True``.
+
+    Returns
+    -------
+    indices : ndarray of shape (n_instances,), int
+    scores : ndarray of shape (n_instances,)
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n_instances = _check_n_instances(n_instances, len(scores))
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    if random_tie_break:
+        order = check_random_state(random_state).permutation(len(scores))
+    else:
+        order = np.arange(len(scores))
+    ranked = order[np.argsort(-scores[order], kind="stable")][:n_instances]
+    return ranked.astype(np.intp), scores[ranked]
+
+
+def make_strategy(score_fn: Callable[[np.ndarray], np.ndarray], *, needs_mc: bool = True, name=None):
+    """Build a modAL-protocol strategy from a score over MC samples.
+
+    Parameters
+    ----------
+    score_fn : callable
+        ``(T, n, C) -> (n,)``, larger is more informative.
+    needs_mc : bool, default=True
+        Whether the score is degenerate for a single pass.
+    name : str, optional
+        ``__name__`` of the strategy.
+
+    Returns
+    -------
+    strategy : callable
+    """
+
+    def strategy(
+        estimator,
+        X_pool,
+        n_instances: int = 1,
+        *,
+        random_tie_break: bool = False,
+        random_state=None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        X_pool = _check_pool(X_pool)
+        _check_n_instances(n_instances, len(X_pool))
+        scores = score_pool(estimator, X_pool, score_fn, chunk_size=chunk_size, needs_mc=needs_mc)
+        return select_top(scores, n_instances, random_tie_break=random_tie_break,
+                          random_state=random_state)
+
+    strategy.__name__ = name or getattr(score_fn, "__name__", "strategy")
+    strategy.__qualname__ = strategy.__name__
+    strategy.score_fn = score_fn
+    return strategy
+
+
+bald = make_strategy(uncertainty.mutual_information, name="bald")
+bald.__doc__ = """BALD: pick the points with the largest mutual information
+between label and weights, ``H[p̄] − E_t H[P[t]]`` (Houlsby et al. 2011).
+
+Parameters
+----------
+estimator : estimator
+    A fitted MC estimator (``predict_proba_samples``), an
+    :class:`~skdbal.ActiveLearner`, a modAL learner or any classifier
+    (``T = 1``: BALD is then 0 everywhere and a warning is issued).
+X_pool : array-like of shape (N, ...)
+n_instances : int, default=1
+random_tie_break : bool, default=False
+random_state : int, RandomState or None
+    Seeds the tie break.
+chunk_size : int, default=2048
+
+Returns
+-------
+indices : ndarray of shape (n_instances,)
+    Positions in ``X_pool``, best first.
+scores : ndarray of shape (n_instances,)
+"""
+
+max_entropy = make_strategy(uncertainty.predictive_entropy, needs_mc=False, name="max_entropy")
+max_entropy.__doc__ = """Max entropy: the largest entropy of the MC-averaged prediction
+``H[p̄]``. Meaningful for ``T = 1`` too (plain entropy sampling).
+
+Same parameters and returns as :func:`bald`.
+"""
+
+variation_ratios = make_strategy(uncertainty.variation_ratio, name="variation_ratios")
+variation_ratios.__doc__ = """Variation ratios: ``1 − f_mode / T`` over the
+passes' predicted classes (seed 001, eq. 3).
+
+Same parameters and returns as :func:`bald`.
+"""
+
+mean_std = make_strategy(uncertainty.mean_std, name="mean_std")
+mean_std.__doc__ = """Mean standard deviation of the class probabilities over
+passes (seed 001, eq. 4).
+
+Same parameters and returns as :func:`bald`.
+"""
+
+
+def random_sampling(
+    estimator,
+    X_pool,
+    n_instances: int = 1,
+    *,
+    random_tie_break: bool = False,
+    random_state=None,
+    **kwargs,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Uniform random acquisition, the baseline.
+
+    Each pool point gets a uniform score from a generator seeded by
+    ``random_state``; the ``n_instances`` largest are returned. The estimator
+    is not called (it may be ``None``).
+
+    Returns
+    -------
+    indices : ndarray of shape (n_instances,)
+    scores : ndarray of shape (n_instances,)
+    """
+    X_pool = _check_pool(X_pool)
+    _check_n_instances(n_instances, len(X_pool))
+    scores = check_random_state(random_state).random_sample(len(X_pool))
+    return select_top(scores, n_instances)
+
+
+def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callable:
+    """Adapt a strategy to the installed modAL's return convention.
+
+    modAL 0.4.2.x expects ``(indices, scores)``, which our strategies return
+    already; modAL ≤ 0.4.1 expects bare indices (it returns a tuple result
+    unchanged). This wrapper returns what the installed version expects.
+
+    Parameters
+    ----------
+    strategy : callable
+        A strategy following our protocol.
+    modal_version : str, optional
+        Defaults to the installed ``modAL-python`` version.
+
+    Returns
+    -------
+    callable
+    """
+    if modal_version is None:
+        from importlib.metadata import version
+
+        modal_version = version("modAL-python")
+    parts = tuple(int(p) for p in modal_version.split(".")[:3] if p.isdigit())
+    if parts >= (0, 4, 2):
+        return strategy
+
+    @functools.wraps(strategy)
+    def bare(*args, **kwargs):
+        return strategy(*args, **kwargs)[0]
+
+    return bare

@@ -1,0 +1,406 @@
+"""The :class:`ActiveLearner`: query, label, retrain, evaluate (SPEC §4)."""
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Callable, List, Optional
+
+import numpy as np
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+
+from .acquisition import _check_n_instances, _check_pool, bald
+from .initial import balanced_random
+
+__all__ = ["ActiveLearner"]
+
+
+def _accepts(fn: Callable, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
+    """Pool-based active learning around any scikit-learn estimator.
+
+    A drop-in replacement for :class:`modAL.models.ActiveLearner`: the loop
+    is :meth:`query` → label → :meth:`teach`, and :meth:`simulate` runs it
+    against known labels.
+
+    Parameters
+    ----------
+    estimator : estimator, default=None
+        The model to train; ``None`` means
+        :class:`~skdbal.MCDropoutClassifier` with its defaults. It is cloned:
+        the fitted copy is ``estimator_``.
+    query_strategy : callable, default=:func:`skdbal.acquisition.bald`
+        ``strategy(learner, X_pool, n_instances, **kwargs)`` returning
+        ``(indices, scores)`` or bare indices (modAL ≤ 0.4.1 strategies). If
+        it has an ``on_teach(learner, X, y)`` attribute, that hook is called
+        with newly arrived labels and may return a boolean mask of the ones
+        to train on (the others are kept, never lost, but not trained on).
+    retrain : {"scratch", "warm"}, default="scratch"
+        ``"scratch"`` fits a fresh clone of ``estimator`` on all labels after
+        every :meth:`teach` (Gal et al. 2017); ``"warm"`` continues training
+        the current model (``partial_fit`` when it has one).
+    pool_subsample : int or None, default=None
+        If set, each query scores only a seeded random subset of this many
+        pool points (Gal et al. score 2,000 of the MNIST pool).
+    random_state : int, RandomState instance or None, default=None
+        Seeds pool subsampling, strategy tie breaks, random sampling and the
+        initial set of :meth:`simulate`.
+    verbose : bool, default=True
+        Show a tqdm progress bar in :meth:`simulate`.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted model.
+    X_training_, y_training_ : ndarray
+        Every label received so far, in arrival order.
+    train_mask_ : ndarray of bool
+        Which of them the model is trained on (see ``on_teach``).
+    history_ : list of dict
+        Set by :meth:`simulate`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.acquisition import max_entropy
+    >>> X, y = load_digits(return_X_y=True)
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=200), max_entropy,
+    ...                         random_state=0, verbose=False)
+    >>> history = learner.simulate(X[:1000], y[:1000], n_queries=3,
+    ...                            n_instances=5, X_test=X[1000:], y_test=y[1000:])
+    >>> [row["n_labels"] for row in history]
+    [20, 25, 30, 35]
+    """
+
+    def __init__(
+        self,
+        estimator=None,
+        query_strategy: Callable = bald,
+        *,
+        retrain: str = "scratch",
+        pool_subsample: Optional[int] = None,
+        random_state=None,
+        verbose: bool = True,
+    ):
+        self.estimator = estimator
+        self.query_strategy = query_strategy
+        self.retrain = retrain
+        self.pool_subsample = pool_subsample
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ helpers
+    def _template(self):
+        if self.estimator is None:
+            from .mc_dropout import MCDropoutClassifier
+
+            return MCDropoutClassifier()
+        return self.estimator
+
+    def _get_rng(self) -> np.random.RandomState:
+        if not hasattr(self, "rng_"):
+            self.rng_ = check_random_state(self.random_state)
+        return self.rng_
+
+    def _check_params(self):
+        if self.retrain not in ("scratch", "warm"):
+            raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
+        ps = self.pool_subsample
+        if ps is not None and (isinstance(ps, bool) or not isinstance(ps, (int, np.integer)) or ps < 1):
+            raise ValueError(f"pool_subsample must be None or an int >= 1; got {ps!r}")
+        if not callable(self.query_strategy):
+            raise TypeError(f"query_strategy must be callable; got {self.query_strategy!r}")
+
+    def _validate_Xy(self, X, y, check_shape: bool = True):
+        X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
+        if X.dtype.kind not in "fiub":
+            raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+        y = column_or_1d(y, warn=True)
+        if len(X) != len(y):
+            raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
+        if y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise ValueError("y contains NaN or infinity")
+        if check_shape and hasattr(self, "X_training_") and X.shape[1:] != self.X_training_.shape[1:]:
+            raise ValueError(
+                f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
+                f"{self.X_training_.shape[1:]}"
+            )
+        classes = getattr(self._template(), "classes", None)
+        if classes is not None and not is_regressor(self._template()):
+            unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
+            if len(unknown):
+                raise ValueError(
+                    f"y contains labels not in the estimator's classes: {unknown[:10].tolist()}"
+                )
+        return X, y
+
+    def _train(self, X, y):
+        """Return a model trained on (X, y); never modifies state on error."""
+        if self.retrain == "warm" and hasattr(self, "estimator_"):
+            est = self.estimator_
+            if hasattr(est, "partial_fit"):
+                return est.partial_fit(X, y)
+            return est.fit(X, y)
+        return clone(self._template()).fit(X, y)
+
+    # ------------------------------------------------------------ fitting
+    def fit(self, X, y, **fit_params):
+        """Forget all labels, then fit on ``(X, y)`` as the labelled set.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, y = self._validate_Xy(X, y, check_shape=False)
+        est = clone(self._template()).fit(X, y, **fit_params)
+        self.estimator_ = est
+        self.X_training_ = np.array(X, copy=True)
+        self.y_training_ = np.array(y, copy=True)
+        self.train_mask_ = np.ones(len(y), dtype=bool)
+        self._get_rng()
+        return self
+
+    def teach(self, X, y, only_new: bool = False):
+        """Add labelled points and retrain.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, ...)
+        y : array-like of shape (n,)
+        only_new : bool, default=False
+            Train only on the new points (modAL's option); with
+            ``retrain="scratch"`` this refits from scratch on them alone.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            On NaN/inf, a shape unlike the labelled set, or labels outside the
+            estimator's ``classes``; nothing is changed then.
+        """
+        self._check_params()
+        X, y = self._validate_Xy(X, y)
+        keep = np.ones(len(y), dtype=bool)
+        hook = getattr(self.query_strategy, "on_teach", None)
+        if hook is not None:
+            mask = hook(self, X, y)
+            if mask is not None:
+                keep = np.asarray(mask, dtype=bool).reshape(-1)
+                if keep.shape != (len(y),):
+                    raise ValueError(f"on_teach must return {len(y)} booleans; got shape {keep.shape}")
+        if hasattr(self, "X_training_"):
+            X_all = np.concatenate([self.X_training_, X])
+            y_all = np.concatenate([self.y_training_, y])
+            mask_all = np.concatenate([self.train_mask_, keep])
+        else:
+            X_all, y_all, mask_all = X, y, keep
+        if only_new:
+            est = self._train(X[keep], y[keep])
+        else:
+            est = self._train(X_all[mask_all], y_all[mask_all])
+        self.estimator_ = est
+        self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
+        self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
+        self.train_mask_ = mask_all
+        self._get_rng()
+        return self
+
+    # ------------------------------------------------------------- queries
+    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, **kwargs):
+        """Query among ``candidates`` (indices into X_pool); return indices into X_pool."""
+        self._check_params()
+        _check_n_instances(n_instances, len(candidates))
+        rng = self._get_rng()
+        if self.pool_subsample is not None and self.pool_subsample < len(candidates):
+            candidates = np.sort(rng.choice(candidates, self.pool_subsample, replace=False))
+            _check_n_instances(n_instances, len(candidates))
+        X_q = X_pool[candidates]
+        if _accepts(self.query_strategy, "random_state") and "random_state" not in kwargs:
+            kwargs["random_state"] = rng.randint(2**31 - 1)
+        result = self.query_strategy(self, X_q, n_instances, **kwargs)
+        scores = None
+        if isinstance(result, tuple):
+            result, scores = result[0], (result[1] if len(result) > 1 else None)
+        idx = np.asarray(result).reshape(-1)
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"query_strategy must return integer indices; got dtype {idx.dtype}")
+        if len(np.unique(idx)) != len(idx):
+            raise ValueError(f"query_strategy returned duplicate indices: {idx.tolist()}")
+        if len(idx) and (idx.min() < 0 or idx.max() >= len(candidates)):
+            raise ValueError("query_strategy returned indices outside the pool")
+        return candidates[idx], (None if scores is None else np.asarray(scores))
+
+    def query(self, X_pool, n_instances: int = 1, *, return_scores: bool = False, **kwargs):
+        """Choose the pool points to label next.
+
+        Parameters
+        ----------
+        X_pool : array-like of shape (N, ...)
+            The unlabelled pool.
+        n_instances : int, default=1
+        return_scores : bool, default=False
+            Also return the strategy's scores of the chosen points.
+        **kwargs :
+            Passed to the strategy.
+
+        Returns
+        -------
+        indices : ndarray of shape (n_instances,)
+            Positions in ``X_pool``, best first.
+        X_query : ndarray
+            ``X_pool[indices]``.
+        scores : ndarray, only with ``return_scores=True``
+        """
+        X_pool = _check_pool(X_pool)
+        idx, scores = self._query(X_pool, np.arange(len(X_pool)), n_instances, **kwargs)
+        if return_scores:
+            return idx, X_pool[idx], scores
+        return idx, X_pool[idx]
+
+    # ---------------------------------------------------------- delegation
+    def _fitted(self):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_
+
+    @property
+    def classes_(self):
+        return self._fitted().classes_
+
+    def predict(self, X):
+        """Delegate to ``estimator_.predict``."""
+        return self._fitted().predict(X)
+
+    def predict_proba(self, X):
+        """Delegate to ``estimator_.predict_proba``."""
+        return self._fitted().predict_proba(X)
+
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None):
+        """MC samples ``(T, N, C)`` from ``estimator_``; ``T = 1`` if it has none."""
+        est = self._fitted()
+        if hasattr(est, "predict_proba_samples"):
+            return est.predict_proba_samples(X, n_samples=n_samples)
+        return np.asarray(est.predict_proba(X))[np.newaxis]
+
+    def score(self, X, y, sample_weight=None):
+        """Delegate to ``estimator_.score`` (accuracy for classifiers)."""
+        return self._fitted().score(X, y, sample_weight=sample_weight)
+
+    def _more_tags(self):  # pragma: no cover - old sklearn
+        return {"allow_nan": False}
+
+    # ---------------------------------------------------------- simulation
+    def _evaluate(self, X_test, y_test) -> dict:
+        if X_test is None:
+            return {}
+        pred = self.predict(X_test)
+        if is_regressor(self.estimator_):
+            err = np.asarray(pred, dtype=float) - np.asarray(y_test, dtype=float)
+            return {"rmse": float(np.sqrt(np.mean(err ** 2)))}
+        return {"accuracy": float(np.mean(pred == np.asarray(y_test)))}
+
+    def simulate(
+        self,
+        X_pool,
+        y_pool,
+        n_queries: int,
+        n_instances: int = 1,
+        *,
+        initial_idx=None,
+        n_initial_per_class: int = 2,
+        X_test=None,
+        y_test=None,
+    ) -> List[dict]:
+        """Run ``n_queries`` rounds of query → label → retrain against known labels.
+
+        Parameters
+        ----------
+        X_pool, y_pool : array-like
+            The pool and its labels (the oracle).
+        n_queries : int
+            Number of acquisition rounds.
+        n_instances : int, default=1
+            Points acquired per round.
+        initial_idx : array-like of int, optional
+            Pool indices labelled first. By default, unless the learner is
+            already fitted, ``n_initial_per_class`` random points per class
+            (:func:`skdbal.initial.balanced_random`).
+        n_initial_per_class : int, default=2
+        X_test, y_test : array-like, optional
+            Evaluated after every round.
+
+        Returns
+        -------
+        history : list of dict
+            One row per step (step 0 is the initial fit): ``step``,
+            ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
+            regressors) when a test set is given, ``query_indices`` (indices
+            into the original pool), ``query_time`` and ``fit_time`` (s). Also
+            stored as ``history_``; ``labelled_idx_`` holds every pool index
+            labelled, in order.
+        """
+        from tqdm.auto import tqdm
+
+        self._check_params()
+        X_pool = _check_pool(X_pool)
+        y_pool = column_or_1d(y_pool)
+        if len(y_pool) != len(X_pool):
+            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {len(X_pool)} and {len(y_pool)}")
+        if (X_test is None) != (y_test is None):
+            raise ValueError("pass both X_test and y_test, or neither")
+        if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
+            raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
+        rng = self._get_rng()
+        labelled = np.zeros(len(X_pool), dtype=bool)
+        order: List[int] = []
+        history: List[dict] = []
+
+        t0 = time.perf_counter()
+        if initial_idx is None and not hasattr(self, "estimator_"):
+            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
+        if initial_idx is not None and len(initial_idx):
+            initial_idx = np.asarray(initial_idx, dtype=np.intp).reshape(-1)
+            if len(np.unique(initial_idx)) != len(initial_idx):
+                raise ValueError("initial_idx contains duplicates")
+            if hasattr(self, "estimator_"):
+                self.teach(X_pool[initial_idx], y_pool[initial_idx])
+            else:
+                self.fit(X_pool[initial_idx], y_pool[initial_idx])
+            labelled[initial_idx] = True
+            order.extend(initial_idx.tolist())
+        else:
+            initial_idx = np.array([], dtype=np.intp)
+        history.append({"step": 0, "n_labels": len(self.y_training_), **self._evaluate(X_test, y_test),
+                        "query_indices": initial_idx.tolist(), "query_time": 0.0,
+                        "fit_time": time.perf_counter() - t0})
+
+        for step in tqdm(range(1, n_queries + 1), disable=not self.verbose, desc="active learning"):
+            remaining = np.flatnonzero(~labelled)
+            t0 = time.perf_counter()
+            q, _ = self._query(X_pool, remaining, n_instances)
+            t1 = time.perf_counter()
+            assert not labelled[q].any(), "internal error: queried a labelled point"
+            self.teach(X_pool[q], y_pool[q])
+            labelled[q] = True
+            order.extend(q.tolist())
+            t2 = time.perf_counter()
+            history.append({"step": step, "n_labels": len(self.y_training_),
+                            **self._evaluate(X_test, y_test), "query_indices": q.tolist(),
+                            "query_time": t1 - t0, "fit_time": t2 - t1})
+        self.history_ = history
+        self.labelled_idx_ = np.asarray(order, dtype=np.intp)
+        return history

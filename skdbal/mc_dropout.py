@@ -1,0 +1,376 @@
+"""The MC-dropout skorch classifier."""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+from typing import Optional
+
+import numpy as np
+import torch
+from skorch import NeuralNetClassifier
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, column_or_1d
+from torch import nn
+
+from .nets import BayesianCNN, split_module
+
+__all__ = ["MCDropoutClassifier", "mc_dropout_mode"]
+
+_DROPOUT = nn.modules.dropout._DropoutNd
+
+
+@contextlib.contextmanager
+def mc_dropout_mode(module: nn.Module, dropout: bool = True):
+    """Context manager: eval mode everywhere, dropout layers in train mode.
+
+    BatchNorm and every other layer stay in eval mode, so running statistics
+    are neither used from the batch nor updated. Each submodule's previous
+    ``training`` flag is restored on exit, even when an exception is raised.
+    Autograd is disabled inside.
+    """
+    saved = [(m, m.training) for m in module.modules()]
+    try:
+        module.eval()
+        if dropout:
+            for m in module.modules():
+                if isinstance(m, _DROPOUT):
+                    m.train()
+        with torch.no_grad():
+            yield module
+    finally:
+        for m, flag in saved:
+            m.training = flag
+
+
+def _seed_from(random_state, offset: int = 0) -> Optional[int]:
+    """A torch seed from an int / RandomState / None (None: don't seed)."""
+    if random_state is None:
+        return None
+    if isinstance(random_state, (int, np.integer)):
+        return (int(random_state) + offset) % (2**63 - 1)
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+@contextlib.contextmanager
+def _torch_seeded(seed: Optional[int]):
+    """Seed torch's global RNG inside, leaving the caller's RNG state untouched."""
+    if seed is None:
+        yield
+        return
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+class MCDropoutClassifier(NeuralNetClassifier):
+    """A skorch classifier that samples predictions with MC dropout.
+
+    A :class:`skorch.NeuralNetClassifier` whose
+    :meth:`predict_proba_samples` returns ``T`` stochastic forward passes with
+    dropout on and every other layer in eval mode (Gal & Ghahramani 2016).
+    With ``mc_dropout=False`` it is the deterministic baseline of Gal et al.
+    (2017, §5.2): the ``T`` passes are identical, with weights scaled as at
+    test time.
+
+    Defaults suit the tiny labelled sets of active learning: no validation
+    split, shuffled training batches, silent training, and a module that is
+    re-initialised by every :meth:`fit`.
+
+    Parameters
+    ----------
+    module : torch module class or instance, default=:class:`~skdbal.nets.BayesianCNN`
+        Pass a class so that ``fit`` re-initialises it. ``n_classes`` and the
+        input size (``input_shape`` or ``n_features``) are filled in from the
+        data when the module accepts them and they are not given as
+        ``module__*`` parameters.
+    n_samples : int, default=20
+        Number of MC passes ``T`` used by :meth:`predict_proba_samples` and,
+        with ``predict_method="mc"``, by :meth:`predict_proba`.
+    mc_dropout : bool, default=True
+        If False, dropout is off when predicting (the deterministic baseline).
+    predict_method : {"mc", "deterministic"}, default="mc"
+        How :meth:`predict_proba` and :meth:`predict` predict: the average of
+        ``n_samples`` MC passes, or one deterministic (weight-scaled) pass.
+    random_state : int, RandomState instance or None, default=None
+        Seeds weight initialisation, batch shuffling and training dropout in
+        :meth:`fit`, and the masks of :meth:`predict_proba_samples`. With an
+        int, repeated calls give identical results. torch's global RNG state
+        outside these calls is left untouched.
+    classes : array-like or None, default=None
+        All class labels. Set it when early labelled sets may miss classes,
+        so that ``classes_`` and the output size are stable.
+    criterion, optimizer, lr, max_epochs, batch_size, train_split, verbose :
+        As in :class:`skorch.NeuralNetClassifier`, with defaults
+        ``CrossEntropyLoss`` (the module outputs logits), ``Adam``, ``1e-3``,
+        ``50``, ``128``, ``None`` and ``0``.
+    **kwargs :
+        Any other skorch parameter, e.g. ``module__n_hidden=64`` or
+        ``optimizer__weight_decay=1e-4``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels, from ``classes`` or from ``y`` at fit.
+    module_ : torch.nn.Module
+        The fitted network.
+
+    Notes
+    -----
+    Inputs may be images ``(N, H, W)`` or ``(N, C, H, W)``, or flat
+    ``(N, n_features)``; ``uint8`` inputs are scaled to [0, 1], other dtypes
+    are cast to float32 unchanged. Labels are encoded to ``0..C-1`` using
+    ``classes_``; :meth:`predict` returns the original labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from skdbal import MCDropoutClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = (X / 16.0).reshape(-1, 8, 8).astype(np.float32)
+    >>> clf = MCDropoutClassifier(max_epochs=5, n_samples=10, random_state=0,
+    ...                           classes=np.arange(10))
+    >>> clf = clf.fit(X[:200], y[:200])
+    >>> P = clf.predict_proba_samples(X[200:210])
+    >>> P.shape
+    (10, 10, 10)
+    >>> bool(np.allclose(P.sum(axis=-1), 1, atol=1e-5))
+    True
+    """
+
+    def __init__(
+        self,
+        module=BayesianCNN,
+        *,
+        criterion=nn.CrossEntropyLoss,
+        optimizer=torch.optim.Adam,
+        lr: float = 1e-3,
+        max_epochs: int = 50,
+        batch_size: int = 128,
+        train_split=None,
+        verbose: int = 0,
+        classes=None,
+        n_samples: int = 20,
+        mc_dropout: bool = True,
+        predict_method: str = "mc",
+        random_state=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("iterator_train__shuffle", True)
+        super().__init__(
+            module,
+            criterion=criterion,
+            optimizer=optimizer,
+            lr=lr,
+            max_epochs=max_epochs,
+            batch_size=batch_size,
+            train_split=train_split,
+            verbose=verbose,
+            classes=classes,
+            **kwargs,
+        )
+        self.n_samples = n_samples
+        self.mc_dropout = mc_dropout
+        self.predict_method = predict_method
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ input
+    def _validate_X(self, X) -> np.ndarray:
+        """Check and cast X at our boundary: finite, 2-4 dims, float32."""
+        if isinstance(X, torch.Tensor):
+            X = X.detach().cpu().numpy()
+        X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True,
+                        input_name="X")
+        if X.ndim not in (2, 3, 4):
+            raise ValueError(
+                "X must be flat (n_samples, n_features), images "
+                "(n_samples, H, W) or (n_samples, C, H, W); got an array with "
+                f"{X.ndim} dimensions, shape {X.shape}"
+            )
+        if X.dtype == np.uint8:
+            return X.astype(np.float32) / np.float32(255.0)
+        if X.dtype.kind not in "fiub":
+            raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+        return X.astype(np.float32, copy=False)
+
+    def _encode_y(self, y) -> np.ndarray:
+        y = column_or_1d(y, warn=True)
+        classes = self.classes_
+        idx = np.searchsorted(classes, y)
+        idx = np.clip(idx, 0, len(classes) - 1)
+        bad = classes[idx] != y
+        if bad.any():
+            raise ValueError(
+                f"y contains labels not in classes: {np.unique(y[bad])[:10].tolist()}; "
+                f"classes are {classes.tolist()}"
+            )
+        return idx.astype(np.int64)
+
+    @property
+    def classes_(self):
+        if self.classes is not None:
+            classes = np.asarray(self.classes)
+            if classes.ndim != 1 or not len(classes):
+                raise ValueError(f"classes must be a non-empty 1-d array; got {self.classes!r}")
+            if len(np.unique(classes)) != len(classes):
+                raise ValueError(f"classes must be unique; got {self.classes!r}")
+            return np.sort(classes)
+        try:
+            return self.classes_fit_
+        except AttributeError:
+            raise AttributeError(
+                f"{type(self).__name__} has no classes_ before fit when "
+                "classes=None; pass classes=... or fit first"
+            ) from None
+
+    def _infer_module_kwargs(self, X: np.ndarray) -> dict:
+        """``n_classes`` and input size for the module, from the data."""
+        inferred = {"n_classes": len(self.classes_)}
+        if X.ndim == 4:
+            shape = tuple(X.shape[1:])
+        elif X.ndim == 3:
+            shape = (1,) + tuple(X.shape[1:])
+        else:
+            side = math.isqrt(X.shape[1])
+            shape = (1, side, side) if side * side == X.shape[1] else None
+        if shape is not None:
+            inferred["input_shape"] = shape
+        inferred["n_features"] = int(np.prod(X.shape[1:]))
+        return inferred
+
+    def initialize_module(self):
+        kwargs = self.get_params_for("module")
+        module = self.module
+        if isinstance(module, type) or (callable(module) and not isinstance(module, nn.Module)):
+            try:
+                accepted = inspect.signature(module).parameters
+            except (TypeError, ValueError):
+                accepted = {}
+            for key, value in getattr(self, "module_kwargs_inferred_", {}).items():
+                if key in accepted and key not in kwargs:
+                    kwargs[key] = value
+        self.module_ = self.initialized_instance(module, kwargs)
+        return self
+
+    # -------------------------------------------------------------- training
+    def _prepare_fit(self, X, y):
+        X = self._validate_X(X)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y")
+        y = column_or_1d(y, warn=True)
+        if len(y) != len(X):
+            raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
+        if self.classes is None:
+            self.classes_fit_ = np.unique(y)
+        y_enc = self._encode_y(y)
+        self.module_kwargs_inferred_ = self._infer_module_kwargs(X)
+        return X, y_enc
+
+    def fit(self, X, y, **fit_params):
+        """Initialise the module and train it on ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+        y : array-like of shape (N,)
+            Labels, all in ``classes`` when it is set.
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._prepare_fit(X, y)
+        with _torch_seeded(_seed_from(self.random_state)):
+            return super().fit(X, y, **fit_params)
+
+    def partial_fit(self, X, y=None, classes=None, **fit_params):
+        """Continue training for ``max_epochs`` without re-initialising."""
+        X, y = self._prepare_fit(X, y)
+        with _torch_seeded(_seed_from(self.random_state, offset=1)):
+            return super().partial_fit(X, y, **fit_params)
+
+    # ------------------------------------------------------------ prediction
+    def _batches(self, X: np.ndarray):
+        bs = self.batch_size if self.batch_size and self.batch_size > 0 else len(X)
+        bs = self.get_params_for("iterator_valid").get("batch_size", bs)
+        for start in range(0, len(X), bs):
+            yield torch.as_tensor(X[start:start + bs], device=self.device)
+
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
+        """Class probabilities from ``T`` stochastic forward passes.
+
+        Dropout is active (unless ``mc_dropout=False``) and every other layer
+        is in eval mode; the module's train/eval state is restored afterwards.
+        Runs under ``torch.no_grad``. Passes are seeded from ``random_state``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+        n_samples : int, optional
+            Number of passes ``T``; defaults to the ``n_samples`` parameter.
+
+        Returns
+        -------
+        P : ndarray of shape (T, N, n_classes), dtype float32
+            ``P[t]`` is pass ``t``; each row sums to 1.
+        """
+        T = self.n_samples if n_samples is None else n_samples
+        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
+        T = int(T)
+        self.check_is_fitted()
+        X = self._validate_X(X)
+        out = []
+        with _torch_seeded(_seed_from(self.random_state, offset=2)), \
+                mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
+            for xb in self._batches(X):
+                if self.mc_dropout:
+                    passes = [torch.softmax(net(xb), dim=-1) for _ in range(T)]
+                    out.append(torch.stack(passes).cpu())
+                else:
+                    p = torch.softmax(net(xb), dim=-1).cpu()
+                    out.append(p.unsqueeze(0).expand(T, *p.shape))
+        return torch.cat(out, dim=1).numpy().astype(np.float32, copy=True)
+
+    def _deterministic(self, X) -> np.ndarray:
+        X = self._validate_X(X)
+        with mc_dropout_mode(self.module_, dropout=False) as net:
+            out = [torch.softmax(net(xb), dim=-1).cpu() for xb in self._batches(X)]
+        return torch.cat(out).numpy()
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities: the MC average, or one deterministic pass.
+
+        See ``predict_method``. Columns follow ``classes_``.
+        """
+        if self.predict_method not in ("mc", "deterministic"):
+            raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
+        self.check_is_fitted()
+        if self.predict_method == "mc" and self.mc_dropout:
+            return self.predict_proba_samples(X).mean(axis=0)
+        return self._deterministic(X)
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class label under :meth:`predict_proba`."""
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def transform(self, X) -> np.ndarray:
+        """Penultimate-layer features (dropout off), shape ``(N, n_hidden)``.
+
+        Requires a split module (``trunk`` and ``head`` attributes, see
+        :mod:`skdbal.nets`).
+        """
+        self.check_is_fitted()
+        split = split_module(self.module_)
+        if split is None:
+            raise TypeError(
+                f"transform needs a module with `trunk` and `head` attributes "
+                f"(see skdbal.nets); {type(self.module_).__name__} has none"
+            )
+        trunk, head = split
+        X = self._validate_X(X)
+        with mc_dropout_mode(self.module_, dropout=False):
+            out = [head[:-1](trunk(xb)).reshape(len(xb), -1).cpu() for xb in self._batches(X)]
+        return torch.cat(out).numpy()

@@ -1,0 +1,273 @@
+"""Plain :mod:`torch.nn` modules for deep Bayesian active learning.
+
+Every network here is split in two parts (SPEC §5):
+
+``trunk``
+    the deterministic part: every layer before the first dropout;
+``head``
+    the stochastic part: the first dropout and everything after it. Its
+    last module is the output :class:`torch.nn.Linear`, so ``head[:-1]``
+    yields the penultimate features.
+
+``forward(x) == head(trunk(x))``. Because the trunk holds no dropout, MC
+dropout can run the trunk once per input and resample only the head; that is
+exact, not an approximation.
+
+Image networks accept inputs shaped ``(N, C, H, W)``, ``(N, H, W)`` (one
+channel) or flat ``(N, C*H*W)``; they are reshaped by the first layer.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+__all__ = ["BayesianCNN", "LeNet5", "MLP", "ToImage", "split_module"]
+
+ShapeLike = Union[int, Sequence[int]]
+
+
+def _as_chw(input_shape: ShapeLike) -> Tuple[int, int, int]:
+    """Normalise ``input_shape`` to ``(channels, height, width)``."""
+    if isinstance(input_shape, int):
+        shape = (1, input_shape, input_shape)
+    else:
+        shape = tuple(int(s) for s in input_shape)
+        if len(shape) == 2:
+            shape = (1,) + shape
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(
+            f"input_shape must be an int, (H, W) or (C, H, W) of positive "
+            f"ints; got {input_shape!r}"
+        )
+    return shape  # type: ignore[return-value]
+
+
+class ToImage(nn.Module):
+    """Reshape ``(N, H, W)``, ``(N, C, H, W)`` or flat ``(N, C*H*W)`` to
+    ``(N, C, H, W)``."""
+
+    def __init__(self, shape: Tuple[int, int, int]):
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n_features = math.prod(self.shape)
+        if x[0].numel() != n_features:
+            raise ValueError(
+                f"each input must have {n_features} values to be reshaped to "
+                f"{self.shape}; got inputs of shape {tuple(x.shape[1:])}"
+            )
+        return x.reshape(x.shape[0], *self.shape)
+
+    def extra_repr(self) -> str:
+        return f"shape={self.shape}"
+
+
+def _flat_size(trunk: nn.Module, shape: Tuple[int, int, int], name: str) -> int:
+    with torch.no_grad():
+        try:
+            out = trunk(torch.zeros(1, *shape))
+        except RuntimeError as exc:  # kernel larger than the feature map
+            raise ValueError(
+                f"{name} cannot process inputs of shape {shape}: {exc}"
+            ) from None
+    return int(out[0].numel())
+
+
+class BayesianCNN(nn.Module):
+    """The Bayesian CNN of Gal, Islam & Ghahramani (2017).
+
+    conv(n_filters, k) – ReLU – conv(n_filters, k) – ReLU – maxpool –
+    dropout(``dropout_conv``) – dense(n_hidden) – ReLU – dropout(``dropout_fc``)
+    – dense(n_classes). Outputs logits.
+
+    Parameters
+    ----------
+    n_classes : int, default=10
+        Number of output classes.
+    input_shape : int or tuple of int, default=(1, 28, 28)
+        ``H`` (square), ``(H, W)`` or ``(C, H, W)``. :class:`MCDropoutClassifier`
+        infers it from the training data when it is not given.
+    n_filters : int, default=32
+    kernel_size : int, default=4
+    pool_size : int, default=2
+    n_hidden : int, default=128
+        Size of the penultimate (feature) layer.
+    dropout_conv : float, default=0.25
+    dropout_fc : float, default=0.5
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.nets import BayesianCNN
+    >>> net = BayesianCNN(n_classes=10, input_shape=(8, 8))
+    >>> net(torch.zeros(5, 64)).shape
+    torch.Size([5, 10])
+    >>> net.head[-1].in_features
+    128
+    """
+
+    def __init__(
+        self,
+        n_classes: int = 10,
+        input_shape: ShapeLike = (1, 28, 28),
+        n_filters: int = 32,
+        kernel_size: int = 4,
+        pool_size: int = 2,
+        n_hidden: int = 128,
+        dropout_conv: float = 0.25,
+        dropout_fc: float = 0.5,
+    ):
+        super().__init__()
+        shape = _as_chw(input_shape)
+        self.trunk = nn.Sequential(
+            ToImage(shape),
+            nn.Conv2d(shape[0], n_filters, kernel_size),
+            nn.ReLU(),
+            nn.Conv2d(n_filters, n_filters, kernel_size),
+            nn.ReLU(),
+            nn.MaxPool2d(pool_size),
+        )
+        n_flat = _flat_size(self.trunk, shape, "BayesianCNN")
+        self.head = nn.Sequential(
+            nn.Dropout(dropout_conv),
+            nn.Flatten(),
+            nn.Linear(n_flat, n_hidden),
+            nn.ReLU(),
+            nn.Dropout(dropout_fc),
+            nn.Linear(n_hidden, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(x))
+
+
+class LeNet5(nn.Module):
+    """LeNet-5 with dropout, as in seed 001, Table 1.
+
+    conv 6×5×5 (padding 2) + ReLU – maxpool 2 – conv 16×5×5 + ReLU – maxpool 2
+    – dropout(``dropout_conv``) – dense 120 + ReLU – dropout(``dropout_fc``)
+    – dense 84 + ReLU – dense ``n_classes``.
+
+    Seed 001's table lists a ReLU after the last dense layer as well; we output
+    plain logits instead, since a ReLU on logits only clips negative scores to
+    0 before the softmax. The padding of 2 gives the table's 400 = 16·5·5
+    inputs to the first dense layer on 28×28 MNIST; inputs must be at least
+    12×12.
+
+    Parameters
+    ----------
+    n_classes : int, default=10
+    input_shape : int or tuple of int, default=(1, 28, 28)
+    dropout_conv : float, default=0.5
+    dropout_fc : float, default=0.25
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.nets import LeNet5
+    >>> LeNet5()(torch.zeros(2, 1, 28, 28)).shape
+    torch.Size([2, 10])
+    >>> LeNet5().head[2].in_features
+    400
+    """
+
+    def __init__(
+        self,
+        n_classes: int = 10,
+        input_shape: ShapeLike = (1, 28, 28),
+        dropout_conv: float = 0.5,
+        dropout_fc: float = 0.25,
+    ):
+        super().__init__()
+        shape = _as_chw(input_shape)
+        self.trunk = nn.Sequential(
+            ToImage(shape),
+            nn.Conv2d(shape[0], 6, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        n_flat = _flat_size(self.trunk, shape, "LeNet5")
+        self.head = nn.Sequential(
+            nn.Dropout(dropout_conv),
+            nn.Flatten(),
+            nn.Linear(n_flat, 120),
+            nn.ReLU(),
+            nn.Dropout(dropout_fc),
+            nn.Linear(120, 84),
+            nn.ReLU(),
+            nn.Linear(84, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(x))
+
+
+class MLP(nn.Module):
+    """A multilayer perceptron with dropout after every hidden layer.
+
+    dense(h₁) – ReLU – dropout – dense(h₂) – ReLU – dropout – … – dense(n_classes).
+    The trunk is the first dense layer and its ReLU.
+
+    Parameters
+    ----------
+    n_features : int, default=64
+        Input dimension (inputs are flattened).
+    n_classes : int, default=10
+    hidden_layer_sizes : tuple of int, default=(128,)
+    dropout : float, default=0.5
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.nets import MLP
+    >>> MLP(n_features=4, n_classes=3, hidden_layer_sizes=(16, 8))(torch.zeros(2, 4)).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(
+        self,
+        n_features: int = 64,
+        n_classes: int = 10,
+        hidden_layer_sizes: Sequence[int] = (128,),
+        dropout: float = 0.5,
+    ):
+        super().__init__()
+        sizes = [int(n_features)] + [int(h) for h in hidden_layer_sizes]
+        if len(sizes) < 2 or min(sizes) < 1:
+            raise ValueError(
+                "MLP needs n_features >= 1 and at least one positive hidden "
+                f"layer size; got n_features={n_features!r}, "
+                f"hidden_layer_sizes={hidden_layer_sizes!r}"
+            )
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(sizes[0], sizes[1]), nn.ReLU())
+        layers: list = []
+        for n_in, n_out in zip(sizes[1:-1], sizes[2:]):
+            layers += [nn.Dropout(dropout), nn.Linear(n_in, n_out), nn.ReLU()]
+        layers += [nn.Dropout(dropout), nn.Linear(sizes[-1], n_classes)]
+        self.head = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(x))
+
+
+def split_module(module: nn.Module):
+    """Return ``(trunk, head)`` of a split network, or ``None``.
+
+    A module is split when it has ``trunk`` and ``head`` submodules, the head
+    is an :class:`torch.nn.Sequential` ending in the output layer, and the
+    trunk contains no dropout.
+    """
+    trunk = getattr(module, "trunk", None)
+    head = getattr(module, "head", None)
+    if not (isinstance(trunk, nn.Module) and isinstance(head, nn.Sequential)):
+        return None
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) for m in trunk.modules()):
+        return None
+    return trunk, head

@@ -1,0 +1,178 @@
+"""Uncertainty scores from Monte Carlo samples (SPEC §2).
+
+Every function takes the samples array ``P`` of shape ``(T, N, C)``: ``T``
+stochastic forward passes over ``N`` inputs, each row a probability vector over
+``C`` classes. Computation is in float64 with ``0 · log 0 = 0``. These are
+plain NumPy functions: no torch, no I/O.
+
+Examples
+--------
+>>> import numpy as np
+>>> from skdbal.uncertainty import mutual_information, predictive_entropy
+>>> P = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])  # two passes that disagree
+>>> round(float(predictive_entropy(P)[0]), 4)   # log 2
+0.6931
+>>> round(float(mutual_information(P)[0]), 4)   # all of it is epistemic
+0.6931
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "check_samples",
+    "entropy",
+    "predictive_entropy",
+    "expected_entropy",
+    "mutual_information",
+    "bald",
+    "variation_ratio",
+    "mean_std",
+]
+
+_SUM_TOL = 1e-3
+
+
+def check_samples(P, *, name: str = "samples") -> np.ndarray:
+    """Validate an MC samples array and return it as float64.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+        Probabilities from ``T`` passes; rows must lie in [0, 1] and sum to 1.
+    name : str, default="samples"
+        Name used in error messages.
+
+    Returns
+    -------
+    P : ndarray of shape (T, N, C), dtype float64
+
+    Raises
+    ------
+    ValueError
+        If ``P`` is not 3-D, has ``T < 1``, ``N < 1`` or ``C < 1``, holds NaN
+        or inf, values outside [0, 1], or rows that do not sum to 1.
+    """
+    try:
+        P = np.asarray(P, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array; {exc}") from None
+    if P.ndim != 3:
+        raise ValueError(
+            f"{name} must have shape (T, n_samples, n_classes); got an array "
+            f"with {P.ndim} dimension(s), shape {P.shape}"
+        )
+    T, N, C = P.shape
+    if T < 1:
+        raise ValueError(f"{name} must hold at least one pass (T >= 1); got T={T}")
+    if N < 1 or C < 1:
+        raise ValueError(f"{name} must hold at least one sample and one class; got shape {P.shape}")
+    if not np.isfinite(P).all():
+        raise ValueError(f"{name} contains NaN or infinity")
+    if P.min() < -_SUM_TOL or P.max() > 1 + _SUM_TOL:
+        raise ValueError(f"{name} must be probabilities in [0, 1]; got values in [{P.min()}, {P.max()}]")
+    sums = P.sum(axis=-1)
+    worst = np.abs(sums - 1.0).max()
+    if worst > _SUM_TOL:
+        raise ValueError(
+            f"{name} rows must sum to 1 over the class axis (the last one); "
+            f"the worst row sums to {sums.flat[np.abs(sums - 1.0).argmax()]:.6g}"
+        )
+    return P
+
+
+def entropy(p, axis: int = -1) -> np.ndarray:
+    """Shannon entropy (nats) along ``axis``, with ``0 · log 0 = 0``."""
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+    return -terms.sum(axis=axis)
+
+
+def predictive_entropy(P) -> np.ndarray:
+    """Entropy of the MC-averaged prediction, ``H[p̄]``: the max-entropy score.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    return np.maximum(entropy(P.mean(axis=0)), 0.0)
+
+
+def expected_entropy(P) -> np.ndarray:
+    """Mean entropy of the individual passes, ``E_t H[P[t]]`` (aleatoric part).
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    return np.maximum(entropy(P).mean(axis=0), 0.0)
+
+
+def mutual_information(P) -> np.ndarray:
+    """BALD: ``H[p̄] − E_t H[P[t]]``, the epistemic part; never negative.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    mi = entropy(P.mean(axis=0)) - entropy(P).mean(axis=0)
+    return np.maximum(mi, 0.0)  # clip round-off: MI >= 0 by Jensen
+
+
+bald = mutual_information
+
+
+def variation_ratio(P) -> np.ndarray:
+    """Variation ratio ``1 − f_mode / T`` over the argmax classes of the passes.
+
+    ``f_mode`` is how often the most frequent predicted class occurs among the
+    ``T`` passes (seed 001, eq. 3). Ties inside a pass go to the lowest class.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    T, N, C = P.shape
+    votes = P.argmax(axis=-1)  # (T, N)
+    counts = np.zeros((N, C), dtype=np.int64)
+    np.add.at(counts, (np.broadcast_to(np.arange(N), (T, N)), votes), 1)
+    return 1.0 - counts.max(axis=1) / T
+
+
+def mean_std(P) -> np.ndarray:
+    """Mean over classes of the population std over passes (seed 001, eq. 4).
+
+    ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    var = (P ** 2).mean(axis=0) - P.mean(axis=0) ** 2
+    return np.sqrt(np.maximum(var, 0.0)).mean(axis=-1)
