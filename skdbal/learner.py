@@ -21,7 +21,8 @@ def _accepts(fn: Callable, name: str) -> bool:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    # only a named parameter: modAL strategies forward **kwargs to predict_proba
+    return name in params
 
 
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):

@@ -255,14 +255,14 @@ class MCDropoutClassifier(NeuralNetClassifier):
         return self
 
     # -------------------------------------------------------------- training
-    def _prepare_fit(self, X, y):
+    def _prepare_fit(self, X, y, keep_classes: bool = False):
         X = self._validate_X(X)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y")
         y = column_or_1d(y, warn=True)
         if len(y) != len(X):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
-        if self.classes is None:
+        if self.classes is None and not (keep_classes and hasattr(self, "classes_fit_")):
             self.classes_fit_ = np.unique(y)
         y_enc = self._encode_y(y)
         self.module_kwargs_inferred_ = self._infer_module_kwargs(X)
@@ -283,11 +283,14 @@ class MCDropoutClassifier(NeuralNetClassifier):
         """
         X, y = self._prepare_fit(X, y)
         with _torch_seeded(_seed_from(self.random_state)):
-            return super().fit(X, y, **fit_params)
+            if not self.warm_start or not self.initialized_:
+                self.initialize()
+            # skorch's fit would route through our partial_fit and prepare twice
+            return NeuralNetClassifier.partial_fit(self, X, y, _routing_method="fit", **fit_params)
 
     def partial_fit(self, X, y=None, classes=None, **fit_params):
         """Continue training for ``max_epochs`` without re-initialising."""
-        X, y = self._prepare_fit(X, y)
+        X, y = self._prepare_fit(X, y, keep_classes=self.initialized_)
         with _torch_seeded(_seed_from(self.random_state, offset=1)):
             return super().partial_fit(X, y, **fit_params)
 

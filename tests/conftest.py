@@ -1,0 +1,27 @@
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+
+from skdbal import MCDropoutClassifier
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """Digits as float32 (N, 8, 8) images in [0, 1]."""
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).astype(np.float32).reshape(-1, 8, 8), y
+
+
+def small_net(**params):
+    defaults = dict(classes=np.arange(10), max_epochs=5, batch_size=32,
+                    n_samples=8, random_state=0)
+    if "module" not in params:  # BayesianCNN on 8x8: 3x3 kernels keep a 2x2 map
+        defaults["module__kernel_size"] = 3
+    defaults.update(params)
+    return MCDropoutClassifier(**defaults)
+
+
+@pytest.fixture(scope="session")
+def fitted_net(digits):
+    X, y = digits
+    return small_net().fit(X[:300], y[:300])

@@ -1,0 +1,135 @@
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import uncertainty
+from skdbal.acquisition import (DegenerateScoreWarning, bald, max_entropy, mean_std,
+                                random_sampling, score_pool, select_top, variation_ratios)
+
+MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
+                 (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_std)]
+
+
+class FixedSampler:
+    """Deterministic 'MC' estimator: samples are a fixed function of each row."""
+
+    def __init__(self, T=6, C=3):
+        self.T, self.C = T, C
+
+    def predict_proba_samples(self, X):
+        X = np.asarray(X, dtype=float).reshape(len(X), -1)
+        t = np.arange(self.T)[:, None, None]
+        c = np.arange(self.C)[None, None, :]
+        logits = np.sin(X[None, :, :1] * (t + 1) + c) * X[None, :, 1:2] * 3
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+
+@pytest.fixture
+def pool():
+    return np.random.default_rng(0).uniform(-2, 2, size=(57, 2))
+
+
+@pytest.mark.parametrize("strategy, score_fn", MC_STRATEGIES)
+def test_strategy_picks_the_top_scores_best_first(strategy, score_fn, pool):
+    est = FixedSampler()
+    all_scores = score_fn(est.predict_proba_samples(pool))
+    idx, scores = strategy(est, pool, n_instances=7)
+    assert len(idx) == 7 and len(np.unique(idx)) == 7
+    np.testing.assert_allclose(scores, all_scores[idx])
+    assert np.all(np.diff(scores) <= 0)
+    # nothing outside the selection scores higher than the worst selected
+    rest = np.setdiff1d(np.arange(len(pool)), idx)
+    assert all_scores[rest].max() <= scores[-1]
+
+
+@pytest.mark.parametrize("strategy, _", MC_STRATEGIES)
+def test_chunking_does_not_change_the_result(strategy, _, pool):
+    est = FixedSampler()
+    a = strategy(est, pool, n_instances=10, chunk_size=5)
+    b = strategy(est, pool, n_instances=10, chunk_size=10_000)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1])
+
+
+def test_chunks_are_bounded(pool):
+    seen = []
+
+    class Spy(FixedSampler):
+        def predict_proba_samples(self, X):
+            seen.append(len(X))
+            return super().predict_proba_samples(X)
+
+    bald(Spy(), pool, n_instances=3, chunk_size=10)
+    assert max(seen) == 10 and sum(seen) == len(pool)
+
+
+def test_ties_go_to_the_lower_index_or_a_seeded_shuffle():
+    scores = np.array([1.0, 3.0, 3.0, 3.0, 0.0])
+    idx, vals = select_top(scores, 2)
+    np.testing.assert_array_equal(idx, [1, 2])
+    a = select_top(scores, 3, random_tie_break=True, random_state=0)[0]
+    b = select_top(scores, 3, random_tie_break=True, random_state=0)[0]
+    np.testing.assert_array_equal(a, b)
+    assert set(a) == {1, 2, 3}
+    draws = {tuple(select_top(scores, 1, random_tie_break=True, random_state=s)[0]) for s in range(20)}
+    assert len(draws) > 1
+
+
+def test_random_sampling_is_seeded_and_unique(pool):
+    a, _ = random_sampling(None, pool, n_instances=20, random_state=3)
+    b, _ = random_sampling(None, pool, n_instances=20, random_state=3)
+    c, _ = random_sampling(None, pool, n_instances=20, random_state=4)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert len(np.unique(a)) == 20
+
+
+@pytest.mark.parametrize("strategy", [bald, max_entropy, variation_ratios, mean_std, random_sampling])
+@pytest.mark.parametrize("n, exc", [(0, ValueError), (-1, ValueError), (58, ValueError), (1.5, TypeError)])
+def test_bad_n_instances(strategy, n, exc, pool):
+    with pytest.raises(exc, match="n_instances"):
+        strategy(FixedSampler(), pool, n_instances=n)
+
+
+@pytest.mark.parametrize("strategy", [bald, max_entropy, random_sampling])
+def test_empty_pool(strategy):
+    with pytest.raises(ValueError, match="empty"):
+        strategy(FixedSampler(), np.zeros((0, 2)), n_instances=1)
+
+
+def test_nan_pool_rejected(pool):
+    pool = pool.copy()
+    pool[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        bald(FixedSampler(), pool)
+
+
+def test_plain_sklearn_classifier_is_T1():
+    X, y = load_iris(return_X_y=True)
+    clf = LogisticRegression(max_iter=500).fit(X[::10], y[::10])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # entropy of predict_proba is meaningful: no warning
+        idx, scores = max_entropy(clf, X, n_instances=5)
+    ent = uncertainty.entropy(clf.predict_proba(X))
+    np.testing.assert_allclose(scores, np.sort(ent)[::-1][:5])
+    with pytest.warns(DegenerateScoreWarning, match="T=1"):
+        _, s = bald(clf, X, n_instances=3)
+    np.testing.assert_array_equal(s, 0.0)
+
+
+def test_mc_net_scores(fitted_net, digits):
+    X, _ = digits
+    pool = X[300:420]
+    idx, scores = bald(fitted_net, pool, n_instances=10, chunk_size=1000)
+    ref = uncertainty.mutual_information(fitted_net.predict_proba_samples(pool))
+    np.testing.assert_allclose(scores, ref[idx], rtol=1e-6)
+    assert scores[0] == pytest.approx(ref.max())
+
+
+def test_score_pool_rejects_non_estimators(pool):
+    with pytest.raises(TypeError, match="predict_proba"):
+        score_pool(object(), pool, uncertainty.mutual_information)

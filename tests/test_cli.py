@@ -1,0 +1,42 @@
+import subprocess
+import sys
+
+import numpy as np
+
+from skdbal import __version__
+from skdbal.cli import main
+from skdbal.quickstart import format_table, run_quickstart
+
+
+def test_version():
+    assert isinstance(__version__, str) and __version__.count(".") == 2
+
+
+def test_quickstart_cli_small(tmp_path, capsys):
+    out = tmp_path / "curve.png"
+    assert main(["quickstart", "--strategies", "bald,random", "--n-queries", "2",
+                 "--n-instances", "5", "--seeds", "0", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| labels | bald | random |" in text
+    assert "| 30 |" in text  # 20 initial + 2 x 5
+    assert out.stat().st_size > 1000 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_format_table_values():
+    hist = lambda accs: [{"n_labels": 20 + 10 * i, "accuracy": a} for i, a in enumerate(accs)]
+    table = format_table({"bald": [hist([0.5, 0.7]), hist([0.7, 0.9])]})
+    assert "| 20 | 0.600 ± 0.100 |" in table and "| 30 | 0.800 ± 0.100 |" in table
+
+
+def test_unknown_strategy_is_a_clear_error(capsys):
+    try:
+        main(["quickstart", "--strategies", "nope"])
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "unknown strategies" in capsys.readouterr().err
+
+
+def test_python_dash_m_help():
+    res = subprocess.run([sys.executable, "-m", "skdbal", "quickstart", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "--n-queries" in res.stdout

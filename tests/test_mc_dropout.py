@@ -1,0 +1,176 @@
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from skdbal import MCDropoutClassifier
+from skdbal.nets import MLP
+
+from conftest import small_net
+
+
+def test_samples_shape_and_rows_sum_to_one(fitted_net, digits):
+    X, _ = digits
+    P = fitted_net.predict_proba_samples(X[300:350])
+    assert P.shape == (8, 50, 10)
+    np.testing.assert_allclose(P.sum(axis=-1), 1.0, atol=1e-5)
+    assert fitted_net.predict_proba_samples(X[300:350], n_samples=3).shape == (3, 50, 10)
+
+
+def test_passes_differ_with_dropout(fitted_net, digits):
+    X, _ = digits
+    P = fitted_net.predict_proba_samples(X[300:350])
+    assert not np.allclose(P[0], P[1])
+    assert np.abs(P - P.mean(axis=0)).max() > 1e-3
+
+
+def test_deterministic_baseline_passes_are_identical(fitted_net, digits):
+    X, _ = digits
+    det = copy.deepcopy(fitted_net).set_params(mc_dropout=False)
+    P = det.predict_proba_samples(X[300:350])
+    assert P.shape == (8, 50, 10)
+    np.testing.assert_array_equal(P, np.broadcast_to(P[0], P.shape))
+    # weight-scaled prediction: the module in eval mode
+    fitted_net.module_.eval()
+    with torch.no_grad():
+        ref = torch.softmax(fitted_net.module_(torch.as_tensor(X[300:350])), -1).numpy()
+    np.testing.assert_allclose(P[0], ref, atol=1e-6)
+    np.testing.assert_allclose(det.predict_proba(X[300:350]), ref, atol=1e-6)
+
+
+def test_same_random_state_same_samples(digits):
+    X, y = digits
+    a = small_net(max_epochs=2).fit(X[:100], y[:100])
+    b = small_net(max_epochs=2).fit(X[:100], y[:100])
+    for pa, pb in zip(a.module_.parameters(), b.module_.parameters()):
+        torch.testing.assert_close(pa, pb)  # fit is reproducible
+    np.testing.assert_array_equal(a.predict_proba_samples(X[100:150]), b.predict_proba_samples(X[100:150]))
+    np.testing.assert_array_equal(a.predict_proba_samples(X[100:150]), a.predict_proba_samples(X[100:150]))
+    c = small_net(max_epochs=2, random_state=1).fit(X[:100], y[:100])
+    assert not np.allclose(a.predict_proba_samples(X[100:150]), c.predict_proba_samples(X[100:150]))
+
+
+def test_sampling_leaves_global_torch_rng_alone(fitted_net, digits):
+    X, _ = digits
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    fitted_net.predict_proba_samples(X[:10])
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
+class BNNet(nn.Module):
+    """A split net with BatchNorm in both parts."""
+
+    def __init__(self, n_features=64, n_classes=10):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(n_features, 16), nn.BatchNorm1d(16), nn.ReLU())
+        self.head = nn.Sequential(nn.Dropout(0.5), nn.Linear(16, 16), nn.BatchNorm1d(16), nn.ReLU(),
+                                  nn.Linear(16, n_classes))
+
+    def forward(self, x):
+        return self.head(self.trunk(x))
+
+
+def test_batchnorm_stats_unchanged_and_mode_restored(digits):
+    X, y = digits
+    net = small_net(module=BNNet, max_epochs=2).fit(X[:100], y[:100])
+    before = {k: v.clone() for k, v in net.module_.state_dict().items()}
+    for mode in (True, False):
+        net.module_.train(mode)
+        net.module_.head[2].train(not mode)  # a mixed state must come back exactly
+        flags = [m.training for m in net.module_.modules()]
+        P = net.predict_proba_samples(X[100:160])
+        assert [m.training for m in net.module_.modules()] == flags
+        for k, v in net.module_.state_dict().items():
+            torch.testing.assert_close(v, before[k], msg=k)
+    assert not np.allclose(P[0], P[1])
+
+
+def test_mode_restored_on_error(fitted_net):
+    fitted_net.module_.train()
+    with pytest.raises(ValueError, match="64 values"):
+        fitted_net.predict_proba_samples(np.zeros((3, 5), dtype=np.float32))
+    assert all(m.training for m in fitted_net.module_.modules())
+    fitted_net.module_.eval()
+
+
+def test_input_formats_agree(fitted_net, digits):
+    X, _ = digits
+    Xu8 = np.round(X[:20] * 255).astype(np.uint8)
+    Xf = Xu8.astype(np.float32) / 255
+    ref = fitted_net.predict_proba_samples(Xf)
+    for variant in (Xu8, Xu8.reshape(20, 1, 8, 8), Xu8.reshape(20, 64), Xf.reshape(20, 64),
+                    Xf.astype(np.float64), torch.as_tensor(Xf)):
+        np.testing.assert_allclose(fitted_net.predict_proba_samples(variant), ref, atol=1e-6)
+
+
+def test_predict_proba_is_mc_average_by_default(fitted_net, digits):
+    X, _ = digits
+    np.testing.assert_allclose(fitted_net.predict_proba(X[:30]),
+                               fitted_net.predict_proba_samples(X[:30]).mean(axis=0), atol=1e-7)
+    det = copy.deepcopy(fitted_net).set_params(predict_method="deterministic")
+    assert not np.allclose(det.predict_proba(X[:30]), fitted_net.predict_proba(X[:30]))
+    pred = fitted_net.predict(X[:30])
+    np.testing.assert_array_equal(pred, fitted_net.predict_proba(X[:30]).argmax(1))
+
+
+def test_transform_gives_penultimate_features(fitted_net, digits):
+    X, _ = digits
+    F = fitted_net.transform(X[:7])
+    assert F.shape == (7, 128)
+    net = fitted_net.module_.eval()
+    with torch.no_grad():
+        logits = net.head[-1](torch.as_tensor(F))
+        ref = net(torch.as_tensor(X[:7]))
+    torch.testing.assert_close(logits, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_classes_stable_when_labels_miss_classes(digits):
+    X, y = digits
+    keep = y < 5
+    net = small_net(max_epochs=1).fit(X[keep][:50], y[keep][:50])
+    assert net.predict_proba(X[:5]).shape == (5, 10)
+    np.testing.assert_array_equal(net.classes_, np.arange(10))
+
+
+def test_string_labels_round_trip(digits):
+    X, y = digits
+    names = np.array(list("abcdefghij"))
+    net = small_net(classes=None, max_epochs=20, module=MLP).fit(X[:200], names[y[:200]])
+    np.testing.assert_array_equal(net.classes_, names)
+    assert set(net.predict(X[:50])) <= set(names)
+    assert net.score(X[200:400], names[y[200:400]]) > 0.3
+
+
+@pytest.mark.parametrize(
+    "X, exc, match",
+    [
+        (np.full((4, 8, 8), np.nan, dtype=np.float32), ValueError, "NaN"),
+        (np.full((4, 8, 8), np.inf, dtype=np.float32), ValueError, "infinity"),
+        (np.zeros((4, 1, 1, 8, 8), dtype=np.float32), ValueError, "5 dimensions"),
+    ],
+)
+def test_bad_X_raises(fitted_net, X, exc, match):
+    with pytest.raises(exc, match=match):
+        fitted_net.predict_proba_samples(X)
+
+
+@pytest.mark.parametrize("T", [0, -1, 2.5, True])
+def test_bad_T_raises(fitted_net, digits, T):
+    with pytest.raises(ValueError, match="n_samples"):
+        fitted_net.predict_proba_samples(digits[0][:3], n_samples=T)
+
+
+def test_fit_rejects_labels_outside_classes(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="not in classes"):
+        small_net().fit(X[:10], np.full(10, 11))
+
+
+def test_unfitted_raises(digits):
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError):
+        MCDropoutClassifier().predict_proba_samples(digits[0][:3])

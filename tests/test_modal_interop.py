@@ -1,0 +1,56 @@
+"""Interop with the installed modAL, both ways (SPEC §3)."""
+from importlib.metadata import version
+
+import numpy as np
+import pytest
+from modAL.models import ActiveLearner as ModalLearner
+from modAL.uncertainty import classifier_entropy, classifier_uncertainty, entropy_sampling, uncertainty_sampling
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import bald, to_modal, variation_ratios
+
+MODAL_VERSION = version("modAL-python")
+
+
+def test_our_strategies_through_modal_query(fitted_net, digits):
+    X, _ = digits
+    pool = X[400:600]
+    for strategy in (bald, variation_ratios):
+        modal = ModalLearner(estimator=fitted_net, query_strategy=to_modal(strategy))
+        idx, X_query = modal.query(pool, n_instances=5)
+        expected, _ = strategy(fitted_net, pool, n_instances=5)
+        np.testing.assert_array_equal(np.asarray(idx), expected)
+        np.testing.assert_array_equal(X_query, pool[expected])
+
+
+def test_to_modal_follows_the_version_convention(fitted_net, digits):
+    pool = digits[0][400:450]
+    old = to_modal(bald, "0.4.1")(fitted_net, pool, 3)
+    assert isinstance(old, np.ndarray) and old.shape == (3,)
+    assert to_modal(bald, "0.4.2.1") is bald
+    assert MODAL_VERSION  # the installed version is what to_modal() reads by default
+
+
+@pytest.mark.parametrize("strategy, measure", [(uncertainty_sampling, classifier_uncertainty),
+                                               (entropy_sampling, classifier_entropy)])
+def test_modal_strategies_inside_our_learner(strategy, measure, digits):
+    X, y = digits
+    Xf = X.reshape(len(X), -1)
+    learner = ActiveLearner(LogisticRegression(max_iter=300), strategy, verbose=False).fit(Xf[:40], y[:40])
+    pool = Xf[500:800]
+    idx, X_query = learner.query(pool, n_instances=5)
+    expected = np.argsort(-measure(learner.estimator_, pool), kind="stable")[:5]
+    assert set(idx.tolist()) == set(expected.tolist())
+    np.testing.assert_array_equal(X_query, pool[idx])
+    learner.teach(X_query, y[500:800][idx])  # the step modAL's own teach fails on (issue #196)
+    assert len(learner.y_training_) == 45
+
+
+def test_modal_strategy_in_our_simulation_with_mc_net(digits):
+    X, y = digits
+    from conftest import small_net
+    learner = ActiveLearner(small_net(max_epochs=2), uncertainty_sampling, random_state=0, verbose=False)
+    history = learner.simulate(X[:300], y[:300], n_queries=2, n_instances=3)
+    assert [r["n_labels"] for r in history] == [20, 23, 26]
+    assert len(set(learner.labelled_idx_.tolist())) == 26

@@ -1,0 +1,115 @@
+import numpy as np
+import pytest
+
+from skdbal.uncertainty import (bald, check_samples, expected_entropy, mean_std,
+                                mutual_information, predictive_entropy, variation_ratio)
+
+LOG3 = np.log(3.0)
+
+# Seed 003's three cases, built so that the values are known exactly.
+CONFIDENT = [[1, 0, 0], [1, 0, 0], [1, 0, 0]]          # every pass sure of class 0
+ALEATORIC = [[1 / 3, 1 / 3, 1 / 3]] * 3                  # passes agree on a flat distribution
+EPISTEMIC = [[1, 0, 0], [0, 1, 0], [0, 0, 1]]           # passes disagree, each confident
+
+
+def samples(*points):
+    """Stack per-point (T, C) lists into a (T, N, C) array."""
+    return np.stack([np.asarray(p, dtype=float) for p in points], axis=1)
+
+
+P3 = samples(CONFIDENT, ALEATORIC, EPISTEMIC)
+
+
+def test_predictive_entropy_three_cases():
+    np.testing.assert_allclose(predictive_entropy(P3), [0.0, LOG3, LOG3], atol=1e-12)
+
+
+def test_expected_entropy_three_cases():
+    np.testing.assert_allclose(expected_entropy(P3), [0.0, LOG3, 0.0], atol=1e-12)
+
+
+def test_mutual_information_three_cases():
+    # total = epistemic + aleatoric; only the disagreeing point has epistemic uncertainty
+    np.testing.assert_allclose(mutual_information(P3), [0.0, 0.0, LOG3], atol=1e-12)
+    assert bald is mutual_information
+
+
+def test_variation_ratio_three_cases():
+    # the flat point's passes all vote class 0 (ties go to the lowest class)
+    np.testing.assert_allclose(variation_ratio(P3), [0.0, 0.0, 2 / 3], atol=1e-12)
+
+
+def test_mean_std_three_cases():
+    # epistemic: each class takes values {1, 0, 0}: var = 1/3 - 1/9 = 2/9
+    np.testing.assert_allclose(mean_std(P3), [0.0, 0.0, np.sqrt(2) / 3], atol=1e-12)
+
+
+def test_mixed_point_by_hand():
+    P = samples([[0.5, 0.5], [1.0, 0.0]])
+    h = -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
+    assert predictive_entropy(P)[0] == pytest.approx(h)
+    assert expected_entropy(P)[0] == pytest.approx(np.log(2) / 2)
+    assert mutual_information(P)[0] == pytest.approx(h - np.log(2) / 2)
+    assert mean_std(P)[0] == pytest.approx(0.25)
+
+
+def test_variation_ratio_from_mode_counts():
+    votes = [0, 1, 1, 2, 1]  # mode is class 1, three of five passes
+    P = np.eye(3)[votes][:, None, :]
+    assert variation_ratio(P)[0] == pytest.approx(1 - 3 / 5)
+    votes = [3, 3, 0, 0, 1, 2]  # tie at 2 of 6
+    P = np.eye(4)[votes][:, None, :] * 0.7 + 0.3 / 4
+    assert variation_ratio(P)[0] == pytest.approx(1 - 2 / 6)
+
+
+def test_mean_std_matches_numpy_reference():
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(5), size=(30, 40))
+    np.testing.assert_allclose(mean_std(P), P.std(axis=0, ddof=0).mean(axis=-1), rtol=1e-10)
+
+
+def test_bald_never_negative_and_is_entropy_difference():
+    rng = np.random.default_rng(1)
+    P = rng.dirichlet(np.full(10, 0.3), size=(50, 200))
+    P[:, :50] = P[:1, :50]  # identical passes: MI is 0 up to round-off
+    mi = mutual_information(P)
+    assert (mi >= 0).all()
+    np.testing.assert_allclose(mi[:50], 0.0, atol=1e-12)
+    np.testing.assert_allclose(mi[50:], predictive_entropy(P)[50:] - expected_entropy(P)[50:], atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", [predictive_entropy, expected_entropy, mutual_information,
+                                variation_ratio, mean_std])
+def test_permuting_passes_changes_nothing(fn):
+    rng = np.random.default_rng(2)
+    P = rng.dirichlet(np.ones(4), size=(25, 30))
+    np.testing.assert_allclose(fn(P[rng.permutation(25)]), fn(P), rtol=1e-12, atol=1e-15)
+
+
+def test_zero_probabilities_give_no_nan():
+    P = np.zeros((2, 1, 3))
+    P[:, 0, 1] = 1.0
+    for fn in (predictive_entropy, expected_entropy, mutual_information, mean_std):
+        assert np.isfinite(fn(P)).all()
+
+
+def test_float32_input_is_computed_in_float64():
+    P = P3.astype(np.float32)
+    assert mutual_information(P).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "P, match",
+    [
+        (np.ones((3, 2)) / 2, "shape \\(T, n_samples, n_classes\\)"),
+        (np.ones((0, 2, 2)) / 2, "T >= 1"),
+        (np.full((2, 2, 2), np.nan), "NaN"),
+        (np.full((2, 2, 2), 0.6), "sum to 1"),
+        (np.array([[[1.5, -0.5]]]), "\\[0, 1\\]"),
+    ],
+)
+def test_bad_samples_raise(P, match):
+    with pytest.raises(ValueError, match=match):
+        check_samples(P)
+    with pytest.raises(ValueError, match=match):
+        mutual_information(P)
