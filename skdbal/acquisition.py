@@ -57,7 +57,11 @@ class DegenerateScoreWarning(UserWarning):
 
 def _sampler(estimator) -> Tuple[Callable, bool]:
     """Return ``(fn, is_mc)``: ``fn(X) -> (T, n, C)`` samples for a chunk."""
-    # our estimators, and our ActiveLearner (which delegates)
+    from .learner import ActiveLearner  # local: learner imports this module
+
+    if isinstance(estimator, ActiveLearner):  # score with what it wraps
+        return _sampler(estimator._fitted())
+    # our estimators, and any estimator that samples
     if hasattr(estimator, "predict_proba_samples"):
         return estimator.predict_proba_samples, True
     # a modAL learner, or anything else wrapping an estimator

@@ -217,3 +217,10 @@ def test_unfitted_delegation_raises(digits):
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError):
         ActiveLearner(small_net()).predict(digits[0][:2])
+
+
+def test_learner_around_plain_classifier_warns_for_degenerate_scores(flat_digits):
+    X, y = flat_digits
+    learner = ActiveLearner(LogisticRegression(max_iter=300), bald, verbose=False).fit(X[:40], y[:40])
+    with pytest.warns(UserWarning, match="T=1"):
+        learner.query(X[100:200], n_instances=2)
