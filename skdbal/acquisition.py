@@ -63,16 +63,19 @@ def _sampler(estimator) -> Tuple[Callable, bool]:
         return _sampler(estimator._fitted())
     # our estimators, and any estimator that samples
     if hasattr(estimator, "predict_proba_samples"):
+        if getattr(estimator, "mc_dropout", True) is False:  # deterministic baseline
+            return (lambda X: estimator.predict_proba_samples(X, n_samples=1)), False
         return estimator.predict_proba_samples, True
     # a modAL learner, or anything else wrapping an estimator
     inner = getattr(estimator, "estimator", None)
     if inner is not None and hasattr(inner, "predict_proba_samples"):
-        return inner.predict_proba_samples, True
+        return _sampler(inner)
     # a Pipeline ending in one of our estimators
     steps = getattr(estimator, "steps", None)
     if steps and hasattr(steps[-1][1], "predict_proba_samples"):
-        head, last = estimator[:-1], steps[-1][1]
-        return (lambda X: last.predict_proba_samples(head.transform(X))), True
+        head = estimator[:-1]
+        fn, is_mc = _sampler(steps[-1][1])
+        return (lambda X: fn(head.transform(X))), is_mc
     if hasattr(estimator, "predict_proba"):
         return (lambda X: np.asarray(estimator.predict_proba(X))[np.newaxis]), False
     raise TypeError(
@@ -112,6 +115,7 @@ def score_pool(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     needs_mc: bool = True,
+    deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
 ) -> np.ndarray:
     """Score every row of ``X_pool`` with ``score_fn`` over MC samples.
 
@@ -127,7 +131,10 @@ def score_pool(
         Rows scored at a time; bounds memory to ``T · chunk_size · C`` floats.
     needs_mc : bool, default=True
         Warn with :class:`DegenerateScoreWarning` when the estimator gives a
-        single pass, for which the score is constant.
+        single deterministic pass, for which the score is constant.
+    deterministic_fn : callable, optional
+        Score used instead of ``score_fn`` for a single deterministic pass
+        (a plain classifier, or ``mc_dropout=False``); no warning then.
 
     Returns
     -------
@@ -137,6 +144,8 @@ def score_pool(
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
     sample, is_mc = _sampler(estimator)
+    if not is_mc and deterministic_fn is not None:
+        score_fn, needs_mc = deterministic_fn, False
     if needs_mc and not is_mc:
         warnings.warn(
             f"{type(estimator).__name__} has no predict_proba_samples, so it is "
@@ -178,7 +187,13 @@ def select_top(
     return ranked.astype(np.intp), scores[ranked]
 
 
-def make_strategy(score_fn: Callable[[np.ndarray], np.ndarray], *, needs_mc: bool = True, name=None):
+def make_strategy(
+    score_fn: Callable[[np.ndarray], np.ndarray],
+    *,
+    needs_mc: bool = True,
+    deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    name: Optional[str] = None,
+) -> Callable:
     """Build a modAL-protocol strategy from a score over MC samples.
 
     Parameters
@@ -187,6 +202,8 @@ def make_strategy(score_fn: Callable[[np.ndarray], np.ndarray], *, needs_mc: boo
         ``(T, n, C) -> (n,)``, larger is more informative.
     needs_mc : bool, default=True
         Whether the score is degenerate for a single pass.
+    deterministic_fn : callable, optional
+        The score to use for a single deterministic pass instead.
     name : str, optional
         ``__name__`` of the strategy.
 
@@ -206,7 +223,8 @@ def make_strategy(score_fn: Callable[[np.ndarray], np.ndarray], *, needs_mc: boo
     ) -> Tuple[np.ndarray, np.ndarray]:
         X_pool = _check_pool(X_pool)
         _check_n_instances(n_instances, len(X_pool))
-        scores = score_pool(estimator, X_pool, score_fn, chunk_size=chunk_size, needs_mc=needs_mc)
+        scores = score_pool(estimator, X_pool, score_fn, chunk_size=chunk_size, needs_mc=needs_mc,
+                            deterministic_fn=deterministic_fn)
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
 
@@ -247,9 +265,15 @@ max_entropy.__doc__ = """Max entropy: the largest entropy of the MC-averaged pre
 Same parameters and returns as :func:`bald`.
 """
 
-variation_ratios = make_strategy(uncertainty.variation_ratio, name="variation_ratios")
+variation_ratios = make_strategy(uncertainty.variation_ratio, deterministic_fn=uncertainty.least_confidence,
+                                 name="variation_ratios")
 variation_ratios.__doc__ = """Variation ratios: ``1 − f_mode / T`` over the
 passes' predicted classes (seed 001, eq. 3).
+
+For a single deterministic pass (a plain classifier, or an MC estimator with
+``mc_dropout=False``: Gal et al.'s §5.2 baseline), where the mode count is
+always 0, it scores ``1 − max_c p_c`` instead: Gal et al.'s own definition,
+which the mode count approximates.
 
 Same parameters and returns as :func:`bald`.
 """

@@ -325,17 +325,40 @@ class MCDropoutClassifier(NeuralNetClassifier):
         T = int(T)
         self.check_is_fitted()
         X = self._validate_X(X)
-        out = []
+        chunks = []
+        split = split_module(self.module_)
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
             for xb in self._batches(X):
-                if self.mc_dropout:
-                    passes = [torch.softmax(net(xb), dim=-1) for _ in range(T)]
-                    out.append(torch.stack(passes).cpu())
-                else:
+                if not self.mc_dropout:
                     p = torch.softmax(net(xb), dim=-1).cpu()
-                    out.append(p.unsqueeze(0).expand(T, *p.shape))
-        return torch.cat(out, dim=1).numpy().astype(np.float32, copy=True)
+                    chunks.append(p.unsqueeze(0).expand(T, *p.shape))
+                elif split is not None:
+                    chunks.append(self._head_passes(*split, xb, T))
+                else:  # no trunk/head split: T full passes
+                    chunks.append(torch.stack([torch.softmax(net(xb), dim=-1).cpu() for _ in range(T)]))
+        return np.ascontiguousarray(torch.cat(chunks, dim=1).numpy(), dtype=np.float32)
+
+    #: Rows (pass × input) sent through the head at once by trunk-cached sampling.
+    _HEAD_ROWS = 16384
+
+    @staticmethod
+    def _head_passes(trunk, head, xb, T):
+        """T passes of the stochastic head over one deterministic trunk output.
+
+        The trunk has no dropout, so running it once is exact: every pass
+        sees the same trunk output, and the head draws independent masks
+        for each of the T·b rows.
+        """
+        h = trunk(xb)
+        b = h.shape[0]
+        per_call = max(1, min(T, MCDropoutClassifier._HEAD_ROWS // max(b, 1)))
+        passes = []
+        for start in range(0, T, per_call):
+            t = min(per_call, T - start)
+            rep = h.unsqueeze(0).expand(t, *h.shape).reshape(t * b, *h.shape[1:])
+            passes.append(torch.softmax(head(rep), dim=-1).reshape(t, b, -1).cpu())
+        return torch.cat(passes)
 
     def _deterministic(self, X) -> np.ndarray:
         X = self._validate_X(X)

@@ -28,6 +28,7 @@ __all__ = [
     "bald",
     "variation_ratio",
     "mean_std",
+    "least_confidence",
 ]
 
 _SUM_TOL = 1e-3
@@ -176,3 +177,22 @@ def mean_std(P) -> np.ndarray:
     P = check_samples(P)
     var = (P ** 2).mean(axis=0) - P.mean(axis=0) ** 2
     return np.sqrt(np.maximum(var, 0.0)).mean(axis=-1)
+
+
+def least_confidence(P) -> np.ndarray:
+    """``1 − max_c p̄_c``: Gal et al.'s definition of the variation ratio.
+
+    The mode-count variation ratio approaches it as ``T → ∞``; for a single
+    deterministic pass (``T = 1``), where the mode count is always 0, this is
+    the variation ratio Gal et al. use for their deterministic baseline.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    scores : ndarray of shape (N,)
+    """
+    P = check_samples(P)
+    return 1.0 - P.mean(axis=0).max(axis=-1)

@@ -133,3 +133,29 @@ def test_mc_net_scores(fitted_net, digits):
 def test_score_pool_rejects_non_estimators(pool):
     with pytest.raises(TypeError, match="predict_proba"):
         score_pool(object(), pool, uncertainty.mutual_information)
+
+
+def test_variation_ratios_for_a_deterministic_pass_is_least_confidence():
+    X, y = load_iris(return_X_y=True)
+    clf = LogisticRegression(max_iter=500).fit(X[::10], y[::10])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        idx, scores = variation_ratios(clf, X, n_instances=4)
+    lc = 1 - clf.predict_proba(X).max(axis=1)
+    np.testing.assert_allclose(scores, np.sort(lc)[::-1][:4])
+    np.testing.assert_allclose(uncertainty.least_confidence(uncertainty.check_samples(
+        clf.predict_proba(X)[None])), lc)
+
+
+def test_deterministic_baseline_net_is_scored_with_one_pass(fitted_net, digits):
+    import copy
+    X, _ = digits
+    det = copy.deepcopy(fitted_net).set_params(mc_dropout=False)
+    pool = X[300:400]
+    p = det.predict_proba(pool)
+    _, s = variation_ratios(det, pool, n_instances=5)
+    np.testing.assert_allclose(s, np.sort(1 - p.max(1))[::-1][:5], rtol=1e-6)
+    _, s = max_entropy(det, pool, n_instances=5)
+    np.testing.assert_allclose(s, np.sort(uncertainty.entropy(p))[::-1][:5], rtol=1e-5)
+    with pytest.warns(DegenerateScoreWarning):
+        bald(det, pool)

@@ -174,3 +174,49 @@ def test_unfitted_raises(digits):
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError):
         MCDropoutClassifier().predict_proba_samples(digits[0][:3])
+
+
+def test_trunk_cached_sampling_is_exact(fitted_net, digits):
+    """Trunk once + T head passes == T full passes drawing the same masks.
+
+    The trunk uses no randomness, so running the full net on the input
+    repeated T times under the same seed draws the head's masks in the same
+    order as the cached path.
+    """
+    X, _ = digits
+    xb = X[:13]
+    T = 9
+    P = fitted_net.predict_proba_samples(xb, n_samples=T)
+    seed = fitted_net.random_state + 2  # the sampling seed offset
+    net = fitted_net.module_
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        net.eval()
+        for m in net.modules():
+            if isinstance(m, nn.Dropout):
+                m.train()
+        with torch.no_grad():
+            rep = torch.as_tensor(xb).unsqueeze(0).expand(T, *xb.shape).reshape(T * 13, 8, 8)
+            ref = torch.softmax(net(rep), -1).reshape(T, 13, 10).numpy()
+        net.eval()
+    np.testing.assert_allclose(P, ref, atol=1e-6)
+
+
+def test_unsplit_module_falls_back_to_full_passes(digits):
+    X, y = digits
+
+    class Plain(nn.Module):
+        def __init__(self, n_features=64, n_classes=10):
+            super().__init__()
+            self.seq = nn.Sequential(nn.Flatten(), nn.Linear(n_features, 32), nn.ReLU(), nn.Dropout(0.5),
+                                     nn.Linear(32, n_classes))
+
+        def forward(self, x):
+            return self.seq(x)
+
+    net = small_net(module=Plain, max_epochs=2).fit(X[:100], y[:100])
+    P = net.predict_proba_samples(X[:20])
+    assert P.shape == (8, 20, 10) and not np.allclose(P[0], P[1])
+    np.testing.assert_allclose(P.sum(-1), 1, atol=1e-5)
+    with pytest.raises(TypeError, match="trunk"):
+        net.transform(X[:2])

@@ -1,0 +1,196 @@
+"""MNIST loader, shaped like scikit-learn's fetchers.
+
+Files are looked up in ``data_home``, then ``$SKDBAL_DATA``, then the default
+cache ``~/skdbal_data``, each holding an ``mnist/`` folder with the four
+standard IDX ``.gz`` files. A missing file is downloaded (when
+``download=True``) from the usual public mirrors into the first of those
+folders. Every file is verified by the SHA-256 of its *decompressed* IDX
+content, so re-compressed copies are accepted and corrupted ones rejected.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+from sklearn.utils import Bunch
+
+__all__ = ["get_data_home", "load_mnist", "MNIST_FILES", "MNIST_MIRRORS"]
+
+#: SHA-256 of the decompressed IDX content of each file.
+MNIST_FILES = {
+    "train-images-idx3-ubyte.gz": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte.gz": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte.gz": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte.gz": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+#: Public mirrors tried in order.
+MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+    "http://yann.lecun.com/exdb/mnist/",
+)
+
+_SUBSETS = {"train": "train", "test": "t10k"}
+
+
+def get_data_home(data_home: Optional[Union[str, os.PathLike]] = None) -> Path:
+    """The folder datasets are cached in (not created here).
+
+    ``data_home`` if given, else ``$SKDBAL_DATA``, else ``~/skdbal_data``.
+    """
+    if data_home is not None:
+        return Path(data_home).expanduser()
+    env = os.environ.get("SKDBAL_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path("~/skdbal_data").expanduser()
+
+
+def _candidates(data_home) -> list:
+    homes = []
+    if data_home is not None:
+        homes.append(Path(data_home).expanduser())
+    if os.environ.get("SKDBAL_DATA"):
+        homes.append(Path(os.environ["SKDBAL_DATA"]).expanduser())
+    homes.append(Path("~/skdbal_data").expanduser())
+    out = []
+    for home in homes:  # data_home may point at the mnist folder itself
+        for folder in (home / "mnist", home):
+            if folder not in out:
+                out.append(folder)
+    return out
+
+
+def _read_verified(path: Path, sha256: str) -> bytes:
+    try:
+        with gzip.open(path, "rb") as f:
+            content = f.read()
+    except (OSError, EOFError) as exc:
+        raise OSError(f"{path} is not a readable gzip file ({exc}); delete it and retry") from None
+    digest = hashlib.sha256(content).hexdigest()
+    if digest != sha256:
+        raise OSError(
+            f"checksum mismatch for {path}: SHA-256 of the decompressed content is "
+            f"{digest}, expected {sha256}. The file is corrupted; delete it and retry."
+        )
+    return content
+
+
+def _download(name: str, folder: Path, sha256: str, timeout: float) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    errors = []
+    for mirror in MNIST_MIRRORS:
+        url = mirror + name
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+                shutil.copyfileobj(resp, out)
+            _read_verified(Path(tmp), sha256)
+            target = folder / name
+            os.replace(tmp, target)  # atomic: a killed download leaves no half file
+            return target
+        except Exception as exc:  # try the next mirror
+            errors.append(f"{url}: {exc}")
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    raise OSError("could not download " + name + ":\n  " + "\n  ".join(errors))
+
+
+def _parse_idx(content: bytes, name: str) -> np.ndarray:
+    if len(content) < 4 or content[:2] != b"\x00\x00" or content[2] != 0x08:
+        raise OSError(f"{name} is not an unsigned-byte IDX file")
+    ndim = content[3]
+    dims = np.frombuffer(content, dtype=">u4", count=ndim, offset=4).astype(int)
+    data = np.frombuffer(content, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise OSError(f"{name}: header says {tuple(dims)}, found {data.size} values")
+    return data.reshape(tuple(dims)).copy()
+
+
+def load_mnist(
+    data_home: Optional[Union[str, os.PathLike]] = None,
+    download: bool = True,
+    subset: str = "train",
+    return_X_y: bool = False,
+    timeout: float = 60.0,
+):
+    """Load MNIST (LeCun, Cortes & Burges) from the standard IDX files.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``mnist/`` (or the four files directly). Looked up
+        first; then ``$SKDBAL_DATA``; then ``~/skdbal_data``.
+    download : bool, default=True
+        Download missing files into ``<data_home>/mnist`` (the first folder
+        above). With False, a missing file raises :class:`FileNotFoundError`.
+    subset : {"train", "test", "all"}, default="train"
+        60,000 training images, 10,000 test images, or both (train first).
+    return_X_y : bool, default=False
+        Return ``(images, target)`` instead of a Bunch.
+    timeout : float, default=60
+        Seconds per download attempt.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``images`` uint8 ``(N, 28, 28)``; ``data`` the same, flat
+        ``(N, 784)``; ``target`` int64 ``(N,)``; ``target_names``;
+        ``DESCR``.
+    (images, target) : tuple, with ``return_X_y=True``
+
+    Raises
+    ------
+    FileNotFoundError
+        Offline (``download=False``) with no copy; the message says where
+        to put the files.
+    OSError
+        On a checksum mismatch or a failed download.
+
+    Examples
+    --------
+    >>> from skdbal.datasets import load_mnist
+    >>> X, y = load_mnist(subset="test", return_X_y=True)  # doctest: +SKIP
+    >>> X.shape, y[:5]  # doctest: +SKIP
+    ((10000, 28, 28), array([7, 2, 1, 0, 4]))
+    """
+    if subset not in ("train", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'test' or 'all'; got {subset!r}")
+    prefixes = ["train", "t10k"] if subset == "all" else [_SUBSETS[subset]]
+    folders = _candidates(data_home)
+    arrays = {}
+    for prefix in prefixes:
+        for kind in ("images-idx3", "labels-idx1"):
+            name = f"{prefix}-{kind}-ubyte.gz"
+            path = next((f / name for f in folders if (f / name).is_file()), None)
+            if path is None:
+                if not download:
+                    raise FileNotFoundError(
+                        f"MNIST file {name} not found and download=False. Put the four IDX "
+                        f"files ({', '.join(MNIST_FILES)}) in {folders[0]} (or set "
+                        f"SKDBAL_DATA / data_home to a folder with an mnist/ subfolder), "
+                        f"or pass download=True. Looked in: {', '.join(map(str, folders))}"
+                    )
+                path = _download(name, get_data_home(data_home) / "mnist", MNIST_FILES[name], timeout)
+            arrays[(prefix, kind)] = _parse_idx(_read_verified(path, MNIST_FILES[name]), name)
+    images = np.concatenate([arrays[(p, "images-idx3")] for p in prefixes])
+    target = np.concatenate([arrays[(p, "labels-idx1")] for p in prefixes]).astype(np.int64)
+    if len(images) != len(target):
+        raise OSError(f"MNIST images and labels disagree: {len(images)} vs {len(target)}")
+    if return_X_y:
+        return images, target
+    return Bunch(
+        images=images,
+        data=images.reshape(len(images), -1),
+        target=target,
+        target_names=np.arange(10),
+        DESCR=f"MNIST handwritten digits, subset={subset!r}: {len(target)} uint8 28x28 images.",
+    )

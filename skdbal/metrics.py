@@ -1,0 +1,107 @@
+"""Learning-curve metrics: labels needed to reach an accuracy (seed 001, App. A)."""
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import numpy as np
+
+__all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at"]
+
+
+def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):
+    """Stack runs into ``(labels, values)`` with ``values`` of shape (n_runs, n_steps).
+
+    Parameters
+    ----------
+    histories : sequence of runs
+        Each run a sequence of rows (dicts) with keys ``x`` and ``y``, as
+        returned by :meth:`skdbal.ActiveLearner.simulate`, or a pandas
+        DataFrame.
+
+    Raises
+    ------
+    ValueError
+        If runs are empty or disagree on their label counts.
+    """
+    runs = []
+    for h in histories:
+        if hasattr(h, "to_dict"):
+            h = h.to_dict("records")
+        runs.append(list(h))
+    if not runs or any(len(r) == 0 for r in runs):
+        raise ValueError("histories must hold at least one non-empty run")
+    labels = np.array([row[x] for row in runs[0]])
+    n = min(len(r) for r in runs)
+    for r in runs:
+        if not np.array_equal([row[x] for row in r[:n]], labels[:n]):
+            raise ValueError(f"runs disagree on their {x!r} column; they cannot be averaged step by step")
+    values = np.array([[float(row[y]) for row in r[:n]] for r in runs])
+    return labels[:n], values
+
+
+def _first_reaching(labels: np.ndarray, acc: np.ndarray, threshold: float) -> float:
+    hit = np.flatnonzero(acc >= threshold)
+    return float(labels[hit[0]]) if len(hit) else np.nan
+
+
+def labels_to_accuracy(
+    histories,
+    threshold: float,
+    method: str = "average-step",
+) -> dict:
+    """Labels needed to reach test accuracy ``threshold`` (seed 001, Appendix A).
+
+    Parameters
+    ----------
+    histories : sequence of runs
+        The runs of one strategy (e.g. one per seed); see
+        :func:`curves_from_histories`.
+    threshold : float
+        Accuracy in (0, 1], e.g. 0.90 for 10% test error.
+    method : {"average-step", "step-average"}, default="average-step"
+        ``"average-step"``: average the accuracy over runs step by step, then
+        take the first label count where the average reaches the threshold
+        (an integer; Gal et al.'s Table 1 reports it). ``"step-average"``:
+        take the first label count of each run, then their mean and
+        (population) standard deviation.
+
+    Returns
+    -------
+    result : dict
+        ``value`` (labels; NaN if never reached), ``std`` (step-average only,
+        else NaN) and ``runs`` (per-run label counts, step-average only). A
+        run that never reaches the threshold makes the step-average NaN.
+
+    Examples
+    --------
+    >>> runs = [[{"n_labels": n, "accuracy": a} for n, a in zip([20, 30, 40], accs)]
+    ...         for accs in ([0.85, 0.91, 0.95], [0.80, 0.88, 0.93])]
+    >>> labels_to_accuracy(runs, 0.9)["value"]          # mean curve 0.825, 0.895, 0.94
+    40.0
+    >>> r = labels_to_accuracy(runs, 0.9, method="step-average")
+    >>> r["runs"], r["value"], r["std"]
+    ([30.0, 40.0], 35.0, 5.0)
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be an accuracy in (0, 1]; got {threshold!r}")
+    labels, acc = curves_from_histories(histories)
+    if method == "average-step":
+        return {"value": _first_reaching(labels, acc.mean(axis=0), threshold), "std": np.nan, "runs": []}
+    if method == "step-average":
+        per_run = [_first_reaching(labels, a, threshold) for a in acc]
+        arr = np.array(per_run)
+        return {"value": float(arr.mean()), "std": float(arr.std(ddof=0)), "runs": per_run}
+    raise ValueError(f"method must be 'average-step' or 'step-average'; got {method!r}")
+
+
+def accuracy_at(histories, n_labels: int) -> tuple:
+    """Mean and population std of accuracy over runs at ``n_labels`` labels.
+
+    Returns ``(nan, nan)`` when no step has that label count.
+    """
+    labels, acc = curves_from_histories(histories)
+    hit = np.flatnonzero(labels == n_labels)
+    if not len(hit):
+        return np.nan, np.nan
+    col = acc[:, hit[0]]
+    return float(col.mean()), float(col.std(ddof=0))
