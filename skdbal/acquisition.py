@@ -46,6 +46,7 @@ __all__ = [
     "make_strategy",
     "to_modal",
     "DegenerateScoreWarning",
+    "STRATEGIES",
 ]
 
 DEFAULT_CHUNK_SIZE = 2048
@@ -343,3 +344,13 @@ def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callabl
         return strategy(*args, **kwargs)[0]
 
     return bare
+
+
+#: Strategies by name, as used by the command line and the experiment runner.
+STRATEGIES = {
+    "bald": bald,
+    "max_entropy": max_entropy,
+    "variation_ratios": variation_ratios,
+    "mean_std": mean_std,
+    "random": random_sampling,
+}

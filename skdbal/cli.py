@@ -1,4 +1,4 @@
-"""Command line: ``skdbal quickstart`` (the default)."""
+"""Command line: ``skdbal quickstart`` (the default), ``skdbal experiment``, ``skdbal report``."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +24,44 @@ def _quickstart(args) -> int:
     return 0
 
 
+def _parse_overrides(items) -> dict:
+    """``key=value`` pairs; values parsed as Python literals when possible."""
+    import ast
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects key=value; got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value
+    return out
+
+
+def _experiment(args) -> int:
+    from .experiments import run_grid
+    from .report import write_report
+
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    overrides = _parse_overrides(args.set)
+    t0 = time.perf_counter()
+    run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
+             n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet, **overrides)
+    paths = write_report(args.out)
+    print(f"grid done in {time.perf_counter() - t0:.0f} s; wrote " + ", ".join(map(str, paths)))
+    return 0
+
+
+def _report(args) -> int:
+    from .report import write_report
+
+    paths = write_report(args.out)
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skdbal", description="Deep Bayesian active learning.")
     sub = parser.add_subparsers(dest="command")
@@ -35,6 +73,25 @@ def build_parser() -> argparse.ArgumentParser:
     qs.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     qs.add_argument("--out", default="quickstart.png", help="learning-curve PNG (default quickstart.png)")
     qs.set_defaults(func=_quickstart)
+
+    ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset")
+    ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
+    ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
+                    help="comma-separated strategy names")
+    ex.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
+    ex.add_argument("--n-jobs", type=int, default=1, help="runs in parallel (default 1)")
+    ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
+    ex.add_argument("--deterministic-baseline", action="store_true",
+                    help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
+    ex.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a preset field, e.g. --set n_queries=3 (repeatable)")
+    ex.add_argument("--out", required=True, help="output folder; an interrupted grid resumes from it")
+    ex.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ex.set_defaults(func=_experiment)
+
+    rp = sub.add_parser("report", help="write the table and figures of a grid's results")
+    rp.add_argument("out", help="a folder written by skdbal experiment")
+    rp.set_defaults(func=_report)
     return parser
 
 

@@ -12,21 +12,11 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from . import acquisition
+from .acquisition import STRATEGIES
 from .learner import ActiveLearner
 from .mc_dropout import MCDropoutClassifier
 
 __all__ = ["STRATEGIES", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]
-
-#: Strategies selectable by name.
-STRATEGIES = {
-    "bald": acquisition.bald,
-    "max_entropy": acquisition.max_entropy,
-    "variation_ratios": acquisition.variation_ratios,
-    "mean_std": acquisition.mean_std,
-    "random": acquisition.random_sampling,
-}
-
 
 def load_digits_images(test_size: int = 500, random_state: int = 0):
     """Digits as float32 8×8 images in [0, 1], split into pool and test sets.

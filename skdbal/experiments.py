@@ -1,0 +1,378 @@
+"""Experiment grids: strategies × seeds × presets, resumable, in parallel.
+
+Each run (preset, strategy, variant, seed) keeps its finished rows in
+``runs/<run_id>.csv`` (with the pool indices it queried), its configuration in
+``runs/<run_id>.json`` and, as a cache, the weights of its latest model in
+``runs/<run_id>.pt``. Files are replaced atomically (temporary file, fsync,
+:func:`os.replace`) after every step, so a run killed at any moment resumes
+after its last finished step and never repeats one. Each step's randomness
+(pool subset, tie breaks, weight initialisation, batch order, dropout masks)
+is seeded from ``(seed, step)`` alone, so the model of the last finished step
+can be rebuilt exactly from the labelled set when the weights cache is
+missing or stale, and a resumed run ends with the rows of an uninterrupted
+one. Only the CSV and JSON files need to be kept (e.g. committed) to resume.
+
+The tidy ``results.csv`` (one row per run and step) is assembled from the
+run files after every step, again atomically.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from skorch.callbacks import EarlyStopping
+from skorch.dataset import Dataset
+from skorch.helper import predefined_split
+
+from . import nets
+from .acquisition import STRATEGIES
+from .callbacks import ScaledL2
+from .initial import balanced_random
+from .mc_dropout import MCDropoutClassifier
+from .presets import Preset, get_preset
+
+__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "COLUMNS"]
+
+#: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
+COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
+           "train_time", "query_time", "eval_time", "time", "query_indices"]
+
+#: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. report (§5.2).
+DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a grid."""
+
+    preset: Preset
+    strategy: str
+    seed: int
+    mc_dropout: bool = True
+
+    @property
+    def variant(self) -> str:
+        return "bayesian" if self.mc_dropout else "deterministic"
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.preset.name}__{self.strategy}__{self.variant}__seed{self.seed}"
+
+    def config(self) -> dict:
+        return {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
+                "mc_dropout": self.mc_dropout}
+
+
+# ----------------------------------------------------------------------------- data
+@lru_cache(maxsize=2)
+def load_data(dataset: str, data_home: Optional[str] = None):
+    """``(X_train, y_train, X_test, y_test)`` for a preset's dataset."""
+    if dataset == "mnist":
+        from .datasets import load_mnist
+
+        X_train, y_train = load_mnist(data_home, subset="train", return_X_y=True)
+        X_test, y_test = load_mnist(data_home, subset="test", return_X_y=True)
+        return X_train, y_train, X_test, y_test
+    if dataset == "digits":
+        from .quickstart import load_digits_images
+
+        X_pool, X_test, y_pool, y_test = load_digits_images()
+        return X_pool, y_pool, X_test, y_test
+    raise ValueError(f"unknown dataset {dataset!r}; choose 'mnist' or 'digits'")
+
+
+def _split(preset: Preset, seed: int, y_train, n_test_total: int):
+    """Validation, pool, initial and test indices: a function of the seed only."""
+    rng = np.random.RandomState(seed)
+    perm = rng.permutation(len(y_train))
+    if preset.n_validation >= len(perm):
+        raise ValueError(f"n_validation={preset.n_validation} leaves no pool")
+    val = perm[:preset.n_validation]
+    pool = perm[preset.n_validation:]
+    if preset.pool_size is not None:
+        pool = pool[:preset.pool_size]
+    initial = pool[balanced_random(y_train[pool], preset.n_initial_per_class, rng)]
+    test = np.arange(n_test_total)
+    if preset.n_test is not None and preset.n_test < n_test_total:
+        test = np.sort(np.random.RandomState([seed, 7919]).choice(n_test_total, preset.n_test, replace=False))
+    return val, pool, initial, test
+
+
+def _to_float(X):
+    return X.astype(np.float32) / 255.0 if X.dtype == np.uint8 else X.astype(np.float32)
+
+
+def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Optional[int] = None,
+                   valid=None) -> MCDropoutClassifier:
+    """The classifier a preset trains at each step.
+
+    ``valid`` is ``(X_val, y_val)``, used when ``preset.selection ==
+    "best_valid_loss"``.
+    """
+    module = getattr(nets, preset.module)
+    optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[preset.optimizer]
+    callbacks = []
+    params = {f"module__{k}": v for k, v in preset.module_params}
+    if preset.scaled_l2:
+        callbacks.append(("scaled_l2", ScaledL2(c=preset.scaled_l2)))
+    if preset.selection == "best_valid_loss":
+        if valid is None:
+            raise ValueError("selection='best_valid_loss' needs a validation set")
+        X_val, y_val = valid
+        params["train_split"] = predefined_split(Dataset(_to_float(X_val), np.asarray(y_val, dtype=np.int64)))
+        callbacks.append(("best_valid", EarlyStopping(monitor="valid_loss", patience=preset.max_epochs + 1,
+                                                      load_best=True)))
+    elif preset.selection != "last":
+        raise ValueError(f"selection must be 'last' or 'best_valid_loss'; got {preset.selection!r}")
+    return MCDropoutClassifier(
+        module=module,
+        classes=np.arange(10),
+        optimizer=optimizer,
+        lr=preset.lr,
+        optimizer__weight_decay=preset.weight_decay,
+        max_epochs=preset.max_epochs,
+        batch_size=preset.batch_size if preset.batch_size else -1,
+        callbacks=callbacks or None,
+        n_samples=preset.n_samples,
+        mc_dropout=mc_dropout,
+        predict_method="deterministic" if preset.eval_method == "deterministic" else "mc",
+        random_state=random_state,
+        **params,
+    )
+
+
+# ------------------------------------------------------------------------ file I/O
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _csv_bytes(rows: Iterable[dict]) -> bytes:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: row[k] for k in COLUMNS})
+    return buf.getvalue().encode()
+
+
+def _parse_row(row: dict) -> dict:
+    for k in ("seed", "step", "n_labels", "n_acquired"):
+        row[k] = int(row[k])
+    for k in ("accuracy", "train_time", "query_time", "eval_time", "time"):
+        row[k] = float(row[k])
+    return row
+
+
+def read_results(path: Union[str, os.PathLike]) -> List[dict]:
+    """Rows of a results.csv (or of one run's CSV), with numeric columns parsed."""
+    with open(path, newline="") as f:
+        return [_parse_row(row) for row in csv.DictReader(f)]
+
+
+def _assemble(out_dir: Path) -> List[dict]:
+    rows = []
+    for run_csv in sorted((out_dir / "runs").glob("*.csv")):
+        rows.extend(read_results(run_csv))
+    rows.sort(key=lambda r: (r["preset"], r["strategy"], r["variant"], r["seed"], r["step"]))
+    _atomic_write(out_dir / "results.csv", _csv_bytes(rows))
+    return rows
+
+
+# ---------------------------------------------------------------------------- runs
+def _step_seed(seed: int, step: int) -> int:
+    return int(np.random.RandomState([seed, step, 2017]).randint(2**31 - 1))
+
+
+def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: Optional[int] = None,
+            data_home: Optional[str] = None, verbose: bool = False) -> List[dict]:
+    """Run (or resume) one run of a grid; return its rows."""
+    out_dir = Path(out_dir)
+    runs = out_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    config_path = runs / f"{spec.run_id}.json"
+    config = json.loads(json.dumps(spec.config(), default=str))
+    if config_path.exists():
+        stored = json.loads(config_path.read_text())
+        if stored != config:
+            raise ValueError(
+                f"{config_path} was written by a different configuration; use another output folder.\n"
+                f"  stored: {stored}\n  asked:  {config}"
+            )
+    else:
+        _atomic_write(config_path, json.dumps(config, indent=1).encode())
+    csv_path = runs / f"{spec.run_id}.csv"
+    rows = read_results(csv_path) if csv_path.exists() else []
+    if len(rows) == spec.preset.n_queries + 1:
+        return rows
+
+    threads = torch.get_num_threads()
+    if torch_threads:
+        torch.set_num_threads(torch_threads)
+    try:
+        return _run_steps(spec, out_dir, rows, data_home, verbose)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_steps(spec, out_dir, rows, data_home, verbose):
+    preset = spec.preset
+    strategy = STRATEGIES[spec.strategy]
+    csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
+    weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
+    X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
+    val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all))
+    X_test, y_test = X_test_all[test], y_test_all[test]
+    valid = (X_train[val], y_train[val])
+
+    def new_estimator(step):
+        return make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
+                              valid=valid)
+
+    def record(step, labelled, est, query, t_train, t_query):
+        t0 = time.perf_counter()
+        accuracy = float(np.mean(est.predict(X_test) == y_test))
+        t_eval = time.perf_counter() - t0
+        return {"preset": preset.name, "strategy": spec.strategy, "variant": spec.variant, "seed": spec.seed,
+                "step": step, "n_labels": len(labelled), "n_acquired": len(labelled) - len(initial),
+                "accuracy": accuracy, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
+                "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
+                "query_indices": " ".join(map(str, query))}
+
+    def save(rows, est):
+        buf = io.BytesIO()
+        torch.save({"step": rows[-1]["step"], "model_state": est.module_.state_dict()}, buf)
+        _atomic_write(weights_path, buf.getvalue())  # cache first: a stale cache is detected
+        _atomic_write(csv_path, _csv_bytes(rows))
+        _assemble(out_dir)
+
+    if not rows:
+        labelled = np.asarray(initial)
+        t0 = time.perf_counter()
+        est = new_estimator(0).fit(X_train[labelled], y_train[labelled])
+        rows = [record(0, labelled, est, labelled, time.perf_counter() - t0, 0.0)]
+        save(rows, est)
+    else:
+        labelled = np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows])
+        if not np.array_equal(labelled[:len(initial)], initial):
+            raise ValueError(f"{csv_path} does not start from this seed's initial set")
+        last = rows[-1]["step"]
+        cache = torch.load(weights_path, weights_only=True) if weights_path.exists() else None
+        if cache is not None and cache["step"] == last:
+            est = new_estimator(last).set_params(max_epochs=0, callbacks=None)
+            est.fit(X_train[labelled[:1]], y_train[labelled[:1]])  # builds the module only
+            est.module_.load_state_dict(cache["model_state"])
+        else:  # rebuild the last model exactly: same labelled set, same seed
+            est = new_estimator(last).fit(X_train[labelled], y_train[labelled])
+
+    for step in range(len(rows), preset.n_queries + 1):
+        rng = np.random.RandomState([spec.seed, step])
+        is_labelled = np.zeros(len(y_train), dtype=bool)
+        is_labelled[labelled] = True
+        remaining = pool[~is_labelled[pool]]
+        if len(remaining) < preset.n_instances:
+            break
+        candidates = remaining
+        if preset.pool_subsample is not None and preset.pool_subsample < len(remaining):
+            candidates = np.sort(rng.choice(remaining, preset.pool_subsample, replace=False))
+        t0 = time.perf_counter()
+        idx, _ = strategy(est, X_train[candidates], preset.n_instances, random_tie_break=True,
+                          random_state=rng.randint(2**31 - 1))
+        query = candidates[idx]
+        t_query = time.perf_counter() - t0
+        labelled = np.concatenate([labelled, query])
+        t0 = time.perf_counter()
+        est = new_estimator(step).fit(X_train[labelled], y_train[labelled])
+        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query))
+        save(rows, est)
+        if verbose:
+            r = rows[-1]
+            print(f"{spec.run_id}: step {step}/{preset.n_queries}, {r['n_labels']} labels, "
+                  f"accuracy {r['accuracy']:.4f} ({r['time']:.1f} s)", flush=True)
+    return rows
+
+
+def run_grid(
+    preset: Union[str, Preset],
+    strategies: Sequence[str],
+    seeds: Sequence[int],
+    out_dir: Union[str, os.PathLike],
+    *,
+    deterministic_baseline: bool = False,
+    n_jobs: int = 1,
+    torch_threads: Optional[int] = None,
+    data_home: Optional[str] = None,
+    verbose: bool = True,
+    **overrides,
+) -> List[dict]:
+    """Run a strategies × seeds grid of one preset, resuming what is there.
+
+    Parameters
+    ----------
+    preset : str or Preset
+        ``"gal2017"``, ``"pilz2025"`` or a :class:`~skdbal.presets.Preset`.
+    strategies : sequence of str
+        Names in :data:`skdbal.acquisition.STRATEGIES`.
+    seeds : sequence of int
+    out_dir : path
+        Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``.
+    deterministic_baseline : bool, default=False
+        Also run the ``mc_dropout=False`` baseline of Gal et al. §5.2 for the
+        strategies among max_entropy and variation_ratios.
+    n_jobs : int, default=1
+        Runs in parallel (joblib).
+    torch_threads : int, optional
+        torch threads per run; default: CPU count // n_jobs. Rows are
+        reproducible for a fixed value.
+    **overrides :
+        Preset fields to change, e.g. ``n_queries=3``.
+
+    Returns
+    -------
+    rows : list of dict
+        All rows of ``results.csv``.
+    """
+    preset = get_preset(preset, **overrides)
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
+    if not seeds:
+        raise ValueError("give at least one seed")
+    specs = [RunSpec(preset, s, int(seed)) for seed in seeds for s in strategies]
+    if deterministic_baseline:
+        specs += [RunSpec(preset, s, int(seed), mc_dropout=False)
+                  for seed in seeds for s in strategies if s in DETERMINISTIC_BASELINE]
+    if torch_threads is None:
+        torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
+    out_dir = Path(out_dir)
+    (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    meta = {"preset": preset.as_dict(), "strategies": list(strategies), "seeds": [int(s) for s in seeds],
+            "deterministic_baseline": deterministic_baseline, "n_jobs": n_jobs, "torch_threads": torch_threads,
+            "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                        "cpu_count": os.cpu_count(), "python": platform.python_version(),
+                        "torch": torch.__version__}}
+    _atomic_write(out_dir / "grid.json", json.dumps(meta, indent=2, default=str).encode())
+    jobs = (delayed(run_one)(spec, out_dir, torch_threads=torch_threads, data_home=data_home, verbose=verbose)
+            for spec in specs)
+    Parallel(n_jobs=n_jobs)(jobs)
+    return _assemble(out_dir)

@@ -1,0 +1,1 @@
+"""Tables and figures from a grid's results.csv (placeholder; filled below)."""
