@@ -42,13 +42,14 @@ def _parse_overrides(items) -> dict:
 
 def _experiment(args) -> int:
     from .experiments import run_grid
-    from .report import write_report
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     overrides = _parse_overrides(args.set)
     t0 = time.perf_counter()
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet, **overrides)
+    from .report import write_report
+
     paths = write_report(args.out)
     print(f"grid done in {time.perf_counter() - t0:.0f} s; wrote " + ", ".join(map(str, paths)))
     return 0
