@@ -366,6 +366,8 @@ def run_grid(
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
+    for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):
+        stale.unlink()  # left by a killed write; the file it was replacing is intact
     meta = {"preset": preset.as_dict(), "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "n_jobs": n_jobs, "torch_threads": torch_threads,
             "machine": {"platform": platform.platform(), "processor": platform.processor(),

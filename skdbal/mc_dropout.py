@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import torch
 from skorch import NeuralNetClassifier
+from skorch.dataset import Dataset as SkorchDataset
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 from torch import nn
@@ -179,6 +180,8 @@ class MCDropoutClassifier(NeuralNetClassifier):
     # ------------------------------------------------------------------ input
     def _validate_X(self, X) -> np.ndarray:
         """Check and cast X at our boundary: finite, 2-4 dims, float32."""
+        if isinstance(X, SkorchDataset):  # skorch's valid_acc scoring passes its Dataset
+            X = X.X
         if isinstance(X, torch.Tensor):
             X = X.detach().cpu().numpy()
         X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True,

@@ -1,1 +1,155 @@
-"""Tables and figures from a grid's results.csv (placeholder; filled below)."""
+"""Tables and figures from a grid's ``results.csv`` (Gal et al. 2017, Table 1, Figs 1-2)."""
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Tuple, Union
+
+import numpy as np
+
+from .experiments import read_results
+from .metrics import accuracy_at, curves_from_histories, labels_to_accuracy
+
+__all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "write_report"]
+
+#: Acquired images to reach 90% / 95% test accuracy (SPEC §6).
+ANCHORS = {
+    "Gal et al. 2017": {"bald": (145, 335), "variation_ratios": (120, 295), "max_entropy": (165, 355),
+                        "mean_std": (230, 695), "random": (255, 835)},
+    "seed 000": {"bald": (105, 260), "variation_ratios": (115, 265), "max_entropy": (125, 365),
+                 "mean_std": (230, 510), "random": (385, 940)},
+}
+
+_ORDER = ["bald", "variation_ratios", "max_entropy", "mean_std", "random"]
+_LABEL = {"bald": "BALD", "variation_ratios": "Var Ratios", "max_entropy": "Max Entropy",
+          "mean_std": "Mean STD", "random": "Random"}
+
+
+def group_runs(rows: List[dict]) -> Dict[Tuple[str, str, str], List[List[dict]]]:
+    """``{(preset, strategy, variant): [rows of each seed's run, by seed]}``."""
+    by_run = defaultdict(list)
+    for row in rows:
+        by_run[(row["preset"], row["strategy"], row["variant"], row["seed"])].append(row)
+    groups = defaultdict(list)
+    for (preset, strategy, variant, seed) in sorted(by_run):
+        run = sorted(by_run[(preset, strategy, variant, seed)], key=lambda r: r["step"])
+        groups[(preset, strategy, variant)].append(run)
+    return dict(groups)
+
+
+def _sort_key(key):
+    preset, strategy, variant = key
+    return (preset, variant != "bayesian", _ORDER.index(strategy) if strategy in _ORDER else 99, strategy)
+
+
+def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
+    if np.isnan(value):
+        return f"> {reached_max}"
+    return f"{value:.0f} ({value - n_initial:.0f})" if float(value).is_integer() else \
+        f"{value:.1f} ({value - n_initial:.1f})"
+
+
+def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000) -> str:
+    """The Table 1 equivalent: labels to 90% and 95% accuracy, both methods, and
+    accuracy at ``at_labels`` labels, beside the anchors.
+
+    Label counts include the ``n_initial`` initial points; the acquired images
+    (what Gal et al. count) are in parentheses.
+    """
+    groups = group_runs(rows)
+    lines = [
+        "| strategy | variant | runs (steps done) | 90%: average-step | 90%: step-average | "
+        "95%: average-step | 95%: step-average | accuracy at "
+        f"{at_labels} labels | Gal et al. 90/95 | seed 000 90/95 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(groups, key=_sort_key):
+        _, strategy, variant = key
+        runs = groups[key]
+        labels, _ = curves_from_histories(runs)
+        cells = []
+        for thr in (0.90, 0.95):
+            avg = labels_to_accuracy(runs, thr, "average-step")["value"]
+            sa = labels_to_accuracy(runs, thr, "step-average")
+            cells.append(_fmt_labels(avg, n_initial, labels[-1]))
+            if np.isnan(sa["value"]):
+                reached = [r for r in sa["runs"] if not np.isnan(r)]
+                cells.append(f"{len(reached)}/{len(runs)} runs reached by {labels[-1]}")
+            else:
+                cells.append(f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
+        mean, std = accuracy_at(runs, at_labels)
+        acc = "n/a (not reached yet)" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%"
+        anchors = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
+        anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in anchors]
+        steps = ", ".join(str(len(r) - 1) for r in runs)
+        lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
+                     + " | ".join(cells) + f" | {acc} | " + " | ".join(anchor_cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "") -> None:
+    """Mean ± std test accuracy against labels, one band per strategy (and variant)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    groups = group_runs(rows)
+    for key in sorted(groups, key=_sort_key):
+        _, strategy, variant = key
+        if variant not in variants or (strategies is not None and strategy not in strategies):
+            continue
+        labels, acc = curves_from_histories(groups[key])
+        mean, std = acc.mean(axis=0), acc.std(axis=0)
+        style = "-" if variant == "bayesian" else "--"
+        name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
+        line, = ax.plot(labels, mean, style, label=f"{name}, {len(groups[key])} run(s)")
+        ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
+    ax.set_xlabel("labelled images (20 initial + acquired)")
+    ax.set_ylabel("test accuracy")
+    ax.set_ylim(0.6, 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
+    """Write ``table.md``, ``learning_curves.png`` and, when the deterministic
+    baseline ran, ``deterministic.png`` into ``out_dir``.
+
+    Returns
+    -------
+    paths : list of Path
+    """
+    out_dir = Path(out_dir)
+    rows = read_results(out_dir / "results.csv")
+    if not rows:
+        raise ValueError(f"{out_dir / 'results.csv'} has no rows yet")
+    meta_path = out_dir / "grid.json"
+    n_initial = 20
+    if meta_path.exists():
+        preset = json.loads(meta_path.read_text())["preset"]
+        n_initial = 10 * preset["n_initial_per_class"]
+    table = out_dir / "table.md"
+    table.write_text(
+        "Labels to reach 90% and 95% test accuracy (acquired images in parentheses), by Average-Step and "
+        "Step-Average (mean ± population std over seeds; seed 001, Appendix A), and test accuracy at "
+        "1000 labels. The anchor columns give acquired images.\n\n" + table_markdown(rows, n_initial) + "\n"
+    )
+    paths = [table]
+    curves = out_dir / "learning_curves.png"
+    plot_curves(rows, curves, title="MNIST, Bayesian CNN: test accuracy (mean ± std over seeds)")
+    paths.append(curves)
+    if any(r["variant"] == "deterministic" for r in rows):
+        det = out_dir / "deterministic.png"
+        plot_curves(rows, det, variants=("bayesian", "deterministic"),
+                    strategies=("max_entropy", "variation_ratios"),
+                    title="Bayesian (solid) vs deterministic (dashed) CNN")
+        paths.append(det)
+    return paths

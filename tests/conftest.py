@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
@@ -25,3 +28,15 @@ def small_net(**params):
 def fitted_net(digits):
     X, y = digits
     return small_net().fit(X[:300], y[:300])
+
+
+#: The shared MNIST copy beside the checkout (../shared/data/mnist), as in CI.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def mnist_home():
+    """Point the loader at the shared MNIST copy (never downloaded in tests)."""
+    if not (SHARED_DATA / "mnist" / "train-labels-idx1-ubyte.gz").is_file():
+        pytest.skip(f"MNIST not found at {SHARED_DATA}/mnist (CI has it beside the checkout)")
+    return SHARED_DATA

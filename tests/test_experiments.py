@@ -1,0 +1,163 @@
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skdbal.experiments import COLUMNS, RunSpec, make_estimator, read_results, run_grid, run_one
+from skdbal.presets import PRESETS, get_preset
+from skdbal.report import table_markdown, write_report
+
+TINY = dict(dataset="digits", n_queries=3, max_epochs=3, module_params={"kernel_size": 3}, n_samples=5,
+            pool_subsample=150, n_validation=50)
+TINY_CLI = ["--set", "dataset='digits'", "--set", "max_epochs=25", "--set", "module_params={'kernel_size': 3}",
+            "--set", "n_samples=5", "--set", "pool_subsample=150", "--set", "n_validation=50",
+            "--set", "n_queries=6", "--seeds", "1", "--strategies", "bald,random", "--torch-threads", "1", "--quiet"]
+
+
+def without_times(path):
+    with open(path, newline="") as f:
+        return [{k: v for k, v in row.items() if not k.endswith("time")} for row in csv.DictReader(f)]
+
+
+def test_presets_document_the_protocols():
+    gal = PRESETS["gal2017"]
+    assert (gal.n_initial_per_class, gal.n_validation, gal.pool_subsample, gal.n_queries, gal.n_instances) == \
+        (2, 100, 2000, 100, 10)
+    assert (gal.max_epochs, gal.batch_size, gal.lr, gal.n_samples, gal.scaled_l2) == (50, 128, 1e-3, 100, 3.5)
+    pilz = PRESETS["pilz2025"]
+    assert (pilz.module, pilz.n_samples, pilz.n_validation, pilz.selection) == ("LeNet5", 64, 1000, "best_valid_loss")
+    with pytest.raises(TypeError):
+        get_preset("gal2017", n_querys=3)
+    with pytest.raises(ValueError, match="unknown preset"):
+        get_preset("gal2016")
+
+
+def test_scaled_l2_sets_weight_decay_2c_over_n(digits):
+    X, y = digits
+    est = make_estimator(get_preset("gal2017", max_epochs=1, module_params={"kernel_size": 3}), random_state=0)
+    est.fit(X[:40], y[:40])
+    groups = est.optimizer_.param_groups
+    scaled = [g for g in groups if g.get("skdbal_scaled_l2")]
+    assert len(scaled) == 1 and scaled[0]["weight_decay"] == pytest.approx(2 * 3.5 / 40)
+    assert scaled[0]["params"][0] is est.module_.head[2].weight
+    assert all(est.module_.head[2].weight is not p for g in groups if g not in scaled for p in g["params"])
+
+
+def test_best_valid_loss_selection(digits):
+    X, y = digits
+    preset = get_preset("pilz2025", dataset="digits", module="BayesianCNN", module_params={"kernel_size": 3},
+                        max_epochs=8)
+    est = make_estimator(preset, random_state=0, valid=(X[1000:1200], y[1000:1200])).fit(X[:60], y[:60])
+    losses = est.history[:, "valid_loss"]
+    assert len(losses) == 8
+    # the kept weights are those of the best epoch: recompute the validation loss
+    import torch
+    with torch.no_grad():
+        est.module_.eval()
+        logits = est.module_(torch.as_tensor(X[1000:1200]))
+        loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y[1000:1200])).item()
+    assert loss == pytest.approx(min(losses), rel=1e-4)
+
+
+def test_tiny_grid_rows_and_rerun_identical(tmp_path):
+    rows = run_grid("gal2017", ["bald", "max_entropy", "random"], [1, 2], tmp_path / "a", verbose=False,
+                    deterministic_baseline=True, **TINY)
+    # 3 strategies x 2 seeds + the max_entropy deterministic baseline x 2 seeds, 4 steps each
+    assert len(rows) == (3 + 1) * 2 * 4
+    assert list(rows[0]) == COLUMNS
+    for (strategy, variant, seed) in {(r["strategy"], r["variant"], r["seed"]) for r in rows}:
+        run = [r for r in rows if (r["strategy"], r["variant"], r["seed"]) == (strategy, variant, seed)]
+        assert [r["n_labels"] for r in run] == [20, 30, 40, 50]
+        assert [r["n_acquired"] for r in run] == [0, 10, 20, 30]
+        queried = np.concatenate([np.array(r["query_indices"].split(), dtype=int) for r in run])
+        assert len(np.unique(queried)) == 50  # nothing queried twice
+    # every strategy starts from the same initial set for a seed
+    firsts = {r["query_indices"] for r in rows if r["step"] == 0 and r["seed"] == 1}
+    assert len(firsts) == 1
+    run_grid("gal2017", ["bald", "max_entropy", "random"], [1, 2], tmp_path / "b", verbose=False,
+             deterministic_baseline=True, **TINY)
+    assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
+    # a finished grid is not re-run
+    before = (tmp_path / "a" / "results.csv").read_bytes()
+    run_grid("gal2017", ["bald", "max_entropy", "random"], [1, 2], tmp_path / "a", verbose=False,
+             deterministic_baseline=True, **TINY)
+    assert (tmp_path / "a" / "results.csv").read_bytes() == before
+
+
+def test_resume_rebuilds_a_lost_model_cache(tmp_path):
+    run_grid("gal2017", ["bald"], [3], tmp_path / "full", verbose=False, **TINY)
+    run_grid("gal2017", ["bald"], [3], tmp_path / "part", verbose=False, **{**TINY, "n_queries": 3})
+    csv_path = next((tmp_path / "part" / "runs").glob("*.csv"))
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:3]))  # keep steps 0 and 1
+    next((tmp_path / "part" / "runs").glob("*.pt")).unlink()  # and lose the weights cache
+    run_grid("gal2017", ["bald"], [3], tmp_path / "part", verbose=False, **TINY)
+    assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
+
+
+def test_other_configuration_in_same_folder_is_refused(tmp_path):
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
+    with pytest.raises(ValueError, match="different configuration"):
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "max_epochs": 4})
+
+
+def test_sigkill_mid_grid_resumes_to_the_same_csv(tmp_path):
+    cmd = [sys.executable, "-m", "skdbal", "experiment", "--preset", "gal2017", "--n-jobs", "1"] + TINY_CLI
+    subprocess.run(cmd + ["--out", str(tmp_path / "clean")], check=True, timeout=300, capture_output=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(cmd + ["--out", str(killed)], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    target = killed / "runs" / "gal2017__bald__bayesian__seed1.csv"
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if target.exists() and len(target.read_text().splitlines()) >= 3:  # header + 2 steps
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = sum(len(read_results(p)) for p in (killed / "runs").glob("*.csv"))
+    assert 2 <= done < 14, "the kill must land mid-grid"
+    subprocess.run(cmd + ["--out", str(killed)], check=True, timeout=300, capture_output=True)
+    assert without_times(killed / "results.csv") == without_times(tmp_path / "clean" / "results.csv")
+    assert len(read_results(killed / "results.csv")) == 14
+    assert not list(killed.rglob("*.tmp"))
+
+
+def test_report_table_and_figures(tmp_path):
+    run_grid("gal2017", ["bald", "random"], [1, 2], tmp_path, verbose=False, **TINY)
+    paths = write_report(tmp_path)
+    assert [p.name for p in paths] == ["table.md", "learning_curves.png"]
+    text = (tmp_path / "table.md").read_text()
+    assert "| BALD | bayesian | 2 (3, 3) |" in text and "145 / 335" in text and "385 / 940" in text
+
+
+def test_report_values_by_hand():
+    def rows(strategy, accs_by_seed):
+        return [{"preset": "p", "strategy": strategy, "variant": "bayesian", "seed": s, "step": i,
+                 "n_labels": 20 + 10 * i, "accuracy": a} for s, accs in accs_by_seed.items()
+                for i, a in enumerate(accs)]
+    table = table_markdown(rows("bald", {1: [0.8, 0.91, 0.96], 2: [0.8, 0.85, 0.95]}), at_labels=30)
+    # average-step: mean 0.80, 0.88, 0.955 -> 90% and 95% at 40 labels (20 acquired)
+    # step-average 90%: runs 30, 40 -> 35 ± 5; 95%: 40, 40 -> 40 ± 0
+    assert "| 40 (20) | 35 (15) ± 5.0 | 40 (20) | 40 (20) ± 0.0 | 88.00 ± 3.00% |" in table
+
+
+def test_mnist_smoke_real_preset(mnist_home, tmp_path, monkeypatch):
+    """The real gal2017 preset on real MNIST, shrunk: 3 steps, 200 pool points, 2 epochs."""
+    monkeypatch.setenv("SKDBAL_DATA", str(mnist_home))
+    rows = run_grid("gal2017", ["bald", "random"], [1], tmp_path, verbose=False, n_queries=3, pool_size=200,
+                    max_epochs=2)
+    assert [r["n_labels"] for r in rows] == [20, 30, 40, 50] * 2
+    for r in rows:  # measured on all 10,000 test images (2 epochs: near chance)
+        assert 0.0 <= r["accuracy"] <= 1.0
+        assert r["accuracy"] * 10000 == pytest.approx(round(r["accuracy"] * 10000), abs=1e-6)
+    queried = [int(i) for r in rows if r["strategy"] == "bald" for i in r["query_indices"].split()]
+    assert len(set(queried)) == 50
+    assert {r["strategy"] for r in rows} == {"bald", "random"}
+    write_report(tmp_path)
