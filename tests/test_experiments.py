@@ -161,3 +161,10 @@ def test_mnist_smoke_real_preset(mnist_home, tmp_path, monkeypatch):
     assert len(set(queried)) == 50
     assert {r["strategy"] for r in rows} == {"bald", "random"}
     write_report(tmp_path)
+
+
+def test_parallel_grid_equals_serial(tmp_path):
+    kw = dict(verbose=False, torch_threads=1, **{**TINY, "n_queries": 2})
+    run_grid("gal2017", ["bald", "random"], [5], tmp_path / "serial", n_jobs=1, **kw)
+    run_grid("gal2017", ["bald", "random"], [5], tmp_path / "parallel", n_jobs=2, **kw)
+    assert without_times(tmp_path / "serial" / "results.csv") == without_times(tmp_path / "parallel" / "results.csv")
