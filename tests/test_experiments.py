@@ -168,3 +168,17 @@ def test_parallel_grid_equals_serial(tmp_path):
     run_grid("gal2017", ["bald", "random"], [5], tmp_path / "serial", n_jobs=1, **kw)
     run_grid("gal2017", ["bald", "random"], [5], tmp_path / "parallel", n_jobs=2, **kw)
     assert without_times(tmp_path / "serial" / "results.csv") == without_times(tmp_path / "parallel" / "results.csv")
+
+
+@pytest.mark.slow
+def test_committed_gal2017_rows_reproduce(mnist_home, tmp_path, monkeypatch):
+    """The first steps of a committed gal2017 run are reproduced by this code (torch_threads=1, as the grid)."""
+    monkeypatch.setenv("SKDBAL_DATA", str(mnist_home))
+    committed = Path(__file__).resolve().parents[1] / "docs" / "results" / "gal2017" / "runs"
+    run_csv = committed / "gal2017__bald__bayesian__seed1.csv"
+    if not run_csv.exists():
+        pytest.skip("no committed gal2017 results yet")
+    expected = without_times(run_csv)[:3]
+    run_grid("gal2017", ["bald"], [1], tmp_path, verbose=False, torch_threads=1, n_queries=2)
+    got = without_times(tmp_path / "runs" / run_csv.name)
+    assert got == expected
