@@ -65,6 +65,51 @@ def _torch_seeded(seed: Optional[int]):
         yield
 
 
+def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int]) -> list:
+    """T fixed, already scaled dropout masks per dropout layer of ``head``.
+
+    Shapes follow each layer's input (without the batch axis): element-wise
+    for ``nn.Dropout``, one value per channel for ``nn.Dropout1d/2d/3d``.
+    """
+    gen = torch.Generator(device=h.device)
+    gen.manual_seed(seed if seed is not None else int(torch.randint(2**62, (1,)).item()))
+    masks = []
+    x = h[:1]
+    for m in head:
+        if isinstance(m, _DROPOUT):
+            if isinstance(m, (nn.AlphaDropout, nn.FeatureAlphaDropout)):
+                raise TypeError("consistent_masks does not support alpha dropout")
+            feat = tuple(x.shape[1:])
+            if type(m) is not nn.Dropout:  # channel-wise: one draw per channel
+                feat = feat[:1] + (1,) * (len(feat) - 1)
+            keep = 1.0 - m.p
+            mask = torch.bernoulli(torch.full((T,) + feat, keep, device=h.device), generator=gen)
+            masks.append(mask / keep if keep > 0 else mask)
+        else:
+            x = m(x)
+    return masks
+
+
+def _masked_head_passes(head: nn.Sequential, h: torch.Tensor, masks: list) -> torch.Tensor:
+    """Softmax outputs ``(T, b, C)`` of the head with fixed dropout masks."""
+    T, b = masks[0].shape[0] if masks else 1, h.shape[0]
+    out = []
+    per_call = max(1, MCDropoutClassifier._HEAD_ROWS // max(b, 1))
+    for t0 in range(0, T, per_call):
+        t1 = min(T, t0 + per_call)
+        x = h.unsqueeze(0).expand(t1 - t0, *h.shape)
+        k = 0
+        for m in head:
+            if isinstance(m, _DROPOUT):
+                x = x * masks[k][t0:t1].unsqueeze(1)
+                k += 1
+            else:
+                y = m(x.reshape((t1 - t0) * b, *x.shape[2:]))
+                x = y.reshape(t1 - t0, b, *y.shape[1:])
+        out.append(torch.softmax(x, dim=-1).cpu())
+    return torch.cat(out)
+
+
 class MCDropoutClassifier(NeuralNetClassifier):
     """A skorch classifier that samples predictions with MC dropout.
 
@@ -91,6 +136,12 @@ class MCDropoutClassifier(NeuralNetClassifier):
         with ``predict_method="mc"``, by :meth:`predict_proba`.
     mc_dropout : bool, default=True
         If False, dropout is off when predicting (the deterministic baseline).
+    consistent_masks : bool, default=False
+        Use the same ``T`` dropout masks for every input: pass ``t`` is then
+        one fixed sub-network applied to the whole pool, as BatchBALD needs.
+        Needs a split module (see :mod:`skdbal.nets`) whose head uses
+        ``nn.Dropout``/``nn.DropoutNd``. With an int ``random_state`` the masks
+        are also the same in every call, so chunked scoring stays consistent.
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict_proba` and :meth:`predict` predict: the average of
         ``n_samples`` MC passes, or one deterministic (weight-scaled) pass.
@@ -155,6 +206,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         classes=None,
         n_samples: int = 20,
         mc_dropout: bool = True,
+        consistent_masks: bool = False,
         predict_method: str = "mc",
         random_state=None,
         **kwargs,
@@ -174,6 +226,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         )
         self.n_samples = n_samples
         self.mc_dropout = mc_dropout
+        self.consistent_masks = consistent_masks
         self.predict_method = predict_method
         self.random_state = random_state
 
@@ -328,7 +381,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         T = int(T)
         self.check_is_fitted()
         X = self._validate_X(X)
-        chunks = []
+        chunks, masks = [], None
         split = split_module(self.module_)
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
@@ -336,6 +389,14 @@ class MCDropoutClassifier(NeuralNetClassifier):
                 if not self.mc_dropout:
                     p = torch.softmax(net(xb), dim=-1).cpu()
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
+                elif self.consistent_masks:
+                    if split is None:
+                        raise TypeError("consistent_masks=True needs a module with `trunk` and `head` "
+                                        f"(see skdbal.nets); {type(self.module_).__name__} has none")
+                    h = split[0](xb)
+                    if masks is None:
+                        masks = _draw_masks(split[1], h, T, _seed_from(self.random_state, offset=3))
+                    chunks.append(_masked_head_passes(split[1], h, masks))
                 elif split is not None:
                     chunks.append(self._head_passes(*split, xb, T))
                 else:  # no trunk/head split: T full passes

@@ -220,3 +220,41 @@ def test_unsplit_module_falls_back_to_full_passes(digits):
     np.testing.assert_allclose(P.sum(-1), 1, atol=1e-5)
     with pytest.raises(TypeError, match="trunk"):
         net.transform(X[:2])
+
+
+def test_consistent_masks_same_for_every_point_and_chunk(fitted_net, digits):
+    X, _ = digits
+    net = copy.deepcopy(fitted_net).set_params(consistent_masks=True, n_samples=6)
+    pool = np.concatenate([X[:5], X[:5]])  # each image twice, in different positions
+    P = net.predict_proba_samples(pool)
+    assert P.shape == (6, 10, 10)
+    np.testing.assert_allclose(P[:, :5], P[:, 5:], atol=1e-6)  # same masks for the copies
+    assert not np.allclose(P[0], P[1])  # passes still differ
+    # independent of batching and of the call: the same T sub-networks
+    net.set_params(batch_size=3)
+    np.testing.assert_allclose(net.predict_proba_samples(pool), P, atol=1e-6)
+    np.testing.assert_allclose(net.predict_proba_samples(X[3:5]), P[:, 3:5], atol=1e-6)
+
+
+def test_consistent_masks_are_a_fixed_subnetwork(fitted_net, digits):
+    """Pass t equals the net with each dropout replaced by multiplication with mask t."""
+    from skdbal.mc_dropout import _draw_masks
+    X, _ = digits
+    net = copy.deepcopy(fitted_net).set_params(consistent_masks=True, n_samples=4)
+    P = net.predict_proba_samples(X[:7])
+    trunk, head = net.module_.trunk, net.module_.head
+    with torch.no_grad():
+        net.module_.eval()
+        h = trunk(torch.as_tensor(X[:7]))
+        masks = _draw_masks(head, h, 4, net.random_state + 3)
+        for t in range(4):
+            x, k = h, 0
+            for m in head:
+                if isinstance(m, nn.Dropout):
+                    x = x * masks[k][t]
+                    k += 1
+                else:
+                    x = m(x)
+            np.testing.assert_allclose(P[t], torch.softmax(x, -1).numpy(), atol=1e-6)
+    # dropout keeps about 1 - p of the units
+    assert abs(masks[1].ne(0).float().mean().item() - 0.5) < 0.1
