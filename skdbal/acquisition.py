@@ -117,6 +117,7 @@ def score_pool(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     needs_mc: bool = True,
     deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    n_jobs: Optional[int] = None,
 ) -> np.ndarray:
     """Score every row of ``X_pool`` with ``score_fn`` over MC samples.
 
@@ -136,6 +137,12 @@ def score_pool(
     deterministic_fn : callable, optional
         Score used instead of ``score_fn`` for a single deterministic pass
         (a plain classifier, or ``mc_dropout=False``); no warning then.
+    n_jobs : int, optional
+        Score chunks in parallel with joblib (processes by default; inside
+        ``joblib.parallel_backend("dask")`` on a dask cluster). Each chunk is
+        seeded as in a serial call, so the scores do not depend on ``n_jobs``.
+        Only the current chunks live in memory, at most ``T·chunk_size·C``
+        floats per worker.
 
     Returns
     -------
@@ -156,11 +163,21 @@ def score_pool(
             stacklevel=3,
         )
     n = len(X_pool)
-    scores = np.empty(n, dtype=np.float64)
-    for start in range(0, n, int(chunk_size)):
-        P = sample(X_pool[start:start + chunk_size])
-        scores[start:start + chunk_size] = score_fn(P)
-    return scores
+    starts = range(0, n, int(chunk_size))
+    if n_jobs is None or n_jobs == 1:
+        parts = [score_fn(sample(X_pool[s:s + chunk_size])) for s in starts]
+    else:
+        from joblib import Parallel, delayed
+
+        parts = Parallel(n_jobs=n_jobs)(
+            delayed(_score_chunk)(estimator, X_pool[s:s + chunk_size], score_fn) for s in starts)
+    return np.concatenate(parts).astype(np.float64, copy=False)
+
+
+def _score_chunk(estimator, X_chunk, score_fn) -> np.ndarray:
+    """One chunk's scores, in a joblib worker."""
+    sample, _ = _sampler(estimator)
+    return score_fn(sample(X_chunk))
 
 
 def select_top(
@@ -221,11 +238,12 @@ def make_strategy(
         random_tie_break: bool = False,
         random_state=None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        n_jobs: Optional[int] = None,
     ) -> Tuple[np.ndarray, np.ndarray]:
         X_pool = _check_pool(X_pool)
         _check_n_instances(n_instances, len(X_pool))
         scores = score_pool(estimator, X_pool, score_fn, chunk_size=chunk_size, needs_mc=needs_mc,
-                            deterministic_fn=deterministic_fn)
+                            deterministic_fn=deterministic_fn, n_jobs=n_jobs)
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
 
@@ -251,6 +269,9 @@ random_tie_break : bool, default=False
 random_state : int, RandomState or None
     Seeds the tie break.
 chunk_size : int, default=2048
+    Pool rows scored at a time; bounds memory.
+n_jobs : int, optional
+    Chunks scored in parallel (joblib); see :func:`score_pool`.
 
 Returns
 -------

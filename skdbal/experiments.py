@@ -127,15 +127,16 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     params = {f"module__{k}": v for k, v in preset.module_params}
     if preset.scaled_l2:
         callbacks.append(("scaled_l2", ScaledL2(c=preset.scaled_l2)))
-    if preset.selection == "best_valid_loss":
-        if valid is None:
-            raise ValueError("selection='best_valid_loss' needs a validation set")
+    if preset.selection in ("best_valid_loss", "early_stopping"):
+        if valid is None or len(valid[0]) == 0:
+            raise ValueError(f"selection={preset.selection!r} needs a validation set (n_validation > 0)")
         X_val, y_val = valid
         params["train_split"] = predefined_split(Dataset(_to_float(X_val), np.asarray(y_val, dtype=np.int64)))
-        callbacks.append(("best_valid", EarlyStopping(monitor="valid_loss", patience=preset.max_epochs + 1,
-                                                      load_best=True)))
+        patience = preset.max_epochs + 1 if preset.selection == "best_valid_loss" else preset.patience
+        callbacks.append(("best_valid", EarlyStopping(monitor="valid_loss", patience=patience, load_best=True)))
     elif preset.selection != "last":
-        raise ValueError(f"selection must be 'last' or 'best_valid_loss'; got {preset.selection!r}")
+        raise ValueError("selection must be 'last', 'best_valid_loss' or 'early_stopping'; "
+                         f"got {preset.selection!r}")
     return MCDropoutClassifier(
         module=module,
         classes=np.arange(10),
@@ -200,6 +201,25 @@ def _assemble(out_dir: Path) -> List[dict]:
 
 
 # ---------------------------------------------------------------------------- runs
+#: Preset fields that do not change a run's rows: a run can be extended to more queries.
+_FREE_FIELDS = ("n_queries", "notes")
+
+
+def _same_config(stored: dict, current: dict) -> bool:
+    """Equal but for ``_FREE_FIELDS``; preset fields added since ``stored`` was
+    written may hold their defaults."""
+    defaults = json.loads(json.dumps(Preset(name="").as_dict(), default=str))
+    a = {**stored, "preset": dict(stored.get("preset", {}))}
+    b = {**current, "preset": dict(current.get("preset", {}))}
+    for key in _FREE_FIELDS:
+        a["preset"].pop(key, None)
+        b["preset"].pop(key, None)
+    for key, value in b["preset"].items():
+        if key not in a["preset"] and key in defaults and value == defaults[key]:
+            a["preset"][key] = value
+    return a == b
+
+
 def _step_seed(seed: int, step: int) -> int:
     return int(np.random.RandomState([seed, step, 2017]).randint(2**31 - 1))
 
@@ -214,7 +234,7 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
     config = json.loads(json.dumps(spec.config(), default=str))
     if config_path.exists():
         stored = json.loads(config_path.read_text())
-        if stored != config:
+        if not _same_config(stored, config):
             raise ValueError(
                 f"{config_path} was written by a different configuration; use another output folder.\n"
                 f"  stored: {stored}\n  asked:  {config}"

@@ -44,9 +44,12 @@ class Preset:
         :class:`skdbal.callbacks.ScaledL2`); None: off.
     n_samples : int
         MC passes ``T`` for acquisition.
-    selection : {"last", "best_valid_loss"}
-        Keep the last epoch's weights, or those with the lowest loss on the
-        validation set.
+    selection : {"last", "best_valid_loss", "early_stopping"}
+        Keep the last epoch's weights; those with the lowest loss on the
+        validation set over all ``max_epochs``; or stop once the validation
+        loss has not improved for ``patience`` epochs and keep the best.
+    patience : int
+        Epochs without improvement before early stopping.
     eval_method : {"deterministic", "mc"}
         Test accuracy from the weight-scaled pass, or the MC average.
     n_test : int or None
@@ -71,6 +74,7 @@ class Preset:
     scaled_l2: Optional[float] = 3.5
     n_samples: int = 100
     selection: str = "last"
+    patience: int = 5
     eval_method: str = "deterministic"
     n_test: Optional[int] = None
     notes: str = field(default="", compare=False)

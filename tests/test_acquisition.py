@@ -159,3 +159,28 @@ def test_deterministic_baseline_net_is_scored_with_one_pass(fitted_net, digits):
     np.testing.assert_allclose(s, np.sort(uncertainty.entropy(p))[::-1][:5], rtol=1e-5)
     with pytest.warns(DegenerateScoreWarning):
         bald(det, pool)
+
+
+def test_parallel_chunks_equal_serial(fitted_net, digits):
+    X, _ = digits
+    pool = X[300:700]
+    serial = bald(fitted_net, pool, n_instances=15, chunk_size=64)
+    parallel = bald(fitted_net, pool, n_instances=15, chunk_size=64, n_jobs=2)
+    np.testing.assert_array_equal(serial[0], parallel[0])
+    np.testing.assert_allclose(serial[1], parallel[1], rtol=1e-12)
+
+
+def test_dask_backend_equals_serial(fitted_net, digits):
+    """joblib's Dask backend on a real local dask.distributed cluster (skdbal[dask])."""
+    distributed = pytest.importorskip("distributed")
+    import joblib
+
+    X, _ = digits
+    pool = X[300:700]
+    serial = mean_std(fitted_net, pool, n_instances=15, chunk_size=50)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        with joblib.parallel_backend("dask"):
+            on_dask = mean_std(fitted_net, pool, n_instances=15, chunk_size=50, n_jobs=-1)
+    np.testing.assert_array_equal(serial[0], on_dask[0])
+    np.testing.assert_allclose(serial[1], on_dask[1], rtol=1e-12)

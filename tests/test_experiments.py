@@ -182,3 +182,29 @@ def test_committed_gal2017_rows_reproduce(mnist_home, tmp_path, monkeypatch):
     run_grid("gal2017", ["bald"], [1], tmp_path, verbose=False, torch_threads=1, n_queries=2)
     got = without_times(tmp_path / "runs" / run_csv.name)
     assert got == expected
+
+
+def test_early_stopping_option(digits):
+    X, y = digits
+    preset = get_preset("gal2017", dataset="digits", module_params={"kernel_size": 3}, max_epochs=200,
+                        selection="early_stopping", patience=3, lr=0.05)
+    est = make_estimator(preset, random_state=0, valid=(X[1000:1100], y[1000:1100])).fit(X[:40], y[:40])
+    losses = list(est.history[:, "valid_loss"])
+    assert len(losses) < 200  # stopped early ...
+    best = int(np.argmin(losses))
+    assert len(losses) == best + 1 + 3  # ... 3 epochs after the best one
+    with pytest.raises(ValueError, match="validation set"):
+        make_estimator(preset, random_state=0, valid=None)
+
+
+def test_runs_written_before_a_new_preset_field_still_resume(tmp_path):
+    import json
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
+    config_path = next((tmp_path / "runs").glob("*.json"))
+    config = json.loads(config_path.read_text())
+    del config["preset"]["patience"]  # as written by a version without that field
+    config_path.write_text(json.dumps(config))
+    rows = run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 2})
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    with pytest.raises(ValueError, match="different configuration"):
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 2, "patience": 9})
