@@ -49,6 +49,10 @@ __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_
 COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
            "train_time", "query_time", "eval_time", "time", "query_indices"]
 
+#: Bumped whenever a change in skdbal changes the rows a run produces (e.g. how
+#: dropout masks are drawn); run files of another version are not resumed.
+RESULTS_VERSION = 2
+
 #: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. report (§5.2).
 DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
 
@@ -72,7 +76,7 @@ class RunSpec:
 
     def config(self) -> dict:
         return {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
-                "mc_dropout": self.mc_dropout}
+                "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION}
 
 
 # ----------------------------------------------------------------------------- data

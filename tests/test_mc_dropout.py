@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from skdbal import MCDropoutClassifier
+from skdbal.mc_dropout import stochastic_head
 from skdbal.nets import MLP
 
 from conftest import small_net
@@ -179,27 +180,49 @@ def test_unfitted_raises(digits):
 def test_trunk_cached_sampling_is_exact(fitted_net, digits):
     """Trunk once + T head passes == T full passes drawing the same masks.
 
-    The trunk uses no randomness, so running the full net on the input
-    repeated T times under the same seed draws the head's masks in the same
-    order as the cached path.
+    The reference runs the whole net (trunk included) on the input repeated T
+    times, with every dropout drawing its mask by the same rule, in the same
+    row groups and from the same seed. The trunk uses no randomness, so the
+    masks are identical, and so must be the outputs.
     """
+    from skdbal.mc_dropout import MCDropoutClassifier, stochastic_head
     X, _ = digits
     xb = X[:13]
     T = 9
-    P = fitted_net.predict_proba_samples(xb, n_samples=T)
-    seed = fitted_net.random_state + 2  # the sampling seed offset
-    net = fitted_net.module_
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        net.eval()
-        for m in net.modules():
-            if isinstance(m, nn.Dropout):
-                m.train()
-        with torch.no_grad():
-            rep = torch.as_tensor(xb).unsqueeze(0).expand(T, *xb.shape).reshape(T * 13, 8, 8)
-            ref = torch.softmax(net(rep), -1).reshape(T, 13, 10).numpy()
-        net.eval()
-    np.testing.assert_allclose(P, ref, atol=1e-6)
+    old = MCDropoutClassifier._HEAD_ROWS
+    try:
+        MCDropoutClassifier._HEAD_ROWS = 13 * 4  # groups of 4 passes: 4 + 4 + 1
+        P = fitted_net.predict_proba_samples(xb, n_samples=T)
+    finally:
+        MCDropoutClassifier._HEAD_ROWS = old
+    net = fitted_net.module_.eval()
+    full = nn.Sequential(*net.trunk, *net.head)  # the whole net as one sequence
+    ref = []
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(fitted_net.random_state + 2)  # the sampling seed
+        x = torch.as_tensor(xb)
+        for t0, t in ((0, 4), (4, 4), (8, 1)):
+            rep = x.unsqueeze(0).expand(t, *x.shape).reshape(t * 13, 8, 8)
+            ref.append(torch.softmax(stochastic_head(full, rep), -1).reshape(t, 13, 10))
+    np.testing.assert_allclose(P, torch.cat(ref).numpy(), atol=1e-6)
+
+
+def test_stochastic_head_matches_dropout_in_distribution():
+    torch.manual_seed(0)
+    head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
+    x = torch.ones(4000, 3, 2, 2)
+    with torch.no_grad():
+        y = stochastic_head(head, x)
+    kept = y != 0
+    # element-wise 0.75 then channel-wise 0.5: a unit survives with probability 0.375
+    assert abs(kept.float().mean().item() - 0.375) < 0.01
+    # inverted scaling: survivors are 1 / (0.75 * 0.5)
+    np.testing.assert_allclose(y[kept].numpy(), 1 / 0.375, rtol=1e-6)
+    # channel-wise: the second dropout zeroes whole channels
+    zero_channels = (y == 0).all(dim=(2, 3))
+    assert abs(zero_channels.float().mean().item() - (0.5 + 0.5 * 0.25 ** 4)) < 0.02
+    assert (stochastic_head(nn.Sequential(nn.Dropout(1.0)), x) == 0).all()
+    assert torch.equal(stochastic_head(nn.Sequential(nn.Dropout(0.0)), x), x)
 
 
 def test_unsplit_module_falls_back_to_full_passes(digits):
