@@ -56,26 +56,32 @@ class DegenerateScoreWarning(UserWarning):
     """A score is constant because the estimator gives only one pass (T=1)."""
 
 
-def _sampler(estimator) -> Tuple[Callable, bool]:
-    """Return ``(fn, is_mc)``: ``fn(X) -> (T, n, C)`` samples for a chunk."""
+def _sampler(estimator, n_samples: Optional[int] = None) -> Tuple[Callable, bool]:
+    """Return ``(fn, is_mc)``: ``fn(X) -> (T, n, C)`` samples for a chunk.
+
+    ``n_samples`` overrides the estimator's ``T`` where it has one.
+    """
     from .learner import ActiveLearner  # local: learner imports this module
 
     if isinstance(estimator, ActiveLearner):  # score with what it wraps
-        return _sampler(estimator._fitted())
+        return _sampler(estimator._fitted(), n_samples)
     # our estimators, and any estimator that samples
     if hasattr(estimator, "predict_proba_samples"):
         if getattr(estimator, "mc_dropout", True) is False:  # deterministic baseline
-            return (lambda X: estimator.predict_proba_samples(X, n_samples=1)), False
-        return estimator.predict_proba_samples, True
+            T = 1 if n_samples is None else n_samples
+            return (lambda X: estimator.predict_proba_samples(X, n_samples=T)), False
+        if n_samples is None:  # third-party samplers may not take n_samples
+            return estimator.predict_proba_samples, True
+        return (lambda X: estimator.predict_proba_samples(X, n_samples=n_samples)), True
     # a modAL learner, or anything else wrapping an estimator
     inner = getattr(estimator, "estimator", None)
     if inner is not None and hasattr(inner, "predict_proba_samples"):
-        return _sampler(inner)
+        return _sampler(inner, n_samples)
     # a Pipeline ending in one of our estimators
     steps = getattr(estimator, "steps", None)
     if steps and hasattr(steps[-1][1], "predict_proba_samples"):
         head = estimator[:-1]
-        fn, is_mc = _sampler(steps[-1][1])
+        fn, is_mc = _sampler(steps[-1][1], n_samples)
         return (lambda X: fn(head.transform(X))), is_mc
     if hasattr(estimator, "predict_proba"):
         return (lambda X: np.asarray(estimator.predict_proba(X))[np.newaxis]), False
@@ -118,6 +124,7 @@ def score_pool(
     needs_mc: bool = True,
     deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
     n_jobs: Optional[int] = None,
+    n_samples: Optional[int] = None,
 ) -> np.ndarray:
     """Score every row of ``X_pool`` with ``score_fn`` over MC samples.
 
@@ -143,6 +150,8 @@ def score_pool(
         seeded as in a serial call, so the scores do not depend on ``n_jobs``.
         Only the current chunks live in memory, at most ``T·chunk_size·C``
         floats per worker.
+    n_samples : int, optional
+        Number of MC passes ``T``, overriding the estimator's ``n_samples``.
 
     Returns
     -------
@@ -151,7 +160,7 @@ def score_pool(
     X_pool = _check_pool(X_pool)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
-    sample, is_mc = _sampler(estimator)
+    sample, is_mc = _sampler(estimator, n_samples)
     if not is_mc and deterministic_fn is not None:
         score_fn, needs_mc = deterministic_fn, False
     if needs_mc and not is_mc:
@@ -170,13 +179,14 @@ def score_pool(
         from joblib import Parallel, delayed
 
         parts = Parallel(n_jobs=n_jobs)(
-            delayed(_score_chunk)(estimator, X_pool[s:s + chunk_size], score_fn) for s in starts)
+            delayed(_score_chunk)(estimator, X_pool[s:s + chunk_size], score_fn, n_samples)
+            for s in starts)
     return np.concatenate(parts).astype(np.float64, copy=False)
 
 
-def _score_chunk(estimator, X_chunk, score_fn) -> np.ndarray:
+def _score_chunk(estimator, X_chunk, score_fn, n_samples=None) -> np.ndarray:
     """One chunk's scores, in a joblib worker."""
-    sample, _ = _sampler(estimator)
+    sample, _ = _sampler(estimator, n_samples)
     return score_fn(sample(X_chunk))
 
 
@@ -239,11 +249,14 @@ def make_strategy(
         random_state=None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         n_jobs: Optional[int] = None,
+        n_samples: Optional[int] = None,
+        **kwargs,
     ) -> Tuple[np.ndarray, np.ndarray]:
+        # **kwargs: the SPEC §3 protocol; decorators and modAL pass options through
         X_pool = _check_pool(X_pool)
         _check_n_instances(n_instances, len(X_pool))
         scores = score_pool(estimator, X_pool, score_fn, chunk_size=chunk_size, needs_mc=needs_mc,
-                            deterministic_fn=deterministic_fn, n_jobs=n_jobs)
+                            deterministic_fn=deterministic_fn, n_jobs=n_jobs, n_samples=n_samples)
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
 
@@ -272,6 +285,11 @@ chunk_size : int, default=2048
     Pool rows scored at a time; bounds memory.
 n_jobs : int, optional
     Chunks scored in parallel (joblib); see :func:`score_pool`.
+n_samples : int, optional
+    Number of MC passes ``T``, overriding the estimator's.
+**kwargs :
+    Accepted, as the modAL protocol requires, and ignored: strategy
+    decorators pass their own options through.
 
 Returns
 -------
@@ -294,8 +312,9 @@ passes' predicted classes (seed 001, eq. 3).
 
 For a single deterministic pass (a plain classifier, or an MC estimator with
 ``mc_dropout=False``: Gal et al.'s §5.2 baseline), where the mode count is
-always 0, it scores ``1 − max_c p_c`` instead: Gal et al.'s own definition,
-which the mode count approximates.
+always 0, it scores ``1 − max_c p_c`` instead
+(:func:`skdbal.uncertainty.least_confidence`): the form in which Gal et al.
+write the variation ratio, applied to the one distribution available.
 
 Same parameters and returns as :func:`bald`.
 """

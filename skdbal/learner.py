@@ -10,7 +10,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .acquisition import _check_n_instances, _check_pool, bald
+from .acquisition import _check_n_instances, _check_pool, _sampler, bald
 from .initial import balanced_random
 
 __all__ = ["ActiveLearner"]
@@ -28,9 +28,15 @@ def _accepts(fn: Callable, name: str) -> bool:
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     """Pool-based active learning around any scikit-learn estimator.
 
-    A drop-in replacement for :class:`modAL.models.ActiveLearner`: the loop
-    is :meth:`query` → label → :meth:`teach`, and :meth:`simulate` runs it
-    against known labels.
+    It takes the place of :class:`modAL.models.ActiveLearner`: the same
+    constructor (``estimator, query_strategy, X_training, y_training``), the
+    same loop :meth:`query` → label → :meth:`teach` (with ``bootstrap`` and
+    ``only_new``), and modAL's strategies work unchanged. Differences,
+    because this is a scikit-learn estimator: the constructor only stores
+    its arguments (the initial set is fitted at the first ``query``,
+    ``teach`` or prediction), the fitted model is ``estimator_`` and the
+    growing labelled set is ``X_training_``/``y_training_``. :meth:`simulate`
+    runs the loop against known labels.
 
     Parameters
     ----------
@@ -44,6 +50,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         it has an ``on_teach(learner, X, y)`` attribute, that hook is called
         with newly arrived labels and may return a boolean mask of the ones
         to train on (the others are kept, never lost, but not trained on).
+    X_training, y_training : array-like, default=None
+        An initial labelled set, as in modAL. It is fitted lazily, at the
+        first :meth:`query`, :meth:`teach` or prediction; :meth:`fit` and
+        :meth:`simulate` replace it.
     retrain : {"scratch", "warm"}, default="scratch"
         ``"scratch"`` fits a fresh clone of ``estimator`` on all labels after
         every :meth:`teach` (Gal et al. 2017); ``"warm"`` continues training
@@ -88,6 +98,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self,
         estimator=None,
         query_strategy: Callable = bald,
+        X_training=None,
+        y_training=None,
         *,
         retrain: str = "scratch",
         pool_subsample: Optional[int] = None,
@@ -96,6 +108,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     ):
         self.estimator = estimator
         self.query_strategy = query_strategy
+        self.X_training = X_training
+        self.y_training = y_training
         self.retrain = retrain
         self.pool_subsample = pool_subsample
         self.random_state = random_state
@@ -103,6 +117,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     # ------------------------------------------------------------ helpers
     def _template(self):
+        override = getattr(self, "_template_override", None)
+        if override is not None:
+            return override
         if self.estimator is None:
             from .mc_dropout import MCDropoutClassifier
 
@@ -122,6 +139,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"pool_subsample must be None or an int >= 1; got {ps!r}")
         if not callable(self.query_strategy):
             raise TypeError(f"query_strategy must be callable; got {self.query_strategy!r}")
+        if (self.X_training is None) != (self.y_training is None):
+            raise ValueError("pass both X_training and y_training, or neither")
 
     def _validate_Xy(self, X, y, check_shape: bool = True):
         X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
@@ -132,11 +151,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y contains NaN or infinity")
-        if check_shape and hasattr(self, "X_training_") and X.shape[1:] != self.X_training_.shape[1:]:
-            raise ValueError(
-                f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
-                f"{self.X_training_.shape[1:]}"
-            )
+        if check_shape and hasattr(self, "X_training_"):
+            if X.shape[1:] != self.X_training_.shape[1:]:
+                raise ValueError(
+                    f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
+                    f"{self.X_training_.shape[1:]}"
+                )
+            # uint8 images are scaled to [0, 1] by our nets: never mix them with floats
+            if (X.dtype == np.uint8) != (self.X_training_.dtype == np.uint8):
+                raise TypeError(
+                    f"X has dtype {X.dtype}, but the labelled set has dtype "
+                    f"{self.X_training_.dtype}; uint8 images and other dtypes are on "
+                    "different scales, so convert X to the labelled set's dtype"
+                )
         classes = getattr(self._template(), "classes", None)
         if classes is not None and not is_regressor(self._template()):
             unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
@@ -146,14 +173,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 )
         return X, y
 
-    def _train(self, X, y):
+    def _ensure_initial_fit(self):
+        """Fit the modAL-style initial set ``X_training`` on first use."""
+        if not hasattr(self, "estimator_") and self.X_training is not None:
+            self.fit(self.X_training, self.y_training)
+
+    def _train(self, X, y, **fit_params):
         """Return a model trained on (X, y); never modifies state on error."""
         if self.retrain == "warm" and hasattr(self, "estimator_"):
             est = self.estimator_
             if hasattr(est, "partial_fit"):
-                return est.partial_fit(X, y)
-            return est.fit(X, y)
-        return clone(self._template()).fit(X, y)
+                return est.partial_fit(X, y, **fit_params)
+            return est.fit(X, y, **fit_params)
+        return clone(self._template()).fit(X, y, **fit_params)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
@@ -173,16 +205,22 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self._get_rng()
         return self
 
-    def teach(self, X, y, only_new: bool = False):
+    def teach(self, X, y, bootstrap: bool = False, only_new: bool = False, **fit_params):
         """Add labelled points and retrain.
 
         Parameters
         ----------
         X : array-like of shape (n, ...)
         y : array-like of shape (n,)
+        bootstrap : bool, default=False
+            Train on a bootstrap resample (drawn with replacement, seeded by
+            ``random_state``) of the training rows, as modAL's option. Every
+            label is still kept.
         only_new : bool, default=False
             Train only on the new points (modAL's option); with
             ``retrain="scratch"`` this refits from scratch on them alone.
+        **fit_params :
+            Passed to the estimator's ``fit`` (``partial_fit`` when warm).
 
         Returns
         -------
@@ -193,8 +231,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         ValueError
             On NaN/inf, a shape unlike the labelled set, or labels outside the
             estimator's ``classes``; nothing is changed then.
+        TypeError
+            When ``X`` mixes uint8 images with a float labelled set (or the
+            reverse); nothing is changed then.
         """
         self._check_params()
+        self._ensure_initial_fit()
         X, y = self._validate_Xy(X, y)
         keep = np.ones(len(y), dtype=bool)
         hook = getattr(self.query_strategy, "on_teach", None)
@@ -210,23 +252,42 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             mask_all = np.concatenate([self.train_mask_, keep])
         else:
             X_all, y_all, mask_all = X, y, keep
-        if only_new:
-            est = self._train(X[keep], y[keep])
-        else:
-            est = self._train(X_all[mask_all], y_all[mask_all])
+        X_fit, y_fit = (X[keep], y[keep]) if only_new else (X_all[mask_all], y_all[mask_all])
+        rng = self._get_rng()
+        state = rng.get_state()
+        try:
+            if bootstrap:
+                rows = rng.randint(len(y_fit), size=len(y_fit)) if len(y_fit) else np.arange(0)
+                X_fit, y_fit = X_fit[rows], y_fit[rows]
+            est = self._train(X_fit, y_fit, **fit_params)
+        except BaseException:
+            rng.set_state(state)
+            raise
         self.estimator_ = est
         self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
         self.train_mask_ = mask_all
-        self._get_rng()
         return self
 
     # ------------------------------------------------------------- queries
     def _query(self, X_pool, candidates: np.ndarray, n_instances: int, **kwargs):
-        """Query among ``candidates`` (indices into X_pool); return indices into X_pool."""
+        """Query among ``candidates`` (indices into X_pool); return indices into X_pool.
+
+        On any error the learner's random state is restored, so a failed
+        query changes nothing.
+        """
         self._check_params()
         _check_n_instances(n_instances, len(candidates))
+        self._ensure_initial_fit()
         rng = self._get_rng()
+        state = rng.get_state()
+        try:
+            return self._query_unsafe(X_pool, candidates, n_instances, rng, **kwargs)
+        except BaseException:
+            rng.set_state(state)
+            raise
+
+    def _query_unsafe(self, X_pool, candidates, n_instances, rng, **kwargs):
         if self.pool_subsample is not None and self.pool_subsample < len(candidates):
             candidates = np.sort(rng.choice(candidates, self.pool_subsample, replace=False))
             _check_n_instances(n_instances, len(candidates))
@@ -275,6 +336,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     # ---------------------------------------------------------- delegation
     def _fitted(self):
+        self._ensure_initial_fit()
         check_is_fitted(self, "estimator_")
         return self.estimator_
 
@@ -291,11 +353,13 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return self._fitted().predict_proba(X)
 
     def predict_proba_samples(self, X, n_samples: Optional[int] = None):
-        """MC samples ``(T, N, C)`` from ``estimator_``; ``T = 1`` if it has none."""
-        est = self._fitted()
-        if hasattr(est, "predict_proba_samples"):
-            return est.predict_proba_samples(X, n_samples=n_samples)
-        return np.asarray(est.predict_proba(X))[np.newaxis]
+        """MC samples ``(T, N, C)`` from ``estimator_``.
+
+        Works for an MC estimator, a :class:`~sklearn.pipeline.Pipeline`
+        ending in one, and any classifier (``T = 1``: its ``predict_proba``).
+        """
+        fn, _ = _sampler(self._fitted(), n_samples=n_samples)
+        return fn(X)
 
     def score(self, X, y, sample_weight=None):
         """Delegate to ``estimator_.score`` (accuracy for classifiers)."""
@@ -314,6 +378,46 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return {"rmse": float(np.sqrt(np.mean(err ** 2)))}
         return {"accuracy": float(np.mean(pred == np.asarray(y_test)))}
 
+    def _simulation_template(self, y_pool):
+        """The template with ``classes`` fixed from the oracle's labels, if unset.
+
+        A classifier that infers its classes from the labels it has seen
+        would otherwise change its output size as classes appear, which a
+        warm retrain cannot follow.
+        """
+        template = self._template()
+        if is_regressor(template) or not hasattr(template, "get_params"):
+            return None
+        params = template.get_params(deep=False)
+        if "classes" in params and params["classes"] is None:
+            return clone(template).set_params(classes=np.unique(y_pool))
+        return None
+
+    def _check_simulation_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
+                                warm_start, rng):
+        """Validate the start of a simulation; return (labelled, initial_idx)."""
+        if warm_start:
+            if not hasattr(self, "labelled_idx_") or getattr(self, "n_pool_", None) != n_pool:
+                raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
+                                 "this learner has none for a pool of this size")
+            if initial_idx is not None:
+                raise ValueError("initial_idx cannot be given with warm_start=True")
+            return self.labelled_idx_, None
+        if initial_idx is None:
+            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
+        initial_idx = np.asarray(initial_idx).reshape(-1)
+        if not len(initial_idx):
+            raise ValueError("initial_idx is empty: the initial model needs labels")
+        if initial_idx.dtype.kind not in "iu":
+            raise TypeError(f"initial_idx must hold integer indices; got dtype {initial_idx.dtype}")
+        initial_idx = initial_idx.astype(np.intp)
+        if initial_idx.min() < 0 or initial_idx.max() >= n_pool:
+            raise ValueError(f"initial_idx must lie in [0, {n_pool}); got "
+                             f"[{initial_idx.min()}, {initial_idx.max()}]")
+        if len(np.unique(initial_idx)) != len(initial_idx):
+            raise ValueError("initial_idx contains duplicates")
+        return initial_idx, initial_idx
+
     def simulate(
         self,
         X_pool,
@@ -325,6 +429,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         n_initial_per_class: int = 2,
         X_test=None,
         y_test=None,
+        warm_start: bool = False,
     ) -> List[dict]:
         """Run ``n_queries`` rounds of query → label → retrain against known labels.
 
@@ -337,12 +442,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         n_instances : int, default=1
             Points acquired per round.
         initial_idx : array-like of int, optional
-            Pool indices labelled first. By default, unless the learner is
-            already fitted, ``n_initial_per_class`` random points per class
-            (:func:`skdbal.initial.balanced_random`).
+            Pool indices labelled first. By default ``n_initial_per_class``
+            random points per class (:func:`skdbal.initial.balanced_random`).
         n_initial_per_class : int, default=2
         X_test, y_test : array-like, optional
             Evaluated after every round.
+        warm_start : bool, default=False
+            Continue a previous :meth:`simulate` on the same pool: its labels
+            stay labelled, are never queried again, and ``history_`` grows.
+            Otherwise the simulation starts afresh from the initial set and
+            forgets earlier labels (as :meth:`fit` does).
 
         Returns
         -------
@@ -352,56 +461,85 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             regressors) when a test set is given, ``query_indices`` (indices
             into the original pool), ``query_time`` and ``fit_time`` (s). Also
             stored as ``history_``; ``labelled_idx_`` holds every pool index
-            labelled, in order.
+            labelled, in order. If a step fails, both keep every step that
+            completed before the error is raised.
+
+        Notes
+        -----
+        If the estimator has a ``classes`` parameter left at ``None`` (as
+        :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
+        it to the classes of ``y_pool``, so that the output size is stable.
         """
         from tqdm.auto import tqdm
 
+        # ---- validate everything before changing anything
         self._check_params()
         X_pool = _check_pool(X_pool)
         y_pool = column_or_1d(y_pool)
-        if len(y_pool) != len(X_pool):
-            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {len(X_pool)} and {len(y_pool)}")
+        n_pool = len(X_pool)
+        if len(y_pool) != n_pool:
+            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
         if (X_test is None) != (y_test is None):
             raise ValueError("pass both X_test and y_test, or neither")
+        if X_test is not None and len(X_test) != len(y_test):
+            raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
+        if X_test is not None and np.shape(X_test)[1:] != X_pool.shape[1:]:
+            raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
+                             f"but X_pool has {X_pool.shape[1:]}")
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
-        rng = self._get_rng()
-        labelled = np.zeros(len(X_pool), dtype=bool)
-        order: List[int] = []
-        history: List[dict] = []
+        n_instances = _check_n_instances(n_instances, n_pool)
+        rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
+        rng_state = rng.get_state()
+        try:
+            already, initial_idx = self._check_simulation_start(
+                n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng)
+            left = n_pool - len(already)
+            if n_queries * n_instances > left:
+                raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
+                                 f"unlabelled pool points; only {left} are left")
+        except BaseException:
+            rng.set_state(rng_state)
+            raise
 
-        t0 = time.perf_counter()
-        if initial_idx is None and not hasattr(self, "estimator_"):
-            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
-        if initial_idx is not None and len(initial_idx):
-            initial_idx = np.asarray(initial_idx, dtype=np.intp).reshape(-1)
-            if len(np.unique(initial_idx)) != len(initial_idx):
-                raise ValueError("initial_idx contains duplicates")
-            if hasattr(self, "estimator_"):
-                self.teach(X_pool[initial_idx], y_pool[initial_idx])
-            else:
-                self.fit(X_pool[initial_idx], y_pool[initial_idx])
-            labelled[initial_idx] = True
-            order.extend(initial_idx.tolist())
+        labelled = np.zeros(n_pool, dtype=bool)
+        labelled[already] = True
+        self._template_override = self._simulation_template(y_pool)
+        if warm_start:
+            order = self.labelled_idx_.tolist()
+            history = list(self.history_)
+            first = history[-1]["step"] + 1 if history else 1
         else:
-            initial_idx = np.array([], dtype=np.intp)
-        history.append({"step": 0, "n_labels": len(self.y_training_), **self._evaluate(X_test, y_test),
-                        "query_indices": initial_idx.tolist(), "query_time": 0.0,
-                        "fit_time": time.perf_counter() - t0})
-
-        for step in tqdm(range(1, n_queries + 1), disable=not self.verbose, desc="active learning"):
-            remaining = np.flatnonzero(~labelled)
-            t0 = time.perf_counter()
-            q, _ = self._query(X_pool, remaining, n_instances)
-            t1 = time.perf_counter()
-            assert not labelled[q].any(), "internal error: queried a labelled point"
-            self.teach(X_pool[q], y_pool[q])
-            labelled[q] = True
-            order.extend(q.tolist())
-            t2 = time.perf_counter()
-            history.append({"step": step, "n_labels": len(self.y_training_),
-                            **self._evaluate(X_test, y_test), "query_indices": q.tolist(),
-                            "query_time": t1 - t0, "fit_time": t2 - t1})
-        self.history_ = history
-        self.labelled_idx_ = np.asarray(order, dtype=np.intp)
+            order, history, first = [], [], 1
+        try:
+            if not warm_start:
+                t0 = time.perf_counter()
+                self.fit(X_pool[initial_idx], y_pool[initial_idx])
+                self.rng_ = rng  # the initial set was drawn from it: queries continue it
+                order.extend(initial_idx.tolist())
+                history.append({"step": 0, "n_labels": len(self.y_training_),
+                                **self._evaluate(X_test, y_test),
+                                "query_indices": initial_idx.tolist(), "query_time": 0.0,
+                                "fit_time": time.perf_counter() - t0})
+            for step in tqdm(range(first, first + n_queries), disable=not self.verbose,
+                             desc="active learning"):
+                remaining = np.flatnonzero(~labelled)
+                t0 = time.perf_counter()
+                q, _ = self._query(X_pool, remaining, n_instances)
+                t1 = time.perf_counter()
+                if labelled[q].any():  # pragma: no cover - guarded by construction
+                    raise RuntimeError("internal error: queried a labelled point")
+                self.teach(X_pool[q], y_pool[q])
+                labelled[q] = True
+                order.extend(q.tolist())
+                t2 = time.perf_counter()
+                history.append({"step": step, "n_labels": len(self.y_training_),
+                                **self._evaluate(X_test, y_test), "query_indices": q.tolist(),
+                                "query_time": t1 - t0, "fit_time": t2 - t1})
+        finally:
+            self._template_override = None
+            if order:
+                self.history_ = history
+                self.labelled_idx_ = np.asarray(order, dtype=np.intp)
+                self.n_pool_ = n_pool
         return history

@@ -4,6 +4,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import warnings
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -14,11 +16,57 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 from torch import nn
 
-from .nets import BayesianCNN, split_module
+from .nets import MLP, BayesianCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
 
 _DROPOUT = nn.modules.dropout._DropoutNd
+#: Dropout layers whose masks we draw ourselves (exactly as torch would).
+_CHANNEL_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
+#: forward() methods known to compute ``head(trunk(x))``.
+_SPLIT_FORWARDS = frozenset({BayesianCNN.forward, LeNet5.forward, MLP.forward})
+#: Modules whose split was checked numerically: module -> bool.
+_SPLIT_CHECKED: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+def _mask_kind(m: nn.Module) -> Optional[str]:
+    """``"element"``/``"channel"`` for dropout layers we sample ourselves, else None.
+
+    Only the exact torch classes qualify: a subclass may change what
+    ``forward`` does, so it is run as it is (in train mode).
+    """
+    if type(m) is nn.Dropout:
+        return "element"
+    if type(m) in _CHANNEL_DROPOUT:
+        return "channel"
+    return None
+
+
+def verified_split(module: nn.Module, x: Optional[torch.Tensor] = None):
+    """``(trunk, head)`` if ``module(x) == head(trunk(x))``, else ``None``.
+
+    Our nets are trusted by their ``forward``; any other module with a
+    ``trunk`` and a ``head`` is checked once, on ``x`` with dropout off, and
+    the answer is remembered for that module object. A module whose
+    ``forward`` does something else is sampled with full passes.
+    """
+    split = split_module(module)
+    if split is None or type(module).forward in _SPLIT_FORWARDS:
+        return split
+    ok = _SPLIT_CHECKED.get(module)
+    if ok is None:
+        if x is None:
+            return None
+        with mc_dropout_mode(module, dropout=False):
+            xb = x[:8]
+            ok = bool(torch.allclose(module(xb), split[1](split[0](xb)), rtol=1e-4, atol=1e-5))
+        _SPLIT_CHECKED[module] = ok
+        if not ok:
+            warnings.warn(
+                f"{type(module).__name__}.forward(x) differs from head(trunk(x)), so its "
+                "trunk/head split is not used: MC sampling runs full forward passes",
+                UserWarning, stacklevel=3)
+    return split if ok else None
 
 
 @contextlib.contextmanager
@@ -71,20 +119,22 @@ def stochastic_head(head: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     The same distribution as ``nn.Dropout`` in train mode (inverted dropout:
     kept units are scaled by ``1/(1 − p)``), but about 2–3× cheaper to draw on a
     CPU than torch's Bernoulli sampling, which dominates MC scoring of a
-    cached trunk. ``nn.Dropout1d/2d/3d`` drop whole channels; alpha dropout and
-    every other layer run as they are (in the caller's mode).
+    cached trunk. ``nn.Dropout1d/2d/3d`` drop whole channels. Any other
+    dropout (alpha dropout, subclasses) and every other layer run as they
+    are, in the caller's mode.
     """
     for m in head:
-        if isinstance(m, _DROPOUT) and not isinstance(m, (nn.AlphaDropout, nn.FeatureAlphaDropout)):
-            keep = 1.0 - m.p
-            if keep <= 0.0:
-                x = torch.zeros_like(x)
-            elif keep < 1.0:
-                shape = x.shape if type(m) is nn.Dropout else x.shape[:2] + (1,) * (x.dim() - 2)
-                kept = torch.rand(shape, device=x.device) < keep
-                x = x * kept.to(x.dtype) * (1.0 / keep)
-        else:
+        kind = _mask_kind(m)
+        if kind is None:
             x = m(x)
+            continue
+        keep = 1.0 - m.p
+        if keep <= 0.0:
+            x = torch.zeros_like(x)
+        elif keep < 1.0:
+            shape = x.shape if kind == "element" else x.shape[:2] + (1,) * (x.dim() - 2)
+            kept = torch.rand(shape, device=x.device) < keep
+            x = x * kept.to(x.dtype) * (1.0 / keep)
     return x
 
 
@@ -100,10 +150,12 @@ def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int
     x = h[:1]
     for m in head:
         if isinstance(m, _DROPOUT):
-            if isinstance(m, (nn.AlphaDropout, nn.FeatureAlphaDropout)):
-                raise TypeError("consistent_masks does not support alpha dropout")
+            kind = _mask_kind(m)
+            if kind is None:
+                raise TypeError("consistent_masks supports nn.Dropout and nn.Dropout1d/2d/3d; "
+                                f"the head has {type(m).__name__}")
             feat = tuple(x.shape[1:])
-            if type(m) is not nn.Dropout:  # channel-wise: one draw per channel
+            if kind == "channel":  # one draw per channel
                 feat = feat[:1] + (1,) * (len(feat) - 1)
             keep = 1.0 - m.p
             mask = torch.bernoulli(torch.full((T,) + feat, keep, device=h.device), generator=gen)
@@ -404,18 +456,25 @@ class MCDropoutClassifier(NeuralNetClassifier):
         T = int(T)
         self.check_is_fitted()
         X = self._validate_X(X)
-        chunks, masks = [], None
-        split = split_module(self.module_)
+        if self.mc_dropout and T > 1 and not any(isinstance(m, _DROPOUT) for m in self.module_.modules()):
+            warnings.warn(
+                f"{type(self.module_).__name__} has no dropout layers, so the {T} MC passes "
+                "are identical; add nn.Dropout to the module, or use mc_dropout=False",
+                UserWarning, stacklevel=2)
+        chunks, masks, split = [], None, None
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
-            for xb in self._batches(X):
+            for i, xb in enumerate(self._batches(X)):
+                if i == 0 and self.mc_dropout:
+                    split = verified_split(self.module_, xb)
                 if not self.mc_dropout:
                     p = torch.softmax(net(xb), dim=-1).cpu()
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
                 elif self.consistent_masks:
                     if split is None:
                         raise TypeError("consistent_masks=True needs a module with `trunk` and `head` "
-                                        f"(see skdbal.nets); {type(self.module_).__name__} has none")
+                                        f"such that forward(x) == head(trunk(x)) (see skdbal.nets); "
+                                        f"{type(self.module_).__name__} has none")
                     h = split[0](xb)
                     if masks is None:
                         masks = _draw_masks(split[1], h, T, _seed_from(self.random_state, offset=3))
@@ -477,14 +536,15 @@ class MCDropoutClassifier(NeuralNetClassifier):
         :mod:`skdbal.nets`).
         """
         self.check_is_fitted()
-        split = split_module(self.module_)
+        X = self._validate_X(X)
+        split = verified_split(self.module_, torch.as_tensor(X[:8], device=self.device))
         if split is None:
             raise TypeError(
-                f"transform needs a module with `trunk` and `head` attributes "
-                f"(see skdbal.nets); {type(self.module_).__name__} has none"
+                f"transform needs a module with `trunk` and `head` attributes such that "
+                f"forward(x) == head(trunk(x)) (see skdbal.nets); "
+                f"{type(self.module_).__name__} has none"
             )
         trunk, head = split
-        X = self._validate_X(X)
         with mc_dropout_mode(self.module_, dropout=False):
             out = [head[:-1](trunk(xb)).reshape(len(xb), -1).cpu() for xb in self._batches(X)]
         return torch.cat(out).numpy()

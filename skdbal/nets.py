@@ -155,8 +155,10 @@ class LeNet5(nn.Module):
     Seed 001's table lists a ReLU after the last dense layer as well; we output
     plain logits instead, since a ReLU on logits only clips negative scores to
     0 before the softmax. The padding of 2 gives the table's 400 = 16·5·5
-    inputs to the first dense layer on 28×28 MNIST; inputs must be at least
-    12×12.
+    inputs to the first dense layer on 28×28 MNIST. Inputs smaller than
+    12×12 (such as scikit-learn's 8×8 digits) would vanish in the second
+    convolution, so it is padded by 2 as well for them: 8×8 digits give
+    16·2·2 = 64 dense inputs. Inputs must be at least 4×4.
 
     Parameters
     ----------
@@ -173,6 +175,8 @@ class LeNet5(nn.Module):
     torch.Size([2, 10])
     >>> LeNet5().head[2].in_features
     400
+    >>> LeNet5(input_shape=(8, 8))(torch.zeros(2, 64)).shape
+    torch.Size([2, 10])
     """
 
     def __init__(
@@ -184,12 +188,13 @@ class LeNet5(nn.Module):
     ):
         super().__init__()
         shape = _as_chw(input_shape)
+        pad2 = 0 if min(shape[1:]) >= 12 else 2  # keep small images alive
         self.trunk = nn.Sequential(
             ToImage(shape),
             nn.Conv2d(shape[0], 6, 5, padding=2),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5),
+            nn.Conv2d(6, 16, 5, padding=pad2),
             nn.ReLU(),
             nn.MaxPool2d(2),
         )

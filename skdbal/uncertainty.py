@@ -180,11 +180,15 @@ def mean_std(P) -> np.ndarray:
 
 
 def least_confidence(P) -> np.ndarray:
-    """``1 − max_c p̄_c``: Gal et al.'s definition of the variation ratio.
+    """Least confidence ``1 − max_c p̄_c`` of the MC-averaged prediction.
 
-    The mode-count variation ratio approaches it as ``T → ∞``; for a single
-    deterministic pass (``T = 1``), where the mode count is always 0, this is
-    the variation ratio Gal et al. use for their deterministic baseline.
+    Gal et al. (2017) write the variation ratio as ``1 − max_y p(y | x)``
+    and estimate it from the passes by the mode count
+    (:func:`variation_ratio`). The two are different estimators, and they
+    differ even as ``T → ∞``: the mode count measures how often the passes'
+    argmax agrees, this one the confidence of the averaged distribution. For
+    a single deterministic pass (``T = 1``), where the mode count is always 0,
+    this is the score used for Gal et al.'s deterministic baseline.
 
     Parameters
     ----------

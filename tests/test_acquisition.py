@@ -184,3 +184,23 @@ def test_dask_backend_equals_serial(fitted_net, digits):
             on_dask = mean_std(fitted_net, pool, n_instances=15, chunk_size=50, n_jobs=-1)
     np.testing.assert_array_equal(serial[0], on_dask[0])
     np.testing.assert_allclose(serial[1], on_dask[1], rtol=1e-12)
+
+
+def test_strategies_accept_protocol_kwargs_and_forward_n_samples():
+    class Recorder:
+        def __init__(self):
+            self.T = []
+
+        def predict_proba_samples(self, X, n_samples=None):
+            self.T.append(n_samples)
+            T = 4 if n_samples is None else n_samples
+            rng = np.random.RandomState(len(X))
+            P = rng.dirichlet(np.ones(3), size=(T, len(X)))
+            return P
+
+    est = Recorder()
+    X = np.zeros((10, 2))
+    idx, _ = bald(est, X, 2, some_decorator_option=True)  # **kwargs accepted
+    bald(est, X, 2, n_samples=7)
+    assert est.T == [None, 7]
+    assert len(idx) == 2

@@ -224,3 +224,167 @@ def test_learner_around_plain_classifier_warns_for_degenerate_scores(flat_digits
     learner = ActiveLearner(LogisticRegression(max_iter=300), bald, verbose=False).fit(X[:40], y[:40])
     with pytest.warns(UserWarning, match="T=1"):
         learner.query(X[100:200], n_instances=2)
+
+
+# -- simulation: restarts, continuation, atomic validation -------------------------------
+
+def test_simulate_restarts_and_warm_start_continues_without_repeats(flat_digits):
+    X, y = flat_digits
+    learner = lr_learner()
+    learner.fit(X[:40], y[:40])  # a fitted learner: simulate starts afresh, as fit does
+    h1 = learner.simulate(X[:300], y[:300], n_queries=3, n_instances=5)
+    again = lr_learner().simulate(X[:300], y[:300], n_queries=3, n_instances=5)
+    assert [r["query_indices"] for r in h1] == [r["query_indices"] for r in again]
+    assert len(learner.y_training_) == 35  # the 40 fitted earlier were forgotten
+    h2 = learner.simulate(X[:300], y[:300], n_queries=4, n_instances=5, warm_start=True)
+    assert [r["step"] for r in h2] == list(range(8)) and learner.history_ is h2
+    labelled = learner.labelled_idx_
+    assert len(labelled) == len(np.unique(labelled)) == 55
+    np.testing.assert_array_equal(learner.y_training_, y[:300][labelled])
+    with pytest.raises(ValueError, match="warm_start"):
+        lr_learner().simulate(X[:300], y[:300], n_queries=1, warm_start=True)
+    with pytest.raises(ValueError, match="warm_start"):  # another pool
+        learner.simulate(X[:200], y[:200], n_queries=1, warm_start=True)
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(n_queries=60, n_instances=5), ValueError, "only 280 are left"),
+        (dict(n_queries=2, n_instances=0), ValueError, "n_instances"),
+        (dict(n_queries=2, initial_idx=[0, 300]), ValueError, "initial_idx must lie"),
+        (dict(n_queries=2, initial_idx=[1, 1]), ValueError, "duplicates"),
+        (dict(n_queries=2, initial_idx=[]), ValueError, "empty"),
+        (dict(n_queries=2, initial_idx=[0.5]), TypeError, "integer"),
+        (dict(n_queries=2, X_test=np.zeros((5, 64)), y_test=np.zeros(4)), ValueError, "X_test and y_test"),
+        (dict(n_queries=2, X_test=np.zeros((5, 63)), y_test=np.zeros(5)), ValueError, "per-sample shape"),
+        (dict(n_queries=-1), ValueError, "n_queries"),
+    ],
+)
+def test_bad_simulation_changes_nothing(flat_digits, kwargs, exc, match):
+    X, y = flat_digits
+    learner = lr_learner()
+    learner.simulate(X[:300], y[:300], n_queries=1, n_instances=2)
+    snap, hist, idx = snapshot(learner), learner.history_, learner.labelled_idx_.copy()
+    state = learner.rng_.get_state()[1].copy()
+    with pytest.raises(exc, match=match):
+        learner.simulate(X[:300], y[:300], **kwargs)
+    assert_unchanged(learner, snap)
+    assert learner.history_ is hist
+    np.testing.assert_array_equal(learner.labelled_idx_, idx)
+    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+
+
+def test_failing_step_keeps_the_completed_history(flat_digits):
+    X, y = flat_digits
+    calls = []
+
+    def flaky(est, X_pool, n_instances=1, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("annotator went home")
+        return max_entropy(est, X_pool, n_instances)
+
+    learner = ActiveLearner(LogisticRegression(max_iter=300), flaky, random_state=0, verbose=False)
+    with pytest.raises(RuntimeError, match="annotator"):
+        learner.simulate(X[:300], y[:300], n_queries=5, n_instances=4)
+    assert [r["step"] for r in learner.history_] == [0, 1, 2]
+    assert len(learner.labelled_idx_) == len(learner.y_training_) == 28  # no label lost
+    np.testing.assert_array_equal(learner.y_training_, y[:300][learner.labelled_idx_])
+
+
+def test_simulate_fixes_classes_for_warm_retraining(digits):
+    """classes=None: the oracle's classes are used, so warm retrains can take new classes."""
+    X, y = digits
+    order = np.argsort(y[:400], kind="stable")  # pool sorted by label: class 0 first
+    learner = ActiveLearner(small_net(classes=None, max_epochs=1), max_entropy, retrain="warm",
+                            random_state=0, verbose=False)
+    h = learner.simulate(X[:400][order], y[:400][order], n_queries=3, n_instances=30,
+                         initial_idx=np.arange(5))  # initial set: only zeros
+    assert h[-1]["n_labels"] == 95
+    np.testing.assert_array_equal(learner.estimator_.classes_, np.arange(10))
+    assert learner.estimator.classes is None  # the template itself is untouched
+
+
+# -- bad calls leave the random state alone ------------------------------------------------
+
+def test_failed_query_does_not_advance_the_random_state(flat_digits):
+    X, y = flat_digits
+
+    def dup(est, X_pool, n_instances=1, random_state=None, **kw):
+        np.random.RandomState(random_state).rand()
+        return np.array([0, 0])
+
+    learner = ActiveLearner(LogisticRegression(max_iter=300), dup, pool_subsample=50,
+                            random_state=0, verbose=False).fit(X[:30], y[:30])
+    state = learner.rng_.get_state()[1].copy()
+    with pytest.raises(ValueError, match="duplicate"):
+        learner.query(X[100:400], n_instances=2)
+    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+    # and the next good query is the one a fresh learner makes
+    learner.set_params(query_strategy=max_entropy)
+    fresh = lr_learner(pool_subsample=50).fit(X[:30], y[:30])
+    np.testing.assert_array_equal(learner.query(X[100:400], 3)[0], fresh.query(X[100:400], 3)[0])
+
+
+def test_samples_not_summing_to_one_are_rejected_without_change(flat_digits):
+    X, y = flat_digits
+
+    class Unnormalised(LogisticRegression):
+        def predict_proba_samples(self, X, n_samples=None):
+            return np.stack([self.predict_proba(X) * 0.9] * 3)
+
+    learner = ActiveLearner(Unnormalised(max_iter=300), bald, pool_subsample=50, random_state=0,
+                            verbose=False).fit(X[:30], y[:30])
+    snap, state = snapshot(learner), learner.rng_.get_state()[1].copy()
+    with pytest.raises(ValueError, match="sum to 1"):
+        learner.query(X[100:400], n_instances=2)
+    assert_unchanged(learner, snap)
+    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+
+
+def test_teach_rejects_uint8_mixed_with_floats(digits):
+    X, y = digits
+    learner = ActiveLearner(small_net(max_epochs=1), bald, verbose=False).fit(X[:30], y[:30])
+    snap = snapshot(learner)
+    with pytest.raises(TypeError, match="uint8"):
+        learner.teach((X[30:35] * 255).astype(np.uint8), y[30:35])
+    assert_unchanged(learner, snap)
+
+
+def test_predict_proba_samples_through_a_pipeline(digits):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+    X, y = digits
+    pipe = make_pipeline(FunctionTransformer(lambda Z: Z * 1.0), small_net(max_epochs=1))
+    learner = ActiveLearner(pipe, bald, verbose=False).fit(X[:60], y[:60])
+    P = learner.predict_proba_samples(X[:7], n_samples=5)
+    assert P.shape == (5, 7, 10) and not np.allclose(P[0], P[1])
+    np.testing.assert_allclose(P, learner.estimator_[-1].predict_proba_samples(X[:7], n_samples=5))
+
+
+# -- modAL's constructor and teach options ---------------------------------------------------
+
+def test_modal_style_constructor_and_teach_options(flat_digits):
+    X, y = flat_digits
+    learner = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, X[:30], y[:30],
+                            random_state=0, verbose=False)
+    np.testing.assert_array_equal(clone(learner).X_training, X[:30])  # a parameter, stored as given
+    idx, _ = learner.query(X[100:400], n_instances=3)  # fitted lazily on first use
+    assert len(learner.y_training_) == 30
+    ref = lr_learner().fit(X[:30], y[:30]).query(X[100:400], 3)[0]
+    np.testing.assert_array_equal(idx, ref)
+    learner.teach(X[100:400][idx], y[100:400][idx], bootstrap=True)
+    assert len(learner.y_training_) == 33  # every label kept
+    other = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, X[:30], y[:30],
+                          random_state=0, verbose=False)
+    other.query(X[100:400], n_instances=3)
+    other.teach(X[100:400][idx], y[100:400][idx], bootstrap=True)
+    np.testing.assert_allclose(learner.estimator_.coef_, other.estimator_.coef_)  # seeded
+    plain = lr_learner().fit(X[:30], y[:30]).teach(X[100:400][idx], y[100:400][idx])
+    assert not np.allclose(learner.estimator_.coef_, plain.estimator_.coef_)  # resampled
+    unfitted = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, X[:30], y[:30], verbose=False)
+    unfitted.teach(X[30:32], y[30:32])  # the initial set and the new labels
+    assert len(unfitted.y_training_) == 32
+    with pytest.raises(ValueError, match="both X_training and y_training"):
+        ActiveLearner(LogisticRegression(), max_entropy, X[:30]).query(X[100:200])

@@ -281,3 +281,84 @@ def test_consistent_masks_are_a_fixed_subnetwork(fitted_net, digits):
             np.testing.assert_allclose(P[t], torch.softmax(x, -1).numpy(), atol=1e-6)
     # dropout keeps about 1 - p of the units
     assert abs(masks[1].ne(0).float().mean().item() - 0.5) < 0.1
+
+
+class _SplitButDifferent(nn.Module):
+    """Has a trunk and a head, but forward adds a skip path: the split is wrong."""
+
+    def __init__(self, n_features=64, n_classes=10):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(n_features, 32), nn.ReLU())
+        self.head = nn.Sequential(nn.Dropout(0.5), nn.Linear(32, n_classes))
+        self.skip = nn.Linear(n_features, n_classes)
+
+    def forward(self, x):
+        return self.head(self.trunk(x)) + self.skip(x.flatten(1))
+
+
+def test_custom_forward_is_not_bypassed_by_the_split(digits):
+    """A trunk/head module whose forward is not head(trunk(x)) is sampled with full passes."""
+    X, y = digits
+    net = small_net(module=_SplitButDifferent, max_epochs=2, n_samples=200).fit(X[:100], y[:100])
+    with torch.no_grad():  # make the skip path decisive: it favours class 0
+        net.module_.skip.bias.zero_()
+        net.module_.skip.bias[0] = 3.0
+    with pytest.warns(UserWarning, match="differs from head"):
+        P = net.predict_proba_samples(X[:10])
+    # the MC mean must approach the mean of full stochastic passes, skip path included
+    mod = net.module_
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(0)
+        mod.train()
+        ref = torch.stack([torch.softmax(mod(torch.as_tensor(X[:10])), -1) for _ in range(2000)]).mean(0)
+        mod.eval()
+        no_skip = torch.softmax(mod.head[1](mod.trunk(torch.as_tensor(X[:10]))), -1)
+    np.testing.assert_allclose(P.mean(0), ref.numpy(), atol=0.05)
+    assert np.abs(P.mean(0) - no_skip.numpy()).max() > 0.3  # the skip path matters
+    with pytest.raises(TypeError, match="forward"):
+        net.set_params(consistent_masks=True).predict_proba_samples(X[:3])
+
+
+def test_dropout_subclass_in_head_runs_its_own_forward(digits):
+    """An nn.Dropout subclass may do anything: the head must call it, not redraw masks."""
+    X, y = digits
+
+    class HalfDropout(nn.Dropout):  # drops like Dropout, then halves
+        def forward(self, x):
+            return 0.5 * super().forward(x)
+
+    class Net(nn.Module):
+        def __init__(self, n_features=64, n_classes=10):
+            super().__init__()
+            self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(n_features, 16), nn.ReLU())
+            self.head = nn.Sequential(HalfDropout(0.0), nn.Linear(16, n_classes))
+
+        def forward(self, x):
+            return self.head(self.trunk(x))
+
+    net = small_net(module=Net, max_epochs=1).fit(X[:50], y[:50])
+    P = net.predict_proba_samples(X[:4], n_samples=2)
+    with torch.no_grad():
+        mod = net.module_.eval()
+        h = mod.trunk(torch.as_tensor(X[:4]))
+        expected = torch.softmax(mod.head[1](0.5 * h), -1).numpy()
+    np.testing.assert_allclose(P[0], expected, atol=1e-6)
+    with pytest.raises(TypeError, match="HalfDropout"):
+        net.set_params(consistent_masks=True).predict_proba_samples(X[:3])
+
+
+def test_module_without_dropout_warns(digits):
+    X, y = digits
+
+    class NoDropout(nn.Module):
+        def __init__(self, n_features=64, n_classes=10):
+            super().__init__()
+            self.lin = nn.Linear(n_features, n_classes)
+
+        def forward(self, x):
+            return self.lin(x.flatten(1))
+
+    net = small_net(module=NoDropout, max_epochs=1).fit(X[:50], y[:50])
+    with pytest.warns(UserWarning, match="no dropout layers"):
+        P = net.predict_proba_samples(X[:5])
+    np.testing.assert_array_equal(P[0], P[1])

@@ -31,8 +31,12 @@ def test_lenet5_matches_table():
     linears = [(m.in_features, m.out_features) for m in net.head if isinstance(m, nn.Linear)]
     assert linears == [(400, 120), (120, 84), (84, 10)]
     assert [m.p for m in net.head if isinstance(m, nn.Dropout)] == [0.5, 0.25]
+    small = LeNet5(input_shape=(8, 8))  # 8 -> 8 -> pool 4 -> pad-2 conv 4 -> pool 2
+    assert small(torch.zeros(3, 64)).shape == (3, 10)
+    assert small.head[2].in_features == 16 * 2 * 2
+    assert LeNet5(input_shape=(12, 12)).head[2].in_features == 16 * 1 * 1  # unpadded from 12 up
     with pytest.raises(ValueError, match="cannot process inputs"):
-        LeNet5(input_shape=(8, 8))
+        LeNet5(input_shape=(3, 3))
 
 
 def test_mlp_split():
