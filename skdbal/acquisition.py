@@ -41,6 +41,7 @@ __all__ = [
     "variation_ratios",
     "mean_std",
     "random_sampling",
+    "predictive_variance",
     "score_pool",
     "select_top",
     "make_strategy",
@@ -353,6 +354,103 @@ def random_sampling(
     return select_top(scores, n_instances)
 
 
+def _variance_fn(estimator) -> Callable:
+    """``fn(X) -> (n,)``: the trace of the predictive covariance of a regressor."""
+    from .learner import ActiveLearner  # local: learner imports this module
+
+    if isinstance(estimator, ActiveLearner):
+        return _variance_fn(estimator._fitted())
+    if hasattr(estimator, "predictive_variance"):
+        return estimator.predictive_variance
+    inner = getattr(estimator, "estimator", None)  # a modAL learner
+    if inner is not None and not hasattr(estimator, "steps") and (
+            hasattr(inner, "predictive_variance") or hasattr(inner, "steps")):
+        return _variance_fn(inner)
+    steps = getattr(estimator, "steps", None)
+    if steps and hasattr(steps[-1][1], "predictive_variance"):
+        head, last = estimator[:-1], steps[-1][1]
+        return lambda X: last.predictive_variance(head.transform(X))
+    if hasattr(estimator, "predict"):  # BayesianRidge, GaussianProcessRegressor, ...
+        def from_std(X):
+            try:
+                _, std = estimator.predict(X, return_std=True)
+            except TypeError:
+                raise TypeError(
+                    f"{type(estimator).__name__}.predict does not take return_std; "
+                    "predictive_variance needs a probabilistic regressor such as "
+                    "skdbal.BayesianLinearRegression") from None
+            std = np.asarray(std, dtype=np.float64)
+            return (std ** 2).reshape(len(std), -1).sum(axis=1)
+        return from_std
+    raise TypeError(f"estimator must provide predictive_variance or predict(return_std=True); "
+                    f"got {type(estimator).__name__}")
+
+
+def predictive_variance(
+    estimator,
+    X_pool,
+    n_instances: int = 1,
+    *,
+    random_tie_break: bool = False,
+    random_state=None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    **kwargs,
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Regressors: pick the points with the largest total predictive variance.
+
+    The score is the trace of the predictive covariance of ``y*`` (seed 000
+    §4), from ``predictive_variance(X)`` when the estimator (or the last step
+    of a :class:`~sklearn.pipeline.Pipeline`, e.g.
+    ``make_pipeline(NetFeatures(net), BayesianLinearRegression())``) has one,
+    else the sum over outputs of ``predict(X, return_std=True)[1] ** 2``
+    (:class:`~sklearn.linear_model.BayesianRidge`,
+    :class:`~sklearn.gaussian_process.GaussianProcessRegressor`).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted probabilistic regressor, a pipeline ending in one, an
+        :class:`~skdbal.ActiveLearner` or a modAL learner wrapping one.
+    X_pool : array-like of shape (N, ...)
+    n_instances : int, default=1
+    random_tie_break : bool, default=False
+    random_state : int, RandomState or None
+        Seeds the tie break.
+    chunk_size : int, default=2048
+        Pool rows scored at a time.
+    **kwargs :
+        Accepted and ignored (the modAL protocol; ``n_samples`` and
+        ``n_jobs`` have no meaning here).
+
+    Returns
+    -------
+    indices : ndarray of shape (n_instances,)
+        Positions in ``X_pool``, best first.
+    scores : ndarray of shape (n_instances,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal import BayesianLinearRegression
+    >>> from skdbal.acquisition import predictive_variance
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [10.0, 10.0]])
+    >>> blr = BayesianLinearRegression().fit(X[:2], np.eye(2))
+    >>> idx, scores = predictive_variance(blr, X, n_instances=1)
+    >>> int(idx[0])                       # far from the training features
+    2
+    """
+    X_pool = _check_pool(X_pool)
+    _check_n_instances(n_instances, len(X_pool))
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
+    fn = _variance_fn(estimator)
+    scores = np.concatenate([np.asarray(fn(X_pool[s:s + chunk_size]), dtype=np.float64).reshape(-1)
+                             for s in range(0, len(X_pool), int(chunk_size))])
+    if len(scores) != len(X_pool):
+        raise ValueError(f"the estimator gave {len(scores)} variances for {len(X_pool)} pool rows")
+    return select_top(scores, n_instances, random_tie_break=random_tie_break, random_state=random_state)
+
+
 def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callable:
     """Adapt a strategy to the installed modAL's return convention.
 
@@ -393,4 +491,5 @@ STRATEGIES = {
     "variation_ratios": variation_ratios,
     "mean_std": mean_std,
     "random": random_sampling,
+    "predictive_variance": predictive_variance,
 }

@@ -46,8 +46,9 @@ def _experiment(args) -> int:
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     overrides = _parse_overrides(args.set)
     t0 = time.perf_counter()
+    last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
-             n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet, **overrides)
+             last_layer=last_layer, n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet, **overrides)
     from .report import write_report
 
     paths = write_report(args.out)
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
     ex.add_argument("--deterministic-baseline", action="store_true",
                     help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
+    ex.add_argument("--last-layer", default=None, metavar="analytic,mfvi",
+                    help="run a Bayesian last layer on the CNN's features instead of its softmax "
+                         "(seed 000 §4), e.g. --last-layer analytic,mfvi --strategies predictive_variance")
     ex.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a preset field, e.g. --set n_queries=3 (repeatable)")
     ex.add_argument("--out", required=True, help="output folder; an interrupted grid resumes from it")

@@ -43,11 +43,18 @@ from .initial import balanced_random
 from .mc_dropout import MCDropoutClassifier
 from .presets import Preset, get_preset
 
-__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "COLUMNS"]
+__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
+           "COLUMNS", "LAST_LAYERS"]
 
 #: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
 COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
-           "train_time", "query_time", "eval_time", "time", "query_indices"]
+           "rmse", "mean_variance", "train_time", "query_time", "eval_time", "time", "query_indices"]
+
+#: Columns that only runs with a Bayesian last layer fill (empty otherwise).
+OPTIONAL_COLUMNS = ("rmse", "mean_variance")
+
+#: Last-layer inference variants (seed 000 §4): RunSpec.last_layer.
+LAST_LAYERS = ("analytic", "mfvi")
 
 #: Bumped whenever a change in skdbal changes the rows a run produces (e.g. how
 #: dropout masks are drawn); run files of another version are not resumed.
@@ -65,9 +72,12 @@ class RunSpec:
     strategy: str
     seed: int
     mc_dropout: bool = True
+    last_layer: Optional[str] = None
 
     @property
     def variant(self) -> str:
+        if self.last_layer is not None:
+            return f"blr_{self.last_layer}"
         return "bayesian" if self.mc_dropout else "deterministic"
 
     @property
@@ -75,8 +85,11 @@ class RunSpec:
         return f"{self.preset.name}__{self.strategy}__{self.variant}__seed{self.seed}"
 
     def config(self) -> dict:
-        return {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
-                "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION}
+        config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
+                  "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION}
+        if self.last_layer is not None:
+            config["last_layer"] = self.last_layer
+        return config
 
 
 # ----------------------------------------------------------------------------- data
@@ -158,6 +171,36 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     )
 
 
+def _one_hot(y, n_classes: int = 10) -> np.ndarray:
+    return np.eye(n_classes)[np.asarray(y, dtype=np.intp)]
+
+
+def _net_of(est):
+    """The network of a step's model (itself, or the features step of a pipeline)."""
+    return est[0].net_ if hasattr(est, "steps") else est
+
+
+def make_last_layer(preset: Preset, net, inference: str):
+    """``Pipeline(NetFeatures(net), BayesianLinearRegression(...))`` for one-hot
+    targets (seed 000 §4), with the preset's ``last_layer_*`` variances.
+
+    ``net`` is used as given (frozen): the runner trains it on the labelled
+    set first, so the features follow the labelled set as the CNN does.
+    """
+    from sklearn.pipeline import Pipeline
+
+    from .bayesian_linear import BayesianLinearRegression
+    from .features import NetFeatures
+
+    if inference not in LAST_LAYERS:
+        raise ValueError(f"last_layer must be one of {LAST_LAYERS}; got {inference!r}")
+    blr = BayesianLinearRegression(
+        inference=inference, noise_variance=preset.last_layer_noise_variance,
+        prior_variance=preset.last_layer_prior_variance,
+        fit_hyperparameters=preset.last_layer_fit_hyperparameters)
+    return Pipeline([("features", NetFeatures(net, refit=False)), ("blr", blr)])
+
+
 # ------------------------------------------------------------------------ file I/O
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -177,7 +220,7 @@ def _csv_bytes(rows: Iterable[dict]) -> bytes:
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row[k] for k in COLUMNS})
+        writer.writerow({k: row.get(k, "") if k in OPTIONAL_COLUMNS else row[k] for k in COLUMNS})
     return buf.getvalue().encode()
 
 
@@ -186,6 +229,9 @@ def _parse_row(row: dict) -> dict:
         row[k] = int(row[k])
     for k in ("accuracy", "train_time", "query_time", "eval_time", "time"):
         row[k] = float(row[k])
+    for k in OPTIONAL_COLUMNS:  # absent from files written before they existed
+        value = row.get(k)
+        row[k] = float(value) if value not in (None, "") else None
     return row
 
 
@@ -269,23 +315,42 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
     X_test, y_test = X_test_all[test], y_test_all[test]
     valid = (X_train[val], y_train[val])
 
-    def new_estimator(step):
-        return make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
-                              valid=valid)
+    def fit_model(step, labelled, state=None):
+        """The step's model: the network (from ``state`` if given) and, with a
+        Bayesian last layer, the pipeline of its features and the layer."""
+        net = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
+                             valid=valid)
+        if state is not None:
+            net.set_params(max_epochs=0, callbacks=None)
+            net.fit(X_train[labelled[:1]], y_train[labelled[:1]])  # builds the module only
+            net.module_.load_state_dict(state)
+        else:
+            net.fit(X_train[labelled], y_train[labelled])
+        if spec.last_layer is None:
+            return net
+        return make_last_layer(preset, net, spec.last_layer).fit(X_train[labelled], _one_hot(y_train[labelled]))
 
     def record(step, labelled, est, query, t_train, t_query):
         t0 = time.perf_counter()
-        accuracy = float(np.mean(est.predict(X_test) == y_test))
+        extra = {}
+        if spec.last_layer is None:
+            accuracy = float(np.mean(est.predict(X_test) == y_test))
+        else:
+            F = est[0].transform(X_test)
+            mean = est[-1].predict(F)
+            accuracy = float(np.mean(mean.argmax(axis=1) == y_test))
+            extra = {"rmse": float(np.sqrt(np.mean((mean - _one_hot(y_test)) ** 2))),
+                     "mean_variance": float(np.mean(est[-1].predictive_variance(F)))}
         t_eval = time.perf_counter() - t0
         return {"preset": preset.name, "strategy": spec.strategy, "variant": spec.variant, "seed": spec.seed,
                 "step": step, "n_labels": len(labelled), "n_acquired": len(labelled) - len(initial),
-                "accuracy": accuracy, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
+                "accuracy": accuracy, **extra, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
                 "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
                 "query_indices": " ".join(map(str, query))}
 
     def save(rows, est):
         buf = io.BytesIO()
-        torch.save({"step": rows[-1]["step"], "model_state": est.module_.state_dict()}, buf)
+        torch.save({"step": rows[-1]["step"], "model_state": _net_of(est).module_.state_dict()}, buf)
         _atomic_write(weights_path, buf.getvalue())  # cache first: a stale cache is detected
         _atomic_write(csv_path, _csv_bytes(rows))
         _assemble(out_dir)
@@ -293,7 +358,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
     if not rows:
         labelled = np.asarray(initial)
         t0 = time.perf_counter()
-        est = new_estimator(0).fit(X_train[labelled], y_train[labelled])
+        est = fit_model(0, labelled)
         rows = [record(0, labelled, est, labelled, time.perf_counter() - t0, 0.0)]
         save(rows, est)
     else:
@@ -303,11 +368,9 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         last = rows[-1]["step"]
         cache = torch.load(weights_path, weights_only=True) if weights_path.exists() else None
         if cache is not None and cache["step"] == last:
-            est = new_estimator(last).set_params(max_epochs=0, callbacks=None)
-            est.fit(X_train[labelled[:1]], y_train[labelled[:1]])  # builds the module only
-            est.module_.load_state_dict(cache["model_state"])
+            est = fit_model(last, labelled, state=cache["model_state"])
         else:  # rebuild the last model exactly: same labelled set, same seed
-            est = new_estimator(last).fit(X_train[labelled], y_train[labelled])
+            est = fit_model(last, labelled)
 
     for step in range(len(rows), preset.n_queries + 1):
         rng = np.random.RandomState([spec.seed, step])
@@ -326,7 +389,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         t_query = time.perf_counter() - t0
         labelled = np.concatenate([labelled, query])
         t0 = time.perf_counter()
-        est = new_estimator(step).fit(X_train[labelled], y_train[labelled])
+        est = fit_model(step, labelled)
         rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query))
         save(rows, est)
         if verbose:
@@ -343,6 +406,7 @@ def run_grid(
     out_dir: Union[str, os.PathLike],
     *,
     deterministic_baseline: bool = False,
+    last_layer: Sequence[str] = (),
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -363,6 +427,13 @@ def run_grid(
     deterministic_baseline : bool, default=False
         Also run the ``mc_dropout=False`` baseline of Gal et al. §5.2 for the
         strategies among max_entropy and variation_ratios.
+    last_layer : sequence of {"analytic", "mfvi"}, default=()
+        Run these Bayesian-last-layer variants (seed 000 §4) *instead of* the
+        softmax CNN: each step trains the preset's network, fits
+        :class:`~skdbal.BayesianLinearRegression` on its frozen penultimate
+        features with one-hot targets, and records accuracy (argmax), RMSE
+        and the mean predictive variance (trace) on the test set. Use the
+        ``predictive_variance`` strategy for seed 000's Fig. 3.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -382,7 +453,16 @@ def run_grid(
         raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
     if not seeds:
         raise ValueError("give at least one seed")
-    specs = [RunSpec(preset, s, int(seed)) for seed in seeds for s in strategies]
+    bad = [v for v in last_layer if v not in LAST_LAYERS]
+    if bad:
+        raise ValueError(f"unknown last_layer {bad}; choose from {list(LAST_LAYERS)}")
+    if last_layer:
+        specs = [RunSpec(preset, s, int(seed), last_layer=v)
+                 for v in last_layer for seed in seeds for s in strategies]
+    else:
+        specs = [RunSpec(preset, s, int(seed)) for seed in seeds for s in strategies]
+    if "predictive_variance" in strategies and not last_layer:
+        raise ValueError("the predictive_variance strategy needs a regressor: pass last_layer")
     if deterministic_baseline:
         specs += [RunSpec(preset, s, int(seed), mc_dropout=False)
                   for seed in seeds for s in strategies if s in DETERMINISTIC_BASELINE]
@@ -393,7 +473,7 @@ def run_grid(
     for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):
         stale.unlink()  # left by a killed write; the file it was replacing is intact
     meta = {"preset": preset.as_dict(), "strategies": list(strategies), "seeds": [int(s) for s in seeds],
-            "deterministic_baseline": deterministic_baseline, "n_jobs": n_jobs, "torch_threads": torch_threads,
+            "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer), "n_jobs": n_jobs, "torch_threads": torch_threads,
             "machine": {"platform": platform.platform(), "processor": platform.processor(),
                         "cpu_count": os.cpu_count(), "python": platform.python_version(),
                         "torch": torch.__version__}}

@@ -146,7 +146,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
         if X.dtype.kind not in "fiub":
             raise TypeError(f"X must be numeric; got dtype {X.dtype}")
-        y = column_or_1d(y, warn=True)
+        y = self._check_y(y)
         if len(X) != len(y):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
@@ -172,6 +172,17 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                     f"y contains labels not in the estimator's classes: {unknown[:10].tolist()}"
                 )
         return X, y
+
+    def _check_y(self, y, name: str = "y") -> np.ndarray:
+        """Labels (1-d) for classifiers; 1-d or 2-d numeric targets for regressors."""
+        if is_regressor(self._template()):
+            y = check_array(y, ensure_2d=False, dtype="numeric", ensure_all_finite=True, input_name=name)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+            if y.ndim not in (1, 2):
+                raise ValueError(f"{name} must be 1-d or 2-d for a regressor; got shape {y.shape}")
+            return y
+        return column_or_1d(y, warn=True)
 
     def _ensure_initial_fit(self):
         """Fit the modAL-style initial set ``X_training`` on first use."""
@@ -374,8 +385,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return {}
         pred = self.predict(X_test)
         if is_regressor(self.estimator_):
-            err = np.asarray(pred, dtype=float) - np.asarray(y_test, dtype=float)
-            return {"rmse": float(np.sqrt(np.mean(err ** 2)))}
+            y_test = np.asarray(y_test, dtype=float)
+            pred = np.asarray(pred, dtype=float).reshape(y_test.shape)
+            row = {"rmse": float(np.sqrt(np.mean((pred - y_test) ** 2)))}
+            if y_test.ndim == 2 and y_test.shape[1] > 1:  # one-hot targets: also the argmax accuracy
+                row["accuracy"] = float(np.mean(pred.argmax(axis=1) == y_test.argmax(axis=1)))
+            return row
         return {"accuracy": float(np.mean(pred == np.asarray(y_test)))}
 
     def _simulation_template(self, y_pool):
@@ -404,7 +419,13 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 raise ValueError("initial_idx cannot be given with warm_start=True")
             return self.labelled_idx_, None
         if initial_idx is None:
-            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
+            if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
+                initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
+            elif y_pool.dtype.kind == "f" and is_regressor(self._template()):
+                raise ValueError("a regressor with continuous 1-d targets has no classes to "
+                                 "balance the initial set; pass initial_idx")
+            else:
+                initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
         initial_idx = np.asarray(initial_idx).reshape(-1)
         if not len(initial_idx):
             raise ValueError("initial_idx is empty: the initial model needs labels")
@@ -443,7 +464,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             Points acquired per round.
         initial_idx : array-like of int, optional
             Pool indices labelled first. By default ``n_initial_per_class``
-            random points per class (:func:`skdbal.initial.balanced_random`).
+            random points per class (:func:`skdbal.initial.balanced_random`);
+            for 2-d targets (one-hot labels for a regressor, seed 000 §4) the
+            class of a row is its argmax. A regressor with continuous 1-d
+            targets needs ``initial_idx``.
         n_initial_per_class : int, default=2
         X_test, y_test : array-like, optional
             Evaluated after every round.
@@ -458,7 +482,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         history : list of dict
             One row per step (step 0 is the initial fit): ``step``,
             ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
-            regressors) when a test set is given, ``query_indices`` (indices
+            regressors, the root mean square over rows and outputs, plus the
+            argmax ``accuracy`` for 2-d one-hot targets) when a test set is given, ``query_indices`` (indices
             into the original pool), ``query_time`` and ``fit_time`` (s). Also
             stored as ``history_``; ``labelled_idx_`` holds every pool index
             labelled, in order. If a step fails, both keep every step that
@@ -475,7 +500,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         # ---- validate everything before changing anything
         self._check_params()
         X_pool = _check_pool(X_pool)
-        y_pool = column_or_1d(y_pool)
+        y_pool = self._check_y(y_pool, "y_pool")
         n_pool = len(X_pool)
         if len(y_pool) != n_pool:
             raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")

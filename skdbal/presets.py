@@ -54,6 +54,11 @@ class Preset:
         Test accuracy from the weight-scaled pass, or the MC average.
     n_test : int or None
         Evaluate on a seeded random subset of the test set; None: all of it.
+    last_layer_noise_variance, last_layer_prior_variance : float
+        ``sigma^2`` and ``s^2`` of the Bayesian last layer (seed 000 §4), used
+        only by runs with ``last_layer`` (see :func:`skdbal.experiments.run_grid`).
+    last_layer_fit_hyperparameters : bool
+        Fit them per step instead (evidence for analytic, ELBO for mfvi).
     """
 
     name: str
@@ -77,6 +82,9 @@ class Preset:
     patience: int = 5
     eval_method: str = "deterministic"
     n_test: Optional[int] = None
+    last_layer_noise_variance: float = 0.1
+    last_layer_prior_variance: float = 1.0
+    last_layer_fit_hyperparameters: bool = False
     notes: str = field(default="", compare=False)
 
     def replace(self, **changes) -> "Preset":

@@ -5,14 +5,15 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
 from .experiments import read_results
 from .metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
-__all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "write_report"]
+__all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
+           "write_report"]
 
 #: Acquired images to reach 90% / 95% test accuracy (SPEC §6).
 ANCHORS = {
@@ -24,7 +25,8 @@ ANCHORS = {
 
 _ORDER = ["bald", "variation_ratios", "max_entropy", "mean_std", "random"]
 _LABEL = {"bald": "BALD", "variation_ratios": "Var Ratios", "max_entropy": "Max Entropy",
-          "mean_std": "Mean STD", "random": "Random"}
+          "mean_std": "Mean STD", "random": "Random", "predictive_variance": "Predictive variance"}
+_VARIANT = {"blr_analytic": "analytic", "blr_mfvi": "MFVI"}
 
 
 def group_runs(rows: List[dict]) -> Dict[Tuple[str, str, str], List[List[dict]]]:
@@ -119,6 +121,59 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     plt.close(fig)
 
 
+def _last_layer_groups(rows):
+    return {k: v for k, v in sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0]))
+            if k[2].startswith("blr_")}
+
+
+def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
+    """Seed 000 Fig. 3: test RMSE and mean predictive variance against acquired
+    images, per last-layer inference (and strategy), mean ± std over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for (_, strategy, variant), runs in _last_layer_groups(rows).items():
+        name = f"{_VARIANT.get(variant, variant)}, {_LABEL.get(strategy, strategy)}, {len(runs)} run(s)"
+        for ax, column in zip(axes, ("rmse", "mean_variance")):
+            acquired, values = curves_from_histories(runs, x="n_acquired", y=column)
+            mean, std = values.mean(axis=0), values.std(axis=0)
+            line, = ax.plot(acquired, mean, label=name)
+            ax.fill_between(acquired, mean - std, mean + std, alpha=0.15, color=line.get_color())
+    for ax, label in zip(axes, ("test RMSE (one-hot targets)", "mean predictive variance (trace)")):
+        ax.set_xlabel("acquired images")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 500, 1000)) -> str:
+    """RMSE, mean predictive variance and accuracy at a few acquisition counts."""
+    lines = ["| inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |",
+             "|---|---|---|---|---|---|---|"]
+    for (_, strategy, variant), runs in _last_layer_groups(rows).items():
+        steps = ", ".join(str(len(r) - 1) for r in runs)
+        acquired, rmse = curves_from_histories(runs, x="n_acquired", y="rmse")
+        _, var = curves_from_histories(runs, x="n_acquired", y="mean_variance")
+        _, acc = curves_from_histories(runs, x="n_acquired", y="accuracy")
+        for a in at_acquired:
+            hit = np.flatnonzero(acquired == a)
+            if not len(hit):
+                continue
+            i = hit[0]
+            lines.append(f"| {_VARIANT.get(variant, variant)} | {_LABEL.get(strategy, strategy)} | {len(runs)} "
+                         f"({steps}) | {a} | {rmse[:, i].mean():.4f} ± {rmse[:, i].std():.4f} | "
+                         f"{var[:, i].mean():.4f} ± {var[:, i].std():.4f} | "
+                         f"{100 * acc[:, i].mean():.2f} ± {100 * acc[:, i].std():.2f}% |")
+    return "\n".join(lines)
+
+
 def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     """Write ``table.md``, ``learning_curves.png`` and, when the deterministic
     baseline ran, ``deterministic.png`` into ``out_dir``.
@@ -136,13 +191,27 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     if meta_path.exists():
         preset = json.loads(meta_path.read_text())["preset"]
         n_initial = 10 * preset["n_initial_per_class"]
+    if any(r["variant"].startswith("blr_") for r in rows):
+        table = out_dir / "last_layer.md"
+        table.write_text(
+            "Bayesian last layer on the CNN's penultimate features (seed 000 §4): test RMSE against one-hot "
+            "targets, mean predictive variance (trace of the predictive covariance) and argmax accuracy, "
+            "mean ± population std over seeds.\n\n" + last_layer_markdown(rows) + "\n")
+        figure = out_dir / "last_layer.png"
+        plot_last_layer(rows, figure, title="MNIST, Bayesian last layer: analytic vs mean-field VI")
+        paths = [table, figure]
+        rows = [r for r in rows if not r["variant"].startswith("blr_")]
+        if not rows:
+            return paths
+    else:
+        paths = []
     table = out_dir / "table.md"
     table.write_text(
         "Labels to reach 90% and 95% test accuracy (acquired images in parentheses), by Average-Step and "
         "Step-Average (mean ± population std over seeds; seed 001, Appendix A), and test accuracy at "
         "1000 labels. The anchor columns give acquired images.\n\n" + table_markdown(rows, n_initial) + "\n"
     )
-    paths = [table]
+    paths.append(table)
     curves = out_dir / "learning_curves.png"
     plot_curves(rows, curves, title="MNIST, Bayesian CNN: test accuracy (mean ± std over seeds)")
     paths.append(curves)

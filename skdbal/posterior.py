@@ -1,0 +1,249 @@
+"""Posterior algebra of Bayesian linear regression on fixed features.
+
+Plain NumPy/SciPy functions over arrays (no torch, no I/O), used by
+:class:`skdbal.BayesianLinearRegression`. The model is seed 000 §4 and
+Appendix A: features ``Phi`` (N, K), targets ``Y`` (N, D),
+
+    Y | W ~ MN(Phi W, sigma2 I_N, Sigma),     W ~ MN(0, s2 I_K, Sigma),
+
+so that the posterior is ``MN(M, Sigma', Sigma)`` with precision
+``A = Phi^T Phi / sigma2 + I / s2``, ``Sigma' = A^{-1}`` and
+``M = Sigma' Phi^T Y / sigma2``; the mean-field posterior has the same mean
+and independent weight variances ``1 / A_kk``.
+
+Everything goes through a Cholesky factor of ``A``: nothing here forms an
+explicit inverse except :func:`posterior_covariance`, which a user asks for.
+``A`` is positive definite whenever ``s2`` is finite, however singular
+``Phi^T Phi`` is; when round-off defeats that (huge ``s2``, tiny
+``sigma2``), :func:`precision_cholesky` adds the smallest diagonal jitter that
+works and says so.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Tuple
+
+import numpy as np
+from scipy import linalg
+
+__all__ = [
+    "precision_cholesky",
+    "analytic_posterior",
+    "mfvi_posterior",
+    "posterior_covariance",
+    "analytic_feature_variance",
+    "mfvi_feature_variance",
+    "log_marginal_likelihood",
+    "fit_evidence",
+    "fit_elbo",
+    "mfvi_elbo",
+]
+
+
+def precision_cholesky(gram: np.ndarray, noise_variance: float, prior_variance: float) -> np.ndarray:
+    """Lower Cholesky factor ``L`` of ``A = gram / noise_variance + I / prior_variance``.
+
+    Parameters
+    ----------
+    gram : ndarray of shape (K, K)
+        ``Phi^T Phi``.
+    noise_variance, prior_variance : float
+        ``sigma^2`` and ``s^2``, both positive.
+
+    Returns
+    -------
+    L : ndarray of shape (K, K), lower triangular, with ``L @ L.T == A``.
+    """
+    K = gram.shape[0]
+    A = gram / noise_variance
+    A[np.diag_indices(K)] += 1.0 / prior_variance
+    try:
+        return linalg.cholesky(A, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        pass
+    scale = max(float(np.trace(A)) / max(K, 1), np.finfo(float).tiny)
+    for exponent in range(-12, -3):
+        jitter = scale * 10.0 ** exponent
+        try:
+            L = linalg.cholesky(A + jitter * np.eye(K), lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            continue
+        warnings.warn(
+            f"the posterior precision is numerically singular (prior_variance={prior_variance:g}, "
+            f"noise_variance={noise_variance:g}); added {jitter:.3g} to its diagonal",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return L
+    raise np.linalg.LinAlgError(
+        "the posterior precision is not positive definite even with jitter; "
+        "use a smaller prior_variance or a larger noise_variance"
+    )
+
+
+def analytic_posterior(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Posterior mean ``M`` (K, D) and Cholesky factor ``L`` of the precision.
+
+    ``M = (Phi^T Phi / sigma2 + I / s2)^{-1} Phi^T Y / sigma2``, by two
+    triangular solves.
+    """
+    L = precision_cholesky(Phi.T @ Phi, noise_variance, prior_variance)
+    M = linalg.cho_solve((L, True), Phi.T @ Y / noise_variance, check_finite=False)
+    return M, L
+
+
+def mfvi_posterior(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Optimal mean-field Gaussian ``q(W)``: mean ``M`` (K, D) and variances (K, D).
+
+    The mean is the analytic one (the ELBO's gradient in ``M`` does not
+    involve the variances); ``var_kd = (sum_n phi_nk^2 / sigma2 + 1 / s2)^{-1}``,
+    the same for every output ``d`` (seed 000, A.2.3).
+    """
+    M, _ = analytic_posterior(Phi, Y, noise_variance, prior_variance)
+    var = 1.0 / (np.einsum("nk,nk->k", Phi, Phi) / noise_variance + 1.0 / prior_variance)
+    return M, np.repeat(var[:, None], Y.shape[1], axis=1)
+
+
+def posterior_covariance(L: np.ndarray) -> np.ndarray:
+    """``Sigma' = A^{-1}`` from the Cholesky factor of ``A`` (an explicit inverse: ask only when needed)."""
+    K = L.shape[0]
+    return linalg.cho_solve((L, True), np.eye(K), check_finite=False)
+
+
+def analytic_feature_variance(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
+    """``phi^T Sigma' phi`` for each row of ``Phi_star``: ``||L^{-1} phi||^2``."""
+    Z = linalg.solve_triangular(L, Phi_star.T, lower=True, check_finite=False)
+    return np.einsum("kn,kn->n", Z, Z)
+
+
+def mfvi_feature_variance(var: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
+    """``sum_k phi_k^2 var_kd`` for each row and output: shape (N*, D)."""
+    return (Phi_star ** 2) @ var
+
+
+def log_marginal_likelihood(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float
+) -> float:
+    """``log p(Y | Phi, sigma2, s2)`` with independent outputs (``Sigma = I``).
+
+    Each column of ``Y`` is ``N(0, sigma2 I + s2 Phi Phi^T)``; computed in the
+    K-dimensional weight space through the Cholesky factor of ``A``.
+    """
+    N, K = Phi.shape
+    D = Y.shape[1]
+    M, L = analytic_posterior(Phi, Y, noise_variance, prior_variance)
+    resid = float(np.sum((Y - Phi @ M) ** 2))
+    logdet_A = 2.0 * float(np.sum(np.log(np.diag(L))))
+    per_output = (-K * np.log(prior_variance) - N * np.log(noise_variance) - logdet_A
+                  - N * np.log(2 * np.pi))
+    return 0.5 * D * per_output - 0.5 * (resid / noise_variance + float(np.sum(M ** 2)) / prior_variance)
+
+
+def fit_evidence(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float,
+    max_iter: int = 300, tol: float = 1e-6,
+) -> Tuple[float, float, int]:
+    """Type-II maximum likelihood of ``sigma2`` and ``s2`` (MacKay's fixed point).
+
+    The updates of :class:`sklearn.linear_model.BayesianRidge` (without its
+    Gamma hyperpriors), with the ``D`` outputs sharing both variances:
+    ``gamma = sum_i e_i / (e_i + sigma2 / s2)`` over the eigenvalues ``e_i`` of
+    ``Phi^T Phi``, ``s2 = ||M||^2 / (D gamma)``,
+    ``sigma2 = ||Y - Phi M||^2 / (D (N - gamma))``.
+
+    Stops when both variances change by less than ``tol`` (relative) or the
+    log evidence by less than ``tol * max(1, |log evidence|)``.
+
+    Returns
+    -------
+    noise_variance, prior_variance : float
+    n_iter : int
+    """
+    N, K = Phi.shape
+    D = Y.shape[1]
+    # eigen-decomposition once: every iterate is then O(K D)
+    eig, V = linalg.eigh(Phi.T @ Phi, check_finite=False)
+    eig = np.clip(eig, 0.0, None)
+    proj = V.T @ (Phi.T @ Y)                                 # (K, D)
+    s2, sigma2 = float(prior_variance), float(noise_variance)
+    tiny = np.finfo(float).tiny
+    obj = log_marginal_likelihood(Phi, Y, sigma2, s2)
+    for it in range(1, max_iter + 1):
+        denom = eig + sigma2 / s2                            # eigenvalues of sigma2 * A
+        coef_rot = proj / denom[:, None]                      # V^T M
+        m2 = float(np.sum(coef_rot ** 2))
+        resid = float(np.sum((Y - Phi @ (V @ coef_rot)) ** 2))
+        gamma = float(np.sum(eig / denom))
+        new_s2 = max(m2 / max(D * gamma, tiny), tiny)
+        new_sigma2 = max(resid / max(D * (N - gamma), tiny), tiny)
+        done = (abs(new_s2 - s2) <= tol * s2) and (abs(new_sigma2 - sigma2) <= tol * sigma2)
+        s2, sigma2 = new_s2, new_sigma2
+        # or the objective has stopped moving (e.g. s2 decaying towards 0 when Y has no signal)
+        new_obj = log_marginal_likelihood(Phi, Y, sigma2, s2)
+        done = done or abs(new_obj - obj) <= tol * max(1.0, abs(new_obj))
+        obj = new_obj
+        if done:
+            return sigma2, s2, it
+    warnings.warn(f"evidence maximisation did not converge in {max_iter} iterations",
+                  RuntimeWarning, stacklevel=2)
+    return sigma2, s2, max_iter
+
+
+def fit_elbo(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float,
+    max_iter: int = 300, tol: float = 1e-6,
+) -> Tuple[float, float, int]:
+    """``sigma2`` and ``s2`` maximising the mean-field ELBO (coordinate ascent).
+
+    With ``q`` at its optimum for the current variances, the ELBO's stationary
+    points in the variances are
+    ``s2 = (||M||^2 + sum var) / (K D)`` and
+    ``sigma2 = (||Y - Phi M||^2 + sum_n sum_kd phi_nk^2 var_kd) / (N D)``;
+    each round of (q, variances) updates cannot decrease the ELBO.
+    """
+    N, K = Phi.shape
+    D = Y.shape[1]
+    gram = Phi.T @ Phi
+    diag = np.diag(gram).copy()
+    PtY = Phi.T @ Y
+    tiny = np.finfo(float).tiny
+    s2, sigma2 = float(prior_variance), float(noise_variance)
+    obj = mfvi_elbo(Phi, Y, sigma2, s2)
+    for it in range(1, max_iter + 1):
+        L = precision_cholesky(gram, sigma2, s2)
+        M = linalg.cho_solve((L, True), PtY / sigma2, check_finite=False)
+        var = 1.0 / (diag / sigma2 + 1.0 / s2)               # (K,), shared by outputs
+        resid = float(np.sum((Y - Phi @ M) ** 2))
+        new_s2 = max((float(np.sum(M ** 2)) + D * float(np.sum(var))) / (K * D), tiny)
+        new_sigma2 = max((resid + D * float(diag @ var)) / (N * D), tiny)
+        done = (abs(new_s2 - s2) <= tol * s2) and (abs(new_sigma2 - sigma2) <= tol * sigma2)
+        s2, sigma2 = new_s2, new_sigma2
+        # or the objective has stopped moving (e.g. s2 decaying towards 0 when Y has no signal)
+        new_obj = mfvi_elbo(Phi, Y, sigma2, s2)
+        done = done or abs(new_obj - obj) <= tol * max(1.0, abs(new_obj))
+        obj = new_obj
+        if done:
+            return sigma2, s2, it
+    warnings.warn(f"ELBO maximisation did not converge in {max_iter} iterations",
+                  RuntimeWarning, stacklevel=2)
+    return sigma2, s2, max_iter
+
+
+def mfvi_elbo(
+    Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float
+) -> float:
+    """The ELBO of the optimal mean-field ``q`` (seed 000, A.2): a lower bound
+    on :func:`log_marginal_likelihood`, tight when ``Phi`` has orthogonal columns.
+    """
+    N, K = Phi.shape
+    D = Y.shape[1]
+    M, var = mfvi_posterior(Phi, Y, noise_variance, prior_variance)
+    resid = float(np.sum((Y - Phi @ M) ** 2)) + float(np.sum((Phi ** 2) @ var))
+    expected_loglik = -0.5 * resid / noise_variance - 0.5 * N * D * np.log(2 * np.pi * noise_variance)
+    kl = 0.5 * float(np.sum(var / prior_variance + M ** 2 / prior_variance - 1.0
+                             + np.log(prior_variance) - np.log(var)))
+    return expected_loglik - kl
