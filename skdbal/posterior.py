@@ -169,27 +169,37 @@ def fit_evidence(
     eig, V = linalg.eigh(Phi.T @ Phi, check_finite=False)
     eig = np.clip(eig, 0.0, None)
     proj = V.T @ (Phi.T @ Y)                                 # (K, D)
-    s2, sigma2 = float(prior_variance), float(noise_variance)
     tiny = np.finfo(float).tiny
-    obj = log_marginal_likelihood(Phi, Y, sigma2, s2)
-    for it in range(1, max_iter + 1):
+
+    def update(sigma2, s2):
         denom = eig + sigma2 / s2                            # eigenvalues of sigma2 * A
         coef_rot = proj / denom[:, None]                      # V^T M
-        m2 = float(np.sum(coef_rot ** 2))
         resid = float(np.sum((Y - Phi @ (V @ coef_rot)) ** 2))
         gamma = float(np.sum(eig / denom))
-        new_s2 = max(m2 / max(D * gamma, tiny), tiny)
-        new_sigma2 = max(resid / max(D * (N - gamma), tiny), tiny)
-        done = (abs(new_s2 - s2) <= tol * s2) and (abs(new_sigma2 - sigma2) <= tol * sigma2)
-        s2, sigma2 = new_s2, new_sigma2
-        # or the objective has stopped moving (e.g. s2 decaying towards 0 when Y has no signal)
-        new_obj = log_marginal_likelihood(Phi, Y, sigma2, s2)
+        return (max(resid / max(D * (N - gamma), tiny), tiny),
+                max(float(np.sum(coef_rot ** 2)) / max(D * gamma, tiny), tiny))
+
+    return _fixed_point(update, lambda a, b: log_marginal_likelihood(Phi, Y, a, b),
+                        noise_variance, prior_variance, max_iter, tol, "evidence")
+
+
+def _fixed_point(update, objective, sigma2, s2, max_iter, tol, what):
+    """Iterate ``(sigma2, s2) <- update(sigma2, s2)`` until both change by less
+    than ``tol`` (relative) or ``objective`` by less than ``tol * max(1, |objective|)``
+    (needed when s2 decays towards 0 because Y has no signal)."""
+    sigma2, s2 = float(sigma2), float(s2)
+    obj = objective(sigma2, s2)
+    for it in range(1, max_iter + 1):
+        new_sigma2, new_s2 = update(sigma2, s2)
+        done = abs(new_s2 - s2) <= tol * s2 and abs(new_sigma2 - sigma2) <= tol * sigma2
+        sigma2, s2 = new_sigma2, new_s2
+        new_obj = objective(sigma2, s2)
         done = done or abs(new_obj - obj) <= tol * max(1.0, abs(new_obj))
         obj = new_obj
         if done:
             return sigma2, s2, it
-    warnings.warn(f"evidence maximisation did not converge in {max_iter} iterations",
-                  RuntimeWarning, stacklevel=2)
+    warnings.warn(f"{what} maximisation did not converge in {max_iter} iterations",
+                  RuntimeWarning, stacklevel=3)
     return sigma2, s2, max_iter
 
 
@@ -211,26 +221,17 @@ def fit_elbo(
     diag = np.diag(gram).copy()
     PtY = Phi.T @ Y
     tiny = np.finfo(float).tiny
-    s2, sigma2 = float(prior_variance), float(noise_variance)
-    obj = mfvi_elbo(Phi, Y, sigma2, s2)
-    for it in range(1, max_iter + 1):
+
+    def update(sigma2, s2):
         L = precision_cholesky(gram, sigma2, s2)
         M = linalg.cho_solve((L, True), PtY / sigma2, check_finite=False)
         var = 1.0 / (diag / sigma2 + 1.0 / s2)               # (K,), shared by outputs
         resid = float(np.sum((Y - Phi @ M) ** 2))
-        new_s2 = max((float(np.sum(M ** 2)) + D * float(np.sum(var))) / (K * D), tiny)
-        new_sigma2 = max((resid + D * float(diag @ var)) / (N * D), tiny)
-        done = (abs(new_s2 - s2) <= tol * s2) and (abs(new_sigma2 - sigma2) <= tol * sigma2)
-        s2, sigma2 = new_s2, new_sigma2
-        # or the objective has stopped moving (e.g. s2 decaying towards 0 when Y has no signal)
-        new_obj = mfvi_elbo(Phi, Y, sigma2, s2)
-        done = done or abs(new_obj - obj) <= tol * max(1.0, abs(new_obj))
-        obj = new_obj
-        if done:
-            return sigma2, s2, it
-    warnings.warn(f"ELBO maximisation did not converge in {max_iter} iterations",
-                  RuntimeWarning, stacklevel=2)
-    return sigma2, s2, max_iter
+        return (max((resid + D * float(diag @ var)) / (N * D), tiny),
+                max((float(np.sum(M ** 2)) + D * float(np.sum(var))) / (K * D), tiny))
+
+    return _fixed_point(update, lambda a, b: mfvi_elbo(Phi, Y, a, b),
+                        noise_variance, prior_variance, max_iter, tol, "ELBO")
 
 
 def mfvi_elbo(
