@@ -146,6 +146,7 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
         ax.set_xlabel("acquired images")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
+    axes[1].set_yscale("log")  # it falls by orders of magnitude over the first labels
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
