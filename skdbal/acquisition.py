@@ -116,6 +116,11 @@ def _check_n_instances(n_instances, n_pool: int) -> int:
     return int(n_instances)
 
 
+def _check_chunk_size(chunk_size) -> None:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
+
+
 def score_pool(
     estimator,
     X_pool,
@@ -159,8 +164,7 @@ def score_pool(
     scores : ndarray of shape (N,), float64
     """
     X_pool = _check_pool(X_pool)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
+    _check_chunk_size(chunk_size)
     sample, is_mc = _sampler(estimator, n_samples)
     if not is_mc and deterministic_fn is not None:
         score_fn, needs_mc = deterministic_fn, False
@@ -441,8 +445,7 @@ def predictive_variance(
     """
     X_pool = _check_pool(X_pool)
     _check_n_instances(n_instances, len(X_pool))
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be an int >= 1; got {chunk_size!r}")
+    _check_chunk_size(chunk_size)
     fn = _variance_fn(estimator)
     scores = np.concatenate([np.asarray(fn(X_pool[s:s + chunk_size]), dtype=np.float64).reshape(-1)
                              for s in range(0, len(X_pool), int(chunk_size))])

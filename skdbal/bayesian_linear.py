@@ -296,11 +296,9 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
             std = np.sqrt(var)
             return out_mean, (std[:, 0] if self._y_1d else std)
         if return_cov:
-            from scipy import linalg
-
             n = Phi_c.shape[0]
             if self.inference == "analytic":
-                Z = linalg.solve_triangular(self.precision_cholesky_, Phi_c.T, lower=True, check_finite=False)
+                Z = posterior.whiten(self.precision_cholesky_, Phi_c)
                 shared = Z.T @ Z + self.noise_variance_ * np.eye(n)
                 cov = shared[:, :, None] * np.diag(self.output_covariance_)[None, None, :]
             else:

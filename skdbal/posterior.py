@@ -31,6 +31,7 @@ __all__ = [
     "analytic_posterior",
     "mfvi_posterior",
     "posterior_covariance",
+    "whiten",
     "analytic_feature_variance",
     "mfvi_feature_variance",
     "log_marginal_likelihood",
@@ -114,9 +115,14 @@ def posterior_covariance(L: np.ndarray) -> np.ndarray:
     return linalg.cho_solve((L, True), np.eye(K), check_finite=False)
 
 
+def whiten(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
+    """``Z = L^{-1} Phi_star^T`` (K, N*), so that ``Phi_star Sigma' Phi_star^T = Z^T Z``."""
+    return linalg.solve_triangular(L, Phi_star.T, lower=True, check_finite=False)
+
+
 def analytic_feature_variance(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
     """``phi^T Sigma' phi`` for each row of ``Phi_star``: ``||L^{-1} phi||^2``."""
-    Z = linalg.solve_triangular(L, Phi_star.T, lower=True, check_finite=False)
+    Z = whiten(L, Phi_star)
     return np.einsum("kn,kn->n", Z, Z)
 
 
