@@ -108,9 +108,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         parser.error(str(exc))
         return 2
+    except RuntimeError as exc:  # e.g. another grid is writing the same folder
+        print(f"skdbal: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -85,6 +85,7 @@ def _read_verified(path: Path, sha256: str) -> bytes:
 
 
 def _download(name: str, folder: Path, sha256: str, timeout: float) -> Path:
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     errors = []
     for mirror in MNIST_MIRRORS:
@@ -101,6 +102,11 @@ def _download(name: str, folder: Path, sha256: str, timeout: float) -> Path:
             errors.append(f"{url}: {exc}")
             if os.path.exists(tmp):
                 os.unlink(tmp)
+    for p in created:  # leave no empty folders behind
+        try:
+            p.rmdir()
+        except OSError:
+            break
     raise OSError("could not download " + name + ":\n  " + "\n  ".join(errors))
 
 
@@ -153,7 +159,8 @@ def load_mnist(
         Offline (``download=False``) with no copy; the message says where
         to put the files.
     OSError
-        On a checksum mismatch or a failed download.
+        On a checksum mismatch, or when the download fails (the message
+        also says where to put the files by hand).
 
     Examples
     --------
@@ -172,14 +179,17 @@ def load_mnist(
             name = f"{prefix}-{kind}-ubyte.gz"
             path = next((f / name for f in folders if (f / name).is_file()), None)
             if path is None:
+                where = (f"Put the four IDX files ({', '.join(MNIST_FILES)}) in {folders[0]} (or set "
+                         f"SKDBAL_DATA / data_home to a folder with an mnist/ subfolder). "
+                         f"Looked in: {', '.join(map(str, folders))}")
                 if not download:
                     raise FileNotFoundError(
-                        f"MNIST file {name} not found and download=False. Put the four IDX "
-                        f"files ({', '.join(MNIST_FILES)}) in {folders[0]} (or set "
-                        f"SKDBAL_DATA / data_home to a folder with an mnist/ subfolder), "
-                        f"or pass download=True. Looked in: {', '.join(map(str, folders))}"
+                        f"MNIST file {name} not found and download=False. {where}; or pass download=True."
                     )
-                path = _download(name, get_data_home(data_home) / "mnist", MNIST_FILES[name], timeout)
+                try:
+                    path = _download(name, get_data_home(data_home) / "mnist", MNIST_FILES[name], timeout)
+                except OSError as exc:
+                    raise OSError(f"{exc}\nOffline? {where}.") from None
             arrays[(prefix, kind)] = _parse_idx(_read_verified(path, MNIST_FILES[name]), name)
     images = np.concatenate([arrays[(p, "images-idx3")] for p in prefixes])
     target = np.concatenate([arrays[(p, "labels-idx1")] for p in prefixes]).astype(np.int64)

@@ -24,7 +24,10 @@ import os
 import platform
 import tempfile
 import time
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Union
@@ -215,6 +218,28 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
+@contextmanager
+def _exclusive(lock_path: Path, what: str):
+    """Hold an exclusive, non-blocking lock on ``lock_path`` (POSIX ``flock``;
+    a no-op where ``fcntl`` is missing). A second writer gets a clear error
+    instead of corrupting the files of the first."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(lock_path, "a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another process is writing {what}; wait for it to finish or use "
+                               "another output folder") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def _csv_bytes(rows: Iterable[dict]) -> bytes:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
@@ -255,12 +280,34 @@ def _assemble(out_dir: Path) -> List[dict]:
 _FREE_FIELDS = ("n_queries", "notes")
 
 
+#: Run-file keys recorded for the record, not compared when resuming.
+_RECORDED_ONLY = ("torch_threads",)
+
+
+def _check_run_config(spec: RunSpec, runs: Path) -> dict:
+    """The JSON form of ``spec``'s configuration; raise ValueError if ``runs``
+    already holds this run with another configuration."""
+    config = json.loads(json.dumps(spec.config(), default=str))
+    config_path = runs / f"{spec.run_id}.json"
+    if config_path.exists():
+        stored = json.loads(config_path.read_text())
+        if not _same_config(stored, config):
+            raise ValueError(
+                f"{config_path} was written by a different configuration; use another output folder.\n"
+                f"  stored: {stored}\n  asked:  {config}"
+            )
+    return config
+
+
 def _same_config(stored: dict, current: dict) -> bool:
     """Equal but for ``_FREE_FIELDS``; preset fields added since ``stored`` was
     written may hold their defaults."""
     defaults = json.loads(json.dumps(Preset(name="").as_dict(), default=str))
     a = {**stored, "preset": dict(stored.get("preset", {}))}
     b = {**current, "preset": dict(current.get("preset", {}))}
+    for key in _RECORDED_ONLY:
+        a.pop(key, None)
+        b.pop(key, None)
     for key in _FREE_FIELDS:
         a["preset"].pop(key, None)
         b["preset"].pop(key, None)
@@ -280,29 +327,29 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
     out_dir = Path(out_dir)
     runs = out_dir / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    config_path = runs / f"{spec.run_id}.json"
-    config = json.loads(json.dumps(spec.config(), default=str))
-    if config_path.exists():
-        stored = json.loads(config_path.read_text())
-        if not _same_config(stored, config):
-            raise ValueError(
-                f"{config_path} was written by a different configuration; use another output folder.\n"
-                f"  stored: {stored}\n  asked:  {config}"
-            )
-    else:
-        _atomic_write(config_path, json.dumps(config, indent=1).encode())
-    csv_path = runs / f"{spec.run_id}.csv"
-    rows = read_results(csv_path) if csv_path.exists() else []
-    if len(rows) == spec.preset.n_queries + 1:
-        return rows
-
-    threads = torch.get_num_threads()
-    if torch_threads:
-        torch.set_num_threads(torch_threads)
-    try:
-        return _run_steps(spec, out_dir, rows, data_home, verbose)
-    finally:
-        torch.set_num_threads(threads)
+    config = _check_run_config(spec, runs)
+    with _exclusive(runs / f".{spec.run_id}.lock", f"run {spec.run_id} in {out_dir}"):
+        config_path = runs / f"{spec.run_id}.json"
+        threads = torch.get_num_threads()
+        run_threads = torch_threads or threads
+        if config_path.exists():
+            stored = json.loads(config_path.read_text()).get("torch_threads")
+            if stored is not None and stored != run_threads:
+                warnings.warn(
+                    f"{spec.run_id} was started with {stored} torch thread(s) and resumes with {run_threads}; "
+                    "CPU kernels may round differently, so its remaining rows can differ in the last digits "
+                    f"from an uninterrupted run (pass torch_threads={stored} to avoid this)", RuntimeWarning)
+        else:
+            _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads}, indent=1).encode())
+        csv_path = runs / f"{spec.run_id}.csv"
+        rows = read_results(csv_path) if csv_path.exists() else []
+        if len(rows) == spec.preset.n_queries + 1:
+            return rows
+        torch.set_num_threads(run_threads)
+        try:
+            return _run_steps(spec, out_dir, rows, data_home, verbose)
+        finally:
+            torch.set_num_threads(threads)
 
 
 def _run_steps(spec, out_dir, rows, data_home, verbose):
@@ -423,7 +470,9 @@ def run_grid(
         Names in :data:`skdbal.acquisition.STRATEGIES`.
     seeds : sequence of int
     out_dir : path
-        Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``.
+        Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``
+        (the preset, the machine, and every call made on the folder). One
+        grid at a time may write a folder: a second one raises RuntimeError.
     deterministic_baseline : bool, default=False
         Also run the ``mc_dropout=False`` baseline of Gal et al. §5.2 for the
         strategies among max_entropy and variation_ratios.
@@ -438,7 +487,8 @@ def run_grid(
         Runs in parallel (joblib).
     torch_threads : int, optional
         torch threads per run; default: CPU count // n_jobs. Rows are
-        reproducible for a fixed value.
+        reproducible for a fixed value; it is recorded in each run's JSON,
+        and resuming a run with another value warns.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
 
@@ -469,16 +519,35 @@ def run_grid(
     if torch_threads is None:
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
+    for spec in specs:  # refuse a clashing folder before writing anything
+        _check_run_config(spec, out_dir / "runs")
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
-    for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):
-        stale.unlink()  # left by a killed write; the file it was replacing is intact
-    meta = {"preset": preset.as_dict(), "strategies": list(strategies), "seeds": [int(s) for s in seeds],
-            "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer), "n_jobs": n_jobs, "torch_threads": torch_threads,
-            "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                        "cpu_count": os.cpu_count(), "python": platform.python_version(),
-                        "torch": torch.__version__}}
-    _atomic_write(out_dir / "grid.json", json.dumps(meta, indent=2, default=str).encode())
-    jobs = (delayed(run_one)(spec, out_dir, torch_threads=torch_threads, data_home=data_home, verbose=verbose)
-            for spec in specs)
-    Parallel(n_jobs=n_jobs)(jobs)
-    return _assemble(out_dir)
+    with _exclusive(out_dir / ".lock", f"the grid in {out_dir}"):
+        for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):
+            stale.unlink()  # left by a killed write; the file it was replacing is intact
+        _record_invocation(out_dir, preset, {
+            "strategies": list(strategies), "seeds": [int(s) for s in seeds],
+            "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
+            "n_jobs": n_jobs, "torch_threads": torch_threads})
+        jobs = (delayed(run_one)(spec, out_dir, torch_threads=torch_threads, data_home=data_home, verbose=verbose)
+                for spec in specs)
+        Parallel(n_jobs=n_jobs)(jobs)
+        return _assemble(out_dir)
+
+
+def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
+    """Append this call (its arguments, the machine, the time) to ``grid.json``,
+    which also holds the latest preset; earlier calls are kept, so the file
+    says how every run in the folder was started."""
+    path = out_dir / "grid.json"
+    meta = json.loads(path.read_text()) if path.exists() else {}
+    invocations = meta.get("invocations", [])
+    if not invocations and "strategies" in meta:  # written before invocations were recorded
+        invocations = [{k: meta[k] for k in ("strategies", "seeds", "deterministic_baseline", "last_layer",
+                                             "n_jobs", "torch_threads", "machine") if k in meta}]
+    machine = {"platform": platform.platform(), "processor": platform.processor(),
+               "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
+    invocation = {**invocation, "machine": machine,
+                  "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    meta = {"preset": preset.as_dict(), "machine": machine, "invocations": invocations + [invocation]}
+    _atomic_write(path, json.dumps(meta, indent=2, default=str).encode())

@@ -39,8 +39,13 @@ def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):
     return labels[:n], values
 
 
+#: Slack on the threshold comparison, so that a mean of accuracies that equals
+#: the threshold exactly (e.g. (0.8990 + 0.9004 + 0.9006) / 3) is not lost to rounding.
+_TOL = 1e-9
+
+
 def _first_reaching(labels: np.ndarray, acc: np.ndarray, threshold: float) -> float:
-    hit = np.flatnonzero(acc >= threshold)
+    hit = np.flatnonzero(acc >= threshold - _TOL)
     return float(labels[hit[0]]) if len(hit) else np.nan
 
 
@@ -61,9 +66,10 @@ def labels_to_accuracy(
     method : {"average-step", "step-average"}, default="average-step"
         ``"average-step"``: average the accuracy over runs step by step, then
         take the first label count where the average reaches the threshold
-        (an integer; Gal et al.'s Table 1 reports it). ``"step-average"``:
-        take the first label count of each run, then their mean and
-        (population) standard deviation.
+        (an integer; Gal et al.'s Table 1 reports it). Runs of unequal length
+        are averaged over the steps they share. ``"step-average"``: take the
+        first label count of each run (over all of its steps), then their
+        mean and (population) standard deviation.
 
     Returns
     -------
@@ -84,14 +90,19 @@ def labels_to_accuracy(
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be an accuracy in (0, 1]; got {threshold!r}")
+    histories = list(histories)
+    if method not in ("average-step", "step-average"):
+        raise ValueError(f"method must be 'average-step' or 'step-average'; got {method!r}")
     labels, acc = curves_from_histories(histories)
     if method == "average-step":
         return {"value": _first_reaching(labels, acc.mean(axis=0), threshold), "std": np.nan, "runs": []}
     if method == "step-average":
-        per_run = [_first_reaching(labels, a, threshold) for a in acc]
+        per_run = []
+        for h in histories:  # each run on its own steps: no truncation to the shortest
+            run_labels, run_acc = curves_from_histories([h])
+            per_run.append(_first_reaching(run_labels, run_acc[0], threshold))
         arr = np.array(per_run)
         return {"value": float(arr.mean()), "std": float(arr.std(ddof=0)), "runs": per_run}
-    raise ValueError(f"method must be 'average-step' or 'step-average'; got {method!r}")
 
 
 def accuracy_at(histories, n_labels: int) -> tuple:

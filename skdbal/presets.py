@@ -2,10 +2,41 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 __all__ = ["Preset", "PRESETS", "get_preset"]
+
+
+_DATASETS = ("mnist", "digits")
+_OPTIMIZERS = ("adam", "adamw")
+_SELECTIONS = ("last", "best_valid_loss", "early_stopping")
+_EVAL_METHODS = ("deterministic", "mc")
+#: Integer fields and their smallest allowed value.
+_INT_FIELDS = {"n_initial_per_class": 1, "n_validation": 0, "pool_size": 1, "pool_subsample": 1, "n_queries": 0,
+               "n_instances": 1, "max_epochs": 1, "batch_size": 1, "n_samples": 1, "patience": 1, "n_test": 1}
+#: Float fields and their smallest allowed value (lr is checked > 0 apart).
+_FLOAT_FIELDS = {"lr": 0.0, "weight_decay": 0.0, "scaled_l2": 0.0, "last_layer_noise_variance": 0.0,
+                 "last_layer_prior_variance": 0.0}
+#: Fields that may be None.
+_OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "n_test", "scaled_l2")
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")
+
+
+def _check_number(name, value, low, *, integer, optional):
+    if value is None and optional:
+        return
+    kinds = (numbers.Integral,) if integer else (numbers.Real,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an int" if integer else "a number"
+        raise TypeError(f"{name} must be {kind}{' or None' if optional else ''}; got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -87,8 +118,26 @@ class Preset:
     last_layer_fit_hyperparameters: bool = False
     notes: str = field(default="", compare=False)
 
+    def __post_init__(self):
+        _check_choice("dataset", self.dataset, _DATASETS)
+        _check_choice("optimizer", self.optimizer, _OPTIMIZERS)
+        _check_choice("selection", self.selection, _SELECTIONS)
+        _check_choice("eval_method", self.eval_method, _EVAL_METHODS)
+        if not isinstance(self.module, str) or not self.module:
+            raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
+        for name, low in _INT_FIELDS.items():
+            _check_number(name, getattr(self, name), low, integer=True, optional=name in _OPTIONAL)
+        for name, low in _FLOAT_FIELDS.items():
+            _check_number(name, getattr(self, name), low, integer=False, optional=name in _OPTIONAL)
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0; got {self.lr!r}")
+
     def replace(self, **changes) -> "Preset":
-        """A copy with some fields changed (unknown names raise TypeError)."""
+        """A copy with some fields changed; unknown names raise ValueError."""
+        unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ValueError(f"unknown preset field(s) {unknown}; the fields are "
+                             f"{[f.name for f in dataclasses.fields(self)]}")
         if "module_params" in changes and isinstance(changes["module_params"], dict):
             changes["module_params"] = tuple(sorted(changes["module_params"].items()))
         return dataclasses.replace(self, **changes)

@@ -78,7 +78,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
             cells.append(_fmt_labels(avg, n_initial, labels[-1]))
             if np.isnan(sa["value"]):
                 reached = [r for r in sa["runs"] if not np.isnan(r)]
-                cells.append(f"{len(reached)}/{len(runs)} runs reached by {labels[-1]}")
+                cells.append(f"{len(reached)}/{len(runs)} runs reached")
             else:
                 cells.append(f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
         mean, std = accuracy_at(runs, at_labels)
@@ -86,6 +86,8 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
         anchors = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
         anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in anchors]
         steps = ", ".join(str(len(r) - 1) for r in runs)
+        if len({len(r) for r in runs}) > 1:  # a run still in progress
+            steps += f"; average-step over steps 0–{len(labels) - 1}"
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
                      + " | ".join(cells) + f" | {acc} | " + " | ".join(anchor_cells) + " |")
     return "\n".join(lines)
@@ -160,6 +162,8 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
              "|---|---|---|---|---|---|---|"]
     for (_, strategy, variant), runs in _last_layer_groups(rows).items():
         steps = ", ".join(str(len(r) - 1) for r in runs)
+        if len({len(r) for r in runs}) > 1:  # a run still in progress
+            steps += f"; average-step over steps 0–{len(labels) - 1}"
         acquired, rmse = curves_from_histories(runs, x="n_acquired", y="rmse")
         _, var = curves_from_histories(runs, x="n_acquired", y="mean_variance")
         _, acc = curves_from_histories(runs, x="n_acquired", y="accuracy")

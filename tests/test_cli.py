@@ -2,6 +2,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from skdbal import __version__
 from skdbal.cli import main
@@ -29,11 +30,23 @@ def test_format_table_values():
 
 
 def test_unknown_strategy_is_a_clear_error(capsys):
-    try:
+    with pytest.raises(SystemExit) as exc:
         main(["quickstart", "--strategies", "nope"])
-    except SystemExit as exc:
-        assert exc.code == 2
+    assert exc.value.code == 2
     assert "unknown strategies" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("n_querys=3", "unknown preset field(s) ['n_querys']"),
+    ("optimizer=sgd", "optimizer must be one of ['adam', 'adamw']; got 'sgd'"),
+    ("n_instances=2.5", "n_instances must be an int; got 2.5"),
+])
+def test_bad_preset_override_is_a_usage_error(setting, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["experiment", "--preset", "gal2017", "--set", setting, "--out", str(tmp_path / "grid")])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "grid").exists()  # refused before anything is written
 
 
 def test_python_dash_m_help():

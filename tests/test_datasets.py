@@ -77,9 +77,12 @@ def test_download_verifies_and_is_atomic(mnist_home, tmp_path, monkeypatch):
     cached = sorted(p.name for p in (tmp_path / "cache" / "mnist").iterdir())
     assert cached == ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]  # no partial files left
     monkeypatch.setattr(ds, "MNIST_MIRRORS", (bad.as_uri() + "/",))
-    with pytest.raises(OSError, match="could not download"):
+    with pytest.raises(OSError, match="could not download") as exc:
         load_mnist(data_home=tmp_path / "cache2", subset="test")
-    assert not any((tmp_path / "cache2" / "mnist").iterdir())
+    # offline with download=True: the message also says where to put the files by hand
+    assert f"Offline? Put the four IDX files ({', '.join(MNIST_FILES)}) in {tmp_path / 'cache2' / 'mnist'}" \
+        in str(exc.value)
+    assert not (tmp_path / "cache2").exists()  # no empty cache folders left behind
 
 
 def test_bad_subset():

@@ -1,9 +1,11 @@
 import csv
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +32,37 @@ def test_presets_document_the_protocols():
     assert (gal.n_initial_per_class, gal.n_validation, gal.pool_subsample, gal.n_queries, gal.n_instances) == \
         (2, 100, 2000, 100, 10)
     assert (gal.max_epochs, gal.batch_size, gal.lr, gal.n_samples, gal.scaled_l2) == (50, 128, 1e-3, 100, 3.5)
+    assert (gal.optimizer, gal.weight_decay, gal.selection, gal.eval_method, gal.pool_size, gal.n_test) == \
+        ("adam", 0.0, "last", "deterministic", None, None)
     pilz = PRESETS["pilz2025"]
     assert (pilz.module, pilz.n_samples, pilz.n_validation, pilz.selection) == ("LeNet5", 64, 1000, "best_valid_loss")
-    with pytest.raises(TypeError):
+    # seed 001 §3.1: AdamW (lr 1e-3, weight decay 0.01), full batch, 400 epochs, 5,000 scored per step
+    assert (pilz.optimizer, pilz.lr, pilz.weight_decay, pilz.batch_size, pilz.max_epochs, pilz.pool_subsample,
+            pilz.scaled_l2, pilz.n_initial_per_class, pilz.n_instances) == \
+        ("adamw", 1e-3, 0.01, None, 400, 5000, None, 2, 10)
+    with pytest.raises(ValueError, match=r"unknown preset field\(s\) \['n_querys'\]"):
         get_preset("gal2017", n_querys=3)
     with pytest.raises(ValueError, match="unknown preset"):
         get_preset("gal2016")
+
+
+@pytest.mark.parametrize("changes, error, match", [
+    ({"optimizer": "sgd"}, ValueError, r"optimizer must be one of \['adam', 'adamw'\]; got 'sgd'"),
+    ({"selection": "best"}, ValueError, "selection must be one of"),
+    ({"eval_method": "mean"}, ValueError, "eval_method must be one of"),
+    ({"dataset": "cifar"}, ValueError, "dataset must be one of"),
+    ({"n_queries": -1}, ValueError, "n_queries must be >= 0; got -1"),
+    ({"n_instances": 0}, ValueError, "n_instances must be >= 1"),
+    ({"n_instances": 2.5}, TypeError, "n_instances must be an int; got 2.5"),
+    ({"n_samples": True}, TypeError, "n_samples must be an int"),
+    ({"pool_subsample": "all"}, TypeError, "pool_subsample must be an int or None"),
+    ({"lr": 0}, ValueError, "lr must be > 0"),
+    ({"weight_decay": -0.1}, ValueError, "weight_decay must be >= 0"),
+])
+def test_invalid_preset_fields(changes, error, match):
+    with pytest.raises(error, match=match):
+        get_preset("gal2017", **changes)
+    assert get_preset("gal2017", pool_subsample=None, batch_size=None).batch_size is None
 
 
 def test_scaled_l2_sets_weight_decay_2c_over_n(digits):
@@ -103,8 +130,47 @@ def test_resume_rebuilds_a_lost_model_cache(tmp_path):
 
 def test_other_configuration_in_same_folder_is_refused(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     with pytest.raises(ValueError, match="different configuration"):
-        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "max_epochs": 4})
+        run_grid("gal2017", ["bald", "random"], [1], tmp_path, verbose=False, **{**TINY, "max_epochs": 4})
+    # refused before anything was written: no new run files, grid.json unchanged
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_grid_json_keeps_every_invocation(tmp_path):
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **TINY)
+    run_grid("gal2017", ["random"], [2], tmp_path, verbose=False, torch_threads=1, deterministic_baseline=True,
+             **TINY)
+    meta = json.loads((tmp_path / "grid.json").read_text())
+    assert meta["preset"]["n_queries"] == TINY["n_queries"]
+    assert [(i["strategies"], i["seeds"], i["deterministic_baseline"]) for i in meta["invocations"]] == \
+        [(["random"], [1], False), (["random"], [2], True)]
+    run_json = json.loads((tmp_path / "runs" / "gal2017__random__bayesian__seed1.json").read_text())
+    assert run_json["torch_threads"] == 1
+
+
+def test_resume_with_other_thread_count_warns(tmp_path):
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **{**TINY, "n_queries": 1})
+    with pytest.warns(RuntimeWarning, match="started with 1 torch thread"):
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=2, **TINY)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **TINY)
+
+
+def test_a_second_writer_of_a_folder_is_refused(tmp_path):
+    from skdbal.experiments import _exclusive
+
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
+    with _exclusive(tmp_path / ".lock", "the grid"):  # as if another grid were running there
+        with pytest.raises(RuntimeError, match="another process is writing the grid in"):
+            run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
+    with _exclusive(tmp_path / "runs" / ".gal2017__random__bayesian__seed1.lock", "run"):
+        with pytest.raises(RuntimeError, match="another process is writing run gal2017__random"):
+            run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
+    assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)  # free again
+    assert len(read_results(tmp_path / "results.csv")) == TINY["n_queries"] + 1
 
 
 def test_sigkill_mid_grid_resumes_to_the_same_csv(tmp_path):
@@ -146,6 +212,10 @@ def test_report_values_by_hand():
     # average-step: mean 0.80, 0.88, 0.955 -> 90% and 95% at 40 labels (20 acquired)
     # step-average 90%: runs 30, 40 -> 35 ± 5; 95%: 40, 40 -> 40 ± 0
     assert "| 40 (20) | 35 (15) ± 5.0 | 40 (20) | 40 (20) ± 0.0 | 88.00 ± 3.00% |" in table
+    # seed 2 still running (one step done): average-step over the shared steps, each run in full for
+    # step-average: 90% at 30 (seed 1) and never for seed 2 so far
+    table = table_markdown(rows("bald", {1: [0.8, 0.91, 0.96], 2: [0.8, 0.85]}), at_labels=30)
+    assert "| BALD | bayesian | 2 (2, 1; average-step over steps 0–1) | > 30 | 1/2 runs reached | " in table
 
 
 def test_mnist_smoke_real_preset(mnist_home, tmp_path, monkeypatch):

@@ -29,7 +29,8 @@ def test_step_average_by_hand():
 
 
 def test_seed001_table_2_bald_row():
-    # BALD runs reach 90% at 100, 120, 140 labels: 120.0 ± 16.3 in seed 001's Table 2
+    # BALD runs reach 90% at 100, 120, 140 acquired samples: 120.0 ± 16.3 in seed 001's Table 2
+    # (seed 001 counts acquired samples; here the x column holds them, so no offset)
     accs = [[0.5] * 8 + [0.9] * 2 + [0.5] * 2 + [0.9], [0.5] * 10 + [0.9] * 3, [0.5] * 12 + [0.9]]
     r = labels_to_accuracy(runs_from(accs, start=20), 0.9, method="step-average")
     assert r["runs"] == [100, 120, 140]
@@ -61,3 +62,22 @@ def test_runs_of_unequal_length_are_truncated_and_mismatches_rejected():
 def test_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         labels_to_accuracy(RUNS, **kw)
+
+
+def test_a_mean_exactly_at_the_threshold_counts():
+    # (0.8990 + 0.9004 + 0.9006) / 3 is 0.9 exactly, but 0.8999999999999999 in floating point
+    runs = runs_from([[0.5, 0.8990], [0.5, 0.9004], [0.5, 0.9006]])
+    assert np.mean([0.8990, 0.9004, 0.9006]) < 0.9
+    assert labels_to_accuracy(runs, 0.9)["value"] == 30
+    assert np.isnan(labels_to_accuracy(runs_from([[0.5, 0.8999]]), 0.9)["value"])  # 0.8999 is below
+
+
+def test_step_average_uses_each_run_in_full():
+    # a run still in progress: the average-step curve stops at the shorter run,
+    # but each run's own crossing counts for the step-average
+    runs = runs_from([[0.5, 0.6, 0.7, 0.95], [0.5, 0.92]])
+    assert np.isnan(labels_to_accuracy(runs, 0.9)["value"])  # mean 0.5, 0.76 over the shared steps
+    r = labels_to_accuracy(runs, 0.9, method="step-average")
+    assert r["runs"] == [50, 30] and r["value"] == 40 and r["std"] == 10
+    gen = (run for run in runs)  # a one-shot iterable works too
+    assert labels_to_accuracy(gen, 0.9, method="step-average")["runs"] == [50, 30]
