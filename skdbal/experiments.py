@@ -47,6 +47,7 @@ from .mc_dropout import MCDropoutClassifier
 from .presets import Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
+           "even_batch_size",
            "COLUMNS", "LAST_LAYERS"]
 
 #: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
@@ -134,13 +135,31 @@ def _to_float(X):
     return X.astype(np.float32) / 255.0 if X.dtype == np.uint8 else X.astype(np.float32)
 
 
+def even_batch_size(n: int, batch_size: int) -> int:
+    """The largest batch of ``ceil(n / batch_size)`` nearly equal batches.
+
+    >>> even_batch_size(130, 128), even_batch_size(120, 128), even_batch_size(257, 128)
+    (65, 120, 86)
+    """
+    if n < 1 or batch_size < 1:
+        raise ValueError(f"n and batch_size must be >= 1; got {n}, {batch_size}")
+    n_batches = -(-n // batch_size)
+    return -(-n // n_batches)
+
+
 def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Optional[int] = None,
-                   valid=None) -> MCDropoutClassifier:
+                   valid=None, n_train: Optional[int] = None) -> MCDropoutClassifier:
     """The classifier a preset trains at each step.
 
     ``valid`` is ``(X_val, y_val)``, used when ``preset.selection ==
-    "best_valid_loss"``.
+    "best_valid_loss"``. ``n_train``, the size of the labelled set it will be
+    fit on, is needed when ``preset.batch_split == "even"``.
     """
+    batch_size = preset.batch_size if preset.batch_size else -1
+    if preset.batch_split == "even" and preset.batch_size:
+        if n_train is None:
+            raise ValueError("batch_split='even' needs n_train, the size of the training set")
+        batch_size = even_batch_size(n_train, preset.batch_size)
     module = getattr(nets, preset.module)
     optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[preset.optimizer]
     callbacks = []
@@ -164,7 +183,7 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
         lr=preset.lr,
         optimizer__weight_decay=preset.weight_decay,
         max_epochs=preset.max_epochs,
-        batch_size=preset.batch_size if preset.batch_size else -1,
+        batch_size=batch_size,
         callbacks=callbacks or None,
         n_samples=preset.n_samples,
         mc_dropout=mc_dropout,
@@ -366,7 +385,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         """The step's model: the network (from ``state`` if given) and, with a
         Bayesian last layer, the pipeline of its features and the layer."""
         net = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
-                             valid=valid)
+                             valid=valid, n_train=len(labelled))
         if state is not None:
             net.set_params(max_epochs=0, callbacks=None)
             net.fit(X_train[labelled[:1]], y_train[labelled[:1]])  # builds the module only

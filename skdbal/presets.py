@@ -13,6 +13,7 @@ _DATASETS = ("mnist", "digits")
 _OPTIMIZERS = ("adam", "adamw")
 _SELECTIONS = ("last", "best_valid_loss", "early_stopping")
 _EVAL_METHODS = ("deterministic", "mc")
+_BATCH_SPLITS = ("fixed", "even")
 #: Integer fields and their smallest allowed value.
 _INT_FIELDS = {"n_initial_per_class": 1, "n_validation": 0, "pool_size": 1, "pool_subsample": 1, "n_queries": 0,
                "n_instances": 1, "max_epochs": 1, "batch_size": 1, "n_samples": 1, "patience": 1, "n_test": 1}
@@ -67,6 +68,14 @@ class Preset:
     max_epochs : int
     batch_size : int or None
         None: full batch.
+    batch_split : {"fixed", "even"}
+        ``"fixed"``: mini-batches of ``batch_size`` with a partial last one
+        (the Keras and skorch default, and Gal's code). ``"even"``: the same
+        number of batches, ``ceil(N / batch_size)``, of nearly equal size, so
+        there is no tiny last batch (130 labels: 65 + 65 instead of
+        128 + 2). Adam takes as large a step on a 2-image batch as on a full
+        one, and with few labels that step is a large share of training: see
+        docs/results/README.md.
     optimizer : {"adam", "adamw"}
     lr, weight_decay : float
         ``weight_decay`` is the optimizer's own, on every parameter.
@@ -104,6 +113,7 @@ class Preset:
     n_instances: int = 10
     max_epochs: int = 50
     batch_size: Optional[int] = 128
+    batch_split: str = "fixed"
     optimizer: str = "adam"
     lr: float = 1e-3
     weight_decay: float = 0.0
@@ -123,6 +133,7 @@ class Preset:
         _check_choice("optimizer", self.optimizer, _OPTIMIZERS)
         _check_choice("selection", self.selection, _SELECTIONS)
         _check_choice("eval_method", self.eval_method, _EVAL_METHODS)
+        _check_choice("batch_split", self.batch_split, _BATCH_SPLITS)
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
         for name, low in _INT_FIELDS.items():

@@ -335,3 +335,38 @@ def test_mnist_smoke_last_layer(mnist_home, tmp_path, monkeypatch):
     assert all(np.isfinite(r["rmse"]) and r["mean_variance"] > 0 for r in rows)
     write_report(tmp_path)
     assert (tmp_path / "last_layer.png").stat().st_size > 0
+
+
+def test_even_batch_size_by_hand():
+    from skdbal.experiments import even_batch_size
+
+    # (n, batch_size) -> largest of ceil(n / batch_size) nearly equal batches
+    cases = {(130, 128): 65, (120, 128): 120, (128, 128): 128, (129, 128): 65, (256, 128): 128,
+             (257, 128): 86, (390, 128): 98, (1, 128): 1, (50, 16): 13}
+    assert {k: even_batch_size(*k) for k in cases} == cases
+    with pytest.raises(ValueError, match="must be >= 1"):
+        even_batch_size(0, 128)
+
+
+def test_batch_split_even_in_the_runner(tmp_path, monkeypatch):
+    from skdbal.mc_dropout import MCDropoutClassifier
+
+    assert make_estimator(get_preset("gal2017"), n_train=130).batch_size == 128
+    assert make_estimator(get_preset("gal2017", batch_split="even"), n_train=130).batch_size == 65
+    assert make_estimator(get_preset("gal2017", batch_size=None, batch_split="even"), n_train=130).batch_size == -1
+    with pytest.raises(ValueError, match="batch_split='even' needs n_train"):
+        make_estimator(get_preset("gal2017", batch_split="even"))
+    with pytest.raises(ValueError, match="batch_split must be one of"):
+        get_preset("gal2017", batch_split="uneven")
+    seen = []
+    fit = MCDropoutClassifier.fit
+
+    def recording_fit(self, X, y=None, **kw):
+        seen.append((len(X), self.batch_size))
+        return fit(self, X, y, **kw)
+
+    monkeypatch.setattr(MCDropoutClassifier, "fit", recording_fit)
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "batch_size": 16,
+                                                                      "batch_split": "even"})
+    # 20, 30, 40, 50 labels in batches of at most 16: 2x10, 2x15, 3x14 (14+13+13), 4x13 (13+13+12+12)
+    assert seen == [(20, 10), (30, 15), (40, 14), (50, 13)]
