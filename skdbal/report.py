@@ -110,7 +110,8 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = "-" if variant == "bayesian" else "--"
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
-        line, = ax.plot(labels, mean, style, label=f"{name}, {len(groups[key])} run(s)")
+        color = f"C{_ORDER.index(strategy) % 10}" if strategy in _ORDER else None  # one colour per strategy
+        line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(groups[key])} run(s)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
