@@ -42,13 +42,17 @@ def _parse_overrides(items) -> dict:
 
 def _experiment(args) -> int:
     from .experiments import run_grid
+    from .presets import get_preset
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    overrides = _parse_overrides(args.set)
+    try:
+        preset = get_preset(args.preset, **_parse_overrides(args.set))
+    except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
+        raise ValueError(str(exc)) from None
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
-    run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
-             last_layer=last_layer, n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet, **overrides)
+    run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
+             last_layer=last_layer, n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet)
     from .report import write_report
 
     paths = write_report(args.out)
@@ -108,10 +112,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         parser.error(str(exc))
         return 2
-    except RuntimeError as exc:  # e.g. another grid is writing the same folder
+    except Exception as exc:
+        from .experiments import FolderLockedError
+
+        if not isinstance(exc, FolderLockedError):
+            raise
         print(f"skdbal: error: {exc}", file=sys.stderr)
         return 1
 

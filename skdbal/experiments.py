@@ -47,7 +47,7 @@ from .mc_dropout import MCDropoutClassifier
 from .presets import Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
-           "even_batch_size",
+           "even_batch_size", "FolderLockedError",
            "COLUMNS", "LAST_LAYERS"]
 
 #: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
@@ -155,15 +155,16 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     "best_valid_loss"``. ``n_train``, the size of the labelled set it will be
     fit on, is needed when ``preset.batch_split == "even"``.
     """
+    module = getattr(nets, preset.module)
+    optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[preset.optimizer]
+    callbacks = []
+    params = {f"module__{k}": v for k, v in preset.module_params}
     batch_size = preset.batch_size if preset.batch_size else -1
     if preset.batch_split == "even" and preset.batch_size:
         if n_train is None:
             raise ValueError("batch_split='even' needs n_train, the size of the training set")
         batch_size = even_batch_size(n_train, preset.batch_size)
-    module = getattr(nets, preset.module)
-    optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[preset.optimizer]
-    callbacks = []
-    params = {f"module__{k}": v for k, v in preset.module_params}
+        params["iterator_valid__batch_size"] = preset.batch_size  # predict and score in batches as with "fixed"
     if preset.scaled_l2:
         callbacks.append(("scaled_l2", ScaledL2(c=preset.scaled_l2)))
     if preset.selection in ("best_valid_loss", "early_stopping"):
@@ -237,6 +238,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
+class FolderLockedError(RuntimeError):
+    """Another process is writing the same grid folder or run."""
+
+
 @contextmanager
 def _exclusive(lock_path: Path, what: str):
     """Hold an exclusive, non-blocking lock on ``lock_path`` (POSIX ``flock``;
@@ -251,7 +256,7 @@ def _exclusive(lock_path: Path, what: str):
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"another process is writing {what}; wait for it to finish or use "
+            raise FolderLockedError(f"another process is writing {what}; wait for it to finish or use "
                                "another output folder") from None
         try:
             yield
@@ -342,33 +347,53 @@ def _step_seed(seed: int, step: int) -> int:
 
 def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: Optional[int] = None,
             data_home: Optional[str] = None, verbose: bool = False) -> List[dict]:
-    """Run (or resume) one run of a grid; return its rows."""
+    """Run (or resume) one run of a grid; return its rows.
+
+    Raises :class:`FolderLockedError` while another process writes the same
+    run, and ValueError if the folder holds it with another configuration.
+    A resume with another ``torch_threads`` than the run started with warns.
+    """
+    return _run_one(spec, out_dir, torch_threads, data_home, verbose, warn=True)
+
+
+def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
     out_dir = Path(out_dir)
     runs = out_dir / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    config = _check_run_config(spec, runs)
+    threads = torch.get_num_threads()
+    run_threads = torch_threads or threads
     with _exclusive(runs / f".{spec.run_id}.lock", f"run {spec.run_id} in {out_dir}"):
+        config = _check_run_config(spec, runs)  # under the lock: no writer can change it meanwhile
         config_path = runs / f"{spec.run_id}.json"
-        threads = torch.get_num_threads()
-        run_threads = torch_threads or threads
-        if config_path.exists():
-            stored = json.loads(config_path.read_text()).get("torch_threads")
-            if stored is not None and stored != run_threads:
-                warnings.warn(
-                    f"{spec.run_id} was started with {stored} torch thread(s) and resumes with {run_threads}; "
-                    "CPU kernels may round differently, so its remaining rows can differ in the last digits "
-                    f"from an uninterrupted run (pass torch_threads={stored} to avoid this)", RuntimeWarning)
-        else:
+        if not config_path.exists():
             _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads}, indent=1).encode())
         csv_path = runs / f"{spec.run_id}.csv"
         rows = read_results(csv_path) if csv_path.exists() else []
-        if len(rows) == spec.preset.n_queries + 1:
+        if len(rows) >= spec.preset.n_queries + 1:
             return rows
+        message = _thread_mismatch(spec, runs, run_threads) if warn else None
+        if message:
+            warnings.warn(message, RuntimeWarning)
         torch.set_num_threads(run_threads)
         try:
             return _run_steps(spec, out_dir, rows, data_home, verbose)
         finally:
             torch.set_num_threads(threads)
+
+
+def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int) -> Optional[str]:
+    """A warning if ``spec``'s unfinished run started with another thread count."""
+    config_path, csv_path = runs / f"{spec.run_id}.json", runs / f"{spec.run_id}.csv"
+    if not config_path.exists():
+        return None
+    stored = json.loads(config_path.read_text()).get("torch_threads")
+    if stored is None or stored == run_threads:
+        return None
+    if csv_path.exists() and len(read_results(csv_path)) >= spec.preset.n_queries + 1:
+        return None  # finished: nothing will be recomputed
+    return (f"{spec.run_id} was started with {stored} torch thread(s) and resumes with {run_threads}; "
+            "CPU kernels may round differently, so its remaining rows can differ in the last digits "
+            f"from an uninterrupted run (pass torch_threads={stored} to avoid this)")
 
 
 def _run_steps(spec, out_dir, rows, data_home, verbose):
@@ -517,6 +542,7 @@ def run_grid(
         All rows of ``results.csv``.
     """
     preset = get_preset(preset, **overrides)
+    strategies, seeds, last_layer = (list(dict.fromkeys(v)) for v in (strategies, seeds, last_layer))  # no repeats
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
@@ -540,6 +566,10 @@ def run_grid(
     out_dir = Path(out_dir)
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
+    for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
+        message = _thread_mismatch(spec, out_dir / "runs", torch_threads)
+        if message:
+            warnings.warn(message, RuntimeWarning)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     with _exclusive(out_dir / ".lock", f"the grid in {out_dir}"):
         for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):
@@ -548,14 +578,13 @@ def run_grid(
             "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
             "n_jobs": n_jobs, "torch_threads": torch_threads})
-        jobs = (delayed(run_one)(spec, out_dir, torch_threads=torch_threads, data_home=data_home, verbose=verbose)
-                for spec in specs)
+        jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False) for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)
         return _assemble(out_dir)
 
 
 def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
-    """Append this call (its arguments, the machine, the time) to ``grid.json``,
+    """Append this call (its arguments and preset, the machine, the time) to ``grid.json``,
     which also holds the latest preset; earlier calls are kept, so the file
     says how every run in the folder was started."""
     path = out_dir / "grid.json"
@@ -566,7 +595,7 @@ def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
                                              "n_jobs", "torch_threads", "machine") if k in meta}]
     machine = {"platform": platform.platform(), "processor": platform.processor(),
                "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
-    invocation = {**invocation, "machine": machine,
+    invocation = {**invocation, "preset": preset.as_dict(), "machine": machine,
                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     meta = {"preset": preset.as_dict(), "machine": machine, "invocations": invocations + [invocation]}
     _atomic_write(path, json.dumps(meta, indent=2, default=str).encode())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -17,9 +18,11 @@ _BATCH_SPLITS = ("fixed", "even")
 #: Integer fields and their smallest allowed value.
 _INT_FIELDS = {"n_initial_per_class": 1, "n_validation": 0, "pool_size": 1, "pool_subsample": 1, "n_queries": 0,
                "n_instances": 1, "max_epochs": 1, "batch_size": 1, "n_samples": 1, "patience": 1, "n_test": 1}
-#: Float fields and their smallest allowed value (lr is checked > 0 apart).
+#: Float fields and their smallest allowed value.
 _FLOAT_FIELDS = {"lr": 0.0, "weight_decay": 0.0, "scaled_l2": 0.0, "last_layer_noise_variance": 0.0,
                  "last_layer_prior_variance": 0.0}
+#: Float fields that must be strictly above it.
+_POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 #: Fields that may be None.
 _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "n_test", "scaled_l2")
 
@@ -29,15 +32,19 @@ def _check_choice(name, value, choices):
         raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")
 
 
-def _check_number(name, value, low, *, integer, optional):
+def _check_number(name, value, low, *, integer, optional, strict=False):
+    """``value`` as a plain int/float (numpy scalars included, so that the
+    stored configuration compares equal), after checking type and range."""
     if value is None and optional:
-        return
+        return None
     kinds = (numbers.Integral,) if integer else (numbers.Real,)
     if isinstance(value, bool) or not isinstance(value, kinds):
         kind = "an int" if integer else "a number"
         raise TypeError(f"{name} must be {kind}{' or None' if optional else ''}; got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}; got {value!r}")
+    value = int(value) if integer else float(value)
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}; got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -137,11 +144,12 @@ class Preset:
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
         for name, low in _INT_FIELDS.items():
-            _check_number(name, getattr(self, name), low, integer=True, optional=name in _OPTIONAL)
+            value = _check_number(name, getattr(self, name), low, integer=True, optional=name in _OPTIONAL)
+            object.__setattr__(self, name, value)  # frozen dataclass: normalise numpy ints to int
         for name, low in _FLOAT_FIELDS.items():
-            _check_number(name, getattr(self, name), low, integer=False, optional=name in _OPTIONAL)
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0; got {self.lr!r}")
+            value = _check_number(name, getattr(self, name), low, integer=False, optional=name in _OPTIONAL,
+                                  strict=name in _POSITIVE)
+            object.__setattr__(self, name, value)
 
     def replace(self, **changes) -> "Preset":
         """A copy with some fields changed; unknown names raise ValueError."""

@@ -162,10 +162,10 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     lines = ["| inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |",
              "|---|---|---|---|---|---|---|"]
     for (_, strategy, variant), runs in _last_layer_groups(rows).items():
+        acquired, rmse = curves_from_histories(runs, x="n_acquired", y="rmse")
         steps = ", ".join(str(len(r) - 1) for r in runs)
         if len({len(r) for r in runs}) > 1:  # a run still in progress
-            steps += f"; average-step over steps 0–{len(labels) - 1}"
-        acquired, rmse = curves_from_histories(runs, x="n_acquired", y="rmse")
+            steps += f"; means over steps 0–{len(acquired) - 1}"
         _, var = curves_from_histories(runs, x="n_acquired", y="mean_variance")
         _, acc = curves_from_histories(runs, x="n_acquired", y="accuracy")
         for a in at_acquired:

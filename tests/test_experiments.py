@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skdbal.experiments import COLUMNS, RunSpec, make_estimator, read_results, run_grid, run_one
+from skdbal.experiments import COLUMNS, FolderLockedError, RunSpec, make_estimator, read_results, run_grid, run_one
 from skdbal.presets import PRESETS, get_preset
 from skdbal.report import last_layer_markdown, table_markdown, write_report
 
@@ -57,12 +57,23 @@ def test_presets_document_the_protocols():
     ({"n_samples": True}, TypeError, "n_samples must be an int"),
     ({"pool_subsample": "all"}, TypeError, "pool_subsample must be an int or None"),
     ({"lr": 0}, ValueError, "lr must be > 0"),
+    ({"lr": float("nan")}, ValueError, "lr must be > 0"),
+    ({"weight_decay": float("inf")}, ValueError, "weight_decay must be >= 0"),
     ({"weight_decay": -0.1}, ValueError, "weight_decay must be >= 0"),
+    ({"last_layer_noise_variance": 0.0}, ValueError, "last_layer_noise_variance must be > 0"),
 ])
 def test_invalid_preset_fields(changes, error, match):
     with pytest.raises(error, match=match):
         get_preset("gal2017", **changes)
     assert get_preset("gal2017", pool_subsample=None, batch_size=None).batch_size is None
+
+
+def test_numpy_scalars_in_a_preset_are_plain_numbers():
+    # json.dumps(default=str) would store np.int64(100) as "100", and the run would not resume
+    p = get_preset("gal2017", pool_size=np.int64(100), lr=np.float32(0.5), scaled_l2=1)
+    assert type(p.pool_size) is int and type(p.lr) is float and type(p.scaled_l2) is float
+    assert RunSpec(p, "bald", 1).config() == RunSpec(get_preset("gal2017", pool_size=100, lr=0.5, scaled_l2=1.0),
+                                                     "bald", 1).config()
 
 
 def test_scaled_l2_sets_weight_decay_2c_over_n(digits):
@@ -145,17 +156,30 @@ def test_grid_json_keeps_every_invocation(tmp_path):
     assert meta["preset"]["n_queries"] == TINY["n_queries"]
     assert [(i["strategies"], i["seeds"], i["deterministic_baseline"]) for i in meta["invocations"]] == \
         [(["random"], [1], False), (["random"], [2], True)]
+    assert all(i["preset"]["max_epochs"] == TINY["max_epochs"] for i in meta["invocations"])
     run_json = json.loads((tmp_path / "runs" / "gal2017__random__bayesian__seed1.json").read_text())
     assert run_json["torch_threads"] == 1
 
 
 def test_resume_with_other_thread_count_warns(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **{**TINY, "n_queries": 1})
-    with pytest.warns(RuntimeWarning, match="started with 1 torch thread"):
+    with pytest.warns(RuntimeWarning, match="started with 1 torch thread") as record:
         run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=2, **TINY)
+    assert len(record) == 1  # from the parent, once, even with n_jobs=1
+    spec = RunSpec(get_preset("gal2017", **{**TINY, "n_queries": TINY["n_queries"] + 1}), "random", 1)
+    with pytest.warns(RuntimeWarning, match="started with 1 torch thread"):  # run_one alone warns too
+        run_one(spec, tmp_path, torch_threads=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # finished runs recompute nothing, so another thread count is no reason to warn
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=3, **TINY)
         run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **TINY)
+
+
+def test_repeated_strategies_and_seeds_run_once(tmp_path):
+    rows = run_grid("gal2017", ["random", "random"], [1, 1], tmp_path, verbose=False, n_jobs=2,
+                    **{**TINY, "n_queries": 1})
+    assert [(r["strategy"], r["seed"], r["step"]) for r in rows] == [("random", 1, 0), ("random", 1, 1)]
 
 
 def test_a_second_writer_of_a_folder_is_refused(tmp_path):
@@ -163,12 +187,17 @@ def test_a_second_writer_of_a_folder_is_refused(tmp_path):
 
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
     with _exclusive(tmp_path / ".lock", "the grid"):  # as if another grid were running there
-        with pytest.raises(RuntimeError, match="another process is writing the grid in"):
+        with pytest.raises(FolderLockedError, match="another process is writing the grid in"):
             run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
     with _exclusive(tmp_path / "runs" / ".gal2017__random__bayesian__seed1.lock", "run"):
-        with pytest.raises(RuntimeError, match="another process is writing run gal2017__random"):
+        with pytest.raises(FolderLockedError, match="another process is writing run gal2017__random"):
             run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
     assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
+    from skdbal.cli import main
+
+    with _exclusive(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
+        assert main(["experiment", "--strategies", "random", "--seeds", "1", "--out", str(tmp_path)]
+                    + [f"--set={k}={v!r}" for k, v in TINY.items()]) == 1
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)  # free again
     assert len(read_results(tmp_path / "results.csv")) == TINY["n_queries"] + 1
 
@@ -310,6 +339,20 @@ def test_last_layer_grid(tmp_path):
                     f"| {100 * r20['accuracy']:.2f} ± 0.00% |")
 
 
+def test_last_layer_markdown_with_a_run_in_progress():
+    def row(seed, step, rmse):
+        return {"preset": "p", "strategy": "random", "variant": "blr_analytic", "seed": seed, "step": step,
+                "n_labels": 20 + 10 * step, "n_acquired": 10 * step, "accuracy": 0.5, "rmse": rmse,
+                "mean_variance": 1.0}
+    rows = [row(1, 0, 0.3), row(1, 1, 0.2), row(1, 2, 0.1), row(2, 0, 0.5), row(2, 1, 0.4)]
+    lines = last_layer_markdown(rows, at_acquired=(0, 10, 20)).splitlines()
+    # seed 2 is one step behind: means over the shared steps 0-1, and no row at 20 acquired
+    assert lines[2:] == [
+        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 0 | 0.4000 ± 0.1000 | 1.0000 ± 0.0000 | 50.00 ± 0.00% |",
+        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 10 | 0.3000 ± 0.1000 | 1.0000 ± 0.0000 | 50.00 ± 0.00% |",
+    ]
+
+
 def test_last_layer_resume_from_weights_cache(tmp_path):
     kw = dict(verbose=False, last_layer=["mfvi"], **TINY)
     run_grid("gal2017", ["predictive_variance"], [2], tmp_path / "full", **kw)
@@ -352,7 +395,8 @@ def test_batch_split_even_in_the_runner(tmp_path, monkeypatch):
     from skdbal.mc_dropout import MCDropoutClassifier
 
     assert make_estimator(get_preset("gal2017"), n_train=130).batch_size == 128
-    assert make_estimator(get_preset("gal2017", batch_split="even"), n_train=130).batch_size == 65
+    even = make_estimator(get_preset("gal2017", batch_split="even"), n_train=130)
+    assert even.batch_size == 65 and even.iterator_valid__batch_size == 128  # predictions as with "fixed"
     assert make_estimator(get_preset("gal2017", batch_size=None, batch_split="even"), n_train=130).batch_size == -1
     with pytest.raises(ValueError, match="batch_split='even' needs n_train"):
         make_estimator(get_preset("gal2017", batch_split="even"))
