@@ -41,6 +41,12 @@ def group_runs(rows: List[dict]) -> Dict[Tuple[str, str, str], List[List[dict]]]
     return dict(groups)
 
 
+def _longest(runs):
+    """The runs of a group that got furthest (the finished ones, once any has finished)."""
+    longest = max(len(r) for r in runs)
+    return [r for r in runs if len(r) == longest]
+
+
 def _sort_key(key):
     preset, strategy, variant = key
     return (preset, variant != "bayesian", _ORDER.index(strategy) if strategy in _ORDER else 99, strategy)
@@ -58,7 +64,10 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
     accuracy at ``at_labels`` labels, beside the anchors.
 
     Label counts include the ``n_initial`` initial points; the acquired images
-    (what Gal et al. count) are in parentheses.
+    (what Gal et al. count) are in parentheses. When a group's runs have
+    different lengths (a grid in progress), only the longest ones are
+    counted and the others are listed as in progress, so that a run that has
+    just started does not blank out the finished ones.
     """
     groups = group_runs(rows)
     lines = [
@@ -69,7 +78,8 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
     ]
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
-        runs = groups[key]
+        runs = _longest(groups[key])
+        in_progress = [r for r in groups[key] if len(r) < len(runs[0])]
         labels, _ = curves_from_histories(runs)
         cells = []
         for thr in (0.90, 0.95):
@@ -86,15 +96,17 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
         anchors = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
         anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in anchors]
         steps = ", ".join(str(len(r) - 1) for r in runs)
-        if len({len(r) for r in runs}) > 1:  # a run still in progress
-            steps += f"; average-step over steps 0–{len(labels) - 1}"
+        if in_progress:
+            steps += "; not counted: " + ", ".join(
+                f"seed {r[0]['seed']} at step {len(r) - 1}" for r in in_progress)
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
                      + " | ".join(cells) + f" | {acc} | " + " | ".join(anchor_cells) + " |")
     return "\n".join(lines)
 
 
 def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "") -> None:
-    """Mean ± std test accuracy against labels, one band per strategy (and variant)."""
+    """Mean ± std test accuracy against labels, one band per strategy (and
+    variant), over the runs that got furthest (see :func:`table_markdown`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -106,12 +118,13 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         _, strategy, variant = key
         if variant not in variants or (strategies is not None and strategy not in strategies):
             continue
-        labels, acc = curves_from_histories(groups[key])
+        runs = _longest(groups[key])
+        labels, acc = curves_from_histories(runs)
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = "-" if variant == "bayesian" else "--"
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
         color = f"C{_ORDER.index(strategy) % 10}" if strategy in _ORDER else None  # one colour per strategy
-        line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(groups[key])} run(s)")
+        line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
