@@ -174,9 +174,6 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
         params["train_split"] = predefined_split(Dataset(_to_float(X_val), np.asarray(y_val, dtype=np.int64)))
         patience = preset.max_epochs + 1 if preset.selection == "best_valid_loss" else preset.patience
         callbacks.append(("best_valid", EarlyStopping(monitor="valid_loss", patience=patience, load_best=True)))
-    elif preset.selection != "last":
-        raise ValueError("selection must be 'last', 'best_valid_loss' or 'early_stopping'; "
-                         f"got {preset.selection!r}")
     return MCDropoutClassifier(
         module=module,
         classes=np.arange(10),
