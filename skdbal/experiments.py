@@ -44,7 +44,7 @@ from .acquisition import STRATEGIES
 from .callbacks import ScaledL2
 from .initial import balanced_random
 from .mc_dropout import MCDropoutClassifier
-from .presets import Preset, get_preset
+from .presets import OPTIMIZER_CLASSES, Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
            "even_batch_size", "FolderLockedError",
@@ -156,7 +156,7 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     fit on, is needed when ``preset.batch_split == "even"``.
     """
     module = getattr(nets, preset.module)
-    optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[preset.optimizer]
+    optimizer = getattr(torch.optim, OPTIMIZER_CLASSES[preset.optimizer])
     callbacks = []
     params = {f"module__{k}": v for k, v in preset.module_params}
     batch_size = preset.batch_size if preset.batch_size else -1
@@ -364,11 +364,10 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
         config_path = runs / f"{spec.run_id}.json"
         if not config_path.exists():
             _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads}, indent=1).encode())
-        csv_path = runs / f"{spec.run_id}.csv"
-        rows = read_results(csv_path) if csv_path.exists() else []
-        if len(rows) >= spec.preset.n_queries + 1:
+        rows = _stored_rows(spec, runs)
+        if _finished(spec, rows):
             return rows
-        message = _thread_mismatch(spec, runs, run_threads) if warn else None
+        message = _thread_mismatch(spec, runs, run_threads, rows) if warn else None
         if message:
             warnings.warn(message, RuntimeWarning)
         torch.set_num_threads(run_threads)
@@ -378,16 +377,26 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
             torch.set_num_threads(threads)
 
 
-def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int) -> Optional[str]:
-    """A warning if ``spec``'s unfinished run started with another thread count."""
-    config_path, csv_path = runs / f"{spec.run_id}.json", runs / f"{spec.run_id}.csv"
-    if not config_path.exists():
-        return None
+def _stored_rows(spec: RunSpec, runs: Path) -> list:
+    """The rows ``spec``'s run has written so far in ``runs``."""
+    csv_path = runs / f"{spec.run_id}.csv"
+    return read_results(csv_path) if csv_path.exists() else []
+
+
+def _finished(spec: RunSpec, rows: list) -> bool:
+    """Whether ``rows`` hold every step of ``spec``'s run (step 0 included)."""
+    return len(rows) >= spec.preset.n_queries + 1
+
+
+def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int, rows: list) -> Optional[str]:
+    """A warning if ``spec``'s unfinished run, with ``rows`` written so far,
+    started with another thread count."""
+    config_path = runs / f"{spec.run_id}.json"
+    if not config_path.exists() or _finished(spec, rows):
+        return None  # new, or finished: nothing will be recomputed
     stored = json.loads(config_path.read_text()).get("torch_threads")
     if stored is None or stored == run_threads:
         return None
-    if csv_path.exists() and len(read_results(csv_path)) >= spec.preset.n_queries + 1:
-        return None  # finished: nothing will be recomputed
     return (f"{spec.run_id} was started with {stored} torch thread(s) and resumes with {run_threads}; "
             "CPU kernels may round differently, so its remaining rows can differ in the last digits "
             f"from an uninterrupted run (pass torch_threads={stored} to avoid this)")
@@ -564,7 +573,7 @@ def run_grid(
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
-        message = _thread_mismatch(spec, out_dir / "runs", torch_threads)
+        message = _thread_mismatch(spec, out_dir / "runs", torch_threads, _stored_rows(spec, out_dir / "runs"))
         if message:
             warnings.warn(message, RuntimeWarning)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,10 @@ __all__ = ["Preset", "PRESETS", "get_preset"]
 
 
 _DATASETS = ("mnist", "digits")
-_OPTIMIZERS = ("adam", "adamw")
+#: Optimizer names a preset accepts, and the ``torch.optim`` class each names
+#: (by name: this module does not import torch).
+OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW"}
+_OPTIMIZERS = tuple(OPTIMIZER_CLASSES)
 _SELECTIONS = ("last", "best_valid_loss", "early_stopping")
 _EVAL_METHODS = ("deterministic", "mc")
 _BATCH_SPLITS = ("fixed", "even")
