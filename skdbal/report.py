@@ -13,7 +13,7 @@ from .experiments import read_results
 from .metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
-           "write_report"]
+           "deterministic_markdown", "write_report"]
 
 #: Acquired images to reach 90% / 95% test accuracy (SPEC §6).
 ANCHORS = {
@@ -101,6 +101,62 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
                 f"seed {r[0]['seed']} at step {len(r) - 1}" for r in in_progress)
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
                      + " | ".join(cells) + f" | {acc} | " + " | ".join(anchor_cells) + " |")
+    return "\n".join(lines)
+
+
+def _first_acquired(run, threshold, n_initial):
+    """Acquired images at which one run first reaches ``threshold`` (NaN if never)."""
+    value = labels_to_accuracy([run], threshold)["value"]
+    return value - n_initial
+
+
+def deterministic_markdown(rows: List[dict], n_initial: int = 20,
+                           at_labels: Sequence = (220, 520, 1020)) -> str:
+    """Bayesian against deterministic scoring (Gal et al. §5.2), per strategy.
+
+    For each strategy run in both variants, over the seeds finished in both
+    (so that the two rows average the same seeds): acquired images to 90% and
+    95% accuracy (Average-Step), mean ± population std accuracy at
+    ``at_labels``, and, on the deterministic row, the paired difference seed
+    by seed (deterministic minus Bayesian acquired images to 90% / 95%;
+    positive means the Bayesian run needed fewer labels).
+    """
+    groups = group_runs(rows)
+    header_acc = " / ".join(str(n) for n in at_labels)
+    lines = [f"| strategy | variant | seeds | acquired to 90% / 95% | accuracy at {header_acc} labels | "
+             "deterministic − Bayesian by seed, 90% / 95% |",
+             "|---|---|---|---|---|---|"]
+    pairs = sorted({(p, s) for (p, s, v) in groups if v == "deterministic" and (p, s, "bayesian") in groups},
+                   key=lambda k: (k[0], _ORDER.index(k[1]) if k[1] in _ORDER else 99, k[1]))
+    for preset, strategy in pairs:
+        finished = {v: {r[0]["seed"]: r for r in _longest(groups[(preset, strategy, v)])}
+                    for v in ("bayesian", "deterministic")}
+        common = sorted(set(finished["bayesian"]) & set(finished["deterministic"]))
+        name = _LABEL.get(strategy, strategy)
+        if not common:
+            lines.append(f"| {name} | both | — | no seed finished in both variants yet | | |")
+            continue
+        seeds = ", ".join(str(s) for s in common)
+        for variant in ("bayesian", "deterministic"):
+            runs = [finished[variant][seed] for seed in common]
+            reach = []
+            for thr in (0.90, 0.95):
+                value = labels_to_accuracy(runs, thr)["value"] - n_initial
+                reach.append("never" if np.isnan(value) else f"{value:.0f}")
+            accs = []
+            for n in at_labels:
+                mean, std = accuracy_at(runs, n)
+                accs.append("n/a" if np.isnan(mean) else f"{100 * mean:.1f} ± {100 * std:.1f}")
+            diff = "—"
+            if variant == "deterministic":
+                diff = ", ".join(
+                    f"seed {seed}: " + " / ".join(
+                        "n/a" if np.isnan(d) else f"{d:+.0f}" for d in (
+                            _first_acquired(finished["deterministic"][seed], thr, n_initial)
+                            - _first_acquired(finished["bayesian"][seed], thr, n_initial)
+                            for thr in (0.90, 0.95)))
+                    for seed in common)
+            lines.append(f"| {name} | {variant} | {seeds} | {' / '.join(reach)} | {' / '.join(accs)}% | {diff} |")
     return "\n".join(lines)
 
 
@@ -235,6 +291,13 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     plot_curves(rows, curves, title="MNIST, Bayesian CNN: test accuracy (mean ± std over seeds)")
     paths.append(curves)
     if any(r["variant"] == "deterministic" for r in rows):
+        det_table = out_dir / "deterministic.md"
+        det_table.write_text(
+            "Bayesian (MC dropout) against deterministic scoring (Gal et al. §5.2): acquired images to 90% / "
+            "95% test accuracy (Average-Step over the finished runs), test accuracy (mean ± population std "
+            "over seeds, %) and the paired difference seed by seed.\n\n"
+            + deterministic_markdown(rows, n_initial) + "\n")
+        paths.append(det_table)
         det = out_dir / "deterministic.png"
         plot_curves(rows, det, variants=("bayesian", "deterministic"),
                     strategies=("max_entropy", "variation_ratios"),

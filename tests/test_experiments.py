@@ -13,7 +13,7 @@ import pytest
 
 from skdbal.experiments import COLUMNS, FolderLockedError, RunSpec, make_estimator, read_results, run_grid, run_one
 from skdbal.presets import PRESETS, get_preset
-from skdbal.report import last_layer_markdown, table_markdown, write_report
+from skdbal.report import deterministic_markdown, last_layer_markdown, table_markdown, write_report
 
 TINY = dict(dataset="digits", n_queries=3, max_epochs=3, module_params={"kernel_size": 3}, n_samples=5,
             pool_subsample=150, n_validation=50)
@@ -126,6 +126,10 @@ def test_tiny_grid_rows_and_rerun_identical(tmp_path):
     run_grid("gal2017", ["bald", "max_entropy", "random"], [1, 2], tmp_path / "a", verbose=False,
              deterministic_baseline=True, **TINY)
     assert (tmp_path / "a" / "results.csv").read_bytes() == before
+    paths = write_report(tmp_path / "a")
+    assert [p.name for p in paths] == ["table.md", "learning_curves.png", "deterministic.md", "deterministic.png"]
+    text = (tmp_path / "a" / "deterministic.md").read_text()
+    assert "| Max Entropy | deterministic | 1, 2 |" in text and "Var Ratios" not in text
 
 
 def test_resume_rebuilds_a_lost_model_cache(tmp_path):
@@ -227,7 +231,7 @@ def test_sigkill_mid_grid_resumes_to_the_same_csv(tmp_path):
 def test_report_table_and_figures(tmp_path):
     run_grid("gal2017", ["bald", "random"], [1, 2], tmp_path, verbose=False, **TINY)
     paths = write_report(tmp_path)
-    assert [p.name for p in paths] == ["table.md", "learning_curves.png"]
+    assert [p.name for p in paths] == ["table.md", "learning_curves.png"]  # no baseline: no deterministic.md
     text = (tmp_path / "table.md").read_text()
     assert "| BALD | bayesian | 2 (3, 3) |" in text and "145 / 335" in text and "385 / 940" in text
 
@@ -246,6 +250,26 @@ def test_report_values_by_hand():
                            at_labels=30)
     assert ("| BALD | bayesian | 2 (2, 2; not counted: seed 3 at step 1) | 40 (20) | 35 (15) ± 5.0 | 40 (20) | "
             "40 (20) ± 0.0 | 88.00 ± 3.00% |") in table
+
+
+def test_deterministic_table_by_hand():
+    def rows(variant, accs_by_seed):
+        return [{"preset": "p", "strategy": "variation_ratios", "variant": variant, "seed": s, "step": i,
+                 "n_labels": 20 + 10 * i, "accuracy": a} for s, accs in accs_by_seed.items()
+                for i, a in enumerate(accs)]
+    bayes = rows("bayesian", {1: [0.8, 0.91, 0.96], 2: [0.8, 0.90, 0.94], 3: [0.8, 0.90, 0.95]})
+    det = rows("deterministic", {1: [0.8, 0.85, 0.95], 2: [0.8, 0.92, 0.96], 3: [0.5]})  # seed 3 running
+    table = deterministic_markdown(bayes + det, n_initial=20, at_labels=(30, 40))
+    # seeds 1-2 only (seed 3 unfinished in the baseline). Bayesian mean curve 0.80, 0.905, 0.95:
+    # 90% at 10 acquired, 95% at 20; accuracy at 30 labels 90.5 ± 0.5, at 40 labels 95.0 ± 1.0.
+    assert "| Var Ratios | bayesian | 1, 2 | 10 / 20 | 90.5 ± 0.5 / 95.0 ± 1.0% | — |" in table
+    # deterministic mean curve 0.80, 0.885, 0.955: 90% at 20, 95% at 20. Seed 1: 90% at 20 vs 10 (+10),
+    # 95% at 20 vs 20 (+0); seed 2: 90% at 10 vs 10 (+0), 95% at 20 vs never (n/a).
+    assert ("| Var Ratios | deterministic | 1, 2 | 20 / 20 | 88.5 ± 3.5 / 95.5 ± 0.5% | "
+            "seed 1: +10 / +0, seed 2: +0 / n/a |") in table
+    assert "Max Entropy" not in table  # no baseline for it
+    only = deterministic_markdown(bayes + rows("deterministic", {4: [0.8, 0.9, 0.9]}))
+    assert "no seed finished in both variants yet" in only
 
 
 def test_mnist_smoke_real_preset(mnist_home, tmp_path, monkeypatch):
