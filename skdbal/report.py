@@ -104,12 +104,6 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
     return "\n".join(lines)
 
 
-def _first_acquired(run, threshold, n_initial):
-    """Acquired images at which one run first reaches ``threshold`` (NaN if never)."""
-    value = labels_to_accuracy([run], threshold)["value"]
-    return value - n_initial
-
-
 def deterministic_markdown(rows: List[dict], n_initial: int = 20,
                            at_labels: Sequence = (220, 520, 1020)) -> str:
     """Bayesian against deterministic scoring (Gal et al. §5.2), per strategy.
@@ -127,7 +121,7 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
              "deterministic − Bayesian by seed, 90% / 95% |",
              "|---|---|---|---|---|---|"]
     pairs = sorted({(p, s) for (p, s, v) in groups if v == "deterministic" and (p, s, "bayesian") in groups},
-                   key=lambda k: (k[0], _ORDER.index(k[1]) if k[1] in _ORDER else 99, k[1]))
+                   key=lambda k: _sort_key((*k, "bayesian")))
     for preset, strategy in pairs:
         finished = {v: {r[0]["seed"]: r for r in _longest(groups[(preset, strategy, v)])}
                     for v in ("bayesian", "deterministic")}
@@ -137,8 +131,10 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
             lines.append(f"| {name} | both | — | no seed finished in both variants yet | | |")
             continue
         seeds = ", ".join(str(s) for s in common)
+        per_run = {}  # variant -> labels at which each common seed first reaches 90%, 95%
         for variant in ("bayesian", "deterministic"):
             runs = [finished[variant][seed] for seed in common]
+            per_run[variant] = [labels_to_accuracy(runs, thr, "step-average")["runs"] for thr in (0.90, 0.95)]
             reach = []
             for thr in (0.90, 0.95):
                 value = labels_to_accuracy(runs, thr)["value"] - n_initial
@@ -148,14 +144,10 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
                 mean, std = accuracy_at(runs, n)
                 accs.append("n/a" if np.isnan(mean) else f"{100 * mean:.1f} ± {100 * std:.1f}")
             diff = "—"
-            if variant == "deterministic":
-                diff = ", ".join(
-                    f"seed {seed}: " + " / ".join(
-                        "n/a" if np.isnan(d) else f"{d:+.0f}" for d in (
-                            _first_acquired(finished["deterministic"][seed], thr, n_initial)
-                            - _first_acquired(finished["bayesian"][seed], thr, n_initial)
-                            for thr in (0.90, 0.95)))
-                    for seed in common)
+            if variant == "deterministic":  # labels minus labels: the same as acquired minus acquired
+                gaps = np.subtract(per_run["deterministic"], per_run["bayesian"])  # (threshold, seed)
+                diff = ", ".join(f"seed {seed}: " + " / ".join("n/a" if np.isnan(d) else f"{d:+.0f}" for d in col)
+                                 for seed, col in zip(common, gaps.T))
             lines.append(f"| {name} | {variant} | {seeds} | {' / '.join(reach)} | {' / '.join(accs)}% | {diff} |")
     return "\n".join(lines)
 
