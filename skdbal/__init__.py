@@ -1,5 +1,5 @@
 """skdbal: scikit-learn-compatible deep Bayesian active learning."""
-from . import acquisition, initial, nets, posterior, uncertainty
+from . import acquisition, initial, loop, nets, posterior, predictive, uncertainty
 from .bayesian_linear import BayesianLinearRegression
 from .features import NetFeatures
 from .learner import ActiveLearner
@@ -14,8 +14,10 @@ __all__ = [
     "MCDropoutClassifier",
     "acquisition",
     "initial",
+    "loop",
     "nets",
     "posterior",
+    "predictive",
     "uncertainty",
     "__version__",
 ]

@@ -1,28 +1,36 @@
-"""The :class:`ActiveLearner`: query, label, retrain, evaluate (SPEC §4)."""
+"""The :class:`ActiveLearner`: query, label, retrain, evaluate."""
 from __future__ import annotations
 
-import inspect
-import time
 from typing import Callable, List, Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from .acquisition import _check_n_instances, _check_pool, _sampler, bald
+from ._validation import check_n_instances, check_pool, subset_pool_kwargs
+from .acquisition import Acquisition, as_strategy, bald
 from .initial import balanced_random
+from .loop import ActiveLearningLoop
+from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
 
 
-def _accepts(fn: Callable, name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    # only a named parameter: modAL strategies forward **kwargs to predict_proba
-    return name in params
+def _wrapped_kind(kind: str) -> Callable:
+    """``available_if`` check: the wrapped model is read as a ``kind`` (no fit is triggered)."""
+
+    def check(self) -> bool:
+        model = getattr(self, "estimator_", None)
+        if model is None:
+            model = self._make_template()
+        try:
+            return as_predictive(model).kind == kind
+        except TypeError:
+            return False
+
+    return check
 
 
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
@@ -36,7 +44,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     its arguments (the initial set is fitted at the first ``query``,
     ``teach`` or prediction), the fitted model is ``estimator_`` and the
     growing labelled set is ``X_training_``/``y_training_``. :meth:`simulate`
-    runs the loop against known labels.
+    runs the loop against known labels (:class:`~skdbal.loop.ActiveLearningLoop`).
+
+    The learner implements the predictive interface of
+    :mod:`skdbal.predictive` by delegating to its fitted model
+    (``predict_proba_samples`` and ``stochastic_samples`` for a classifier,
+    ``predictive_variance`` for a regressor), so every strategy can score it.
 
     Parameters
     ----------
@@ -44,20 +57,21 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         The model to train; ``None`` means
         :class:`~skdbal.MCDropoutClassifier` with its defaults. It is cloned:
         the fitted copy is ``estimator_``.
-    query_strategy : callable, default=:func:`skdbal.acquisition.bald`
+    query_strategy : callable, default=:data:`skdbal.acquisition.bald`
+        A :class:`~skdbal.acquisition.Strategy`, or any callable
         ``strategy(learner, X_pool, n_instances, **kwargs)`` returning
-        ``(indices, scores)`` or bare indices (modAL ≤ 0.4.1 strategies). If
-        it has an ``on_teach(learner, X, y)`` attribute, that hook is called
-        with newly arrived labels and may return a boolean mask of the ones
-        to train on (the others are kept, never lost, but not trained on).
+        ``(indices, scores)`` or bare indices (modAL's strategies). A
+        ``Strategy`` gets a ``random_state`` drawn from the learner's; a
+        plain callable is called as modAL calls it, with the caller's
+        keywords only.
     X_training, y_training : array-like, default=None
         An initial labelled set, as in modAL. It is fitted lazily, at the
         first :meth:`query`, :meth:`teach` or prediction; :meth:`fit` and
         :meth:`simulate` replace it.
     retrain : {"scratch", "warm"}, default="scratch"
         ``"scratch"`` fits a fresh clone of ``estimator`` on all labels after
-        every :meth:`teach` (Gal et al. 2017); ``"warm"`` continues training
-        the current model (``partial_fit`` when it has one).
+        every :meth:`teach`; ``"warm"`` continues training the current model
+        (``partial_fit`` when it has one).
     pool_subsample : int or None, default=None
         If set, each query scores only a seeded random subset of this many
         pool points (Gal et al. score 2,000 of the MNIST pool).
@@ -71,12 +85,24 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     ----------
     estimator_ : estimator
         The fitted model.
+    template_ : estimator
+        What each retrain clones: ``estimator`` (or the default), with its
+        ``classes`` parameter set to the labels of the pool when it was
+        ``None`` and :meth:`simulate` knew them.
     X_training_, y_training_ : ndarray
         Every label received so far, in arrival order.
-    train_mask_ : ndarray of bool
-        Which of them the model is trained on (see ``on_teach``).
+    last_acquisition_ : :class:`~skdbal.acquisition.Acquisition`
+        The latest query: indices into the ``X_pool`` it was given, scores,
+        and what the strategy reported about it (``info``).
     history_ : list of dict
         Set by :meth:`simulate`.
+
+    References
+    ----------
+    .. [1] B. Settles, "Active learning literature survey", Computer Sciences
+       Technical Report 1648, University of Wisconsin–Madison, 2009.
+    .. [2] T. Danka and P. Horvath, "modAL: A modular active learning framework
+       for Python", arXiv:1805.00979, 2018.
 
     Examples
     --------
@@ -116,15 +142,24 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------ helpers
-    def _template(self):
-        override = getattr(self, "_template_override", None)
-        if override is not None:
-            return override
+    def _make_template(self, y_all=None):
+        """``estimator`` (or the default), with ``classes`` from ``y_all`` if unset."""
         if self.estimator is None:
             from .mc_dropout import MCDropoutClassifier
 
-            return MCDropoutClassifier()
-        return self.estimator
+            template = MCDropoutClassifier()
+        else:
+            template = self.estimator
+        if y_all is not None and not is_regressor(template) and hasattr(template, "get_params"):
+            # a net that infers its classes from the labels seen so far would change its
+            # output size as classes appear, which a warm retrain cannot follow
+            params = template.get_params(deep=False)
+            if "classes" in params and params["classes"] is None:
+                template = clone(template).set_params(classes=np.unique(y_all))
+        return template
+
+    def _template(self):
+        return getattr(self, "template_", None) or self._make_template()
 
     def _get_rng(self) -> np.random.RandomState:
         if not hasattr(self, "rng_"):
@@ -137,8 +172,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         ps = self.pool_subsample
         if ps is not None and (isinstance(ps, bool) or not isinstance(ps, (int, np.integer)) or ps < 1):
             raise ValueError(f"pool_subsample must be None or an int >= 1; got {ps!r}")
-        if not callable(self.query_strategy):
-            raise TypeError(f"query_strategy must be callable; got {self.query_strategy!r}")
+        as_strategy(self.query_strategy)  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
 
@@ -157,11 +191,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                     f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
                     f"{self.X_training_.shape[1:]}"
                 )
-            # uint8 images are scaled to [0, 1] by our nets: never mix them with floats
-            if (X.dtype == np.uint8) != (self.X_training_.dtype == np.uint8):
+            # one labelled set, one kind of number: an estimator may read integer and
+            # float inputs on different scales (MCDropoutClassifier scales uint8 images)
+            if X.dtype.kind != self.X_training_.dtype.kind:
                 raise TypeError(
                     f"X has dtype {X.dtype}, but the labelled set has dtype "
-                    f"{self.X_training_.dtype}; uint8 images and other dtypes are on "
+                    f"{self.X_training_.dtype}; integer and float inputs may be on "
                     "different scales, so convert X to the labelled set's dtype"
                 )
         classes = getattr(self._template(), "classes", None)
@@ -202,17 +237,29 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def fit(self, X, y, **fit_params):
         """Forget all labels, then fit on ``(X, y)`` as the labelled set.
 
+        Parameters
+        ----------
+        X : array-like of shape (n, ...)
+            The labelled inputs.
+        y : array-like of shape (n,) or (n, n_outputs)
+            Their labels (targets for a regressor).
+        **fit_params :
+            Passed to the estimator's ``fit``.
+
         Returns
         -------
         self
         """
+        return self._fit(X, y, self._make_template(), **fit_params)
+
+    def _fit(self, X, y, template, **fit_params):
         self._check_params()
         X, y = self._validate_Xy(X, y, check_shape=False)
-        est = clone(self._template()).fit(X, y, **fit_params)
+        est = clone(template).fit(X, y, **fit_params)
+        self.template_ = template
         self.estimator_ = est
         self.X_training_ = np.array(X, copy=True)
         self.y_training_ = np.array(y, copy=True)
-        self.train_mask_ = np.ones(len(y), dtype=bool)
         self._get_rng()
         return self
 
@@ -243,27 +290,18 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             On NaN/inf, a shape unlike the labelled set, or labels outside the
             estimator's ``classes``; nothing is changed then.
         TypeError
-            When ``X`` mixes uint8 images with a float labelled set (or the
-            reverse); nothing is changed then.
+            When ``X`` mixes integer inputs (uint8 images) with a float
+            labelled set, or the reverse; nothing is changed then.
         """
         self._check_params()
         self._ensure_initial_fit()
         X, y = self._validate_Xy(X, y)
-        keep = np.ones(len(y), dtype=bool)
-        hook = getattr(self.query_strategy, "on_teach", None)
-        if hook is not None:
-            mask = hook(self, X, y)
-            if mask is not None:
-                keep = np.asarray(mask, dtype=bool).reshape(-1)
-                if keep.shape != (len(y),):
-                    raise ValueError(f"on_teach must return {len(y)} booleans; got shape {keep.shape}")
         if hasattr(self, "X_training_"):
             X_all = np.concatenate([self.X_training_, X])
             y_all = np.concatenate([self.y_training_, y])
-            mask_all = np.concatenate([self.train_mask_, keep])
         else:
-            X_all, y_all, mask_all = X, y, keep
-        X_fit, y_fit = (X[keep], y[keep]) if only_new else (X_all[mask_all], y_all[mask_all])
+            X_all, y_all = X, y
+        X_fit, y_fit = (X, y) if only_new else (X_all, y_all)
         rng = self._get_rng()
         state = rng.get_state()
         try:
@@ -274,21 +312,22 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         except BaseException:
             rng.set_state(state)
             raise
+        if not hasattr(self, "template_"):
+            self.template_ = self._make_template()
         self.estimator_ = est
         self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
-        self.train_mask_ = mask_all
         return self
 
     # ------------------------------------------------------------- queries
-    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, **kwargs):
-        """Query among ``candidates`` (indices into X_pool); return indices into X_pool.
+    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, **kwargs) -> Acquisition:
+        """Query among ``candidates`` (indices into X_pool); indices into X_pool.
 
         On any error the learner's random state is restored, so a failed
         query changes nothing.
         """
         self._check_params()
-        _check_n_instances(n_instances, len(candidates))
+        check_n_instances(n_instances, len(candidates))
         self._ensure_initial_fit()
         rng = self._get_rng()
         state = rng.get_state()
@@ -298,27 +337,31 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rng.set_state(state)
             raise
 
-    def _query_unsafe(self, X_pool, candidates, n_instances, rng, **kwargs):
+    def _query_unsafe(self, X_pool, candidates, n_instances, rng, **kwargs) -> Acquisition:
+        kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
         if self.pool_subsample is not None and self.pool_subsample < len(candidates):
-            candidates = np.sort(rng.choice(candidates, self.pool_subsample, replace=False))
-            _check_n_instances(n_instances, len(candidates))
-        X_q = X_pool[candidates]
-        if _accepts(self.query_strategy, "random_state") and "random_state" not in kwargs:
-            kwargs["random_state"] = rng.randint(2**31 - 1)
-        result = self.query_strategy(self, X_q, n_instances, **kwargs)
-        scores = None
-        if isinstance(result, tuple):
-            result, scores = result[0], (result[1] if len(result) > 1 else None)
-        idx = np.asarray(result).reshape(-1)
+            # the draw of rng.choice(candidates, pool_subsample, replace=False), kept as positions
+            rows = rng.permutation(len(candidates))[:self.pool_subsample]
+            rows = rows[np.argsort(candidates[rows], kind="stable")]
+            kwargs = subset_pool_kwargs(kwargs, rows, len(candidates))
+            candidates = candidates[rows]
+            check_n_instances(n_instances, len(candidates))
+        kwargs.setdefault("random_state", rng.randint(2**31 - 1))
+        acq = as_strategy(self.query_strategy).acquire(self, X_pool[candidates], n_instances, **kwargs)
+        idx = np.asarray(acq.indices)
         if idx.dtype.kind not in "iu":
             raise TypeError(f"query_strategy must return integer indices; got dtype {idx.dtype}")
         if len(np.unique(idx)) != len(idx):
             raise ValueError(f"query_strategy returned duplicate indices: {idx.tolist()}")
         if len(idx) and (idx.min() < 0 or idx.max() >= len(candidates)):
             raise ValueError("query_strategy returned indices outside the pool")
-        return candidates[idx], (None if scores is None else np.asarray(scores))
+        # every index array the strategy reports (``*_indices``) maps back to X_pool too
+        info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
+                for k, v in acq.info.items()}
+        return Acquisition(candidates[idx], acq.scores, info)
 
-    def query(self, X_pool, n_instances: int = 1, *, return_scores: bool = False, **kwargs):
+    def query(self, X_pool, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
+              **kwargs):
         """Choose the pool points to label next.
 
         Parameters
@@ -326,10 +369,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         X_pool : array-like of shape (N, ...)
             The unlabelled pool.
         n_instances : int, default=1
+        candidates : array-like of int, optional
+            Positions in ``X_pool`` that may be chosen (the unlabelled part of
+            a pool that also holds labelled points); all of them by default.
         return_scores : bool, default=False
             Also return the strategy's scores of the chosen points.
         **kwargs :
-            Passed to the strategy.
+            Passed to the strategy. Keywords named ``*_pool`` (``y_pool``)
+            must be aligned with ``X_pool`` and are subset with it.
 
         Returns
         -------
@@ -339,11 +386,23 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             ``X_pool[indices]``.
         scores : ndarray, only with ``return_scores=True``
         """
-        X_pool = _check_pool(X_pool)
-        idx, scores = self._query(X_pool, np.arange(len(X_pool)), n_instances, **kwargs)
+        X_pool = check_pool(X_pool)
+        if candidates is None:
+            candidates = np.arange(len(X_pool))
+        else:
+            candidates = np.asarray(candidates).reshape(-1)
+            if candidates.dtype.kind not in "iu":
+                raise TypeError(f"candidates must be integer indices; got dtype {candidates.dtype}")
+            if len(candidates) and (candidates.min() < 0 or candidates.max() >= len(X_pool)):
+                raise ValueError(f"candidates must lie in [0, {len(X_pool)})")
+            if len(np.unique(candidates)) != len(candidates):
+                raise ValueError("candidates contain duplicates")
+            candidates = candidates.astype(np.intp)
+        acq = self._query(X_pool, candidates, n_instances, **kwargs)
+        self.last_acquisition_ = acq
         if return_scores:
-            return idx, X_pool[idx], scores
-        return idx, X_pool[idx]
+            return acq.indices, X_pool[acq.indices], acq.scores
+        return acq.indices, X_pool[acq.indices]
 
     # ---------------------------------------------------------- delegation
     def _fitted(self):
@@ -363,14 +422,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         """Delegate to ``estimator_.predict_proba``."""
         return self._fitted().predict_proba(X)
 
+    @available_if(_wrapped_kind("classifier"))
     def predict_proba_samples(self, X, n_samples: Optional[int] = None):
-        """MC samples ``(T, N, C)`` from ``estimator_``.
+        """Predictive samples ``(T, N, C)`` of ``estimator_``.
 
-        Works for an MC estimator, a :class:`~sklearn.pipeline.Pipeline`
-        ending in one, and any classifier (``T = 1``: its ``predict_proba``).
+        Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
+        a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
+        classifier (``T = 1``: its ``predict_proba``).
         """
-        fn, _ = _sampler(self._fitted(), n_samples=n_samples)
-        return fn(X)
+        return as_predictive(self._fitted(), n_samples=n_samples).proba_samples(X)
+
+    @available_if(_wrapped_kind("regressor"))
+    def predictive_variance(self, X):
+        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor)."""
+        return as_predictive(self._fitted()).variance(X)
+
+    @property
+    def stochastic_samples(self) -> bool:
+        """Whether ``estimator_``'s predictive samples differ from one another."""
+        return as_predictive(self._fitted()).stochastic
 
     def score(self, X, y, sample_weight=None):
         """Delegate to ``estimator_.score`` (accuracy for classifiers)."""
@@ -380,34 +450,6 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return {"allow_nan": False}
 
     # ---------------------------------------------------------- simulation
-    def _evaluate(self, X_test, y_test) -> dict:
-        if X_test is None:
-            return {}
-        pred = self.predict(X_test)
-        if is_regressor(self.estimator_):
-            y_test = np.asarray(y_test, dtype=float)
-            pred = np.asarray(pred, dtype=float).reshape(y_test.shape)
-            row = {"rmse": float(np.sqrt(np.mean((pred - y_test) ** 2)))}
-            if y_test.ndim == 2 and y_test.shape[1] > 1:  # one-hot targets: also the argmax accuracy
-                row["accuracy"] = float(np.mean(pred.argmax(axis=1) == y_test.argmax(axis=1)))
-            return row
-        return {"accuracy": float(np.mean(pred == np.asarray(y_test)))}
-
-    def _simulation_template(self, y_pool):
-        """The template with ``classes`` fixed from the oracle's labels, if unset.
-
-        A classifier that infers its classes from the labels it has seen
-        would otherwise change its output size as classes appear, which a
-        warm retrain cannot follow.
-        """
-        template = self._template()
-        if is_regressor(template) or not hasattr(template, "get_params"):
-            return None
-        params = template.get_params(deep=False)
-        if "classes" in params and params["classes"] is None:
-            return clone(template).set_params(classes=np.unique(y_pool))
-        return None
-
     def _check_simulation_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
                                 warm_start, rng):
         """Validate the start of a simulation; return (labelled, initial_idx)."""
@@ -421,7 +463,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if initial_idx is None:
             if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
                 initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
-            elif y_pool.dtype.kind == "f" and is_regressor(self._template()):
+            elif y_pool.dtype.kind == "f" and is_regressor(self._make_template()):
                 raise ValueError("a regressor with continuous 1-d targets has no classes to "
                                  "balance the initial set; pass initial_idx")
             else:
@@ -465,9 +507,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         initial_idx : array-like of int, optional
             Pool indices labelled first. By default ``n_initial_per_class``
             random points per class (:func:`skdbal.initial.balanced_random`);
-            for 2-d targets (one-hot labels for a regressor, seed 000 §4) the
-            class of a row is its argmax. A regressor with continuous 1-d
-            targets needs ``initial_idx``.
+            for 2-d targets (one-hot labels for a regressor) the class of a
+            row is its argmax. A regressor with continuous 1-d targets needs
+            ``initial_idx``.
         n_initial_per_class : int, default=2
         X_test, y_test : array-like, optional
             Evaluated after every round.
@@ -483,9 +525,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             One row per step (step 0 is the initial fit): ``step``,
             ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
             regressors, the root mean square over rows and outputs, plus the
-            argmax ``accuracy`` for 2-d one-hot targets) when a test set is given, ``query_indices`` (indices
-            into the original pool), ``query_time`` and ``fit_time`` (s). Also
-            stored as ``history_``; ``labelled_idx_`` holds every pool index
+            argmax ``accuracy`` for 2-d one-hot targets) when a test set is
+            given, ``query_indices`` (indices into the original pool),
+            ``query_time`` and ``fit_time`` (s), and whatever the strategy
+            reported about the query (:attr:`Acquisition.info`). Also stored
+            as ``history_``; ``labelled_idx_`` holds every pool index
             labelled, in order. If a step fails, both keep every step that
             completed before the error is raised.
 
@@ -493,13 +537,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         -----
         If the estimator has a ``classes`` parameter left at ``None`` (as
         :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
-        it to the classes of ``y_pool``, so that the output size is stable.
+        it to the classes of ``y_pool`` on the clone it trains
+        (``template_``), so that the output size is stable.
         """
-        from tqdm.auto import tqdm
-
         # ---- validate everything before changing anything
         self._check_params()
-        X_pool = _check_pool(X_pool)
+        X_pool = check_pool(X_pool)
         y_pool = self._check_y(y_pool, "y_pool")
         n_pool = len(X_pool)
         if len(y_pool) != n_pool:
@@ -513,7 +556,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                              f"but X_pool has {X_pool.shape[1:]}")
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
-        n_instances = _check_n_instances(n_instances, n_pool)
+        n_instances = check_n_instances(n_instances, n_pool)
         rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
         rng_state = rng.get_state()
         try:
@@ -527,44 +570,18 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rng.set_state(rng_state)
             raise
 
-        labelled = np.zeros(n_pool, dtype=bool)
-        labelled[already] = True
-        self._template_override = self._simulation_template(y_pool)
+        loop = ActiveLearningLoop(self, X_pool, y_pool, n_instances=n_instances, X_test=X_test,
+                                  y_test=y_test, verbose=self.verbose)
         if warm_start:
-            order = self.labelled_idx_.tolist()
-            history = list(self.history_)
-            first = history[-1]["step"] + 1 if history else 1
-        else:
-            order, history, first = [], [], 1
+            loop.resume(self.labelled_idx_, self.history_)
         try:
             if not warm_start:
-                t0 = time.perf_counter()
-                self.fit(X_pool[initial_idx], y_pool[initial_idx])
+                loop.start(initial_idx, lambda X0, y0: self._fit(X0, y0, self._make_template(y_pool)))
                 self.rng_ = rng  # the initial set was drawn from it: queries continue it
-                order.extend(initial_idx.tolist())
-                history.append({"step": 0, "n_labels": len(self.y_training_),
-                                **self._evaluate(X_test, y_test),
-                                "query_indices": initial_idx.tolist(), "query_time": 0.0,
-                                "fit_time": time.perf_counter() - t0})
-            for step in tqdm(range(first, first + n_queries), disable=not self.verbose,
-                             desc="active learning"):
-                remaining = np.flatnonzero(~labelled)
-                t0 = time.perf_counter()
-                q, _ = self._query(X_pool, remaining, n_instances)
-                t1 = time.perf_counter()
-                if labelled[q].any():  # pragma: no cover - guarded by construction
-                    raise RuntimeError("internal error: queried a labelled point")
-                self.teach(X_pool[q], y_pool[q])
-                labelled[q] = True
-                order.extend(q.tolist())
-                t2 = time.perf_counter()
-                history.append({"step": step, "n_labels": len(self.y_training_),
-                                **self._evaluate(X_test, y_test), "query_indices": q.tolist(),
-                                "query_time": t1 - t0, "fit_time": t2 - t1})
+            loop.run(n_queries)
         finally:
-            self._template_override = None
-            if order:
-                self.history_ = history
-                self.labelled_idx_ = np.asarray(order, dtype=np.intp)
+            if loop.order:
+                self.history_ = loop.history
+                self.labelled_idx_ = np.asarray(loop.order, dtype=np.intp)
                 self.n_pool_ = n_pool
-        return history
+        return loop.history

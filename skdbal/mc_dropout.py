@@ -485,6 +485,16 @@ class MCDropoutClassifier(NeuralNetClassifier):
                     chunks.append(torch.stack([torch.softmax(net(xb), dim=-1).cpu() for _ in range(T)]))
         return np.ascontiguousarray(torch.cat(chunks, dim=1).numpy(), dtype=np.float32)
 
+    @property
+    def stochastic_samples(self) -> bool:
+        """Whether :meth:`predict_proba_samples` draws different passes (``mc_dropout``).
+
+        Part of the predictive interface (:mod:`skdbal.predictive`): with
+        ``mc_dropout=False`` the passes are identical, so strategies score
+        one pass.
+        """
+        return bool(self.mc_dropout)
+
     #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
     #: small enough for the CPU caches, large enough for efficient matrix products.
     _HEAD_ROWS = 1024

@@ -1,4 +1,4 @@
-"""Uncertainty scores from Monte Carlo samples (SPEC §2).
+"""Uncertainty measures of predictive samples.
 
 Every function takes the samples array ``P`` of shape ``(T, N, C)``: ``T``
 stochastic forward passes over ``N`` inputs, each row a probability vector over
@@ -25,9 +25,8 @@ __all__ = [
     "predictive_entropy",
     "expected_entropy",
     "mutual_information",
-    "bald",
     "variation_ratio",
-    "mean_std",
+    "mean_standard_deviation",
     "least_confidence",
 ]
 
@@ -136,8 +135,6 @@ def mutual_information(P) -> np.ndarray:
     return np.maximum(mi, 0.0)  # clip round-off: MI >= 0 by Jensen
 
 
-bald = mutual_information
-
 
 def variation_ratio(P) -> np.ndarray:
     """Variation ratio ``1 − f_mode / T`` over the argmax classes of the passes.
@@ -161,7 +158,7 @@ def variation_ratio(P) -> np.ndarray:
     return 1.0 - counts.max(axis=1) / T
 
 
-def mean_std(P) -> np.ndarray:
+def mean_standard_deviation(P) -> np.ndarray:
     """Mean over classes of the population std over passes (seed 001, eq. 4).
 
     ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``.
@@ -200,3 +197,18 @@ def least_confidence(P) -> np.ndarray:
     """
     P = check_samples(P)
     return 1.0 - P.mean(axis=0).max(axis=-1)
+
+
+#: Old names, kept for a deprecation period: the strategies of the same names
+#: live in :mod:`skdbal.acquisition`.
+_RENAMED = {"bald": "mutual_information", "mean_std": "mean_standard_deviation"}
+
+
+def __getattr__(name):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"skdbal.uncertainty.{name} is renamed {_RENAMED[name]} (the strategy "
+                      f"skdbal.acquisition.{name} is another object)", FutureWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ from skdbal.acquisition import (DegenerateScoreWarning, bald, max_entropy, mean_
                                 random_sampling, score_pool, select_top, variation_ratios)
 
 MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
-                 (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_std)]
+                 (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_standard_deviation)]
 
 
 class FixedSampler:

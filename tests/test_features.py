@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from conftest import small_net
 from sklearn.base import clone
-from sklearn.linear_model import BayesianRidge, LogisticRegression
+from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
@@ -97,8 +97,10 @@ def test_predictive_variance_from_return_std_regressors():
     _, std = br.predict(X, return_std=True)
     np.testing.assert_array_equal(idx, np.argsort(-std ** 2, kind="stable")[:3])
     np.testing.assert_allclose(scores, std[idx] ** 2)
-    with pytest.raises(TypeError, match="return_std"):
+    with pytest.raises(TypeError, match="LogisticRegression is a classifier"):
         predictive_variance(LogisticRegression().fit(X[:15], X[:15, 0] > 0), X)
+    with pytest.raises(TypeError, match="LinearRegression.predict does not take return_std"):
+        predictive_variance(LinearRegression().fit(X[:15], X[:15, 0]), X)
 
 
 def test_predictive_variance_protocol_errors():

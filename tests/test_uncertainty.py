@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from skdbal.uncertainty import (bald, check_samples, expected_entropy, mean_std,
+from skdbal.uncertainty import (check_samples, expected_entropy, mean_standard_deviation,
                                 mutual_information, predictive_entropy, variation_ratio)
 
 LOG3 = np.log(3.0)
@@ -31,7 +31,14 @@ def test_expected_entropy_three_cases():
 def test_mutual_information_three_cases():
     # total = epistemic + aleatoric; only the disagreeing point has epistemic uncertainty
     np.testing.assert_allclose(mutual_information(P3), [0.0, 0.0, LOG3], atol=1e-12)
-    assert bald is mutual_information
+
+
+def test_old_names_warn_and_point_at_the_measures():
+    import skdbal.uncertainty as u
+    with pytest.warns(FutureWarning, match="renamed mutual_information"):
+        assert u.bald is mutual_information
+    with pytest.warns(FutureWarning, match="renamed mean_standard_deviation"):
+        assert u.mean_std is mean_standard_deviation
 
 
 def test_variation_ratio_three_cases():
@@ -41,7 +48,7 @@ def test_variation_ratio_three_cases():
 
 def test_mean_std_three_cases():
     # epistemic: each class takes values {1, 0, 0}: var = 1/3 - 1/9 = 2/9
-    np.testing.assert_allclose(mean_std(P3), [0.0, 0.0, np.sqrt(2) / 3], atol=1e-12)
+    np.testing.assert_allclose(mean_standard_deviation(P3), [0.0, 0.0, np.sqrt(2) / 3], atol=1e-12)
 
 
 def test_mixed_point_by_hand():
@@ -50,7 +57,7 @@ def test_mixed_point_by_hand():
     assert predictive_entropy(P)[0] == pytest.approx(h)
     assert expected_entropy(P)[0] == pytest.approx(np.log(2) / 2)
     assert mutual_information(P)[0] == pytest.approx(h - np.log(2) / 2)
-    assert mean_std(P)[0] == pytest.approx(0.25)
+    assert mean_standard_deviation(P)[0] == pytest.approx(0.25)
 
 
 def test_variation_ratio_from_mode_counts():
@@ -65,7 +72,7 @@ def test_variation_ratio_from_mode_counts():
 def test_mean_std_matches_numpy_reference():
     rng = np.random.default_rng(0)
     P = rng.dirichlet(np.ones(5), size=(30, 40))
-    np.testing.assert_allclose(mean_std(P), P.std(axis=0, ddof=0).mean(axis=-1), rtol=1e-10)
+    np.testing.assert_allclose(mean_standard_deviation(P), P.std(axis=0, ddof=0).mean(axis=-1), rtol=1e-10)
 
 
 def test_bald_never_negative_and_is_entropy_difference():
@@ -79,7 +86,7 @@ def test_bald_never_negative_and_is_entropy_difference():
 
 
 @pytest.mark.parametrize("fn", [predictive_entropy, expected_entropy, mutual_information,
-                                variation_ratio, mean_std])
+                                variation_ratio, mean_standard_deviation])
 def test_permuting_passes_changes_nothing(fn):
     rng = np.random.default_rng(2)
     P = rng.dirichlet(np.ones(4), size=(25, 30))
@@ -89,7 +96,7 @@ def test_permuting_passes_changes_nothing(fn):
 def test_zero_probabilities_give_no_nan():
     P = np.zeros((2, 1, 3))
     P[:, 0, 1] = 1.0
-    for fn in (predictive_entropy, expected_entropy, mutual_information, mean_std):
+    for fn in (predictive_entropy, expected_entropy, mutual_information, mean_standard_deviation):
         assert np.isfinite(fn(P)).all()
 
 

@@ -1,0 +1,86 @@
+"""Input checks shared by the strategies and the learner (package-internal)."""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+from sklearn.utils.validation import check_array
+
+__all__ = ["check_pool", "check_n_instances", "check_positive_int", "check_query_result",
+           "pool_kwargs", "subset_pool_kwargs"]
+
+
+def check_pool(X_pool, name: str = "X_pool"):
+    """A non-empty, finite, numeric pool of at least 2 dimensions (arrays pass unchanged)."""
+    if X_pool is None:
+        raise ValueError(f"{name} is None; pass the unlabelled pool")
+    if not hasattr(X_pool, "__len__") or len(X_pool) == 0:
+        raise ValueError(f"{name} is empty: there is nothing left to query")
+    if isinstance(X_pool, np.ndarray) and X_pool.dtype.kind in "fiub":
+        if X_pool.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions; got shape {X_pool.shape}")
+        if X_pool.dtype.kind == "f" and not np.isfinite(X_pool).all():
+            raise ValueError(f"{name} contains NaN or infinity")
+        return X_pool
+    return check_array(X_pool, allow_nd=True, dtype=None, input_name=name)
+
+
+def check_n_instances(n_instances, n_pool: int) -> int:
+    """``n_instances`` as an int in ``[1, n_pool]``."""
+    if isinstance(n_instances, bool) or not isinstance(n_instances, (int, np.integer)):
+        raise TypeError(f"n_instances must be an int; got {type(n_instances).__name__}")
+    if n_instances < 1:
+        raise ValueError(f"n_instances must be >= 1; got {n_instances}")
+    if n_instances > n_pool:
+        raise ValueError(f"n_instances={n_instances} is larger than the pool ({n_pool} items)")
+    return int(n_instances)
+
+
+def check_positive_int(value, name: str) -> int:
+    """``value`` as an int >= 1, else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    return int(value)
+
+
+def check_query_result(result, n_pool: int, name: str = "query_strategy"):
+    """``(indices, scores or None)`` from a strategy's return value, checked.
+
+    A strategy may return ``(indices, scores)`` (our protocol, modAL 0.4.2) or
+    bare indices (modAL <= 0.4.1). Indices must be unique integers in
+    ``[0, n_pool)``.
+    """
+    scores = None
+    if isinstance(result, tuple):
+        result, scores = result[0], (result[1] if len(result) > 1 else None)
+    idx = np.asarray(result).reshape(-1)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"{name} must return integer indices; got dtype {idx.dtype}")
+    if len(np.unique(idx)) != len(idx):
+        raise ValueError(f"{name} returned duplicate indices: {idx.tolist()}")
+    if len(idx) and (idx.min() < 0 or idx.max() >= n_pool):
+        raise ValueError(f"{name} returned indices outside the pool")
+    return idx.astype(np.intp), (None if scores is None else np.asarray(scores).reshape(-1))
+
+
+def pool_kwargs(kwargs: Dict, n_pool: int) -> Dict:
+    """The pool-aligned keywords of ``kwargs``: those named ``*_pool``, checked for length.
+
+    A keyword named like ``y_pool`` holds one entry per pool row (SPEC §3);
+    whoever subsets the pool subsets these with the same indices.
+    """
+    aligned = {k: v for k, v in kwargs.items() if k.endswith("_pool") and v is not None}
+    for k, v in aligned.items():
+        if not hasattr(v, "__len__") or len(v) != n_pool:
+            got = len(v) if hasattr(v, "__len__") else type(v).__name__
+            raise ValueError(f"{k} must be aligned with the pool: {n_pool} entries; got {got}")
+    return aligned
+
+
+def subset_pool_kwargs(kwargs: Dict, indices, n_pool: int) -> Dict:
+    """``kwargs`` with every pool-aligned keyword (``*_pool``) taken at ``indices``."""
+    aligned = pool_kwargs(kwargs, n_pool)
+    out = dict(kwargs)
+    for k, v in aligned.items():
+        out[k] = np.asarray(v)[indices]
+    return out

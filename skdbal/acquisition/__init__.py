@@ -1,0 +1,84 @@
+"""Query strategies.
+
+Every strategy follows modAL's protocol::
+
+    strategy(estimator, X_pool, n_instances=1, *, random_tie_break=False,
+             random_state=None, **kwargs) -> (indices, scores)
+
+``indices`` are unique positions into ``X_pool``, best first, and ``scores``
+their acquisition values. Strategies are small objects (:class:`Strategy`)
+with parameters, a ``repr`` and ``get_params``; the ones below are instances,
+called like functions. ``estimator`` is read through the predictive
+interface (:mod:`skdbal.predictive`): a fitted skdbal estimator, any model
+implementing that interface, any scikit-learn classifier (treated as
+``T = 1``), a pipeline, a :class:`skdbal.ActiveLearner` or a modAL learner.
+The pool is scored in chunks of ``chunk_size`` rows, so the ``(T, N, C)``
+samples array never exists for the whole pool.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sklearn.datasets import load_iris
+>>> from sklearn.linear_model import LogisticRegression
+>>> from skdbal.acquisition import max_entropy
+>>> X, y = load_iris(return_X_y=True)
+>>> clf = LogisticRegression(max_iter=500).fit(X[::10], y[::10])
+>>> idx, scores = max_entropy(clf, X, n_instances=3)
+>>> idx.shape, bool(np.all(np.diff(scores) <= 0))
+((3,), True)
+>>> max_entropy
+MaxEntropy()
+"""
+from ._base import Acquisition, CallableStrategy, Strategy, as_strategy, select_top, to_modal
+from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
+                         MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
+                         score_pool)
+from ._regression import PredictiveVariance
+
+__all__ = [
+    # strategies, as instances (modAL-style callables)
+    "bald",
+    "max_entropy",
+    "variation_ratios",
+    "mean_std",
+    "random_sampling",
+    "predictive_variance",
+    "STRATEGIES",
+    # their classes, and the bases to write your own
+    "BALD",
+    "MaxEntropy",
+    "VariationRatios",
+    "MeanStd",
+    "RandomSampling",
+    "PredictiveVariance",
+    "Strategy",
+    "SamplesStrategy",
+    "MeasureStrategy",
+    "CallableStrategy",
+    "Acquisition",
+    # helpers
+    "as_strategy",
+    "select_top",
+    "score_pool",
+    "map_chunks",
+    "to_modal",
+    "DegenerateScoreWarning",
+    "DEFAULT_CHUNK_SIZE",
+]
+
+bald = BALD()
+max_entropy = MaxEntropy()
+variation_ratios = VariationRatios()
+mean_std = MeanStd()
+random_sampling = RandomSampling()
+predictive_variance = PredictiveVariance()
+
+#: Strategies by name, as used by the command line and the experiment runner.
+STRATEGIES = {
+    "bald": bald,
+    "max_entropy": max_entropy,
+    "variation_ratios": variation_ratios,
+    "mean_std": mean_std,
+    "random": random_sampling,
+    "predictive_variance": predictive_variance,
+}

@@ -1,0 +1,279 @@
+"""The strategy base class, selection, and adapters for plain callables."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+
+from .._validation import check_n_instances, check_pool, check_query_result, pool_kwargs
+
+__all__ = ["Acquisition", "Strategy", "CallableStrategy", "as_strategy", "select_top", "to_modal"]
+
+
+@dataclass
+class Acquisition:
+    """What one query returns: the picks, their scores, and what was learnt.
+
+    Parameters
+    ----------
+    indices : ndarray of shape (n_instances,)
+        Unique positions in the pool, best first.
+    scores : ndarray of shape (n_instances,) or None
+        The acquisition values of ``indices`` (None when a plain callable
+        returned bare indices).
+    info : dict
+        Whatever the strategy learnt about this query beyond the picks, for
+        the learner's history (for example a filter's rejects). Empty for
+        the pointwise strategies.
+    """
+
+    indices: np.ndarray
+    scores: Optional[np.ndarray]
+    info: dict = field(default_factory=dict)
+
+
+def select_top(
+    scores, n_instances: int = 1, *, random_tie_break: bool = False, random_state=None
+) -> Tuple[np.ndarray, np.ndarray]:
+    """Indices of the ``n_instances`` largest scores, best first.
+
+    Ties go to the lower index, or to a seeded random order with
+    ``random_tie_break=True``.
+
+    Parameters
+    ----------
+    scores : array-like of shape (N,)
+        One score per pool point; larger is more informative. NaN is refused.
+    n_instances : int, default=1
+        How many to select, at most ``N``.
+    random_tie_break : bool, default=False
+        Break ties by a random permutation instead of by index.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the permutation of ``random_tie_break``.
+
+    Returns
+    -------
+    indices : ndarray of shape (n_instances,), int
+    scores : ndarray of shape (n_instances,)
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import select_top
+    >>> idx, top = select_top([0.1, 0.7, 0.7, 0.3], n_instances=2)
+    >>> idx.tolist(), top.tolist()
+    ([1, 2], [0.7, 0.7])
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    n_instances = check_n_instances(n_instances, len(scores))
+    if np.isnan(scores).any():
+        raise ValueError("scores contain NaN")
+    if random_tie_break:
+        order = check_random_state(random_state).permutation(len(scores))
+    else:
+        order = np.arange(len(scores))
+    ranked = order[np.argsort(-scores[order], kind="stable")][:n_instances]
+    return ranked.astype(np.intp), scores[ranked]
+
+
+class Strategy(BaseEstimator):
+    """Base class of query strategies: score the pool, then select a batch.
+
+    A strategy is a modAL-style callable::
+
+        strategy(estimator, X_pool, n_instances=1, *, random_tie_break=False,
+                 random_state=None, **kwargs) -> (indices, scores)
+
+    so it works wherever a function strategy does, inside modAL's learner
+    included. Subclasses implement :meth:`score` (one value per pool point,
+    larger is better) and may override :meth:`select` (top-k by default) or
+    :meth:`acquire` as a whole (joint selections, decorators).
+
+    :meth:`acquire` is the richer form used by :class:`skdbal.ActiveLearner`:
+    it returns an :class:`Acquisition`, whose ``info`` carries what the
+    strategy learnt about the query (a filter's rejects) without changing the
+    ``(indices, scores)`` that modAL expects.
+
+    **Pool-aligned keywords.** A keyword named ``*_pool`` (``y_pool``, the
+    oracle's labels) holds one entry per row of ``X_pool``. Whoever subsets
+    the pool (the learner's ``pool_subsample``, a decorator passing candidates
+    to the strategy it wraps) subsets these keywords with the same indices.
+    Other keywords are accepted and ignored, as modAL's protocol requires.
+
+    Parameters are stored by ``__init__`` only, so ``get_params``,
+    ``set_params``, ``clone``, ``repr`` and pickling work as for a
+    scikit-learn estimator.
+    """
+
+    def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Tuple[np.ndarray, np.ndarray]:
+        acq = self.acquire(estimator, X_pool, n_instances, **kwargs)
+        return acq.indices, acq.scores
+
+    def acquire(
+        self,
+        estimator,
+        X_pool,
+        n_instances: int = 1,
+        *,
+        random_tie_break: bool = False,
+        random_state=None,
+        **kwargs,
+    ) -> Acquisition:
+        """Score ``X_pool`` and select ``n_instances`` of it.
+
+        Parameters
+        ----------
+        estimator : estimator
+            A fitted model read through :func:`skdbal.predictive.as_predictive`.
+        X_pool : array-like of shape (N, ...)
+            The pool to choose from.
+        n_instances : int, default=1
+            How many points to select.
+        random_tie_break : bool, default=False
+            Break ties between equal scores at random instead of by index.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the tie break and any randomness of the score.
+        **kwargs :
+            Options of :meth:`score`, pool-aligned keywords (``*_pool``),
+            and anything else (ignored).
+
+        Returns
+        -------
+        Acquisition
+        """
+        X_pool = check_pool(X_pool)
+        n_instances = check_n_instances(n_instances, len(X_pool))
+        pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
+        scores = np.asarray(self.score(estimator, X_pool, random_state=random_state, **kwargs),
+                            dtype=np.float64).reshape(-1)
+        if len(scores) != len(X_pool):
+            raise ValueError(f"{type(self).__name__}.score gave {len(scores)} scores for "
+                             f"{len(X_pool)} pool rows")
+        idx, top = self.select(scores, n_instances, random_tie_break=random_tie_break,
+                               random_state=random_state)
+        return Acquisition(idx, top)
+
+    def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
+        """One score per pool row, larger is more informative.
+
+        Parameters
+        ----------
+        estimator : estimator
+            A fitted model.
+        X_pool : ndarray of shape (N, ...)
+            The (validated) pool.
+        **kwargs :
+            ``random_state`` and the options of :meth:`acquire`.
+
+        Returns
+        -------
+        scores : ndarray of shape (N,)
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement score() or acquire()")
+
+    def select(self, scores, n_instances: int, *, random_tie_break: bool = False,
+               random_state=None) -> Tuple[np.ndarray, np.ndarray]:
+        """The batch: the ``n_instances`` best scores (:func:`select_top`)."""
+        return select_top(scores, n_instances, random_tie_break=random_tie_break,
+                          random_state=random_state)
+
+
+class CallableStrategy(Strategy):
+    """A plain strategy function, such as modAL's, as a :class:`Strategy`.
+
+    The function is called as modAL calls it, ``func(estimator, X_pool,
+    n_instances, **kwargs)``, with only the keywords the caller gave:
+    ``random_state`` is not passed on (modAL's strategies forward unknown
+    keywords to ``predict_proba``). It may return ``(indices, scores)`` or
+    bare indices.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(estimator, X_pool, n_instances, **kwargs)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import CallableStrategy
+    >>> first = CallableStrategy(lambda est, X, n_instances=1: np.arange(n_instances))
+    >>> first.acquire(None, np.zeros((5, 2)), 2).indices.tolist()
+    [0, 1]
+    """
+
+    def __init__(self, func: Callable):
+        self.func = func
+
+    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_state=None,
+                **kwargs) -> Acquisition:
+        if not callable(self.func):
+            raise TypeError(f"query strategy must be callable; got {self.func!r}")
+        result = self.func(estimator, X_pool, n_instances, **kwargs)
+        idx, scores = check_query_result(result, len(X_pool),
+                                         name=getattr(self.func, "__name__", "query_strategy"))
+        return Acquisition(idx, scores)
+
+
+def as_strategy(strategy) -> Strategy:
+    """``strategy`` itself if it is a :class:`Strategy`, else wrapped in :class:`CallableStrategy`.
+
+    Parameters
+    ----------
+    strategy : Strategy or callable
+
+    Returns
+    -------
+    Strategy
+
+    Raises
+    ------
+    TypeError
+        If ``strategy`` is not callable.
+    """
+    if isinstance(strategy, Strategy):
+        return strategy
+    if not callable(strategy):
+        raise TypeError(f"query_strategy must be callable; got {strategy!r}")
+    return CallableStrategy(strategy)
+
+
+def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callable:
+    """Adapt a strategy to the installed modAL's return convention.
+
+    modAL 0.4.2.x expects ``(indices, scores)``, which our strategies return
+    already; modAL ≤ 0.4.1 expects bare indices (it returns a tuple result
+    unchanged). This wrapper returns what the installed version expects.
+
+    Parameters
+    ----------
+    strategy : callable
+        A strategy following our protocol.
+    modal_version : str, optional
+        Defaults to the installed ``modAL-python`` version.
+
+    Returns
+    -------
+    callable
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import bald, to_modal
+    >>> to_modal(bald, "0.4.2.1") is bald
+    True
+    """
+    if modal_version is None:
+        from importlib.metadata import version
+
+        modal_version = version("modAL-python")
+    parts = tuple(int(p) for p in modal_version.split(".")[:3] if p.isdigit())
+    if parts >= (0, 4, 2):
+        return strategy
+
+    @functools.wraps(strategy)
+    def bare(*args, **kwargs):
+        return strategy(*args, **kwargs)[0]
+
+    return bare

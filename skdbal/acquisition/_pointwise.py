@@ -1,0 +1,392 @@
+"""Pointwise strategies: a score per pool point from predictive samples, then top-k."""
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Dict, Optional
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .. import uncertainty
+from .._validation import check_positive_int, check_pool
+from ..predictive import Predictive, as_predictive
+from ._base import Strategy
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "DegenerateScoreWarning", "map_chunks", "score_pool",
+           "SamplesStrategy", "MeasureStrategy", "BALD", "MaxEntropy", "VariationRatios", "MeanStd",
+           "RandomSampling"]
+
+DEFAULT_CHUNK_SIZE = 2048
+
+
+class DegenerateScoreWarning(UserWarning):
+    """A score is constant because the estimator gives only one pass (T=1)."""
+
+
+def map_chunks(
+    fn: Callable,
+    X_pool,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    n_jobs: Optional[int] = None,
+    aligned: Optional[Dict] = None,
+):
+    """Apply ``fn`` to the pool ``chunk_size`` rows at a time and concatenate.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(X_chunk, **aligned_chunk) -> ndarray`` of one value per row, or a
+        tuple of such arrays. With ``n_jobs`` it must pickle.
+    X_pool : array-like of shape (N, ...)
+    chunk_size : int, default=2048
+        Rows per call; bounds memory.
+    n_jobs : int, optional
+        Run chunks in parallel with joblib (processes by default; inside
+        ``joblib.parallel_backend("dask")`` on a dask cluster). Results are
+        those of a serial run.
+    aligned : dict, optional
+        Arrays aligned with the pool (``y_pool``), passed to ``fn`` sliced
+        like ``X_pool``.
+
+    Returns
+    -------
+    ndarray of shape (N,), or a tuple of them
+    """
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    aligned = {k: np.asarray(v) for k, v in (aligned or {}).items()}
+    slices = [slice(s, s + chunk_size) for s in range(0, len(X_pool), chunk_size)]
+    if n_jobs is None or n_jobs == 1:
+        parts = [fn(X_pool[sl], **{k: v[sl] for k, v in aligned.items()}) for sl in slices]
+    else:
+        from joblib import Parallel, delayed
+
+        parts = Parallel(n_jobs=n_jobs)(
+            delayed(fn)(X_pool[sl], **{k: v[sl] for k, v in aligned.items()}) for sl in slices)
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts))
+    return np.concatenate(parts)
+
+
+class _ChunkScorer:
+    """``X_chunk -> measure(samples)``: picklable, for joblib workers."""
+
+    def __init__(self, predictive: Predictive, measure: Callable):
+        self.predictive = predictive
+        self.measure = measure
+
+    def __call__(self, X_chunk) -> np.ndarray:
+        return np.asarray(self.measure(self.predictive.proba_samples(X_chunk)), dtype=np.float64)
+
+
+class SamplesStrategy(Strategy):
+    """Base class: score each pool point by a measure of its predictive samples.
+
+    The pool is read in chunks of ``chunk_size`` rows, so the ``(T, N, C)``
+    samples never exist for the whole pool; each chunk's samples come from
+    :meth:`skdbal.predictive.Predictive.proba_samples`. Subclasses set:
+
+    ``measure``
+        ``(T, n, C) -> (n,)``, larger is more informative (a function of
+        :mod:`skdbal.uncertainty`).
+    ``deterministic_measure``
+        Used instead for a deterministic model (one pass), or None.
+    ``needs_stochastic``
+        Warn with :class:`DegenerateScoreWarning` when a deterministic model
+        is scored by ``measure`` (it is then constant).
+
+    Parameters
+    ----------
+    chunk_size : int, default=2048
+        Pool rows scored at a time; bounds memory to ``T · chunk_size · C``
+        floats (per worker).
+    n_jobs : int, optional
+        Chunks scored in parallel with joblib. Each chunk is seeded as in a
+        serial call, so the scores do not depend on ``n_jobs``.
+    n_samples : int, optional
+        Number of passes ``T``, overriding the model's own.
+
+    Each of these may also be given when calling the strategy, which
+    overrides the value set here.
+    """
+
+    measure: Callable = None
+    deterministic_measure: Optional[Callable] = None
+    needs_stochastic: bool = True
+
+    def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None,
+                 n_samples: Optional[int] = None):
+        self.chunk_size = chunk_size
+        self.n_jobs = n_jobs
+        self.n_samples = n_samples
+
+    def _measure_for(self, predictive: Predictive) -> Callable:
+        measure = self.measure
+        if not predictive.stochastic:
+            if self.deterministic_measure is not None:
+                return self.deterministic_measure
+            if self.needs_stochastic:
+                warnings.warn(
+                    f"{predictive.name} gives one deterministic pass, so it is scored as T=1 and "
+                    f"{getattr(measure, '__name__', 'this score')} is the same for every point; "
+                    "use an MC estimator", DegenerateScoreWarning, stacklevel=5)
+        return measure
+
+    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+              n_samples: Optional[int] = None, **kwargs) -> np.ndarray:
+        """Scores of every pool row, chunk by chunk.
+
+        Parameters
+        ----------
+        estimator : estimator
+            A fitted model, read through :func:`~skdbal.predictive.as_predictive`.
+        X_pool : array-like of shape (N, ...)
+        chunk_size, n_jobs, n_samples : optional
+            Override the parameters of the same names.
+        **kwargs :
+            Ignored.
+
+        Returns
+        -------
+        scores : ndarray of shape (N,), float64
+        """
+        n_samples = self.n_samples if n_samples is None else n_samples
+        predictive = as_predictive(estimator, n_samples=n_samples)
+        scorer = _ChunkScorer(predictive, self._measure_for(predictive))
+        return map_chunks(scorer, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size,
+                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+
+
+class MeasureStrategy(SamplesStrategy):
+    """A pointwise strategy from any measure of the samples: write your own.
+
+    Parameters
+    ----------
+    measure : callable
+        ``(T, n, C) -> (n,)``, larger is more informative.
+    deterministic_measure : callable, optional
+        Used instead for a deterministic model (one pass).
+    needs_stochastic : bool, default=True
+        Warn when a deterministic model is scored by ``measure``.
+    chunk_size, n_jobs, n_samples :
+        As for :class:`SamplesStrategy`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import MeasureStrategy
+    >>> from skdbal.uncertainty import predictive_entropy
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> clf = LogisticRegression().fit(X, [0, 0, 1, 1])
+    >>> entropy_sampling = MeasureStrategy(predictive_entropy, needs_stochastic=False)
+    >>> idx, _ = entropy_sampling(clf, X, n_instances=2)
+    >>> sorted(idx.tolist())                 # the two points next to the boundary
+    [1, 2]
+    """
+
+    def __init__(self, measure: Callable, *, deterministic_measure: Optional[Callable] = None,
+                 needs_stochastic: bool = True, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 n_jobs: Optional[int] = None, n_samples: Optional[int] = None):
+        super().__init__(chunk_size=chunk_size, n_jobs=n_jobs, n_samples=n_samples)
+        self.measure = measure
+        self.deterministic_measure = deterministic_measure
+        self.needs_stochastic = needs_stochastic
+
+
+class BALD(SamplesStrategy):
+    """BALD: the largest mutual information between label and weights.
+
+    The score is ``H[p̄] − E_t H[P[t]]``
+    (:func:`skdbal.uncertainty.mutual_information`), the epistemic part of
+    the predictive entropy. A deterministic model (``T = 1``) scores 0
+    everywhere, with a :class:`DegenerateScoreWarning`.
+
+    Parameters
+    ----------
+    chunk_size : int, default=2048
+        Pool rows scored at a time; bounds memory.
+    n_jobs : int, optional
+        Chunks scored in parallel (joblib).
+    n_samples : int, optional
+        Number of MC passes ``T``, overriding the estimator's.
+
+    See Also
+    --------
+    SamplesStrategy : how the pool is scored, and the call protocol.
+
+    References
+    ----------
+    .. [1] N. Houlsby, F. Huszár, Z. Ghahramani and M. Lengyel, "Bayesian
+       active learning for classification and preference learning",
+       arXiv:1112.5745, 2011.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import bald
+    >>> class TwoPasses:
+    ...     def predict_proba_samples(self, X, n_samples=None):
+    ...         agree = np.array([[0.9, 0.1], [0.9, 0.1]])
+    ...         disagree = np.array([[0.9, 0.1], [0.1, 0.9]])
+    ...         return np.stack([agree, disagree], axis=1)   # (T=2, N=2, C=2)
+    >>> idx, scores = bald(TwoPasses(), np.zeros((2, 3)), n_instances=1)
+    >>> int(idx[0])                       # the point on which the passes disagree
+    1
+    """
+
+    measure = staticmethod(uncertainty.mutual_information)
+
+
+class MaxEntropy(SamplesStrategy):
+    """Max entropy: the largest entropy ``H[p̄]`` of the averaged prediction.
+
+    Meaningful for ``T = 1`` too, where it is ordinary entropy sampling.
+
+    Parameters
+    ----------
+    chunk_size, n_jobs, n_samples :
+        As for :class:`BALD`.
+
+    References
+    ----------
+    .. [1] C. E. Shannon, "A mathematical theory of communication", Bell
+       System Technical Journal, 1948.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+    """
+
+    measure = staticmethod(uncertainty.predictive_entropy)
+    needs_stochastic = False
+
+
+class VariationRatios(SamplesStrategy):
+    """Variation ratios: ``1 − f_mode / T`` over the passes' predicted classes.
+
+    For a single deterministic pass (a plain classifier, or an MC estimator
+    with ``mc_dropout=False``: Gal et al.'s deterministic baseline), where
+    the mode count is always 0, it scores ``1 − max_c p_c`` instead
+    (:func:`skdbal.uncertainty.least_confidence`): the form in which Gal et
+    al. write the variation ratio, applied to the one distribution available.
+
+    Parameters
+    ----------
+    chunk_size, n_jobs, n_samples :
+        As for :class:`BALD`.
+
+    References
+    ----------
+    .. [1] L. C. Freeman, "Elementary Applied Statistics", Wiley, 1965.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+    """
+
+    measure = staticmethod(uncertainty.variation_ratio)
+    deterministic_measure = staticmethod(uncertainty.least_confidence)
+
+
+class MeanStd(SamplesStrategy):
+    """Mean standard deviation of the class probabilities over the passes.
+
+    ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``
+    (:func:`skdbal.uncertainty.mean_standard_deviation`).
+
+    Parameters
+    ----------
+    chunk_size, n_jobs, n_samples :
+        As for :class:`BALD`.
+
+    References
+    ----------
+    .. [1] A. Kendall, V. Badrinarayanan and R. Cipolla, "Bayesian SegNet:
+       model uncertainty in deep convolutional encoder-decoder architectures
+       for scene understanding", arXiv:1511.02680, 2015.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+    """
+
+    measure = staticmethod(uncertainty.mean_standard_deviation)
+
+
+class RandomSampling(Strategy):
+    """Uniform random acquisition, the baseline.
+
+    Each pool point gets a uniform score from a generator seeded by
+    ``random_state``; the ``n_instances`` largest are returned (ties, which
+    have probability zero, are not broken at random). The estimator is not
+    called (it may be ``None``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import random_sampling
+    >>> a, _ = random_sampling(None, np.zeros((10, 2)), n_instances=3, random_state=0)
+    >>> b, _ = random_sampling(None, np.zeros((10, 2)), n_instances=3, random_state=0)
+    >>> a.tolist() == b.tolist() and len(set(a.tolist())) == 3
+    True
+    """
+
+    def score(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
+        return check_random_state(random_state).random_sample(len(X_pool))
+
+    def select(self, scores, n_instances, *, random_tie_break=False, random_state=None):
+        return super().select(scores, n_instances)
+
+
+def score_pool(
+    estimator,
+    X_pool,
+    score_fn: Callable[[np.ndarray], np.ndarray],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    needs_mc: bool = True,
+    deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    n_jobs: Optional[int] = None,
+    n_samples: Optional[int] = None,
+) -> np.ndarray:
+    """Score every row of ``X_pool`` with ``score_fn`` over predictive samples.
+
+    The functional form of :class:`MeasureStrategy` ``.score``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model, read through :func:`skdbal.predictive.as_predictive`.
+    X_pool : array-like of shape (N, ...)
+    score_fn : callable
+        Maps samples ``(T, n, C)`` to scores ``(n,)``, e.g.
+        :func:`skdbal.uncertainty.mutual_information`.
+    chunk_size : int, default=2048
+        Rows scored at a time; bounds memory to ``T · chunk_size · C`` floats.
+    needs_mc : bool, default=True
+        Warn with :class:`DegenerateScoreWarning` when the estimator gives a
+        single deterministic pass, for which the score is constant.
+    deterministic_fn : callable, optional
+        Score used instead of ``score_fn`` for a single deterministic pass
+        (a plain classifier, or ``mc_dropout=False``); no warning then.
+    n_jobs : int, optional
+        Score chunks in parallel with joblib; see :func:`map_chunks`.
+    n_samples : int, optional
+        Number of passes ``T``, overriding the estimator's ``n_samples``.
+
+    Returns
+    -------
+    scores : ndarray of shape (N,), float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import score_pool
+    >>> from skdbal.uncertainty import predictive_entropy
+    >>> X = np.array([[0.0], [1.5], [3.0]])
+    >>> clf = LogisticRegression().fit(X, [0, 1, 1])
+    >>> score_pool(clf, X, predictive_entropy, needs_mc=False).shape
+    (3,)
+    """
+    X_pool = check_pool(X_pool)
+    strategy = MeasureStrategy(score_fn, deterministic_measure=deterministic_fn, needs_stochastic=needs_mc,
+                               chunk_size=chunk_size, n_jobs=n_jobs, n_samples=n_samples)
+    return strategy.score(estimator, X_pool)

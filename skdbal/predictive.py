@@ -1,0 +1,229 @@
+"""The predictive interface: how strategies get predictions from a model.
+
+Strategies never check an estimator's class. They ask :func:`as_predictive`
+for a :class:`Predictive`, which reads the model through one of two
+interfaces:
+
+**Classifiers** implement
+
+``predict_proba_samples(X, n_samples=None) -> ndarray of shape (T, N, C)``
+    ``T`` predictive samples of the class probabilities; each row sums to 1.
+``stochastic_samples : bool`` (optional attribute, default True)
+    Whether the ``T`` samples differ (MC dropout, an ensemble) or are one
+    deterministic prediction repeated (:class:`~skdbal.MCDropoutClassifier`
+    with ``mc_dropout=False``). A deterministic model is scored with one
+    pass, and scores that need ``T > 1`` (BALD, mean std) warn.
+
+**Regressors** implement
+
+``predictive_variance(X) -> ndarray of shape (N,)``
+    The trace of the predictive covariance of each row.
+
+A third-party model that implements only one of these works with every
+strategy. Everything else goes through the same adapter:
+
+- a scikit-learn :class:`~sklearn.pipeline.Pipeline` is read through its last
+  step, after transforming ``X`` with the steps before it;
+- a wrapper with a fitted ``estimator`` attribute (a modAL learner) is read
+  through what it wraps; :class:`skdbal.ActiveLearner` implements the
+  interface itself by delegating to its fitted model;
+- a plain classifier with ``predict_proba`` gives one deterministic sample
+  (``T = 1``);
+- a regressor whose ``predict`` takes ``return_std=True``
+  (:class:`~sklearn.linear_model.BayesianRidge`,
+  :class:`~sklearn.gaussian_process.GaussianProcessRegressor`) gives the sum
+  of the squared standard deviations.
+
+Examples
+--------
+>>> import numpy as np
+>>> from skdbal.predictive import as_predictive
+>>> class Coin:
+...     '''A third-party model: two passes that disagree on every input.'''
+...     def predict_proba_samples(self, X, n_samples=None):
+...         one = np.tile([[1.0, 0.0]], (len(X), 1))
+...         return np.stack([one, one[:, ::-1]])
+>>> pred = as_predictive(Coin())
+>>> pred.kind, pred.stochastic
+('classifier', True)
+>>> pred.proba_samples(np.zeros((3, 2))).shape
+(2, 3, 2)
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = ["Predictive", "as_predictive"]
+
+#: How a Predictive reads its model.
+_SOURCES = ("samples", "proba", "variance", "std")
+
+
+class Predictive:
+    """A model's predictions, read through the predictive interface.
+
+    Made by :func:`as_predictive`; strategies use it instead of the model.
+    It holds the model and the transformers to apply first (the steps of a
+    pipeline), so it pickles whenever they do (joblib workers score chunks
+    with it).
+
+    Parameters
+    ----------
+    model : estimator
+        The object whose interface is read.
+    source : {"samples", "proba", "variance", "std"}
+        Which interface: ``predict_proba_samples``, ``predict_proba``,
+        ``predictive_variance`` or ``predict(return_std=True)``.
+    stochastic : bool
+        Whether the samples differ from one another.
+    transforms : sequence of transformers, default=()
+        Applied to ``X`` in order before ``model`` is called.
+    n_samples : int, optional
+        Number of samples ``T`` to ask for; by default the model's own, and
+        1 for a deterministic model.
+
+    Attributes
+    ----------
+    kind : {"classifier", "regressor"}
+    name : str
+        The model's class name, for messages.
+    """
+
+    def __init__(self, model, source: str, *, stochastic: bool, transforms: Sequence = (),
+                 n_samples: Optional[int] = None):
+        if source not in _SOURCES:
+            raise ValueError(f"source must be one of {_SOURCES}; got {source!r}")
+        self.model = model
+        self.source = source
+        self.stochastic = bool(stochastic)
+        self.transforms = tuple(transforms)
+        self.n_samples = n_samples
+
+    @property
+    def kind(self) -> str:
+        return "classifier" if self.source in ("samples", "proba") else "regressor"
+
+    @property
+    def name(self) -> str:
+        return type(self.model).__name__
+
+    def __repr__(self) -> str:
+        return (f"Predictive({self.name}, source={self.source!r}, stochastic={self.stochastic}, "
+                f"n_transforms={len(self.transforms)})")
+
+    def _prepare(self, X):
+        for step in self.transforms:
+            X = step.transform(X)
+        return X
+
+    def proba_samples(self, X) -> np.ndarray:
+        """Class-probability samples of shape ``(T, n, C)``.
+
+        Raises
+        ------
+        TypeError
+            If the model is a regressor.
+        """
+        if self.kind != "classifier":
+            raise TypeError(f"{self.name} is a regressor: it gives predictive variances, "
+                            "not class probabilities; use the predictive_variance strategy")
+        X = self._prepare(X)
+        if self.source == "proba":
+            return np.asarray(self.model.predict_proba(X))[np.newaxis]
+        T = self.n_samples
+        if T is None and not self.stochastic:
+            T = 1  # one deterministic pass, not T identical ones
+        if T is None:  # third-party samplers need not take n_samples
+            return np.asarray(self.model.predict_proba_samples(X))
+        return np.asarray(self.model.predict_proba_samples(X, n_samples=T))
+
+    def variance(self, X) -> np.ndarray:
+        """Total predictive variance of shape ``(n,)``: the trace of the covariance.
+
+        Raises
+        ------
+        TypeError
+            If the model is a classifier, or its ``predict`` does not take
+            ``return_std``.
+        """
+        if self.kind != "regressor":
+            raise TypeError(f"{self.name} is a classifier: predictive_variance needs a "
+                            "probabilistic regressor such as skdbal.BayesianLinearRegression")
+        X = self._prepare(X)
+        if self.source == "variance":
+            return np.asarray(self.model.predictive_variance(X), dtype=np.float64).reshape(-1)
+        try:
+            _, std = self.model.predict(X, return_std=True)
+        except TypeError:
+            raise TypeError(
+                f"{self.name}.predict does not take return_std; predictive_variance needs a "
+                "probabilistic regressor such as skdbal.BayesianLinearRegression") from None
+        std = np.asarray(std, dtype=np.float64)
+        return (std ** 2).reshape(len(std), -1).sum(axis=1)
+
+
+def _is_fitted(est) -> bool:
+    try:
+        check_is_fitted(est)
+    except (NotFittedError, TypeError):
+        return False
+    return True
+
+
+def _implements(est) -> bool:
+    return hasattr(est, "predict_proba_samples") or hasattr(est, "predictive_variance")
+
+
+def as_predictive(estimator, *, n_samples: Optional[int] = None) -> Predictive:
+    """Read a fitted model through the predictive interface.
+
+    The one adapter between models and strategies; see the module docstring
+    for the rules, tried in that order. Nothing here checks a class: only
+    which methods and attributes the object has.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model, a pipeline ending in one, or a wrapper of one.
+    n_samples : int, optional
+        Number of samples ``T`` to ask a sampling classifier for, instead of
+        its own default.
+
+    Returns
+    -------
+    Predictive
+
+    Raises
+    ------
+    TypeError
+        If the object offers none of the interfaces.
+    """
+    return _resolve(estimator, n_samples, ())
+
+
+def _resolve(est, n_samples, transforms) -> Predictive:
+    if hasattr(est, "predict_proba_samples"):
+        return Predictive(est, "samples", stochastic=getattr(est, "stochastic_samples", True),
+                          transforms=transforms, n_samples=n_samples)
+    if hasattr(est, "predictive_variance"):
+        return Predictive(est, "variance", stochastic=True, transforms=transforms)
+    steps = getattr(est, "steps", None)
+    if steps:  # a Pipeline: transform with all but the last step
+        return _resolve(steps[-1][1], n_samples, transforms + tuple(s for _, s in steps[:-1]))
+    inner = getattr(est, "estimator", None)
+    # a wrapper of a fitted model with no fitted state of its own (a modAL learner); a
+    # fitted scikit-learn meta-estimator keeps an unfitted template in `estimator`
+    if inner is not None and _is_fitted(inner) and (
+            _implements(inner) or getattr(inner, "steps", None) or not _is_fitted(est)):
+        return _resolve(inner, n_samples, transforms)
+    if hasattr(est, "predict_proba"):
+        return Predictive(est, "proba", stochastic=False, transforms=transforms)
+    if hasattr(est, "predict"):
+        return Predictive(est, "std", stochastic=True, transforms=transforms)
+    raise TypeError(
+        f"estimator must provide predict_proba_samples, predictive_variance, predict_proba or "
+        f"predict(return_std=True); got {type(est).__name__}")
