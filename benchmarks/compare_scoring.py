@@ -25,7 +25,7 @@ from _common import machine  # noqa: E402
 from skdbal.acquisition import select_top  # noqa: E402
 from skdbal.datasets import load_mnist  # noqa: E402
 from skdbal.experiments import make_estimator  # noqa: E402
-from skdbal.presets import get_preset  # noqa: E402
+from skdbal.experiments.presets import get_preset  # noqa: E402
 from skdbal.uncertainty import least_confidence, predictive_entropy, variation_ratio  # noqa: E402
 
 #: strategy -> (Bayesian score over T samples, deterministic score over one pass)

@@ -16,7 +16,7 @@ import numpy as np
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import bald, random_sampling
-from skdbal.quickstart import digits_classifier, load_digits_images
+from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 from skdbal.uncertainty import expected_entropy, mutual_information
 
 X_pool, X_test, y_pool, y_test = load_digits_images()

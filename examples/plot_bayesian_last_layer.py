@@ -22,7 +22,7 @@ import numpy as np
 
 from skdbal import ActiveLearner, BayesianLinearRegression
 from skdbal.acquisition import predictive_variance
-from skdbal.quickstart import digits_classifier, load_digits_images
+from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 
 X_pool, X_test, y_pool, y_test = load_digits_images()
 onehot = np.eye(10)

@@ -13,7 +13,7 @@ its ``results.csv`` and rewrites the table and figures.
 from pathlib import Path
 
 from skdbal.experiments import read_results
-from skdbal.report import plot_curves, table_markdown
+from skdbal.experiments.report import plot_curves, table_markdown
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 results = here.parent / "docs" / "results" / "gal2017" / "results.csv"

@@ -1,9 +1,11 @@
 """skdbal: scikit-learn-compatible deep Bayesian active learning."""
-from . import acquisition, initial, loop, nets, posterior, predictive, uncertainty
+from . import _compat, acquisition, initial, linear_posterior, loop, nets, predictive, uncertainty
 from .bayesian_linear import BayesianLinearRegression
 from .features import NetFeatures
 from .learner import ActiveLearner
 from .mc_dropout import MCDropoutClassifier
+
+_compat.install()  # old paths of moved modules (skdbal.presets, ...) keep importing
 
 __version__ = "0.1.0"
 
@@ -16,7 +18,7 @@ __all__ = [
     "initial",
     "loop",
     "nets",
-    "posterior",
+    "linear_posterior",
     "predictive",
     "uncertainty",
     "__version__",

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import posterior
+from . import linear_posterior as posterior
 
 __all__ = ["BayesianLinearRegression"]
 

@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+import torch
+
 from skdbal import MCDropoutClassifier
+
+# One torch thread: the test nets are far too small to split, and OpenMP threads
+# spin-waiting beside another busy process made the suite several times slower.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +21,7 @@ def digits():
     return (X / 16.0).astype(np.float32).reshape(-1, 8, 8), y
 
 
-def small_net(**params):
+def _small_net(**params):
     defaults = dict(classes=np.arange(10), max_epochs=5, batch_size=32,
                     n_samples=8, random_state=0)
     if "module" not in params:  # BayesianCNN on 8x8: 3x3 kernels keep a 2x2 map
@@ -25,9 +31,15 @@ def small_net(**params):
 
 
 @pytest.fixture(scope="session")
+def small_net():
+    """A factory of small, seeded MCDropoutClassifiers for digits: ``small_net(**params)``."""
+    return _small_net
+
+
+@pytest.fixture(scope="session")
 def fitted_net(digits):
     X, y = digits
-    return small_net().fit(X[:300], y[:300])
+    return _small_net().fit(X[:300], y[:300])
 
 
 #: The shared MNIST copy beside the checkout (../shared/data/mnist), as in CI.

@@ -9,7 +9,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import BayesianRidge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdbal import BayesianLinearRegression, posterior
+from skdbal import BayesianLinearRegression
+from skdbal import linear_posterior as posterior
 
 
 def _data(n=40, k=6, d=3, seed=0):

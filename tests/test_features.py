@@ -1,7 +1,6 @@
 """NetFeatures, the predictive_variance strategy and a regression loop (seed 000 §4)."""
 import numpy as np
 import pytest
-from conftest import small_net
 from sklearn.base import clone
 from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression
 from sklearn.model_selection import GridSearchCV
@@ -37,7 +36,7 @@ def test_clone_keeps_a_frozen_fitted_net(fitted_net):
     assert fresh is not fitted_net and not hasattr(fresh, "module_")
 
 
-def test_refit_trains_a_clone_on_argmax_of_one_hot_targets(digits, fitted_net):
+def test_refit_trains_a_clone_on_argmax_of_one_hot_targets(small_net, digits, fitted_net):
     X, y = digits
     before = {k: v.clone() for k, v in fitted_net.module_.state_dict().items()}
     nf = NetFeatures(small_net(max_epochs=2), refit=True).fit(X[:100], one_hot(y[:100]))
@@ -49,7 +48,7 @@ def test_refit_trains_a_clone_on_argmax_of_one_hot_targets(digits, fitted_net):
         assert np.array_equal(v.numpy(), before[k].numpy())
 
 
-def test_netfeatures_errors(digits):
+def test_netfeatures_errors(small_net, digits):
     X, y = digits
     with pytest.raises(ValueError, match="refit=False needs a fitted net"):
         NetFeatures(small_net(), refit=False).fit(X[:10])

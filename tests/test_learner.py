@@ -8,7 +8,6 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import BALD, bald, max_entropy, random_sampling
 
-from conftest import small_net
 
 
 def lr_learner(**kw):
@@ -32,7 +31,7 @@ def assert_unchanged(learner, snap):
     np.testing.assert_array_equal(learner.y_training_, y)
 
 
-def test_clone_and_get_params_round_trip():
+def test_clone_and_get_params_round_trip(small_net):
     learner = ActiveLearner(small_net(lr=0.01), bald, retrain="warm", pool_subsample=100, random_state=3)
     params = learner.get_params()
     assert params["estimator__lr"] == 0.01 and params["pool_subsample"] == 100
@@ -81,7 +80,7 @@ def test_teach_grows_the_labelled_set(flat_digits):
                                   LogisticRegression(max_iter=300).fit(X[:35], y[:35]).coef_)
 
 
-def test_warm_retrain_continues_the_same_model(digits):
+def test_warm_retrain_continues_the_same_model(small_net, digits):
     X, y = digits
     learner = ActiveLearner(small_net(max_epochs=2), bald, retrain="warm", verbose=False).fit(X[:40], y[:40])
     est = learner.estimator_
@@ -92,7 +91,7 @@ def test_warm_retrain_continues_the_same_model(digits):
     assert any(not torch.allclose(a, b) for a, b in zip(before, est.module_.parameters()))
 
 
-def test_simulation_on_digits_never_repeats_or_loses_a_label(digits):
+def test_simulation_on_digits_never_repeats_or_loses_a_label(small_net, digits):
     X, y = digits
     pool_X, pool_y = X[:600], y[:600]
     learner = ActiveLearner(small_net(max_epochs=3), bald, random_state=0, verbose=False)
@@ -123,7 +122,7 @@ def test_random_strategy_with_learner(flat_digits):
     assert [r["n_labels"] for r in h] == [30, 33, 36]
 
 
-def test_delegation(fitted_net, digits):
+def test_delegation(small_net, fitted_net, digits):
     X, y = digits
     learner = ActiveLearner(small_net(), bald, verbose=False)
     learner.fit(X[:100], y[:100])
@@ -138,7 +137,7 @@ def test_delegation(fitted_net, digits):
 # -- bad input: a clear error and no change -----------------------------------------------
 
 @pytest.fixture
-def cnn_learner(digits):
+def cnn_learner(small_net, digits):
     X, y = digits
     return ActiveLearner(small_net(max_epochs=1), bald, verbose=False).fit(X[:30], y[:30])
 
@@ -197,7 +196,7 @@ def test_failed_training_changes_nothing(flat_digits):
     assert_unchanged(learner, snap)
 
 
-def test_unfitted_delegation_raises(digits):
+def test_unfitted_delegation_raises(small_net, digits):
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError):
         ActiveLearner(small_net()).predict(digits[0][:2])
@@ -277,7 +276,7 @@ def test_failing_step_keeps_the_completed_history(flat_digits):
     np.testing.assert_array_equal(learner.y_training_, y[:300][learner.labelled_idx_])
 
 
-def test_simulate_fixes_classes_for_warm_retraining(digits):
+def test_simulate_fixes_classes_for_warm_retraining(small_net, digits):
     """classes=None: the oracle's classes are used, so warm retrains can take new classes."""
     X, y = digits
     order = np.argsort(y[:400], kind="stable")  # pool sorted by label: class 0 first
@@ -327,7 +326,7 @@ def test_samples_not_summing_to_one_are_rejected_without_change(flat_digits):
     np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
 
 
-def test_teach_rejects_uint8_mixed_with_floats(digits):
+def test_teach_rejects_uint8_mixed_with_floats(small_net, digits):
     X, y = digits
     learner = ActiveLearner(small_net(max_epochs=1), bald, verbose=False).fit(X[:30], y[:30])
     snap = snapshot(learner)
@@ -336,7 +335,7 @@ def test_teach_rejects_uint8_mixed_with_floats(digits):
     assert_unchanged(learner, snap)
 
 
-def test_predict_proba_samples_through_a_pipeline(digits):
+def test_predict_proba_samples_through_a_pipeline(small_net, digits):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
     X, y = digits

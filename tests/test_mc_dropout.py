@@ -9,7 +9,6 @@ from skdbal import MCDropoutClassifier
 from skdbal.mc_dropout import stochastic_head
 from skdbal.nets import MLP
 
-from conftest import small_net
 
 
 def test_samples_shape_and_rows_sum_to_one(fitted_net, digits):
@@ -41,7 +40,7 @@ def test_deterministic_baseline_passes_are_identical(fitted_net, digits):
     np.testing.assert_allclose(det.predict_proba(X[300:350]), ref, atol=1e-6)
 
 
-def test_same_random_state_same_samples(digits):
+def test_same_random_state_same_samples(small_net, digits):
     X, y = digits
     a = small_net(max_epochs=2).fit(X[:100], y[:100])
     b = small_net(max_epochs=2).fit(X[:100], y[:100])
@@ -75,7 +74,7 @@ class BNNet(nn.Module):
         return self.head(self.trunk(x))
 
 
-def test_batchnorm_stats_unchanged_and_mode_restored(digits):
+def test_batchnorm_stats_unchanged_and_mode_restored(small_net, digits):
     X, y = digits
     net = small_net(module=BNNet, max_epochs=2).fit(X[:100], y[:100])
     before = {k: v.clone() for k, v in net.module_.state_dict().items()}
@@ -129,7 +128,7 @@ def test_transform_gives_penultimate_features(fitted_net, digits):
     torch.testing.assert_close(logits, ref, atol=1e-5, rtol=1e-5)
 
 
-def test_classes_stable_when_labels_miss_classes(digits):
+def test_classes_stable_when_labels_miss_classes(small_net, digits):
     X, y = digits
     keep = y < 5
     net = small_net(max_epochs=1).fit(X[keep][:50], y[keep][:50])
@@ -137,7 +136,7 @@ def test_classes_stable_when_labels_miss_classes(digits):
     np.testing.assert_array_equal(net.classes_, np.arange(10))
 
 
-def test_string_labels_round_trip(digits):
+def test_string_labels_round_trip(small_net, digits):
     X, y = digits
     names = np.array(list("abcdefghij"))
     net = small_net(classes=None, max_epochs=20, module=MLP).fit(X[:200], names[y[:200]])
@@ -165,7 +164,7 @@ def test_bad_T_raises(fitted_net, digits, T):
         fitted_net.predict_proba_samples(digits[0][:3], n_samples=T)
 
 
-def test_fit_rejects_labels_outside_classes(digits):
+def test_fit_rejects_labels_outside_classes(small_net, digits):
     X, y = digits
     with pytest.raises(ValueError, match="not in classes"):
         small_net().fit(X[:10], np.full(10, 11))
@@ -225,7 +224,7 @@ def test_stochastic_head_matches_dropout_in_distribution():
     assert torch.equal(stochastic_head(nn.Sequential(nn.Dropout(0.0)), x), x)
 
 
-def test_unsplit_module_falls_back_to_full_passes(digits):
+def test_unsplit_module_falls_back_to_full_passes(small_net, digits):
     X, y = digits
 
     class Plain(nn.Module):
@@ -296,7 +295,7 @@ class _SplitButDifferent(nn.Module):
         return self.head(self.trunk(x)) + self.skip(x.flatten(1))
 
 
-def test_custom_forward_is_not_bypassed_by_the_split(digits):
+def test_custom_forward_is_not_bypassed_by_the_split(small_net, digits):
     """A trunk/head module whose forward is not head(trunk(x)) is sampled with full passes."""
     X, y = digits
     net = small_net(module=_SplitButDifferent, max_epochs=2, n_samples=200).fit(X[:100], y[:100])
@@ -319,7 +318,7 @@ def test_custom_forward_is_not_bypassed_by_the_split(digits):
         net.set_params(consistent_masks=True).predict_proba_samples(X[:3])
 
 
-def test_dropout_subclass_in_head_runs_its_own_forward(digits):
+def test_dropout_subclass_in_head_runs_its_own_forward(small_net, digits):
     """An nn.Dropout subclass may do anything: the head must call it, not redraw masks."""
     X, y = digits
 
@@ -347,7 +346,7 @@ def test_dropout_subclass_in_head_runs_its_own_forward(digits):
         net.set_params(consistent_masks=True).predict_proba_samples(X[:3])
 
 
-def test_module_without_dropout_warns(digits):
+def test_module_without_dropout_warns(small_net, digits):
     X, y = digits
 
     class NoDropout(nn.Module):

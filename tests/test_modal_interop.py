@@ -47,9 +47,8 @@ def test_modal_strategies_inside_our_learner(strategy, measure, digits):
     assert len(learner.y_training_) == 45
 
 
-def test_modal_strategy_in_our_simulation_with_mc_net(digits):
+def test_modal_strategy_in_our_simulation_with_mc_net(small_net, digits):
     X, y = digits
-    from conftest import small_net
     learner = ActiveLearner(small_net(max_epochs=2), uncertainty_sampling, random_state=0, verbose=False)
     history = learner.simulate(X[:300], y[:300], n_queries=2, n_instances=3)
     assert [r["n_labels"] for r in history] == [20, 23, 26]

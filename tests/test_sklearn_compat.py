@@ -10,7 +10,6 @@ from skdbal.acquisition import bald
 from skdbal.nets import MLP
 from skdbal.uncertainty import mutual_information
 
-from conftest import small_net
 
 
 def test_init_only_stores_params_and_clone_round_trips():
@@ -24,7 +23,7 @@ def test_init_only_stores_params_and_clone_round_trips():
     assert not hasattr(cloned, "module_")
 
 
-def test_in_pipeline(digits):
+def test_in_pipeline(small_net, digits):
     X, y = digits
     Xf = X.reshape(len(X), -1) * 16  # raw digit scale 0..16
     pipe = make_pipeline(FunctionTransformer(lambda Z: Z / 16.0),
@@ -37,7 +36,7 @@ def test_in_pipeline(digits):
     np.testing.assert_allclose(scores, mutual_information(P)[idx], rtol=1e-6)
 
 
-def test_grid_search_over_module_and_lr(digits):
+def test_grid_search_over_module_and_lr(small_net, digits):
     X, y = digits
     grid = GridSearchCV(
         small_net(module=MLP, max_epochs=15, n_samples=4),

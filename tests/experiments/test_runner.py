@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from skdbal.experiments import COLUMNS, FolderLockedError, RunSpec, make_estimator, read_results, run_grid, run_one
-from skdbal.presets import PRESETS, get_preset
-from skdbal.report import deterministic_markdown, last_layer_markdown, table_markdown, write_report
+from skdbal.experiments.presets import PRESETS, get_preset
+from skdbal.experiments.report import deterministic_markdown, last_layer_markdown, table_markdown, write_report
 
 TINY = dict(dataset="digits", n_queries=3, max_epochs=3, module_params={"kernel_size": 3}, n_samples=5,
             pool_subsample=150, n_validation=50)
@@ -187,7 +187,7 @@ def test_repeated_strategies_and_seeds_run_once(tmp_path):
 
 
 def test_a_second_writer_of_a_folder_is_refused(tmp_path):
-    from skdbal.experiments import _exclusive
+    from skdbal.experiments.runner import _exclusive
 
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
     with _exclusive(tmp_path / ".lock", "the grid"):  # as if another grid were running there
@@ -197,7 +197,7 @@ def test_a_second_writer_of_a_folder_is_refused(tmp_path):
         with pytest.raises(FolderLockedError, match="another process is writing run gal2017__random"):
             run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
     assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
-    from skdbal.cli import main
+    from skdbal.experiments.cli import main
 
     with _exclusive(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
         assert main(["experiment", "--strategies", "random", "--seeds", "1", "--out", str(tmp_path)]

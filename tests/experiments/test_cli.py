@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from skdbal import __version__
-from skdbal.cli import main
-from skdbal.quickstart import format_table, run_quickstart
+from skdbal.experiments.cli import main
+from skdbal.experiments.quickstart import format_table, run_quickstart
 
 
 def test_version():

@@ -41,7 +41,7 @@ def _parse_overrides(items) -> dict:
 
 
 def _experiment(args) -> int:
-    from .experiments import run_grid
+    from .runner import run_grid
     from .presets import get_preset
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -116,7 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(exc))
         return 2
     except Exception as exc:
-        from .experiments import FolderLockedError
+        from .runner import FolderLockedError
 
         if not isinstance(exc, FolderLockedError):
             raise

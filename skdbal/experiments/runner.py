@@ -39,11 +39,11 @@ from skorch.callbacks import EarlyStopping
 from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
-from . import nets
-from .acquisition import STRATEGIES
-from .callbacks import ScaledL2
-from .initial import balanced_random
-from .mc_dropout import MCDropoutClassifier
+from .. import nets
+from ..acquisition import STRATEGIES
+from ..callbacks import ScaledL2
+from ..initial import balanced_random
+from ..mc_dropout import MCDropoutClassifier
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
@@ -101,7 +101,7 @@ class RunSpec:
 def load_data(dataset: str, data_home: Optional[str] = None):
     """``(X_train, y_train, X_test, y_test)`` for a preset's dataset."""
     if dataset == "mnist":
-        from .datasets import load_mnist
+        from ..datasets import load_mnist
 
         X_train, y_train = load_mnist(data_home, subset="train", return_X_y=True)
         X_test, y_test = load_mnist(data_home, subset="test", return_X_y=True)
@@ -209,8 +209,8 @@ def make_last_layer(preset: Preset, net, inference: str):
     """
     from sklearn.pipeline import Pipeline
 
-    from .bayesian_linear import BayesianLinearRegression
-    from .features import NetFeatures
+    from ..bayesian_linear import BayesianLinearRegression
+    from ..features import NetFeatures
 
     if inference not in LAST_LAYERS:
         raise ValueError(f"last_layer must be one of {LAST_LAYERS}; got {inference!r}")
@@ -515,7 +515,7 @@ def run_grid(
     Parameters
     ----------
     preset : str or Preset
-        ``"gal2017"``, ``"pilz2025"`` or a :class:`~skdbal.presets.Preset`.
+        ``"gal2017"``, ``"pilz2025"`` or a :class:`~skdbal.experiments.Preset`.
     strategies : sequence of str
         Names in :data:`skdbal.acquisition.STRATEGIES`.
     seeds : sequence of int

@@ -12,9 +12,9 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-from .acquisition import STRATEGIES
-from .learner import ActiveLearner
-from .mc_dropout import MCDropoutClassifier
+from ..acquisition import STRATEGIES
+from ..learner import ActiveLearner
+from ..mc_dropout import MCDropoutClassifier
 
 __all__ = ["STRATEGIES", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]
 

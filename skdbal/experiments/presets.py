@@ -208,7 +208,7 @@ def get_preset(name, **overrides) -> Preset:
 
     Examples
     --------
-    >>> from skdbal.presets import get_preset
+    >>> from skdbal.experiments import get_preset
     >>> p = get_preset("gal2017", n_queries=3, pool_size=200, max_epochs=2)
     >>> (p.n_queries, p.n_samples, p.pool_subsample)
     (3, 100, 2000)

@@ -9,8 +9,8 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from .experiments import read_results
-from .metrics import accuracy_at, curves_from_histories, labels_to_accuracy
+from .runner import read_results
+from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
            "deterministic_markdown", "write_report"]

@@ -1,0 +1,50 @@
+"""Old import paths of modules that moved, kept working with a FutureWarning.
+
+``import skdbal.presets`` (and ``from skdbal.report import ...``) load the
+module at its new path and register it under the old name too, so code and
+pickles written against 0.1 keep working while they are updated.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+
+#: old module path -> new module path
+MOVED = {
+    "skdbal.cli": "skdbal.experiments.cli",
+    "skdbal.posterior": "skdbal.linear_posterior",
+    "skdbal.presets": "skdbal.experiments.presets",
+    "skdbal.quickstart": "skdbal.experiments.quickstart",
+    "skdbal.report": "skdbal.experiments.report",
+}
+
+
+class _MovedLoader(importlib.abc.Loader):
+    def __init__(self, new: str):
+        self.new = new
+
+    def create_module(self, spec):
+        warnings.warn(f"{spec.name} has moved to {self.new}; the old path will be removed",
+                      FutureWarning, stacklevel=3)
+        module = importlib.import_module(self.new)
+        self._spec = module.__spec__  # the import system sets __spec__ to the old name's
+        return module
+
+    def exec_module(self, module):
+        module.__spec__ = self._spec  # already executed under its new name
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in MOVED:
+            return importlib.util.spec_from_loader(fullname, _MovedLoader(MOVED[fullname]))
+        return None
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.append(_MovedFinder())
