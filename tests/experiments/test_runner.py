@@ -206,6 +206,7 @@ def test_a_second_writer_of_a_folder_is_refused(tmp_path):
     assert len(read_results(tmp_path / "results.csv")) == TINY["n_queries"] + 1
 
 
+@pytest.mark.slow  # end to end: a grid subprocess killed mid-run, then resumed
 def test_sigkill_mid_grid_resumes_to_the_same_csv(tmp_path):
     cmd = [sys.executable, "-m", "skdbal", "experiment", "--preset", "gal2017", "--n-jobs", "1"] + TINY_CLI
     subprocess.run(cmd + ["--out", str(tmp_path / "clean")], check=True, timeout=300, capture_output=True)
@@ -272,6 +273,7 @@ def test_deterministic_table_by_hand():
     assert "no seed finished in both variants yet" in only
 
 
+@pytest.mark.slow  # end to end on real MNIST with the gal2017 network
 def test_mnist_smoke_real_preset(mnist_home, tmp_path, monkeypatch):
     """The real gal2017 preset on real MNIST, shrunk: 3 steps, 200 pool points, 2 epochs."""
     monkeypatch.setenv("SKDBAL_DATA", str(mnist_home))

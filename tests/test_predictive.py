@@ -1,0 +1,203 @@
+"""The predictive interface: one adapter, no class checks, third-party models welcome."""
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdbal import ActiveLearner, BayesianLinearRegression, uncertainty
+from skdbal.acquisition import (STRATEGIES, bald, max_entropy, mean_std, predictive_variance, random_sampling,
+                                variation_ratios)
+from skdbal.predictive import Predictive, as_predictive
+
+PACKAGE = Path(__file__).resolve().parents[1] / "skdbal"
+
+
+class BootstrapEnsemble(ClassifierMixin, BaseEstimator):
+    """A third-party classifier: only ``predict_proba_samples`` (no ``predict_proba``)."""
+
+    def __init__(self, n_members=4, random_state=0):
+        self.n_members = n_members
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        X = np.asarray(X).reshape(len(X), -1)
+        rng = np.random.RandomState(self.random_state)
+        self.classes_ = np.unique(y)
+        self.members_ = []
+        for _ in range(self.n_members):
+            rows = rng.randint(len(X), size=len(X))
+            rows[:len(self.classes_)] = [np.flatnonzero(y == c)[0] for c in self.classes_]  # every class
+            self.members_.append(LogisticRegression(max_iter=300).fit(X[rows], np.asarray(y)[rows]))
+        return self
+
+    def predict_proba_samples(self, X, n_samples=None):
+        X = np.asarray(X).reshape(len(X), -1)
+        return np.stack([m.predict_proba(X) for m in self.members_])
+
+    def predict(self, X):
+        return self.classes_[self.predict_proba_samples(X).mean(axis=0).argmax(axis=1)]
+
+
+class VarianceOnly(RegressorMixin, BaseEstimator):
+    """A third-party regressor: only ``predictive_variance`` (distance to the training data)."""
+
+    def fit(self, X, y):
+        self.X_ = np.asarray(X, dtype=float).reshape(len(X), -1)
+        self.mean_ = np.mean(y, axis=0)
+        return self
+
+    def predict(self, X):
+        return np.tile(self.mean_, (len(X),) + (1,) * np.ndim(self.mean_))
+
+    def predictive_variance(self, X):
+        X = np.asarray(X, dtype=float).reshape(len(X), -1)
+        return ((X[:, None, :] - self.X_[None]) ** 2).sum(-1).min(axis=1)
+
+
+@pytest.fixture(scope="module")
+def flat_digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
+@pytest.mark.parametrize("name", ["bald", "max_entropy", "variation_ratios", "mean_std", "random"])
+def test_third_party_classifier_runs_every_strategy_through_simulate(name, flat_digits):
+    X, y = flat_digits
+    strategy = STRATEGIES[name]
+    learner = ActiveLearner(BootstrapEnsemble(), strategy, random_state=0, verbose=False)
+    history = learner.simulate(X[:400], y[:400], n_queries=3, n_instances=5, X_test=X[1000:], y_test=y[1000:])
+    assert [r["n_labels"] for r in history] == [20, 25, 30, 35]
+    assert len(set(learner.labelled_idx_.tolist())) == 35
+    assert 0.3 < history[-1]["accuracy"] <= 1.0
+    # the picks of the last step are the strategy's top scores among the points unlabelled then
+    before = learner.labelled_idx_[:30]
+    remaining = np.setdiff1d(np.arange(400), before)
+    assert not np.isin(history[-1]["query_indices"], before).any()
+    if name != "random":
+        model = BootstrapEnsemble().fit(X[before], y[before])
+        measure = {"bald": uncertainty.mutual_information, "max_entropy": uncertainty.predictive_entropy,
+                   "variation_ratios": uncertainty.variation_ratio,
+                   "mean_std": uncertainty.mean_standard_deviation}[name]
+        scores = measure(model.predict_proba_samples(X[remaining]))
+        picked = np.asarray(history[-1]["query_indices"])
+        chosen = scores[np.searchsorted(remaining, picked)]
+        assert chosen.min() >= np.sort(scores)[::-1][4] - 1e-12  # nothing better was left behind
+
+
+def test_third_party_regressor_runs_predictive_variance_through_simulate():
+    X = np.linspace(0, 1, 60)[:, None]
+    learner = ActiveLearner(VarianceOnly(), predictive_variance, random_state=0, verbose=False)
+    history = learner.simulate(X, X[:, 0] * 2, n_queries=3, n_instances=1, initial_idx=[0])
+    # farthest-point picks, by hand: 59 (x=1), then the middle 30 (ties go to the lower index: 29.5 -> 29 or 30)
+    assert history[1]["query_indices"] == [59]
+    assert history[2]["query_indices"] in ([29], [30])
+
+
+def test_adapter_rules_by_interface_not_class(fitted_net, digits):
+    X, y = digits
+    flat = X.reshape(len(X), -1)
+    lr = LogisticRegression(max_iter=300).fit(flat[:100], y[:100])
+    pred = as_predictive(lr)
+    assert (pred.kind, pred.source, pred.stochastic) == ("classifier", "proba", False)
+    np.testing.assert_allclose(pred.proba_samples(flat[:5]), lr.predict_proba(flat[:5])[None])
+
+    pred = as_predictive(fitted_net)
+    assert (pred.source, pred.stochastic) == ("samples", True)
+    assert pred.proba_samples(X[:4]).shape == (8, 4, 10)
+    det = as_predictive(fitted_net.set_params(mc_dropout=False))
+    try:
+        assert det.stochastic is False
+        assert det.proba_samples(X[:4]).shape == (1, 4, 10)  # one pass, not T identical ones
+    finally:
+        fitted_net.set_params(mc_dropout=True)
+
+    pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300)).fit(flat[:100], y[:100])
+    pred = as_predictive(pipe)
+    assert pred.model is pipe[-1] and len(pred.transforms) == 1
+    np.testing.assert_allclose(pred.proba_samples(flat[:5])[0], pipe.predict_proba(flat[:5]))
+
+    # a fitted scikit-learn meta-estimator: its own predict_proba, not its unfitted template's
+    cal = CalibratedClassifierCV(LogisticRegression(max_iter=300), cv=3).fit(flat[:150], y[:150])
+    pred = as_predictive(cal)
+    assert pred.model is cal
+    np.testing.assert_allclose(pred.proba_samples(flat[:5])[0], cal.predict_proba(flat[:5]))
+
+    rng = np.random.RandomState(0)
+    Z = rng.normal(size=(30, 3))
+    br = BayesianRidge().fit(Z, Z[:, 0])
+    _, std = br.predict(Z, return_std=True)
+    np.testing.assert_allclose(as_predictive(br).variance(Z), std ** 2)
+    blr = BayesianLinearRegression().fit(Z, np.c_[Z[:, 0], Z[:, 1]])
+    np.testing.assert_allclose(as_predictive(blr).variance(Z), blr.predictive_variance(Z))
+
+    with pytest.raises(TypeError, match="predict_proba_samples, predictive_variance"):
+        as_predictive(object())
+    with pytest.raises(TypeError, match="regressor"):
+        as_predictive(br).proba_samples(Z)
+    with pytest.raises(TypeError, match="return_std"):
+        as_predictive(LinearRegression().fit(Z, Z[:, 0])).variance(Z)
+
+
+def test_modal_learner_is_read_through_what_it_wraps(fitted_net, digits):
+    from modAL.models import ActiveLearner as ModalLearner
+
+    X, _ = digits
+    modal = ModalLearner(estimator=fitted_net, query_strategy=bald)
+    pred = as_predictive(modal)
+    assert pred.model is fitted_net and pred.stochastic
+
+
+def test_active_learner_delegates_the_interface(digits):
+    X, y = digits
+    flat = X.reshape(len(X), -1)
+    clf = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, verbose=False)
+    assert hasattr(clf, "predict_proba_samples") and not hasattr(clf, "predictive_variance")
+    clf.fit(flat[:50], y[:50])
+    assert clf.stochastic_samples is False
+    np.testing.assert_allclose(clf.predict_proba_samples(flat[:3])[0], clf.estimator_.predict_proba(flat[:3]))
+
+    reg = ActiveLearner(BayesianLinearRegression(), predictive_variance, verbose=False)
+    assert hasattr(reg, "predictive_variance") and not hasattr(reg, "predict_proba_samples")
+    Z = np.random.RandomState(0).normal(size=(20, 4))
+    reg.fit(Z[:10], Z[:10, :2])
+    np.testing.assert_allclose(reg.predictive_variance(Z), reg.estimator_.predictive_variance(Z))
+    pred = as_predictive(reg)
+    assert isinstance(pred, Predictive) and pred.kind == "regressor" and pred.model is reg
+
+
+def test_no_module_imports_the_learner_or_the_experiments():
+    """Arrows point one way: strategies know the learner by its protocol, not by import."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in ("__init__.py", "learner.py") or rel.startswith("experiments/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n.split(".")[-1] in ("learner", "ActiveLearner", "experiments") for n in names):
+                offenders.append((rel, node.lineno))
+    assert offenders == []
+
+
+def test_strategies_never_check_estimator_classes():
+    """No isinstance on estimators in the acquisition package or the adapter."""
+    for path in list((PACKAGE / "acquisition").glob("*.py")) + [PACKAGE / "predictive.py"]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                # only our own Strategy and plain value types may be checked
+                checked = ast.unparse(node.args[1])
+                assert checked in ("Strategy", "tuple"), (path.name, checked)
