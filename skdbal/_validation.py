@@ -66,8 +66,8 @@ def check_query_result(result, n_pool: int, name: str = "query_strategy"):
 def pool_kwargs(kwargs: Dict, n_pool: int) -> Dict:
     """The pool-aligned keywords of ``kwargs``: those named ``*_pool``, checked for length.
 
-    A keyword named like ``y_pool`` holds one entry per pool row (SPEC §3);
-    whoever subsets the pool subsets these with the same indices.
+    By design, a keyword named like ``y_pool`` holds one entry per pool row,
+    and whoever subsets the pool subsets these with the same indices.
     """
     aligned = {k: v for k, v in kwargs.items() if k.endswith("_pool") and v is not None}
     for k, v in aligned.items():

@@ -1,4 +1,4 @@
-"""Bayesian linear regression with analytic or mean-field VI inference (seed 000 §4)."""
+"""Bayesian linear regression with analytic or mean-field VI inference (Anonymous, n.d., §4)."""
 from __future__ import annotations
 
 import numbers
@@ -16,9 +16,9 @@ __all__ = ["BayesianLinearRegression"]
 class BayesianLinearRegression(RegressorMixin, BaseEstimator):
     """Bayesian linear regression on fixed features, with multi-output targets.
 
-    The "Bayesian last layer" of seed 000 §4: with features ``Phi`` (for
-    example the frozen penultimate layer of a network, see
-    :class:`skdbal.NetFeatures`) and targets ``Y`` (for example one-hot
+    The "Bayesian last layer" of Anonymous (n.d., §4 and Appendix A): with
+    features ``Phi`` (for example the frozen penultimate layer of a network,
+    see :class:`skdbal.NetFeatures`) and targets ``Y`` (for example one-hot
     labels),
 
     .. math::
@@ -108,6 +108,12 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
     skdbal.acquisition.predictive_variance : the acquisition that uses
         :meth:`predictive_variance`.
 
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+
     Examples
     --------
     >>> import numpy as np
@@ -188,7 +194,8 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Features ``Phi``.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Targets (one-hot labels for seed 000's classifier-as-regressor).
+            Targets (one-hot labels when a classifier is fitted as a
+            regressor, as in Anonymous, n.d., §4).
 
         Returns
         -------
@@ -267,6 +274,7 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Features ``Phi`` of the rows to predict.
         return_std : bool, default=False
             Also return the predictive standard deviation of each output,
             noise included.
@@ -281,9 +289,15 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
         Returns
         -------
         y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            Predictive mean, 1-d when the model was fitted on a 1-d ``y``.
         y_std : ndarray of the same shape, when ``return_std``
         y_cov : ndarray of shape (n_samples, n_samples) or (n_samples, n_samples, n_outputs),
             when ``return_cov``
+
+        Raises
+        ------
+        ValueError
+            If both ``return_std`` and ``return_cov`` are True.
         """
         if return_std and return_cov:
             raise ValueError("at most one of return_std and return_cov can be requested")
@@ -310,13 +324,22 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
     def predictive_variance(self, X, include_noise: bool = True) -> np.ndarray:
         """Trace of the predictive covariance of ``y*``: one uncertainty per row.
 
-        Seed 000's scalar for acquisition: ``var* tr(Sigma)`` (analytic) or
-        ``sum_d Var(y*_d)`` (mfvi). ``include_noise=False`` drops the constant
-        ``sigma^2 tr(Sigma)``, leaving the epistemic part; rankings are the same.
+        The scalar used for acquisition by Anonymous (n.d., §4):
+        ``var* tr(Sigma)`` (analytic) or ``sum_d Var(y*_d)`` (mfvi).
+        ``include_noise=False`` drops the constant ``sigma^2 tr(Sigma)``,
+        leaving the epistemic part; rankings are the same.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features ``Phi`` of the rows to score.
+        include_noise : bool, default=True
+            Add the observation noise ``sigma^2 tr(Sigma)``.
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        variance : ndarray of shape (n_samples,), dtype float64
+            The trace for each row, whether ``y`` was 1-d or 2-d.
         """
         X = self._features(X)
         total = self._epistemic(X - self._x_mean).sum(axis=1)

@@ -1,4 +1,4 @@
-"""Frozen network features as a scikit-learn transformer (seed 000 §4)."""
+"""Frozen network features as a scikit-learn transformer (Anonymous, n.d., §4)."""
 from __future__ import annotations
 
 import copy
@@ -52,8 +52,9 @@ class NetFeatures(TransformerMixin, BaseEstimator):
     Notes
     -----
     When :meth:`fit` trains the network, ``y`` may be class labels or a 2-d
-    target matrix such as the one-hot targets of the regression in seed 000
-    §4; a 2-d ``y`` is turned into labels by its argmax over columns.
+    target matrix such as the one-hot targets of the regression of
+    Anonymous (n.d., §4); a 2-d ``y`` is turned into labels by its argmax
+    over columns.
 
     :func:`sklearn.base.clone` (and so ``GridSearchCV`` and
     ``ActiveLearner(retrain="scratch")``) keeps a frozen fitted ``net``:
@@ -61,6 +62,12 @@ class NetFeatures(TransformerMixin, BaseEstimator):
     True shares that network instead of returning an untrained copy, so a
     grid search over the last layer's parameters searches over the same
     features.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
 
     Examples
     --------
@@ -107,12 +114,24 @@ class NetFeatures(TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of images or features
+            Inputs in the form the network takes, e.g. ``(n_samples, H, W)``
+            or ``(n_samples, n_features)`` for
+            :class:`skdbal.MCDropoutClassifier`.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs), optional
-            Needed only when the network is trained here.
+            Needed only when the network is trained here; a 2-d ``y`` is
+            reduced to labels by its argmax.
 
         Returns
         -------
         self : NetFeatures
+
+        Raises
+        ------
+        ValueError
+            If ``refit`` is invalid, ``refit=False`` with an unfitted or
+            missing ``net``, or the network must be trained and ``y`` is None.
+        TypeError
+            If the network has no ``transform`` method.
         """
         if self._check_refit():
             if y is None:
@@ -134,11 +153,33 @@ class NetFeatures(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X) -> np.ndarray:
-        """Features of ``X``, shape ``(n_samples, n_features_out_)``, float64."""
+        """Features of ``X``, shape ``(n_samples, n_features_out_)``, float64.
+
+        Parameters
+        ----------
+        X : array-like of images or features
+            Inputs in the form the network takes, as in :meth:`fit`.
+
+        Returns
+        -------
+        features : ndarray of shape (n_samples, n_features_out_), dtype float64
+            ``net_.transform(X)``, cast to float64.
+        """
         check_is_fitted(self, "net_")
         return np.asarray(self.net_.transform(X), dtype=np.float64)
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of the output features: ``netfeatures0``, ``netfeatures1``, ...
+
+        Parameters
+        ----------
+        input_features : ignored
+            Accepted for scikit-learn's API; the names do not depend on it.
+
+        Returns
+        -------
+        names : ndarray of str objects, shape (n_features_out_,)
+        """
         check_is_fitted(self, "n_features_out_")
         return np.asarray([f"netfeatures{i}" for i in range(self.n_features_out_)], dtype=object)
 

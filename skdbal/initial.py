@@ -18,7 +18,9 @@ def balanced_random(y, n_per_class: int = 2, random_state=None) -> np.ndarray:
     y : array-like of shape (N,)
         Labels of the pool (known in simulation).
     n_per_class : int, default=2
-    random_state : int, RandomState instance or None
+        Points drawn from each class (without replacement); an int >= 1.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draw (:func:`sklearn.utils.check_random_state`).
 
     Returns
     -------
@@ -28,7 +30,13 @@ def balanced_random(y, n_per_class: int = 2, random_state=None) -> np.ndarray:
     Raises
     ------
     ValueError
-        If a class has fewer than ``n_per_class`` members.
+        If a class has fewer than ``n_per_class`` members, ``n_per_class``
+        is not an int >= 1, or ``y`` is empty.
+
+    References
+    ----------
+    .. [1] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
 
     Examples
     --------

@@ -74,7 +74,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         (``partial_fit`` when it has one).
     pool_subsample : int or None, default=None
         If set, each query scores only a seeded random subset of this many
-        pool points (Gal et al. score 2,000 of the MNIST pool).
+        pool points; Gal et al. (2017) score 2,000 of the MNIST pool.
     random_state : int, RandomState instance or None, default=None
         Seeds pool subsampling, strategy tie breaks, random sampling and the
         initial set of :meth:`simulate`.
@@ -103,6 +103,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
        Technical Report 1648, University of Wisconsin–Madison, 2009.
     .. [2] T. Danka and P. Horvath, "modAL: A modular active learning framework
        for Python", arXiv:1805.00979, 2018.
+    .. [3] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
 
     Examples
     --------
@@ -415,11 +417,51 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return self._fitted().classes_
 
     def predict(self, X):
-        """Delegate to ``estimator_.predict``."""
+        """Delegate to ``estimator_.predict``.
+
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (N,) or (N, n_outputs)
+            What ``estimator_.predict(X)`` returns: labels for a classifier,
+            predicted targets for a regressor.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If nothing has been fitted and there is no initial set.
+        """
         return self._fitted().predict(X)
 
     def predict_proba(self, X):
-        """Delegate to ``estimator_.predict_proba``."""
+        """Delegate to ``estimator_.predict_proba``.
+
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+
+        Returns
+        -------
+        proba : ndarray of shape (N, n_classes)
+            What ``estimator_.predict_proba(X)`` returns; columns follow
+            ``classes_``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If nothing has been fitted and there is no initial set.
+        AttributeError
+            If ``estimator_`` has no ``predict_proba``.
+        """
         return self._fitted().predict_proba(X)
 
     @available_if(_wrapped_kind("classifier"))
@@ -428,13 +470,48 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
         Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
         a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
-        classifier (``T = 1``: its ``predict_proba``).
+        classifier (``T = 1``: its ``predict_proba``). Available only when the
+        wrapped model is read as a classifier.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        n_samples : int, optional
+            Number of passes ``T`` to ask a sampling estimator for. By
+            default its own ``n_samples``, or 1 when its passes are
+            identical (``stochastic_samples`` False). Ignored by a plain
+            classifier, which gives one sample.
+
+        Returns
+        -------
+        P : ndarray of shape (T, N, n_classes)
+            ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
+            estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
         """
         return as_predictive(self._fitted(), n_samples=n_samples).proba_samples(X)
 
     @available_if(_wrapped_kind("regressor"))
     def predictive_variance(self, X):
-        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor)."""
+        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor).
+
+        Read through :func:`skdbal.predictive.as_predictive`: the estimator's
+        own ``predictive_variance`` (e.g.
+        :meth:`skdbal.BayesianLinearRegression.predictive_variance`), or the
+        sum over outputs of the squared ``std`` of
+        ``predict(X, return_std=True)``. Available only when the wrapped
+        model is read as a regressor.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+
+        Returns
+        -------
+        variance : ndarray of shape (N,), dtype float64
+            The trace of each row's predictive covariance.
+        """
         return as_predictive(self._fitted()).variance(X)
 
     @property
@@ -443,7 +520,24 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return as_predictive(self._fitted()).stochastic
 
     def score(self, X, y, sample_weight=None):
-        """Delegate to ``estimator_.score`` (accuracy for classifiers)."""
+        """Delegate to ``estimator_.score`` (accuracy for classifiers).
+
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Test inputs.
+        y : array-like of shape (N,) or (N, n_outputs)
+            True labels (targets for a regressor).
+        sample_weight : array-like of shape (N,), default=None
+            Passed on to ``estimator_.score``.
+
+        Returns
+        -------
+        score : float
+            Mean accuracy for a classifier, R² for a scikit-learn regressor.
+        """
         return self._fitted().score(X, y, sample_weight=sample_weight)
 
     def _more_tags(self):  # pragma: no cover - old sklearn

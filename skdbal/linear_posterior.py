@@ -1,8 +1,8 @@
 """Posterior algebra of Bayesian linear regression on fixed features.
 
 Plain NumPy/SciPy functions over arrays (no torch, no I/O), used by
-:class:`skdbal.BayesianLinearRegression`. The model is seed 000 §4 and
-Appendix A: features ``Phi`` (N, K), targets ``Y`` (N, D),
+:class:`skdbal.BayesianLinearRegression`. The model is that of Anonymous
+(n.d., §4 and Appendix A): features ``Phi`` (N, K), targets ``Y`` (N, D),
 
     Y | W ~ MN(Phi W, sigma2 I_N, Sigma),     W ~ MN(0, s2 I_K, Sigma),
 
@@ -17,6 +17,12 @@ explicit inverse except :func:`posterior_covariance`, which a user asks for.
 ``Phi^T Phi`` is; when round-off defeats that (huge ``s2``, tiny
 ``sigma2``), :func:`precision_cholesky` adds the smallest diagonal jitter that
 works and says so.
+
+References
+----------
+.. [1] Anonymous (candidate number 1091797), "Uncertainty in deep learning",
+   anonymised report, undated. Code:
+   https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
 """
 from __future__ import annotations
 
@@ -54,6 +60,16 @@ def precision_cholesky(gram: np.ndarray, noise_variance: float, prior_variance: 
     Returns
     -------
     L : ndarray of shape (K, K), lower triangular, with ``L @ L.T == A``.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If ``A`` is not positive definite even with the largest jitter tried.
+
+    Warns
+    -----
+    RuntimeWarning
+        When ``A`` is numerically singular and a diagonal jitter was added.
     """
     K = gram.shape[0]
     A = gram / noise_variance
@@ -89,6 +105,23 @@ def analytic_posterior(
 
     ``M = (Phi^T Phi / sigma2 + I / s2)^{-1} Phi^T Y / sigma2``, by two
     triangular solves.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        ``sigma2`` and ``s2``, both positive.
+
+    Returns
+    -------
+    M : ndarray of shape (K, D)
+        Posterior mean of the weights.
+    L : ndarray of shape (K, K)
+        Lower Cholesky factor of the precision ``A``
+        (see :func:`precision_cholesky`).
     """
     L = precision_cholesky(Phi.T @ Phi, noise_variance, prior_variance)
     M = linalg.cho_solve((L, True), Phi.T @ Y / noise_variance, check_finite=False)
@@ -102,7 +135,29 @@ def mfvi_posterior(
 
     The mean is the analytic one (the ELBO's gradient in ``M`` does not
     involve the variances); ``var_kd = (sum_n phi_nk^2 / sigma2 + 1 / s2)^{-1}``,
-    the same for every output ``d`` (seed 000, A.2.3).
+    the same for every output ``d`` (Anonymous, n.d., Appendix A.2.3).
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        ``sigma2`` and ``s2``, both positive.
+
+    Returns
+    -------
+    M : ndarray of shape (K, D)
+        Mean of ``q(W)``, equal to the analytic posterior mean.
+    var : ndarray of shape (K, D)
+        Variance of each weight under ``q``; all columns are equal.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
     """
     M, _ = analytic_posterior(Phi, Y, noise_variance, prior_variance)
     var = 1.0 / (np.einsum("nk,nk->k", Phi, Phi) / noise_variance + 1.0 / prior_variance)
@@ -110,24 +165,75 @@ def mfvi_posterior(
 
 
 def posterior_covariance(L: np.ndarray) -> np.ndarray:
-    """``Sigma' = A^{-1}`` from the Cholesky factor of ``A`` (an explicit inverse: ask only when needed)."""
+    """``Sigma' = A^{-1}`` from the Cholesky factor of ``A`` (an explicit inverse: ask only when needed).
+
+    Parameters
+    ----------
+    L : ndarray of shape (K, K)
+        Lower Cholesky factor of the precision ``A``, as returned by
+        :func:`precision_cholesky`.
+
+    Returns
+    -------
+    Sigma : ndarray of shape (K, K)
+        The posterior (row) covariance ``A^{-1}``.
+    """
     K = L.shape[0]
     return linalg.cho_solve((L, True), np.eye(K), check_finite=False)
 
 
 def whiten(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
-    """``Z = L^{-1} Phi_star^T`` (K, N*), so that ``Phi_star Sigma' Phi_star^T = Z^T Z``."""
+    """``Z = L^{-1} Phi_star^T`` (K, N*), so that ``Phi_star Sigma' Phi_star^T = Z^T Z``.
+
+    Parameters
+    ----------
+    L : ndarray of shape (K, K)
+        Lower Cholesky factor of the precision ``A``.
+    Phi_star : ndarray of shape (N*, K)
+        Features of the points to predict.
+
+    Returns
+    -------
+    Z : ndarray of shape (K, N*)
+    """
     return linalg.solve_triangular(L, Phi_star.T, lower=True, check_finite=False)
 
 
 def analytic_feature_variance(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
-    """``phi^T Sigma' phi`` for each row of ``Phi_star``: ``||L^{-1} phi||^2``."""
+    """``phi^T Sigma' phi`` for each row of ``Phi_star``: ``||L^{-1} phi||^2``.
+
+    Parameters
+    ----------
+    L : ndarray of shape (K, K)
+        Lower Cholesky factor of the precision ``A``.
+    Phi_star : ndarray of shape (N*, K)
+        Features of the points to predict.
+
+    Returns
+    -------
+    v : ndarray of shape (N*,)
+        The epistemic part of the predictive variance ``var*`` (without the
+        noise ``sigma2``), before scaling by ``Sigma``.
+    """
     Z = whiten(L, Phi_star)
     return np.einsum("kn,kn->n", Z, Z)
 
 
 def mfvi_feature_variance(var: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
-    """``sum_k phi_k^2 var_kd`` for each row and output: shape (N*, D)."""
+    """``sum_k phi_k^2 var_kd`` for each row and output: shape (N*, D).
+
+    Parameters
+    ----------
+    var : ndarray of shape (K, D)
+        Weight variances of the mean-field ``q``, from :func:`mfvi_posterior`.
+    Phi_star : ndarray of shape (N*, K)
+        Features of the points to predict.
+
+    Returns
+    -------
+    v : ndarray of shape (N*, D)
+        The epistemic part of ``Var(y*_d)`` (without the noise ``sigma2``).
+    """
     return (Phi_star ** 2) @ var
 
 
@@ -138,6 +244,20 @@ def log_marginal_likelihood(
 
     Each column of ``Y`` is ``N(0, sigma2 I + s2 Phi Phi^T)``; computed in the
     K-dimensional weight space through the Cholesky factor of ``A``.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        ``sigma2`` and ``s2``, both positive.
+
+    Returns
+    -------
+    log_evidence : float
+        The log marginal likelihood, summed over the ``D`` outputs.
     """
     N, K = Phi.shape
     D = Y.shape[1]
@@ -164,10 +284,31 @@ def fit_evidence(
     Stops when both variances change by less than ``tol`` (relative) or the
     log evidence by less than ``tol * max(1, |log evidence|)``.
 
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        Starting values of ``sigma2`` and ``s2``, both positive.
+    max_iter : int, default=300
+        Maximum number of fixed-point iterations.
+    tol : float, default=1e-6
+        Relative tolerance of the stopping rule above.
+
     Returns
     -------
     noise_variance, prior_variance : float
+        The fitted ``sigma2`` and ``s2``.
     n_iter : int
+        Iterations run.
+
+    Warns
+    -----
+    RuntimeWarning
+        If the iteration did not converge in ``max_iter`` iterations (the
+        last iterate is returned).
     """
     N, K = Phi.shape
     D = Y.shape[1]
@@ -220,6 +361,35 @@ def fit_elbo(
     ``s2 = (||M||^2 + sum var) / (K D)`` and
     ``sigma2 = (||Y - Phi M||^2 + sum_n sum_kd phi_nk^2 var_kd) / (N D)``;
     each round of (q, variances) updates cannot decrease the ELBO.
+
+    The stopping rule is that of :func:`fit_evidence`, with the ELBO
+    (:func:`mfvi_elbo`) in place of the log evidence.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        Starting values of ``sigma2`` and ``s2``, both positive.
+    max_iter : int, default=300
+        Maximum number of rounds.
+    tol : float, default=1e-6
+        Relative tolerance of the stopping rule.
+
+    Returns
+    -------
+    noise_variance, prior_variance : float
+        The fitted ``sigma2`` and ``s2``.
+    n_iter : int
+        Rounds run.
+
+    Warns
+    -----
+    RuntimeWarning
+        If the iteration did not converge in ``max_iter`` rounds (the last
+        iterate is returned).
     """
     N, K = Phi.shape
     D = Y.shape[1]
@@ -243,8 +413,30 @@ def fit_elbo(
 def mfvi_elbo(
     Phi: np.ndarray, Y: np.ndarray, noise_variance: float, prior_variance: float
 ) -> float:
-    """The ELBO of the optimal mean-field ``q`` (seed 000, A.2): a lower bound
-    on :func:`log_marginal_likelihood`, tight when ``Phi`` has orthogonal columns.
+    """The ELBO of the optimal mean-field ``q`` (Anonymous, n.d., Appendix A.2).
+
+    A lower bound on :func:`log_marginal_likelihood`, tight when ``Phi`` has
+    orthogonal columns.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, K)
+        Features, one row per training point.
+    Y : ndarray of shape (N, D)
+        Targets, one column per output.
+    noise_variance, prior_variance : float
+        ``sigma2`` and ``s2``, both positive.
+
+    Returns
+    -------
+    elbo : float
+        ``E_q[log p(Y | W)] - KL(q || p)``, summed over the ``D`` outputs.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
     """
     N, K = Phi.shape
     D = Y.shape[1]

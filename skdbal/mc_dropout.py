@@ -190,10 +190,10 @@ class MCDropoutClassifier(NeuralNetClassifier):
 
     A :class:`skorch.NeuralNetClassifier` whose
     :meth:`predict_proba_samples` returns ``T`` stochastic forward passes with
-    dropout on and every other layer in eval mode (Gal & Ghahramani 2016).
-    With ``mc_dropout=False`` it is the deterministic baseline of Gal et al.
-    (2017, §5.2): the ``T`` passes are identical, with weights scaled as at
-    test time.
+    dropout on and every other layer in eval mode (Gal and Ghahramani,
+    2016). With ``mc_dropout=False`` it is the deterministic baseline of
+    Gal et al. (2017, §5.2): the ``T`` passes are identical, with weights
+    scaled as at test time.
 
     Defaults suit the tiny labelled sets of active learning: no validation
     split, shuffled training batches, silent training, and a module that is
@@ -249,6 +249,14 @@ class MCDropoutClassifier(NeuralNetClassifier):
     ``(N, n_features)``; ``uint8`` inputs are scaled to [0, 1], other dtypes
     are cast to float32 unchanged. Labels are encoded to ``0..C-1`` using
     ``classes_``; :meth:`predict` returns the original labels.
+
+    References
+    ----------
+    .. [1] Y. Gal and Z. Ghahramani, "Dropout as a Bayesian approximation:
+       representing model uncertainty in deep learning", ICML 2016,
+       arXiv:1506.02142.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
 
     Examples
     --------
@@ -405,8 +413,13 @@ class MCDropoutClassifier(NeuralNetClassifier):
         Parameters
         ----------
         X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs; ``uint8`` is scaled to [0, 1], other numeric dtypes are
+            cast to float32.
         y : array-like of shape (N,)
             Labels, all in ``classes`` when it is set.
+        **fit_params :
+            Passed to skorch's training loop (the module's ``forward`` and
+            the ``train_split`` call).
 
         Returns
         -------
@@ -420,7 +433,31 @@ class MCDropoutClassifier(NeuralNetClassifier):
             return NeuralNetClassifier.partial_fit(self, X, y, _routing_method="fit", **fit_params)
 
     def partial_fit(self, X, y=None, classes=None, **fit_params):
-        """Continue training for ``max_epochs`` without re-initialising."""
+        """Continue training for ``max_epochs`` without re-initialising.
+
+        A module that is not initialised yet is initialised first, as by
+        :meth:`fit`. An int ``random_state`` seeds training as in
+        :meth:`fit`, with a different seed.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs, as in :meth:`fit`.
+        y : array-like of shape (N,)
+            Labels. Required, despite the default of None (which raises
+            ValueError). When the estimator's ``classes`` parameter is None
+            and the module is already initialised, the classes seen by the
+            earlier fit are kept, so every label must be among them.
+        classes : ignored
+            Accepted for scikit-learn compatibility; set the estimator's
+            ``classes`` parameter instead.
+        **fit_params :
+            Passed to skorch's training loop, as in :meth:`fit`.
+
+        Returns
+        -------
+        self
+        """
         X, y = self._prepare_fit(X, y, keep_classes=self.initialized_)
         with _torch_seeded(_seed_from(self.random_state, offset=1)):
             return super().partial_fit(X, y, **fit_params)
@@ -526,7 +563,24 @@ class MCDropoutClassifier(NeuralNetClassifier):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: the MC average, or one deterministic pass.
 
-        See ``predict_method``. Columns follow ``classes_``.
+        With ``predict_method="mc"`` (and ``mc_dropout=True``), the mean of
+        ``n_samples`` passes of :meth:`predict_proba_samples`; otherwise one
+        pass with dropout off (weight-scaled). Columns follow ``classes_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs, as in :meth:`fit`.
+
+        Returns
+        -------
+        proba : ndarray of shape (N, n_classes), dtype float32
+            Each row sums to 1.
+
+        Raises
+        ------
+        ValueError
+            If ``predict_method`` is not ``"mc"`` or ``"deterministic"``.
         """
         if self.predict_method not in ("mc", "deterministic"):
             raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
@@ -536,7 +590,18 @@ class MCDropoutClassifier(NeuralNetClassifier):
         return self._deterministic(X)
 
     def predict(self, X) -> np.ndarray:
-        """Most probable class label under :meth:`predict_proba`."""
+        """Most probable class label under :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs, as in :meth:`fit`.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (N,)
+            Labels from ``classes_`` (ties go to the first class).
+        """
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
 
     def transform(self, X) -> np.ndarray:
@@ -544,6 +609,24 @@ class MCDropoutClassifier(NeuralNetClassifier):
 
         Requires a split module (``trunk`` and ``head`` attributes, see
         :mod:`skdbal.nets`).
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs, as in :meth:`fit`.
+
+        Returns
+        -------
+        features : ndarray of shape (N, n_hidden), dtype float32
+            The input of the last layer of ``head``, flattened per row:
+            128 features for :class:`~skdbal.nets.BayesianCNN`, 84 for
+            :class:`~skdbal.nets.LeNet5`.
+
+        Raises
+        ------
+        TypeError
+            If the module has no ``trunk``/``head`` split with
+            ``forward(x) == head(trunk(x))``.
         """
         self.check_is_fitted()
         X = self._validate_X(X)

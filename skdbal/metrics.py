@@ -1,4 +1,4 @@
-"""Learning-curve metrics: labels needed to reach an accuracy (seed 001, App. A)."""
+"""Learning-curve metrics: labels needed to reach an accuracy (Pilz, 2025, App. A)."""
 from __future__ import annotations
 
 from typing import Sequence, Union
@@ -17,6 +17,18 @@ def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):
         Each run a sequence of rows (dicts) with keys ``x`` and ``y``, as
         returned by :meth:`skdbal.ActiveLearner.simulate`, or a pandas
         DataFrame.
+    x : str, default="n_labels"
+        Key of the step's label count (the x axis); every run must hold the
+        same values in the same order, at least over the steps they share.
+    y : str, default="accuracy"
+        Key of the value to stack; each value is cast to float.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_steps,)
+        The ``x`` values of the first run, cut to the shortest run's length.
+    values : ndarray of shape (n_runs, n_steps), dtype float64
+        ``values[r, i]`` is the ``y`` value of run ``r`` at step ``i``.
 
     Raises
     ------
@@ -54,7 +66,7 @@ def labels_to_accuracy(
     threshold: float,
     method: str = "average-step",
 ) -> dict:
-    """Labels needed to reach test accuracy ``threshold`` (seed 001, Appendix A).
+    """Labels needed to reach test accuracy ``threshold`` (Pilz, 2025, Appendix A).
 
     Parameters
     ----------
@@ -77,6 +89,27 @@ def labels_to_accuracy(
         ``value`` (labels; NaN if never reached), ``std`` (step-average only,
         else NaN) and ``runs`` (per-run label counts, step-average only). A
         run that never reaches the threshold makes the step-average NaN.
+
+    Raises
+    ------
+    ValueError
+        If ``threshold`` is not in (0, 1], ``method`` is unknown, or the
+        runs are empty or disagree on their label counts.
+
+    Notes
+    -----
+    Pilz (2025, §3.2.2 and Appendix A) names the two orders of operation
+    Average-Step and Step-Average and shows that they can give very
+    different counts. Gal et al. (2017) do not say which one their Table 1
+    uses; its integer counts suggest Average-Step (Pilz, 2025, §3.2.2).
+
+    References
+    ----------
+    .. [1] P. Pilz, "Deep active learning for image data", preprint
+       (Practical Work in AI, Institute for Machine Learning, Johannes
+       Kepler University Linz), 2025.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
 
     Examples
     --------
@@ -108,7 +141,20 @@ def labels_to_accuracy(
 def accuracy_at(histories, n_labels: int) -> tuple:
     """Mean and population std of accuracy over runs at ``n_labels`` labels.
 
-    Returns ``(nan, nan)`` when no step has that label count.
+    Parameters
+    ----------
+    histories : sequence of runs
+        As for :func:`curves_from_histories` (rows with ``n_labels`` and
+        ``accuracy``).
+    n_labels : int
+        The label count (``n_labels`` column) at which to read the accuracy.
+
+    Returns
+    -------
+    mean, std : float
+        Mean and population standard deviation (``ddof=0``) over runs of the
+        accuracy at the first step with ``n_labels`` labels; ``(nan, nan)``
+        when no step has that label count.
     """
     labels, acc = curves_from_histories(histories)
     hit = np.flatnonzero(labels == n_labels)

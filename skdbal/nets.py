@@ -1,6 +1,6 @@
 """Plain :mod:`torch.nn` modules for deep Bayesian active learning.
 
-Every network here is split in two parts (SPEC §5):
+Every network here is split in two parts:
 
 ``trunk``
     the deterministic part: every layer before the first dropout;
@@ -99,6 +99,11 @@ class BayesianCNN(nn.Module):
     dropout_conv : float, default=0.25
     dropout_fc : float, default=0.5
 
+    References
+    ----------
+    .. [1] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+
     Examples
     --------
     >>> import torch
@@ -146,13 +151,13 @@ class BayesianCNN(nn.Module):
 
 
 class LeNet5(nn.Module):
-    """LeNet-5 with dropout, as in seed 001, Table 1.
+    """LeNet-5 (LeCun et al., 1998) with dropout, as in Pilz (2025, Table 1).
 
     conv 6×5×5 (padding 2) + ReLU – maxpool 2 – conv 16×5×5 + ReLU – maxpool 2
     – dropout(``dropout_conv``) – dense 120 + ReLU – dropout(``dropout_fc``)
     – dense 84 + ReLU – dense ``n_classes``.
 
-    Seed 001's table lists a ReLU after the last dense layer as well; we output
+    Pilz's table lists a ReLU after the last dense layer as well; we output
     plain logits instead, since a ReLU on logits only clips negative scores to
     0 before the softmax. The padding of 2 gives the table's 400 = 16·5·5
     inputs to the first dense layer on 28×28 MNIST. Inputs smaller than
@@ -163,9 +168,24 @@ class LeNet5(nn.Module):
     Parameters
     ----------
     n_classes : int, default=10
+        Number of output classes.
     input_shape : int or tuple of int, default=(1, 28, 28)
+        ``H`` (square), ``(H, W)`` or ``(C, H, W)``. :class:`MCDropoutClassifier`
+        infers it from the training data when it is not given.
     dropout_conv : float, default=0.5
+        Dropout probability after the convolutions (the first layer of the
+        stochastic head).
     dropout_fc : float, default=0.25
+        Dropout probability after the first dense layer.
+
+    References
+    ----------
+    .. [1] Y. LeCun, L. Bottou, Y. Bengio and P. Haffner, "Gradient-based
+       learning applied to document recognition", Proceedings of the IEEE
+       86(11), 1998.
+    .. [2] P. Pilz, "Deep active learning for image data", preprint
+       (Practical Work in AI, Institute for Machine Learning, Johannes
+       Kepler University Linz), 2025.
 
     Examples
     --------

@@ -82,7 +82,24 @@ def check_samples(P, *, name: str = "samples") -> np.ndarray:
 
 
 def entropy(p, axis: int = -1) -> np.ndarray:
-    """Shannon entropy (nats) along ``axis``, with ``0 · log 0 = 0``."""
+    """Shannon entropy (nats) along ``axis``, with ``0 · log 0 = 0``.
+
+    Unlike the measures below, ``p`` is not validated: it is read as
+    probabilities as given (entries ``<= 0`` contribute nothing).
+
+    Parameters
+    ----------
+    p : array-like
+        Probabilities, of any shape; the distributions run along ``axis``.
+    axis : int, default=-1
+        The axis that holds each distribution.
+
+    Returns
+    -------
+    H : ndarray or float64 scalar
+        ``-sum(p log p)`` along ``axis``, in float64: the shape of ``p``
+        without ``axis`` (a :class:`numpy.float64` scalar for a 1-d ``p``).
+    """
     p = np.asarray(p, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
@@ -140,7 +157,9 @@ def variation_ratio(P) -> np.ndarray:
     """Variation ratio ``1 − f_mode / T`` over the argmax classes of the passes.
 
     ``f_mode`` is how often the most frequent predicted class occurs among the
-    ``T`` passes (seed 001, eq. 3). Ties inside a pass go to the lowest class.
+    ``T`` passes (Pilz, 2025, eq. 3). Ties inside a pass go to the lowest class.
+    It is one of the acquisition functions of Gal et al. (2017); see
+    :func:`least_confidence` for the form they write down.
 
     Parameters
     ----------
@@ -149,6 +168,14 @@ def variation_ratio(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    References
+    ----------
+    .. [1] P. Pilz, "Deep active learning for image data", preprint
+       (Practical Work in AI, Institute for Machine Learning, Johannes
+       Kepler University Linz), 2025.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
     """
     P = check_samples(P)
     T, N, C = P.shape
@@ -159,9 +186,10 @@ def variation_ratio(P) -> np.ndarray:
 
 
 def mean_standard_deviation(P) -> np.ndarray:
-    """Mean over classes of the population std over passes (seed 001, eq. 4).
+    """Mean over classes of the population std over passes (Pilz, 2025, eq. 4).
 
-    ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``.
+    ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``, one of the acquisition functions
+    of Gal et al. (2017).
 
     Parameters
     ----------
@@ -170,6 +198,14 @@ def mean_standard_deviation(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    References
+    ----------
+    .. [1] P. Pilz, "Deep active learning for image data", preprint
+       (Practical Work in AI, Institute for Machine Learning, Johannes
+       Kepler University Linz), 2025.
+    .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
     """
     P = check_samples(P)
     var = (P ** 2).mean(axis=0) - P.mean(axis=0) ** 2

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
     ex.add_argument("--last-layer", default=None, metavar="analytic,mfvi",
                     help="run a Bayesian last layer on the CNN's features instead of its softmax "
-                         "(seed 000 §4), e.g. --last-layer analytic,mfvi --strategies predictive_variance")
+                         "(analytic or mean-field VI), e.g. --last-layer analytic,mfvi --strategies predictive_variance")
     ex.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a preset field, e.g. --set n_queries=3 (repeatable)")
     ex.add_argument("--out", required=True, help="output folder; an interrupted grid resumes from it")

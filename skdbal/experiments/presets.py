@@ -1,4 +1,14 @@
-"""Documented experiment protocols (SPEC §6; seed 001 §3.1)."""
+"""Documented experiment protocols: ``gal2017`` follows Gal et al. (2017, §5.1)
+as in their Keras code, ``pilz2025`` the reproduction of Pilz (2025, §3.1).
+
+References
+----------
+.. [1] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+   with image data", ICML 2017, arXiv:1703.02910.
+.. [2] P. Pilz, "Deep active learning for image data", preprint (Practical
+   Work in AI, Institute for Machine Learning, Johannes Kepler University
+   Linz), 2025.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -105,10 +115,19 @@ class Preset:
     n_test : int or None
         Evaluate on a seeded random subset of the test set; None: all of it.
     last_layer_noise_variance, last_layer_prior_variance : float
-        ``sigma^2`` and ``s^2`` of the Bayesian last layer (seed 000 §4), used
-        only by runs with ``last_layer`` (see :func:`skdbal.experiments.run_grid`).
+        ``sigma^2`` and ``s^2`` of the Bayesian last layer (Anonymous, n.d.,
+        §4), used only by runs with ``last_layer`` (see
+        :func:`skdbal.experiments.run_grid`).
     last_layer_fit_hyperparameters : bool
         Fit them per step instead (evidence for analytic, ELBO for mfvi).
+    notes : str
+        A description of the protocol; ignored when presets are compared.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
     """
 
     name: str

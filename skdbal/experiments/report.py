@@ -1,4 +1,16 @@
-"""Tables and figures from a grid's ``results.csv`` (Gal et al. 2017, Table 1, Figs 1-2)."""
+"""Tables and figures from a grid's ``results.csv`` (Gal et al. 2017, Table 1, Figs 1-2).
+
+References
+----------
+.. [1] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+   with image data", ICML 2017, arXiv:1703.02910.
+.. [2] Anonymous (candidate number 1091797), "Uncertainty in deep learning",
+   anonymised report, undated. Code:
+   https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+.. [3] P. Pilz, "Deep active learning for image data", preprint (Practical
+   Work in AI, Institute for Machine Learning, Johannes Kepler University
+   Linz), 2025.
+"""
 from __future__ import annotations
 
 import json
@@ -15,7 +27,9 @@ from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
            "deterministic_markdown", "write_report"]
 
-#: Acquired images to reach 90% / 95% test accuracy (SPEC §6).
+#: Acquired images to reach 90% / 95% test accuracy, by source: Gal et al.
+#: (2017, Table 1) and Anonymous (n.d., Table 1), the latter under the key
+#: ``"seed 000"``.
 ANCHORS = {
     "Gal et al. 2017": {"bald": (145, 335), "variation_ratios": (120, 295), "max_entropy": (165, 355),
                         "mean_std": (230, 695), "random": (255, 835)},
@@ -106,7 +120,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
 
 def deterministic_markdown(rows: List[dict], n_initial: int = 20,
                            at_labels: Sequence = (220, 520, 1020)) -> str:
-    """Bayesian against deterministic scoring (Gal et al. §5.2), per strategy.
+    """Bayesian against deterministic scoring (Gal et al., 2017, §5.2), per strategy.
 
     For each strategy run in both variants, over the seeds finished in both
     (so that the two rows average the same seeds): acquired images to 90% and
@@ -191,8 +205,26 @@ def _last_layer_groups(rows):
 
 
 def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
-    """Seed 000 Fig. 3: test RMSE and mean predictive variance against acquired
-    images, per last-layer inference (and strategy), mean ± std over seeds."""
+    """Test RMSE and mean predictive variance against acquired images, as in
+    Fig. 3 of Anonymous (n.d.), per last-layer inference (and strategy),
+    mean ± std over seeds.
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of ``results.csv`` (:func:`skdbal.experiments.read_results`);
+        only the Bayesian-last-layer runs (variants ``blr_*``) are plotted.
+    path : str or path-like
+        Where to save the figure (any format matplotlib writes).
+    title : str, default=""
+        Figure title.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

@@ -57,14 +57,15 @@ COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acqui
 #: Columns that only runs with a Bayesian last layer fill (empty otherwise).
 OPTIONAL_COLUMNS = ("rmse", "mean_variance")
 
-#: Last-layer inference variants (seed 000 §4): RunSpec.last_layer.
+#: Last-layer inference variants (Anonymous, n.d., §4; see
+#: :class:`skdbal.BayesianLinearRegression`): RunSpec.last_layer.
 LAST_LAYERS = ("analytic", "mfvi")
 
 #: Bumped whenever a change in skdbal changes the rows a run produces (e.g. how
 #: dropout masks are drawn); run files of another version are not resumed.
 RESULTS_VERSION = 2
 
-#: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. report (§5.2).
+#: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. (2017, §5.2) report.
 DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
 
 
@@ -202,10 +203,39 @@ def _net_of(est):
 
 def make_last_layer(preset: Preset, net, inference: str):
     """``Pipeline(NetFeatures(net), BayesianLinearRegression(...))`` for one-hot
-    targets (seed 000 §4), with the preset's ``last_layer_*`` variances.
+    targets (Anonymous, n.d., §4), with the preset's ``last_layer_*`` variances.
 
     ``net`` is used as given (frozen): the runner trains it on the labelled
     set first, so the features follow the labelled set as the CNN does.
+
+    Parameters
+    ----------
+    preset : Preset
+        Supplies ``last_layer_noise_variance``, ``last_layer_prior_variance``
+        and ``last_layer_fit_hyperparameters``.
+    net : estimator
+        A fitted network with ``transform`` (a
+        :class:`~skdbal.MCDropoutClassifier`), frozen by
+        ``NetFeatures(net, refit=False)``.
+    inference : {"analytic", "mfvi"}
+        The last layer's ``inference``.
+
+    Returns
+    -------
+    model : sklearn.pipeline.Pipeline
+        Steps ``"features"`` (:class:`~skdbal.NetFeatures`) and ``"blr"``
+        (:class:`~skdbal.BayesianLinearRegression`), unfitted.
+
+    Raises
+    ------
+    ValueError
+        If ``inference`` is not in :data:`LAST_LAYERS`.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
     """
     from sklearn.pipeline import Pipeline
 
@@ -519,26 +549,33 @@ def run_grid(
     strategies : sequence of str
         Names in :data:`skdbal.acquisition.STRATEGIES`.
     seeds : sequence of int
+        Experiment seeds; each seeds one run per strategy (data split,
+        initial set and every step's randomness).
     out_dir : path
         Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``
         (the preset, the machine, and every call made on the folder). One
         grid at a time may write a folder: a second one raises RuntimeError.
     deterministic_baseline : bool, default=False
-        Also run the ``mc_dropout=False`` baseline of Gal et al. §5.2 for the
-        strategies among max_entropy and variation_ratios.
+        Also run the ``mc_dropout=False`` baseline of Gal et al. (2017, §5.2)
+        for the strategies among max_entropy and variation_ratios.
     last_layer : sequence of {"analytic", "mfvi"}, default=()
-        Run these Bayesian-last-layer variants (seed 000 §4) *instead of* the
-        softmax CNN: each step trains the preset's network, fits
+        Run these Bayesian-last-layer variants (Anonymous, n.d., §4) *instead
+        of* the softmax CNN: each step trains the preset's network, fits
         :class:`~skdbal.BayesianLinearRegression` on its frozen penultimate
         features with one-hot targets, and records accuracy (argmax), RMSE
         and the mean predictive variance (trace) on the test set. Use the
-        ``predictive_variance`` strategy for seed 000's Fig. 3.
+        ``predictive_variance`` strategy for Fig. 3 of Anonymous (n.d.).
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
         torch threads per run; default: CPU count // n_jobs. Rows are
         reproducible for a fixed value; it is recorded in each run's JSON,
         and resuming a run with another value warns.
+    data_home : str, optional
+        Where the MNIST files are looked for (see
+        :func:`skdbal.datasets.load_mnist`); unused for ``"digits"``.
+    verbose : bool, default=True
+        Print one line per finished step of each run.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
 
@@ -546,6 +583,14 @@ def run_grid(
     -------
     rows : list of dict
         All rows of ``results.csv``.
+
+    References
+    ----------
+    .. [1] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
+       with image data", ICML 2017, arXiv:1703.02910.
+    .. [2] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated. Code:
+       https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
     """
     preset = get_preset(preset, **overrides)
     strategies, seeds, last_layer = (list(dict.fromkeys(v)) for v in (strategies, seeds, last_layer))  # no repeats
