@@ -9,8 +9,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from ._validation import check_n_instances, check_pool, subset_pool_kwargs
-from .acquisition import Acquisition, as_strategy, bald
+from ._validation import check_n_instances, check_pool, pool_kwargs
+from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
 from .loop import ActiveLearningLoop
 from .predictive import as_predictive
@@ -340,27 +340,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise
 
     def _query_unsafe(self, X_pool, candidates, n_instances, rng, **kwargs) -> Acquisition:
-        kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
+        pool_kwargs(kwargs, len(X_pool))  # refuse misaligned *_pool keywords before any draw
         if self.pool_subsample is not None and self.pool_subsample < len(candidates):
             # the draw of rng.choice(candidates, pool_subsample, replace=False), kept as positions
             rows = rng.permutation(len(candidates))[:self.pool_subsample]
-            rows = rows[np.argsort(candidates[rows], kind="stable")]
-            kwargs = subset_pool_kwargs(kwargs, rows, len(candidates))
-            candidates = candidates[rows]
+            candidates = candidates[rows[np.argsort(candidates[rows], kind="stable")]]
             check_n_instances(n_instances, len(candidates))
         kwargs.setdefault("random_state", rng.randint(2**31 - 1))
-        acq = as_strategy(self.query_strategy).acquire(self, X_pool[candidates], n_instances, **kwargs)
-        idx = np.asarray(acq.indices)
-        if idx.dtype.kind not in "iu":
-            raise TypeError(f"query_strategy must return integer indices; got dtype {idx.dtype}")
-        if len(np.unique(idx)) != len(idx):
-            raise ValueError(f"query_strategy returned duplicate indices: {idx.tolist()}")
-        if len(idx) and (idx.min() < 0 or idx.max() >= len(candidates)):
-            raise ValueError("query_strategy returned indices outside the pool")
-        # every index array the strategy reports (``*_indices``) maps back to X_pool too
-        info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
-                for k, v in acq.info.items()}
-        return Acquisition(candidates[idx], acq.scores, info)
+        return acquire_among(self.query_strategy, self, X_pool, candidates, n_instances, **kwargs)
 
     def query(self, X_pool, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):

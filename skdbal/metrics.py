@@ -1,7 +1,6 @@
 """Learning-curve metrics: labels needed to reach an accuracy (Pilz, 2025, App. A)."""
 from __future__ import annotations
 
-from typing import Sequence, Union
 
 import numpy as np
 

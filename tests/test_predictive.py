@@ -11,8 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skdbal import ActiveLearner, BayesianLinearRegression, uncertainty
-from skdbal.acquisition import (STRATEGIES, bald, max_entropy, mean_std, predictive_variance, random_sampling,
-                                variation_ratios)
+from skdbal.acquisition import STRATEGIES, bald, max_entropy, predictive_variance
 from skdbal.predictive import Predictive, as_predictive
 
 PACKAGE = Path(__file__).resolve().parents[1] / "skdbal"

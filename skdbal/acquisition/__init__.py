@@ -29,7 +29,8 @@ Examples
 >>> max_entropy
 MaxEntropy()
 """
-from ._base import Acquisition, CallableStrategy, Strategy, as_strategy, select_top, to_modal
+from ._base import (Acquisition, CallableStrategy, Strategy, StrategyDecorator, acquire_among, as_strategy,
+                    select_top, to_modal)
 from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
                          MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
                          score_pool)
@@ -52,12 +53,14 @@ __all__ = [
     "RandomSampling",
     "PredictiveVariance",
     "Strategy",
+    "StrategyDecorator",
     "SamplesStrategy",
     "MeasureStrategy",
     "CallableStrategy",
     "Acquisition",
     # helpers
     "as_strategy",
+    "acquire_among",
     "select_top",
     "score_pool",
     "map_chunks",

@@ -9,9 +9,10 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool, check_query_result, pool_kwargs
+from .._validation import check_n_instances, check_pool, check_query_result, pool_kwargs, subset_pool_kwargs
 
-__all__ = ["Acquisition", "Strategy", "CallableStrategy", "as_strategy", "select_top", "to_modal"]
+__all__ = ["Acquisition", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy", "acquire_among",
+           "select_top", "to_modal"]
 
 
 @dataclass
@@ -34,6 +35,63 @@ class Acquisition:
     indices: np.ndarray
     scores: Optional[np.ndarray]
     info: dict = field(default_factory=dict)
+
+
+def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
+    """Let ``strategy`` choose among the rows ``candidates`` of ``X_pool``.
+
+    The one place where a pool is subset for a strategy: the learner uses it
+    for its unlabelled rows and ``pool_subsample``, a decorator for the
+    candidates it passes to the strategy it wraps. Pool-aligned keywords
+    (``*_pool``) are subset with the same indices, and the returned indices,
+    like every ``*_indices`` entry of ``info``, are mapped back to positions
+    in ``X_pool``.
+
+    Parameters
+    ----------
+    strategy : Strategy or callable
+        Plain callables are wrapped by :class:`CallableStrategy`.
+    estimator : estimator
+        Passed to the strategy.
+    X_pool : array-like of shape (N, ...)
+        The whole pool.
+    candidates : array-like of int
+        Positions in ``X_pool`` the strategy may choose from.
+    n_instances : int, default=1
+        How many to choose.
+    **kwargs :
+        Passed to the strategy; ``*_pool`` keywords must be aligned with
+        ``X_pool``.
+
+    Returns
+    -------
+    Acquisition
+        With indices into ``X_pool``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If the strategy returns non-integer, duplicate or out-of-range
+        indices, or a pool-aligned keyword has the wrong length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import acquire_among, random_sampling
+    >>> acq = acquire_among(random_sampling, None, np.zeros((10, 2)), [7, 8, 9], 2, random_state=0)
+    >>> set(acq.indices.tolist()) <= {7, 8, 9}
+    True
+    """
+    candidates = np.asarray(candidates).reshape(-1)
+    if candidates.dtype.kind not in "iu":
+        raise TypeError(f"candidates must be integer indices; got dtype {candidates.dtype}")
+    candidates = candidates.astype(np.intp)
+    kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
+    acq = as_strategy(strategy).acquire(estimator, X_pool[candidates], n_instances, **kwargs)
+    idx, _ = check_query_result((acq.indices, None), len(candidates))
+    info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
+            for k, v in acq.info.items()}
+    return Acquisition(candidates[idx], acq.scores, info)
 
 
 def select_top(
@@ -179,6 +237,37 @@ class Strategy(BaseEstimator):
         """The batch: the ``n_instances`` best scores (:func:`select_top`)."""
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
+
+
+class StrategyDecorator(Strategy):
+    """Base class of strategy decorators: a strategy that wraps another.
+
+    A decorator takes any strategy (one of ours, a plain callable such as
+    modAL's, or another decorator) and is itself a strategy with the same
+    protocol, so decorators stack in any order. This base passes every call
+    through unchanged; a subclass overrides :meth:`acquire` (to filter the
+    candidates, it calls :func:`acquire_among`; to change the selection, it
+    scores with the wrapped strategy and selects itself). The wrapped
+    strategy's parameters are nested in ``get_params`` as
+    ``strategy__<name>``.
+
+    Parameters
+    ----------
+    strategy : Strategy or callable
+        The strategy to decorate.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import BALD, StrategyDecorator
+    >>> StrategyDecorator(BALD(n_samples=50)).get_params()["strategy__n_samples"]
+    50
+    """
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+
+    def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
+        return as_strategy(self.strategy).acquire(estimator, X_pool, n_instances, **kwargs)
 
 
 class CallableStrategy(Strategy):

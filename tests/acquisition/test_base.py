@@ -9,6 +9,7 @@ from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, uncertainty
 from skdbal.acquisition import (BALD, Acquisition, CallableStrategy, MaxEntropy, MeasureStrategy, Strategy,
+                                StrategyDecorator, acquire_among, to_modal,
                                 as_strategy, bald, max_entropy, mean_std, random_sampling, variation_ratios)
 
 
@@ -166,3 +167,60 @@ def test_simulation_history_carries_the_strategy_info(digits):
     # position 0 of the remaining pool, as an index into the original pool
     remaining_before_step1 = np.setdiff1d(np.arange(200), history[0]["query_indices"])
     assert history[1]["rejected_indices"] == [int(remaining_before_step1[0])]
+
+
+class OnlyEven(StrategyDecorator):
+    """A toy decorator: offers the strategy it wraps the even pool positions only."""
+
+    def acquire(self, estimator, X_pool, n_instances=1, **kwargs):
+        acq = acquire_among(self.strategy, estimator, X_pool, np.arange(0, len(X_pool), 2), n_instances, **kwargs)
+        acq.info = {**acq.info, "skipped_indices": np.arange(1, len(X_pool), 2)}
+        return acq
+
+
+def test_decorators_wrap_any_strategy_and_stack(fixed, digits):
+    est, X = fixed
+    idx, s = OnlyEven(bald)(est, X, 1)
+    assert idx.tolist() == [2] and s[0] == pytest.approx(np.log(2))
+    idx, _ = OnlyEven(bald)(est, X, 2)  # the best of the even positions, even if 3 beats 0
+    assert idx.tolist() == [2, 0]
+    eight = Fixed(np.r_[est.a, est.a], np.r_[est.b, est.b])
+    acq = OnlyEven(OnlyEven(bald)).acquire(eight, np.arange(8)[:, None], 2)
+    assert sorted(acq.indices.tolist()) == [0, 4]  # positions 0, 2, 4, 6, then their even ones
+    assert acq.info["skipped_indices"].tolist() == [1, 3, 5, 7]  # the outer decorator's, in pool positions
+    # parameters nest, and the object reads, clones and pickles like an estimator
+    deco = OnlyEven(BALD(n_samples=3))
+    assert deco.get_params()["strategy__n_samples"] == 3
+    assert repr(deco) == "OnlyEven(strategy=BALD(n_samples=3))"
+    assert clone(deco).strategy.n_samples == 3
+    assert pickle.loads(pickle.dumps(deco)).get_params()["strategy__n_samples"] == 3
+    # a plain modAL function can be decorated too
+    flat = digits[0].reshape(len(digits[0]), -1)
+    clf = LogisticRegression(max_iter=300).fit(flat[:60], digits[1][:60])
+    idx, _ = OnlyEven(uncertainty_sampling)(clf, flat[100:300], 5)
+    assert all(i % 2 == 0 for i in idx)
+
+
+def test_decorator_inside_the_learner_keeps_y_pool_aligned(digits):
+    X, y = digits
+    flat = X.reshape(len(X), -1)
+    inner = RecordingStrategy()
+    learner = ActiveLearner(LogisticRegression(max_iter=300), OnlyEven(inner), pool_subsample=60,
+                            random_state=0, verbose=False).fit(flat[:40], y[:40])
+    labels = np.arange(300) * 7 % 301
+    idx, _ = learner.query(flat[200:500], 2, y_pool=labels)
+    assert len(inner.seen_) == 30  # 60 subsampled rows, of which every other one
+    np.testing.assert_array_equal(labels[idx], np.sort(inner.seen_)[::-1][:2])
+    info = learner.last_acquisition_.info
+    assert len(info["skipped_indices"]) == 30 and not np.isin(info["skipped_indices"], idx).any()
+    assert labels[info["rejected_indices"][0]] == inner.seen_.min()
+
+
+def test_decorated_strategy_through_modal(fitted_net, digits):
+    from modAL.models import ActiveLearner as ModalLearner
+
+    pool = digits[0][400:600]
+    modal = ModalLearner(estimator=fitted_net, query_strategy=to_modal(OnlyEven(bald)))
+    idx, _ = modal.query(pool, n_instances=4)
+    expected = np.arange(0, 200, 2)[bald(fitted_net, pool[::2], 4)[0]]
+    np.testing.assert_array_equal(np.asarray(idx), expected)
