@@ -1,7 +1,6 @@
 """Learning-curve metrics: labels needed to reach an accuracy (Pilz, 2025, App. A)."""
 from __future__ import annotations
 
-
 import numpy as np
 
 __all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at"]
