@@ -91,7 +91,9 @@ class RunSpec:
 
     def config(self) -> dict:
         config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
-                  "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION}
+                  "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION,
+                  # the strategy object with its parameters, e.g. "BALD()" (recorded only)
+                  "strategy_object": repr(STRATEGIES[self.strategy])}
         if self.last_layer is not None:
             config["last_layer"] = self.last_layer
         return config
@@ -332,7 +334,7 @@ _FREE_FIELDS = ("n_queries", "notes")
 
 
 #: Run-file keys recorded for the record, not compared when resuming.
-_RECORDED_ONLY = ("torch_threads",)
+_RECORDED_ONLY = ("torch_threads", "strategy_object")
 
 
 def _check_run_config(spec: RunSpec, runs: Path) -> dict:

@@ -118,6 +118,9 @@ def test_tiny_grid_rows_and_rerun_identical(tmp_path):
     # every strategy starts from the same initial set for a seed
     firsts = {r["query_indices"] for r in rows if r["step"] == 0 and r["seed"] == 1}
     assert len(firsts) == 1
+    # each run records its strategy object with its parameters
+    config = json.loads((tmp_path / "a" / "runs" / "gal2017__random__bayesian__seed1.json").read_text())
+    assert config["strategy"] == "random" and config["strategy_object"] == "RandomSampling()"
     run_grid("gal2017", ["bald", "max_entropy", "random"], [1, 2], tmp_path / "b", verbose=False,
              deterministic_baseline=True, **TINY)
     assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
