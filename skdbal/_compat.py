@@ -28,13 +28,23 @@ class _MovedLoader(importlib.abc.Loader):
 
     def create_module(self, spec):
         warnings.warn(f"{spec.name} has moved to {self.new}; the old path will be removed",
-                      FutureWarning, stacklevel=3)
+                      FutureWarning, stacklevel=2)
         module = importlib.import_module(self.new)
         self._spec = module.__spec__  # the import system sets __spec__ to the old name's
         return module
 
     def exec_module(self, module):
         module.__spec__ = self._spec  # already executed under its new name
+
+    def get_code(self, fullname):
+        """``python -m <old path>``: run the moved module as ``__main__``."""
+        warnings.warn(f"{fullname} has moved to {self.new}; the old path will be removed",
+                      FutureWarning, stacklevel=2)
+        return compile(f"import runpy; runpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)",
+                       f"<{fullname} moved to {self.new}>", "exec")
+
+    def is_package(self, fullname):
+        return False
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

@@ -6,7 +6,7 @@ from typing import Dict
 import numpy as np
 from sklearn.utils.validation import check_array
 
-__all__ = ["check_pool", "check_n_instances", "check_positive_int", "check_query_result",
+__all__ = ["check_pool", "check_n_instances", "check_positive_int", "check_candidates", "check_query_result",
            "pool_kwargs", "subset_pool_kwargs"]
 
 
@@ -41,6 +41,19 @@ def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an int >= 1; got {value!r}")
     return int(value)
+
+
+def check_candidates(candidates, n_pool: int) -> np.ndarray:
+    """Unique integer positions in ``[0, n_pool)``, as an intp array."""
+    candidates = np.asarray(candidates).reshape(-1)
+    if candidates.dtype.kind not in "iu":
+        raise TypeError(f"candidates must be integer indices; got dtype {candidates.dtype}")
+    if len(candidates) and (candidates.min() < 0 or candidates.max() >= n_pool):
+        raise ValueError(f"candidates must lie in [0, {n_pool}); got "
+                         f"[{candidates.min()}, {candidates.max()}]")
+    if len(np.unique(candidates)) != len(candidates):
+        raise ValueError("candidates contain duplicates")
+    return candidates.astype(np.intp)
 
 
 def check_query_result(result, n_pool: int, name: str = "query_strategy"):

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from ._validation import check_n_instances, check_pool, pool_kwargs
+from ._validation import check_candidates, check_n_instances, check_pool, pool_kwargs
 from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
 from .loop import ActiveLearningLoop
@@ -57,13 +57,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         The model to train; ``None`` means
         :class:`~skdbal.MCDropoutClassifier` with its defaults. It is cloned:
         the fitted copy is ``estimator_``.
-    query_strategy : callable, default=:data:`skdbal.acquisition.bald`
+    query_strategy : callable, default=None
         A :class:`~skdbal.acquisition.Strategy`, or any callable
         ``strategy(learner, X_pool, n_instances, **kwargs)`` returning
-        ``(indices, scores)`` or bare indices (modAL's strategies). A
-        ``Strategy`` gets a ``random_state`` drawn from the learner's; a
-        plain callable is called as modAL calls it, with the caller's
-        keywords only.
+        ``(indices, scores)`` or bare indices (modAL's strategies); ``None``
+        means :data:`skdbal.acquisition.bald`. A ``Strategy`` gets a
+        ``random_state`` drawn from the learner's generator for every query;
+        a plain callable is called as modAL calls it, with the caller's
+        keywords (wrap it in
+        :class:`~skdbal.acquisition.CallableStrategy` with
+        ``takes_random_state=True`` to have it seeded).
     X_training, y_training : array-like, default=None
         An initial labelled set, as in modAL. It is fitted lazily, at the
         first :meth:`query`, :meth:`teach` or prediction; :meth:`fit` and
@@ -125,7 +128,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def __init__(
         self,
         estimator=None,
-        query_strategy: Callable = bald,
+        query_strategy: Optional[Callable] = None,
         X_training=None,
         y_training=None,
         *,
@@ -161,7 +164,15 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return template
 
     def _template(self):
-        return getattr(self, "template_", None) or self._make_template()
+        """What the next retrain clones: ``template_`` while ``estimator`` is the
+        object it was made from (``set_params(estimator=...)`` replaces it)."""
+        template = getattr(self, "template_", None)
+        if template is not None and getattr(self, "_template_source", None) is self.estimator:
+            return template
+        return self._make_template()
+
+    def _strategy(self):
+        return bald if self.query_strategy is None else as_strategy(self.query_strategy)
 
     def _get_rng(self) -> np.random.RandomState:
         if not hasattr(self, "rng_"):
@@ -174,15 +185,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         ps = self.pool_subsample
         if ps is not None and (isinstance(ps, bool) or not isinstance(ps, (int, np.integer)) or ps < 1):
             raise ValueError(f"pool_subsample must be None or an int >= 1; got {ps!r}")
-        as_strategy(self.query_strategy)  # TypeError if not callable
+        self._strategy()  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
 
-    def _validate_Xy(self, X, y, check_shape: bool = True):
+    def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
         X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
         if X.dtype.kind not in "fiub":
             raise TypeError(f"X must be numeric; got dtype {X.dtype}")
-        y = self._check_y(y)
+        template = self._template() if template is None else template
+        y = self._check_y(y, template=template)
         if len(X) != len(y):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
@@ -193,16 +205,17 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                     f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
                     f"{self.X_training_.shape[1:]}"
                 )
-            # one labelled set, one kind of number: an estimator may read integer and
-            # float inputs on different scales (MCDropoutClassifier scales uint8 images)
-            if X.dtype.kind != self.X_training_.dtype.kind:
+            # one labelled set, one scale: an estimator may read integer inputs of
+            # different types on different scales (MCDropoutClassifier scales uint8 images)
+            old = self.X_training_.dtype
+            if X.dtype.kind != old.kind or (old.kind in "iub" and X.dtype != old):
                 raise TypeError(
-                    f"X has dtype {X.dtype}, but the labelled set has dtype "
-                    f"{self.X_training_.dtype}; integer and float inputs may be on "
-                    "different scales, so convert X to the labelled set's dtype"
+                    f"X has dtype {X.dtype}, but the labelled set has dtype {old}; integer "
+                    "inputs of another type or kind may be on another scale (uint8 images "
+                    "are read as 0-255), so convert X to the labelled set's dtype"
                 )
-        classes = getattr(self._template(), "classes", None)
-        if classes is not None and not is_regressor(self._template()):
+        classes = getattr(template, "classes", None)
+        if classes is not None and not is_regressor(template):
             unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
             if len(unknown):
                 raise ValueError(
@@ -210,9 +223,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 )
         return X, y
 
-    def _check_y(self, y, name: str = "y") -> np.ndarray:
+    def _check_y(self, y, name: str = "y", template=None) -> np.ndarray:
         """Labels (1-d) for classifiers; 1-d or 2-d numeric targets for regressors."""
-        if is_regressor(self._template()):
+        if is_regressor(self._template() if template is None else template):
             y = check_array(y, ensure_2d=False, dtype="numeric", ensure_all_finite=True, input_name=name)
             if y.ndim == 2 and y.shape[1] == 1:
                 y = y[:, 0]
@@ -256,9 +269,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     def _fit(self, X, y, template, **fit_params):
         self._check_params()
-        X, y = self._validate_Xy(X, y, check_shape=False)
+        X, y = self._validate_Xy(X, y, check_shape=False, template=template)
         est = clone(template).fit(X, y, **fit_params)
         self.template_ = template
+        self._template_source = self.estimator
         self.estimator_ = est
         self.X_training_ = np.array(X, copy=True)
         self.y_training_ = np.array(y, copy=True)
@@ -314,8 +328,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         except BaseException:
             rng.set_state(state)
             raise
-        if not hasattr(self, "template_"):
+        if self._template() is not getattr(self, "template_", None):
             self.template_ = self._make_template()
+            self._template_source = self.estimator
         self.estimator_ = est
         self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
@@ -346,8 +361,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rows = rng.permutation(len(candidates))[:self.pool_subsample]
             candidates = candidates[rows[np.argsort(candidates[rows], kind="stable")]]
             check_n_instances(n_instances, len(candidates))
-        kwargs.setdefault("random_state", rng.randint(2**31 - 1))
-        return acquire_among(self.query_strategy, self, X_pool, candidates, n_instances, **kwargs)
+        strategy = self._strategy()
+        if strategy.takes_random_state and "random_state" not in kwargs:
+            kwargs["random_state"] = rng.randint(2**31 - 1)
+        return acquire_among(strategy, self, X_pool, candidates, n_instances, **kwargs)
 
     def query(self, X_pool, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
@@ -376,17 +393,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         scores : ndarray, only with ``return_scores=True``
         """
         X_pool = check_pool(X_pool)
-        if candidates is None:
-            candidates = np.arange(len(X_pool))
-        else:
-            candidates = np.asarray(candidates).reshape(-1)
-            if candidates.dtype.kind not in "iu":
-                raise TypeError(f"candidates must be integer indices; got dtype {candidates.dtype}")
-            if len(candidates) and (candidates.min() < 0 or candidates.max() >= len(X_pool)):
-                raise ValueError(f"candidates must lie in [0, {len(X_pool)})")
-            if len(np.unique(candidates)) != len(candidates):
-                raise ValueError("candidates contain duplicates")
-            candidates = candidates.astype(np.intp)
+        candidates = (np.arange(len(X_pool)) if candidates is None
+                      else check_candidates(candidates, len(X_pool)))
         acq = self._query(X_pool, candidates, n_instances, **kwargs)
         self.last_acquisition_ = acq
         if return_scores:
@@ -503,8 +511,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     @property
     def stochastic_samples(self) -> bool:
-        """Whether ``estimator_``'s predictive samples differ from one another."""
-        return as_predictive(self._fitted()).stochastic
+        """Whether the model's predictive samples differ from one another (no fit needed)."""
+        model = getattr(self, "estimator_", None)
+        return as_predictive(self._template() if model is None else model).stochastic
 
     def score(self, X, y, sample_weight=None):
         """Delegate to ``estimator_.score`` (accuracy for classifiers).

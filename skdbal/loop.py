@@ -17,6 +17,9 @@ from sklearn.base import is_regressor
 
 __all__ = ["ActiveLearningLoop", "evaluate"]
 
+#: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
+_HISTORY_KEYS = frozenset({"step", "n_labels", "accuracy", "rmse", "query_indices", "query_time", "fit_time"})
+
 
 def evaluate(model, X_test, y_test) -> dict:
     """Test metrics of a fitted model: ``accuracy``, or ``rmse`` for a regressor.
@@ -146,6 +149,10 @@ class ActiveLearningLoop:
         q, _ = self.learner.query(self.X_pool, self.n_instances, candidates=remaining, **query_kwargs)
         acquisition = getattr(self.learner, "last_acquisition_", None)
         info = dict(acquisition.info) if acquisition is not None else {}
+        clash = sorted(set(info) & _HISTORY_KEYS)
+        if clash:  # before teach: the picks stay unlabelled, no history row is written
+            raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash}; "
+                             "rename them")
         t1 = time.perf_counter()
         if self.labelled[q].any():  # pragma: no cover - guarded by construction
             raise RuntimeError("internal error: queried a labelled point")

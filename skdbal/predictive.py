@@ -23,13 +23,14 @@ A third-party model that implements only one of these works with every
 strategy. Everything else goes through the same adapter:
 
 - a scikit-learn :class:`~sklearn.pipeline.Pipeline` is read through its last
-  step, after transforming ``X`` with the steps before it;
-- a wrapper with a fitted ``estimator`` attribute (a modAL learner) is read
-  through what it wraps; :class:`skdbal.ActiveLearner` implements the
+  step, after transforming ``X`` with the steps before it (``pipe[:-1]``);
+- a wrapper with an ``estimator`` attribute and no fitted state of its own
+  (a modAL learner) is read through what it wraps, while a fitted
+  scikit-learn meta-estimator (``CalibratedClassifierCV``) is read itself; :class:`skdbal.ActiveLearner` implements the
   interface itself by delegating to its fitted model;
 - a plain classifier with ``predict_proba`` gives one deterministic sample
   (``T = 1``);
-- a regressor whose ``predict`` takes ``return_std=True``
+- a model that is not a classifier and whose ``predict`` takes ``return_std=True``
   (:class:`~sklearn.linear_model.BayesianRidge`,
   :class:`~sklearn.gaussian_process.GaussianProcessRegressor`) gives the sum
   of the squared standard deviations.
@@ -54,7 +55,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
+from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["Predictive", "as_predictive"]
@@ -169,13 +170,9 @@ class Predictive:
 def _is_fitted(est) -> bool:
     try:
         check_is_fitted(est)
-    except (NotFittedError, TypeError):
+    except Exception:  # NotFittedError, or not a scikit-learn estimator at all
         return False
     return True
-
-
-def _implements(est) -> bool:
-    return hasattr(est, "predict_proba_samples") or hasattr(est, "predictive_variance")
 
 
 def as_predictive(estimator, *, n_samples: Optional[int] = None) -> Predictive:
@@ -212,18 +209,18 @@ def _resolve(est, n_samples, transforms) -> Predictive:
     if hasattr(est, "predictive_variance"):
         return Predictive(est, "variance", stochastic=True, transforms=transforms)
     steps = getattr(est, "steps", None)
-    if steps:  # a Pipeline: transform with all but the last step
-        return _resolve(steps[-1][1], n_samples, transforms + tuple(s for _, s in steps[:-1]))
+    if steps:  # a Pipeline: its own slicing transforms with all but the last step ("passthrough" too)
+        head = (est[:-1],) if len(steps) > 1 else ()
+        return _resolve(steps[-1][1], n_samples, transforms + head)
     inner = getattr(est, "estimator", None)
-    # a wrapper of a fitted model with no fitted state of its own (a modAL learner); a
-    # fitted scikit-learn meta-estimator keeps an unfitted template in `estimator`
-    if inner is not None and _is_fitted(inner) and (
-            _implements(inner) or getattr(inner, "steps", None) or not _is_fitted(est)):
+    # a wrapper with no fitted state of its own (modAL's learner) predicts with what it
+    # wraps; a fitted scikit-learn meta-estimator (CalibratedClassifierCV) predicts itself
+    if inner is not None and not _is_fitted(est):
         return _resolve(inner, n_samples, transforms)
     if hasattr(est, "predict_proba"):
         return Predictive(est, "proba", stochastic=False, transforms=transforms)
-    if hasattr(est, "predict"):
+    if hasattr(est, "predict") and not is_classifier(est):
         return Predictive(est, "std", stochastic=True, transforms=transforms)
     raise TypeError(
-        f"estimator must provide predict_proba_samples, predictive_variance, predict_proba or "
-        f"predict(return_std=True); got {type(est).__name__}")
+        f"estimator must provide predict_proba_samples or predict_proba (a classifier), or "
+        f"predictive_variance or predict(return_std=True) (a regressor); got {type(est).__name__}")

@@ -20,6 +20,12 @@ def flat_digits():
     return X / 16.0, y
 
 
+def rng_state(learner):
+    """The learner's whole generator state (key array, position, Gaussian cache), comparable with ==."""
+    name, keys, pos, has_gauss, gauss = learner.rng_.get_state()
+    return name, tuple(keys.tolist()), pos, has_gauss, gauss
+
+
 def snapshot(learner):
     return (learner.estimator_, learner.X_training_.copy(), learner.y_training_.copy())
 
@@ -249,13 +255,13 @@ def test_bad_simulation_changes_nothing(flat_digits, kwargs, exc, match):
     learner = lr_learner()
     learner.simulate(X[:300], y[:300], n_queries=1, n_instances=2)
     snap, hist, idx = snapshot(learner), learner.history_, learner.labelled_idx_.copy()
-    state = learner.rng_.get_state()[1].copy()
+    state = rng_state(learner)
     with pytest.raises(exc, match=match):
         learner.simulate(X[:300], y[:300], **kwargs)
     assert_unchanged(learner, snap)
     assert learner.history_ is hist
     np.testing.assert_array_equal(learner.labelled_idx_, idx)
-    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+    assert rng_state(learner) == state
 
 
 def test_failing_step_keeps_the_completed_history(flat_digits):
@@ -300,10 +306,10 @@ def test_failed_query_does_not_advance_the_random_state(flat_digits):
 
     learner = ActiveLearner(LogisticRegression(max_iter=300), dup, pool_subsample=50,
                             random_state=0, verbose=False).fit(X[:30], y[:30])
-    state = learner.rng_.get_state()[1].copy()
+    state = rng_state(learner)
     with pytest.raises(ValueError, match="duplicate"):
         learner.query(X[100:400], n_instances=2)
-    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+    assert rng_state(learner) == state
     # and the next good query is the one a fresh learner makes
     learner.set_params(query_strategy=max_entropy)
     fresh = lr_learner(pool_subsample=50).fit(X[:30], y[:30])
@@ -319,11 +325,11 @@ def test_samples_not_summing_to_one_are_rejected_without_change(flat_digits):
 
     learner = ActiveLearner(Unnormalised(max_iter=300), bald, pool_subsample=50, random_state=0,
                             verbose=False).fit(X[:30], y[:30])
-    snap, state = snapshot(learner), learner.rng_.get_state()[1].copy()
+    snap, state = snapshot(learner), rng_state(learner)
     with pytest.raises(ValueError, match="sum to 1"):
         learner.query(X[100:400], n_instances=2)
     assert_unchanged(learner, snap)
-    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+    assert rng_state(learner) == state
 
 
 def test_teach_rejects_uint8_mixed_with_floats(small_net, digits):
@@ -371,3 +377,94 @@ def test_modal_style_constructor_and_teach_options(flat_digits):
     assert len(unfitted.y_training_) == 32
     with pytest.raises(ValueError, match="both X_training and y_training"):
         ActiveLearner(LogisticRegression(), max_entropy, X[:30]).query(X[100:200])
+
+
+# -- templates, seeds and dtypes (review of the acquisition redesign) -----------------------
+
+def test_ensembles_with_len_work_as_templates(flat_digits):
+    """A forest's __len__ fails before fit: the template must never be tested for truth."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = flat_digits
+    learner = ActiveLearner(RandomForestClassifier(n_estimators=5, random_state=0), max_entropy,
+                            random_state=0, verbose=False)
+    learner.fit(X[:40], y[:40]).teach(X[40:42], y[40:42])
+    assert len(learner.y_training_) == 42
+    history = learner.simulate(X[:200], y[:200], n_queries=2, n_instances=3)
+    assert history[-1]["n_labels"] == 26
+
+
+def test_template_follows_fit_simulate_and_set_params(small_net, digits, flat_digits):
+    X, y = digits
+    three = np.isin(y, [0, 1, 2])
+    learner = ActiveLearner(small_net(classes=None, max_epochs=1), max_entropy, random_state=0, verbose=False)
+    learner.simulate(X[three][:100], y[three][:100], n_queries=1, n_instances=2)
+    np.testing.assert_array_equal(learner.template_.classes, [0, 1, 2])
+    learner.fit(X[:60], y[:60])  # five... ten classes now: validated against the new template
+    np.testing.assert_array_equal(learner.estimator_.classes_, np.arange(10))
+    Xf, yf = flat_digits
+    lr = ActiveLearner(LogisticRegression(C=1e-4, max_iter=300), max_entropy, verbose=False).fit(Xf[:40], yf[:40])
+    lr.set_params(estimator=LogisticRegression(C=100.0, max_iter=300))
+    lr.teach(Xf[40:45], yf[40:45])
+    assert lr.estimator_.C == 100.0 and lr.template_.C == 100.0
+
+
+def test_seeding_of_plain_callables_is_declared_not_inspected(flat_digits):
+    from skdbal.acquisition import CallableStrategy, to_modal
+
+    X, y = flat_digits
+
+    def coin(est, X_pool, n_instances=1, random_state=None, **kw):
+        return np.random.RandomState(random_state).permutation(len(X_pool))[:n_instances]
+
+    def picks(strategy):
+        learner = ActiveLearner(LogisticRegression(max_iter=300), strategy, random_state=0,
+                                verbose=False).fit(X[:30], y[:30])
+        return [learner.query(X[100:400], 3)[0].tolist() for _ in range(2)]
+
+    seeded = CallableStrategy(coin, takes_random_state=True)
+    assert picks(seeded) == picks(seeded)
+    assert picks(to_modal(random_sampling, "0.4.1")) == picks(to_modal(random_sampling, "0.4.1"))
+    # a plain callable is not given the learner's seed, and the learner draws none for it
+    learner = ActiveLearner(LogisticRegression(max_iter=300), coin, random_state=0, verbose=False).fit(X[:30], y[:30])
+    state = rng_state(learner)
+    learner.query(X[100:400], 3)
+    assert rng_state(learner) == state
+    # nor does it draw when the caller passes a random_state
+    learner.set_params(query_strategy=random_sampling)
+    learner.query(X[100:400], 3, random_state=7)
+    assert rng_state(learner) == state
+
+
+def test_teach_refuses_integer_images_of_another_type(small_net, digits):
+    X, y = digits
+    X8 = np.round(X * 255).astype(np.uint8)
+    learner = ActiveLearner(small_net(max_epochs=1), bald, verbose=False).fit(X8[:30], y[:30])
+    snap = snapshot(learner)
+    with pytest.raises(TypeError, match="uint16"):
+        learner.teach(X8[30:35].astype(np.uint16), y[30:35])
+    assert_unchanged(learner, snap)
+    assert learner.X_training_.dtype == np.uint8
+
+
+def test_strategy_info_may_not_overwrite_history_fields(flat_digits):
+    from skdbal.acquisition import Strategy
+
+    class Liar(Strategy):
+        def acquire(self, estimator, X_pool, n_instances=1, **kwargs):
+            acq = random_sampling.acquire(estimator, X_pool, n_instances, **kwargs)
+            acq.info = {"step": 99}
+            return acq
+
+    X, y = flat_digits
+    learner = ActiveLearner(LogisticRegression(max_iter=300), Liar(), random_state=0, verbose=False)
+    with pytest.raises(ValueError, match=r"history's own keys \['step'\]"):
+        learner.simulate(X[:200], y[:200], n_queries=2, n_instances=3)
+    assert [r["step"] for r in learner.history_] == [0]
+    assert len(learner.y_training_) == len(learner.labelled_idx_) == 20  # the picks were not labelled
+
+
+def test_default_strategy_is_bald_and_not_a_shared_parameter():
+    learner = ActiveLearner()
+    assert learner.get_params()["query_strategy"] is None
+    assert learner._strategy() is bald

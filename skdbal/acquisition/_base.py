@@ -1,7 +1,6 @@
 """The strategy base class, selection, and adapters for plain callables."""
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple
 
@@ -9,7 +8,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool, check_query_result, pool_kwargs, subset_pool_kwargs
+from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
+                           subset_pool_kwargs)
 
 __all__ = ["Acquisition", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy", "acquire_among",
            "select_top", "to_modal"]
@@ -71,8 +71,8 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     Raises
     ------
     TypeError, ValueError
-        If the strategy returns non-integer, duplicate or out-of-range
-        indices, or a pool-aligned keyword has the wrong length.
+        If ``candidates`` or the strategy's indices are not unique integers
+        in range, or a pool-aligned keyword has the wrong length.
 
     Examples
     --------
@@ -82,12 +82,12 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     >>> set(acq.indices.tolist()) <= {7, 8, 9}
     True
     """
-    candidates = np.asarray(candidates).reshape(-1)
-    if candidates.dtype.kind not in "iu":
-        raise TypeError(f"candidates must be integer indices; got dtype {candidates.dtype}")
-    candidates = candidates.astype(np.intp)
+    candidates = check_candidates(candidates, len(X_pool))
+    strategy = as_strategy(strategy)
     kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
-    acq = as_strategy(strategy).acquire(estimator, X_pool[candidates], n_instances, **kwargs)
+    if not strategy.takes_random_state:  # modAL's functions pass unknown keywords to predict_proba
+        kwargs.pop("random_state", None)
+    acq = strategy.acquire(estimator, X_pool[candidates], n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
             for k, v in acq.info.items()}
@@ -163,8 +163,19 @@ class Strategy(BaseEstimator):
 
     Parameters are stored by ``__init__`` only, so ``get_params``,
     ``set_params``, ``clone``, ``repr`` and pickling work as for a
-    scikit-learn estimator.
+    scikit-learn estimator. The instances in :mod:`skdbal.acquisition`
+    (``bald``, ...) are shared: make your own (``BALD(n_samples=50)``) to
+    change parameters, and ``clone`` one before ``set_params``.
+
+    Attributes
+    ----------
+    takes_random_state : bool
+        Whether :meth:`acquire` takes ``random_state``; the learner then
+        draws one from its own generator for every query. True for every
+        ``Strategy``; see :class:`CallableStrategy` for plain functions.
     """
+
+    takes_random_state = True
 
     def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Tuple[np.ndarray, np.ndarray]:
         acq = self.acquire(estimator, X_pool, n_instances, **kwargs)
@@ -274,15 +285,19 @@ class CallableStrategy(Strategy):
     """A plain strategy function, such as modAL's, as a :class:`Strategy`.
 
     The function is called as modAL calls it, ``func(estimator, X_pool,
-    n_instances, **kwargs)``, with only the keywords the caller gave:
-    ``random_state`` is not passed on (modAL's strategies forward unknown
-    keywords to ``predict_proba``). It may return ``(indices, scores)`` or
+    n_instances, **kwargs)``, with the caller's keywords. No signature is
+    inspected: it gets a ``random_state`` only when it says it takes one
+    (``takes_random_state=True``), since modAL's strategies forward unknown
+    keywords to ``predict_proba``. It may return ``(indices, scores)`` or
     bare indices.
 
     Parameters
     ----------
     func : callable
         ``func(estimator, X_pool, n_instances, **kwargs)``.
+    takes_random_state : bool, default=False
+        Pass ``random_state`` on (the learner then draws one per query, so
+        a seeded learner makes the same picks every run).
 
     Examples
     --------
@@ -293,11 +308,13 @@ class CallableStrategy(Strategy):
     [0, 1]
     """
 
-    def __init__(self, func: Callable):
+    def __init__(self, func: Callable, *, takes_random_state: bool = False):
         self.func = func
+        self.takes_random_state = takes_random_state
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_state=None,
-                **kwargs) -> Acquisition:
+    def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
+        if not self.takes_random_state:
+            kwargs.pop("random_state", None)
         if not callable(self.func):
             raise TypeError(f"query strategy must be callable; got {self.func!r}")
         result = self.func(estimator, X_pool, n_instances, **kwargs)
@@ -360,9 +377,15 @@ def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callabl
     parts = tuple(int(p) for p in modal_version.split(".")[:3] if p.isdigit())
     if parts >= (0, 4, 2):
         return strategy
+    return _BareIndices(strategy)
 
-    @functools.wraps(strategy)
-    def bare(*args, **kwargs):
-        return strategy(*args, **kwargs)[0]
 
-    return bare
+class _BareIndices(StrategyDecorator):
+    """modAL <= 0.4.1's convention: calling it returns the indices alone.
+
+    Still a :class:`Strategy` (``acquire`` is the wrapped one's), so our
+    learner seeds it as it seeds the strategy it wraps.
+    """
+
+    def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs):
+        return self.acquire(estimator, X_pool, n_instances, **kwargs).indices

@@ -68,6 +68,10 @@ def map_chunks(
     return np.concatenate(parts)
 
 
+def _unbound(fn, owner):
+    return fn.__func__ if getattr(fn, "__self__", None) is owner else fn
+
+
 class _ChunkScorer:
     """``X_chunk -> measure(samples)``: picklable, for joblib workers."""
 
@@ -121,10 +125,11 @@ class SamplesStrategy(Strategy):
         self.n_samples = n_samples
 
     def _measure_for(self, predictive: Predictive) -> Callable:
-        measure = self.measure
+        # a function set on a subclass without staticmethod is bound to self: unbind it
+        measure = _unbound(self.measure, self)
         if not predictive.stochastic:
             if self.deterministic_measure is not None:
-                return self.deterministic_measure
+                return _unbound(self.deterministic_measure, self)
             if self.needs_stochastic:
                 warnings.warn(
                     f"{predictive.name} gives one deterministic pass, so it is scored as T=1 and "

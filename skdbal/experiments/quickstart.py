@@ -9,6 +9,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
@@ -73,7 +74,7 @@ def run_quickstart(
     for seed in seeds:
         for name in strategies:
             t0 = time.perf_counter()
-            learner = ActiveLearner(digits_classifier(random_state=seed), STRATEGIES[name],
+            learner = ActiveLearner(digits_classifier(random_state=seed), clone(STRATEGIES[name]),
                                     random_state=seed, verbose=False)
             history = learner.simulate(X_pool, y_pool, n_queries=n_queries, n_instances=n_instances,
                                        X_test=X_test, y_test=y_test)

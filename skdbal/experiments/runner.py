@@ -35,6 +35,7 @@ from typing import Iterable, List, Optional, Sequence, Union
 import numpy as np
 import torch
 from joblib import Parallel, delayed
+from sklearn.base import clone
 from skorch.callbacks import EarlyStopping
 from skorch.dataset import Dataset
 from skorch.helper import predefined_split
@@ -93,7 +94,7 @@ class RunSpec:
         config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
                   "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION,
                   # the strategy object with its parameters, e.g. "BALD()" (recorded only)
-                  "strategy_object": repr(STRATEGIES[self.strategy])}
+                  "strategy_object": repr(clone(STRATEGIES[self.strategy]))}
         if self.last_layer is not None:
             config["last_layer"] = self.last_layer
         return config
@@ -436,7 +437,7 @@ def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int, rows: list) ->
 
 def _run_steps(spec, out_dir, rows, data_home, verbose):
     preset = spec.preset
-    strategy = STRATEGIES[spec.strategy]
+    strategy = clone(STRATEGIES[spec.strategy])  # a copy: the shared instance stays as it is
     csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
     weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)

@@ -141,10 +141,13 @@ def test_bad_pool_aligned_keyword_changes_nothing(digits):
     flat = X.reshape(len(X), -1)
     learner = ActiveLearner(LogisticRegression(max_iter=300), RecordingStrategy(), pool_subsample=50,
                             random_state=0, verbose=False).fit(flat[:40], y[:40])
-    state = learner.rng_.get_state()[1].copy()
+    learner.query(flat[200:500], 1, y_pool=np.arange(300))  # a used generator, not a fresh one
+    del learner.last_acquisition_
+    state = learner.rng_.get_state()
     with pytest.raises(ValueError, match="y_pool must be aligned with the pool: 300 entries; got 299"):
         learner.query(flat[200:500], 3, y_pool=np.arange(299))
-    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+    after = learner.rng_.get_state()
+    assert after[2:] == state[2:] and np.array_equal(after[1], state[1])
     assert not hasattr(learner, "last_acquisition_")
     with pytest.raises(ValueError, match="y_pool must be aligned"):
         bald(Fixed([0.5], [0.5]), np.zeros((1, 1)), 1, y_pool=[1, 2])
@@ -224,3 +227,25 @@ def test_decorated_strategy_through_modal(fitted_net, digits):
     idx, _ = modal.query(pool, n_instances=4)
     expected = np.arange(0, 200, 2)[bald(fitted_net, pool[::2], 4)[0]]
     np.testing.assert_array_equal(np.asarray(idx), expected)
+
+
+def test_acquire_among_checks_its_candidates(fixed):
+    est, X = fixed
+    with pytest.raises(ValueError, match="duplicates"):
+        acquire_among(bald, est, X, [1, 1, 2], 2)
+    with pytest.raises(ValueError, match=r"candidates must lie in \[0, 4\)"):
+        acquire_among(bald, est, X, [1, 9], 1)
+    with pytest.raises(ValueError, match="candidates must lie"):
+        acquire_among(bald, est, X, [-1, 2], 1)
+    with pytest.raises(TypeError, match="integer"):
+        acquire_among(bald, est, X, [0.5], 1)
+
+
+def test_subclass_measure_may_be_a_plain_function(fixed):
+    from skdbal.acquisition import SamplesStrategy
+
+    class MyBALD(SamplesStrategy):
+        measure = uncertainty.mutual_information  # no staticmethod
+
+    est, X = fixed
+    np.testing.assert_array_equal(MyBALD()(est, X, 2)[0], bald(est, X, 2)[0])

@@ -49,7 +49,9 @@ def test_bad_preset_override_is_a_usage_error(setting, message, tmp_path, capsys
     assert not (tmp_path / "grid").exists()  # refused before anything is written
 
 
-def test_python_dash_m_help():
-    res = subprocess.run([sys.executable, "-m", "skdbal", "quickstart", "--help"],
+@pytest.mark.parametrize("module", ["skdbal", "skdbal.experiments.cli", "skdbal.cli"])
+def test_python_dash_m_help(module):
+    res = subprocess.run([sys.executable, "-m", module, "quickstart", "--help"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "--n-queries" in res.stdout
+    assert ("has moved to skdbal.experiments.cli" in res.stderr) == (module == "skdbal.cli")
