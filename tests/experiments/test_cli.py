@@ -1,12 +1,11 @@
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from skdbal import __version__
 from skdbal.experiments.cli import main
-from skdbal.experiments.quickstart import format_table, run_quickstart
+from skdbal.experiments.quickstart import format_table
 
 
 def test_version():
