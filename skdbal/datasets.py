@@ -1,4 +1,4 @@
-"""MNIST loader, shaped like scikit-learn's fetchers.
+"""Data sets: the MNIST loader, shaped like scikit-learn's fetchers, and a noisy annotator.
 
 Files are looked up in ``data_home``, then ``$SKDBAL_DATA``, then the default
 cache ``~/skdbal_data``, each holding an ``mnist/`` folder with the four
@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Optional, Union
 
 import numpy as np
-from sklearn.utils import Bunch
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.validation import column_or_1d
 
-__all__ = ["get_data_home", "load_mnist", "MNIST_FILES", "MNIST_MIRRORS"]
+__all__ = ["get_data_home", "load_mnist", "make_noisy_labels", "MNIST_FILES", "MNIST_MIRRORS"]
 
 #: SHA-256 of the decompressed IDX content of each file.
 MNIST_FILES = {
@@ -204,3 +205,85 @@ def load_mnist(
         target_names=np.arange(10),
         DESCR=f"MNIST handwritten digits, subset={subset!r}: {len(target)} uint8 28x28 images.",
     )
+
+
+def make_noisy_labels(y, noise_rate: float, *, classes=None, transition_matrix=None, random_state=None):
+    """The labels of a noisy annotator: each label flipped once, for good.
+
+    Symmetric noise flips each label with probability ``noise_rate`` to one
+    of the other ``C − 1`` classes, uniformly. The draw is made once per
+    point: a fixed annotator who gives the same answer if asked twice. Keep
+    the test set clean.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        The true labels.
+    noise_rate : float in [0, 1)
+        Probability that a label is flipped (symmetric noise). Ignored when
+        ``transition_matrix`` is given.
+    classes : array-like of shape (C,), optional
+        All classes, sorted; by default those in ``y``.
+    transition_matrix : array-like of shape (C, C), optional
+        Class-dependent noise: row ``i`` is the distribution of the given
+        label when the true class is ``classes[i]``. Rows must sum to 1.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the flips.
+
+    Returns
+    -------
+    y_noisy : ndarray of shape (n,)
+        The annotator's labels, of the dtype of ``y``.
+    is_flipped : ndarray of bool, shape (n,)
+        Where ``y_noisy != y``.
+
+    Raises
+    ------
+    ValueError
+        If ``noise_rate`` is outside [0, 1), ``y`` holds labels outside
+        ``classes``, or ``transition_matrix`` is not a (C, C) matrix of
+        probabilities whose rows sum to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.datasets import make_noisy_labels
+    >>> y = np.repeat(np.arange(10), 1000)
+    >>> y_noisy, flipped = make_noisy_labels(y, 0.2, random_state=0)
+    >>> round(float(flipped.mean()), 2), bool(np.all((y_noisy != y) == flipped))
+    (0.2, True)
+    """
+    y = column_or_1d(y)
+    classes = np.unique(y) if classes is None else np.asarray(classes)
+    if classes.ndim != 1 or len(classes) < 2:
+        raise ValueError(f"classes must hold at least 2 labels; got {classes!r}")
+    order = np.argsort(classes, kind="stable")
+    pos = np.searchsorted(classes[order], y)
+    pos = np.clip(pos, 0, len(classes) - 1)
+    if np.any(classes[order][pos] != y):
+        unknown = np.unique(y[classes[order][pos] != y])[:10].tolist()
+        raise ValueError(f"y contains labels not in classes: {unknown}")
+    idx = order[pos]  # position of each label in `classes`
+    C = len(classes)
+    if transition_matrix is None:
+        rate = float(noise_rate)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"noise_rate must lie in [0, 1); got {noise_rate!r}")
+        T = np.full((C, C), rate / (C - 1))
+        np.fill_diagonal(T, 1.0 - rate)
+    else:
+        T = np.asarray(transition_matrix, dtype=np.float64)
+        if T.shape != (C, C):
+            raise ValueError(f"transition_matrix must have shape ({C}, {C}); got {T.shape}")
+        if not np.isfinite(T).all() or T.min() < 0:
+            raise ValueError("transition_matrix must hold probabilities (finite, >= 0)")
+        sums = T.sum(axis=1)
+        if not np.allclose(sums, 1.0, atol=1e-8):
+            raise ValueError(f"transition_matrix rows must sum to 1; got row sums {np.round(sums, 6).tolist()}")
+    rng = check_random_state(random_state)
+    u = rng.random_sample(len(y))
+    cdf = np.cumsum(T, axis=1)
+    cdf[:, -1] = 1.0
+    new = (u[:, None] >= cdf[idx]).sum(axis=1)
+    y_noisy = classes[new].astype(y.dtype, copy=False)
+    return y_noisy, y_noisy != y

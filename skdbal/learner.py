@@ -583,6 +583,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         X_test=None,
         y_test=None,
         warm_start: bool = False,
+        query_kwargs: Optional[dict] = None,
     ) -> List[dict]:
         """Run ``n_queries`` rounds of query → label → retrain against known labels.
 
@@ -608,6 +609,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             stay labelled, are never queried again, and ``history_`` grows.
             Otherwise the simulation starts afresh from the initial set and
             forgets earlier labels (as :meth:`fit` does).
+        query_kwargs : dict, optional
+            Keywords for every query. Those named ``*_pool`` are aligned with
+            ``X_pool`` and subset with the unlabelled rows and
+            ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
+            :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
 
         Returns
         -------
@@ -647,6 +653,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)
+        query_kwargs = dict(query_kwargs or {})
+        pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
         rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
         rng_state = rng.get_state()
         try:
@@ -668,7 +676,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             if not warm_start:
                 loop.start(initial_idx, lambda X0, y0: self._fit(X0, y0, self._make_template(y_pool)))
                 self.rng_ = rng  # the initial set was drawn from it: queries continue it
-            loop.run(n_queries)
+            loop.run(n_queries, **query_kwargs)
         finally:
             if loop.order:
                 self.history_ = loop.history

@@ -112,6 +112,12 @@ class Predictive:
     def name(self) -> str:
         return type(self.model).__name__
 
+    @property
+    def classes(self):
+        """The model's ``classes_`` (the columns of the samples), or None if it has none."""
+        classes = getattr(self.model, "classes_", None)
+        return None if classes is None else np.asarray(classes)
+
     def __repr__(self) -> str:
         return (f"Predictive({self.name}, source={self.source!r}, stochastic={self.stochastic}, "
                 f"n_transforms={len(self.transforms)})")

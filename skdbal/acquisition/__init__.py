@@ -34,6 +34,7 @@ from ._base import (Acquisition, CallableStrategy, Strategy, StrategyDecorator, 
 from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
                          MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
                          score_pool)
+from ._noise import NoiseFilter, noise_filter
 from ._regression import PredictiveVariance
 
 __all__ = [
@@ -45,6 +46,9 @@ __all__ = [
     "random_sampling",
     "predictive_variance",
     "STRATEGIES",
+    # decorators
+    "noise_filter",
+    "NoiseFilter",
     # their classes, and the bases to write your own
     "BALD",
     "MaxEntropy",

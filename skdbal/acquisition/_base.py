@@ -298,6 +298,10 @@ class CallableStrategy(Strategy):
     takes_random_state : bool, default=False
         Pass ``random_state`` on (the learner then draws one per query, so
         a seeded learner makes the same picks every run).
+    takes_pool_keywords : bool, default=False
+        Pass the pool-aligned keywords (``*_pool``, such as a filter's
+        ``y_pool``) on; by default they are kept from the function, which
+        modAL's would forward to ``predict_proba``.
 
     Examples
     --------
@@ -308,13 +312,16 @@ class CallableStrategy(Strategy):
     [0, 1]
     """
 
-    def __init__(self, func: Callable, *, takes_random_state: bool = False):
+    def __init__(self, func: Callable, *, takes_random_state: bool = False, takes_pool_keywords: bool = False):
         self.func = func
         self.takes_random_state = takes_random_state
+        self.takes_pool_keywords = takes_pool_keywords
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
         if not self.takes_random_state:
             kwargs.pop("random_state", None)
+        if not self.takes_pool_keywords:
+            kwargs = {k: v for k, v in kwargs.items() if not k.endswith("_pool")}
         if not callable(self.func):
             raise TypeError(f"query strategy must be callable; got {self.func!r}")
         result = self.func(estimator, X_pool, n_instances, **kwargs)

@@ -124,7 +124,8 @@ class SamplesStrategy(Strategy):
         self.n_jobs = n_jobs
         self.n_samples = n_samples
 
-    def _measure_for(self, predictive: Predictive) -> Callable:
+    def measure_for(self, predictive: Predictive) -> Callable:
+        """The measure that scores ``predictive``'s samples (warns if it is constant)."""
         # a function set on a subclass without staticmethod is bound to self: unbind it
         measure = _unbound(self.measure, self)
         if not predictive.stochastic:
@@ -157,7 +158,7 @@ class SamplesStrategy(Strategy):
         """
         n_samples = self.n_samples if n_samples is None else n_samples
         predictive = as_predictive(estimator, n_samples=n_samples)
-        scorer = _ChunkScorer(predictive, self._measure_for(predictive))
+        scorer = _ChunkScorer(predictive, self.measure_for(predictive))
         return map_chunks(scorer, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                           n_jobs=self.n_jobs if n_jobs is None else n_jobs)
 

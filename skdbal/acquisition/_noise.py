@@ -1,0 +1,222 @@
+"""The label-likelihood noise filter: a strategy decorator."""
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Optional, Union
+
+import numpy as np
+
+from .. import noise
+from .._validation import check_n_instances, check_pool, pool_kwargs
+from ..predictive import as_predictive
+from ._base import Acquisition, StrategyDecorator, acquire_among, as_strategy, select_top
+from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
+
+__all__ = ["NoiseFilter", "noise_filter"]
+
+
+class _FilterChunk:
+    """``(X_chunk, y) -> (base scores, p̄(y | x))`` from one set of samples: picklable."""
+
+    def __init__(self, predictive, measure: Optional[Callable]):
+        self.predictive = predictive
+        self.measure = measure
+
+    def __call__(self, X_chunk, y):
+        P = self.predictive.proba_samples(X_chunk)
+        p_label = np.asarray(P, dtype=np.float64).mean(axis=0)[np.arange(len(y)), y]
+        if self.measure is None:
+            return p_label
+        return np.asarray(self.measure(P), dtype=np.float64), p_label
+
+
+class NoiseFilter(StrategyDecorator):
+    """Acquire what the strategy prefers among points whose label the model trusts.
+
+    The annotator's labels of the pool, ``y_pool``, are given with the query.
+    A point is trusted when the model gives its label a probability of at
+    least ``τ``: ``p̄(y = y_pool | x) ≥ τ``, with ``p̄`` the mean over the
+    ``T`` predictive samples. The filter walks down the wrapped strategy's
+    ranking and skips untrusted points; the points it skipped are the
+    query's *rejects* (``info["rejected_indices"]``, ``info["n_rejected"]``),
+    and they stay in the pool, since a later model may trust them.
+
+    For a pointwise strategy of ours (BALD, max entropy, ...) the pool is
+    scored once: the wrapped score and ``p̄(y_pool | x)`` come from the same
+    samples of each chunk. Any other strategy (a modAL function, another
+    decorator) chooses among the trusted points; its rejects are then the
+    untrusted points among what it would have picked unfiltered (a second
+    call).
+
+    Parameters
+    ----------
+    strategy : Strategy or callable
+        The strategy to filter.
+    threshold : float in (0, 1), "dynamic" or callable, default=0.1
+        ``τ``. ``"dynamic"`` is the Bayes decision under symmetric noise,
+        ``τ = bayes_threshold(ε̂, C)``, with the noise rate ``ε̂`` estimated
+        by EM from the pool's labels and the current model
+        (:mod:`skdbal.noise`), so it follows the model as it improves and is
+        0 (nothing rejected) for a clean annotator. A callable is called as
+        ``threshold(p_label, n_classes)`` and returns ``τ``.
+    chunk_size : int, default=2048
+        Pool rows scored at a time.
+    n_samples : int, optional
+        Number of predictive samples ``T``, overriding the model's.
+
+    Notes
+    -----
+    When fewer than ``n_instances`` points are trusted, the rest of the batch
+    is filled with the untrusted points whose labels the model finds most
+    likely, with a ``UserWarning``; ``info["n_filled"]`` counts them. A query
+    never returns fewer points than asked.
+
+    References
+    ----------
+    .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
+       learning", anonymised report, undated (§5.1, the trust set).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import bald, noise_filter
+    >>> class Known:
+    ...     classes_ = np.array([0, 1])
+    ...     def predict_proba_samples(self, X, n_samples=None):
+    ...         a = np.array([0.5, 1.0, 0.2, 0.6])      # pass 1: p(class 0)
+    ...         b = np.array([0.5, 0.4, 0.8, 0.6])      # pass 2
+    ...         return np.stack([np.c_[a, 1 - a], np.c_[b, 1 - b]])
+    >>> X, y_pool = np.zeros((4, 1)), np.array([0, 1, 1, 0])
+    >>> bald(Known(), X, 1)[0].tolist()               # BALD alone: point 1
+    [1]
+    >>> acq = noise_filter(bald, threshold=0.4).acquire(Known(), X, 1, y_pool=y_pool)
+    >>> acq.indices.tolist(), acq.info["rejected_indices"].tolist()   # p̄(y=1 | x_1) = 0.3 < 0.4
+    ([2], [1])
+    """
+
+    def __init__(self, strategy, threshold: Union[float, str, Callable] = 0.1, *,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, n_samples: Optional[int] = None):
+        super().__init__(strategy)
+        self.threshold = threshold
+        self.chunk_size = chunk_size
+        self.n_samples = n_samples
+
+    def _check_threshold(self):
+        t = self.threshold
+        if isinstance(t, str):
+            if t != "dynamic":
+                raise ValueError(f"threshold must be a float in (0, 1), 'dynamic' or a callable; got {t!r}")
+        elif callable(t):
+            return
+        elif isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not 0 < t < 1:
+            raise ValueError(f"threshold must be a float in (0, 1), 'dynamic' or a callable; got {t!r}")
+
+    def _tau(self, p_label, n_classes: int, info: dict) -> float:
+        if self.threshold == "dynamic":
+            rate = noise.estimate_noise_rate(p_label, n_classes)
+            info["noise_rate"] = rate
+            return noise.bayes_threshold(rate, n_classes)
+        if callable(self.threshold):
+            tau = float(self.threshold(p_label, n_classes))
+            if not 0 <= tau <= 1:
+                raise ValueError(f"the threshold callable returned {tau}; it must lie in [0, 1]")
+            return tau
+        return float(self.threshold)
+
+    def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
+                random_state=None, **kwargs) -> Acquisition:
+        self._check_threshold()
+        X_pool = check_pool(X_pool)
+        n_instances = check_n_instances(n_instances, len(X_pool))
+        if y_pool is None:
+            raise ValueError("noise_filter needs y_pool: the annotator's labels of X_pool, row by row")
+        pool_kwargs({"y_pool": y_pool, **kwargs}, len(X_pool))
+        y_pool = np.asarray(y_pool).reshape(-1)
+        predictive = as_predictive(estimator, n_samples=self.n_samples)
+        if predictive.kind != "classifier":
+            raise TypeError(f"noise_filter needs a classifier's probabilities; {predictive.name} is a regressor")
+        y_idx = self._label_columns(predictive, y_pool)
+        base = as_strategy(self.strategy)
+        measure_for = getattr(base, "measure_for", None)
+        pointwise = callable(measure_for)
+        scorer = _FilterChunk(predictive, measure_for(predictive) if pointwise else None)
+        chunk_size = getattr(base, "chunk_size", self.chunk_size) if pointwise else self.chunk_size
+        out = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=getattr(base, "n_jobs", None),
+                         aligned={"y": y_idx})
+        scores, p_label = out if pointwise else (None, out)
+        n_classes = int(predictive.proba_samples(X_pool[:1]).shape[-1]) if predictive.classes is None \
+            else len(predictive.classes)
+        info = {}
+        tau = self._tau(p_label, n_classes, info)
+        trusted = p_label >= tau
+        call = dict(kwargs, y_pool=y_pool, random_tie_break=random_tie_break, random_state=random_state)
+        if pointwise:
+            order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
+            picks = order[trusted[order]][:n_instances]
+            if len(picks) == n_instances:
+                last = int(np.flatnonzero(order == picks[-1])[0])
+                rejected = order[:last + 1][~trusted[order[:last + 1]]]
+            else:
+                rejected = order[~trusted[order]]
+            pick_scores = scores[picks]
+        else:
+            unfiltered = acquire_among(base, estimator, X_pool, np.arange(len(X_pool)), n_instances, **call)
+            rejected = unfiltered.indices[~trusted[unfiltered.indices]]
+            candidates = np.flatnonzero(trusted)
+            if len(candidates) >= n_instances:
+                acq = acquire_among(base, estimator, X_pool, candidates, n_instances, **call)
+                picks, pick_scores = acq.indices, acq.scores
+            elif len(candidates):
+                acq = acquire_among(base, estimator, X_pool, candidates, len(candidates), **call)
+                picks, pick_scores = acq.indices, acq.scores
+            else:
+                picks, pick_scores = np.arange(0, dtype=np.intp), None
+        n_filled = n_instances - len(picks)
+        if n_filled:
+            warnings.warn(f"noise_filter: only {len(picks)} of the {len(X_pool)} pool points are trusted "
+                          f"(threshold {tau:.3g}); the batch is filled with the {n_filled} untrusted points "
+                          "whose labels the model finds most likely", UserWarning, stacklevel=2)
+            untrusted = np.flatnonzero(~trusted)
+            fill = untrusted[np.argsort(-p_label[untrusted], kind="stable")][:n_filled]
+            picks = np.concatenate([picks, fill]).astype(np.intp)
+            rejected = np.setdiff1d(rejected, fill)
+            pick_scores = None if scores is None else scores[picks]
+        info.update({"threshold": tau, "n_rejected": int(len(rejected)),
+                     "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
+        return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
+
+    @staticmethod
+    def _label_columns(predictive, y_pool) -> np.ndarray:
+        classes = predictive.classes
+        if classes is None:
+            if y_pool.dtype.kind not in "iu":
+                raise TypeError("y_pool must hold integer class indices when the model has no classes_")
+            return y_pool.astype(np.intp)
+        order = np.argsort(classes, kind="stable")
+        pos = np.clip(np.searchsorted(classes[order], y_pool), 0, len(classes) - 1)
+        bad = classes[order][pos] != y_pool
+        if bad.any():
+            raise ValueError(f"y_pool contains labels not in the model's classes: "
+                             f"{np.unique(y_pool[bad])[:10].tolist()}")
+        return order[pos].astype(np.intp)
+
+
+def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwargs) -> NoiseFilter:
+    """Decorate ``strategy`` with the label-likelihood noise filter.
+
+    See :class:`NoiseFilter` for the parameters.
+
+    Parameters
+    ----------
+    strategy : Strategy or callable
+        The strategy to filter.
+    threshold : float in (0, 1), "dynamic" or callable, default=0.1
+        The trust threshold ``τ``.
+    **kwargs :
+        ``chunk_size``, ``n_samples``.
+
+    Returns
+    -------
+    NoiseFilter
+    """
+    return NoiseFilter(strategy, threshold, **kwargs)

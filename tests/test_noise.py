@@ -1,0 +1,85 @@
+"""Label noise: the noisy annotator and the noise algebra, against hand-computed cases."""
+import numpy as np
+import pytest
+
+from skdbal.datasets import make_noisy_labels
+from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior
+
+
+def test_symmetric_flips_rate_and_uniform_targets():
+    y = np.repeat(np.arange(10), 5000)
+    y_noisy, flipped = make_noisy_labels(y, 0.3, random_state=0)
+    assert flipped.mean() == pytest.approx(0.3, abs=0.01)
+    np.testing.assert_array_equal(flipped, y_noisy != y)
+    # a flipped label goes to each of the 9 other classes with probability 1/9
+    for c in (0, 7):
+        targets = y_noisy[(y == c) & flipped]
+        assert c not in targets
+        np.testing.assert_allclose(np.bincount(targets, minlength=10)[np.arange(10) != c] / len(targets),
+                                   1 / 9, atol=0.025)
+    # a fixed annotator: same seed, same answers; labels keep their type
+    again, _ = make_noisy_labels(y, 0.3, random_state=0)
+    np.testing.assert_array_equal(again, y_noisy)
+    names = np.array(["cat", "dog"])[np.arange(1000) % 2]
+    noisy_names, f = make_noisy_labels(names, 0.5, random_state=1)
+    assert noisy_names.dtype == names.dtype and set(noisy_names) == {"cat", "dog"}
+    assert f.mean() == pytest.approx(0.5, abs=0.05)
+    assert not make_noisy_labels(y, 0.0, random_state=0)[1].any()
+
+
+def test_transition_matrix_class_dependent():
+    T = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.4], [0.0, 0.0, 1.0]])  # only class 1 is confused, with 2
+    y = np.repeat([0, 1, 2], 4000)
+    y_noisy, flipped = make_noisy_labels(y, 0.0, transition_matrix=T, random_state=0)
+    assert not flipped[y != 1].any()
+    assert set(y_noisy[flipped]) == {2}
+    assert flipped[y == 1].mean() == pytest.approx(0.4, abs=0.02)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(noise_rate=1.0), r"noise_rate must lie in \[0, 1\)"),
+    (dict(noise_rate=-0.1), r"noise_rate must lie in \[0, 1\)"),
+    (dict(noise_rate=0.1, transition_matrix=[[0.5, 0.4], [0.0, 1.0]]), "rows must sum to 1"),
+    (dict(noise_rate=0.1, transition_matrix=np.eye(3)), r"shape \(2, 2\)"),
+    (dict(noise_rate=0.1, classes=[0, 2]), r"labels not in classes: \[1\]"),
+])
+def test_bad_noise_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_noisy_labels(np.array([0, 1, 0, 1]), **kwargs)
+
+
+def test_flip_posterior_and_threshold_by_hand():
+    # C=2, eps=0.2: r = 0.1*0.2 / (0.1*0.2 + 0.9*0.8) = 0.02 / 0.74
+    np.testing.assert_allclose(flip_posterior([0.9], 0.2, 2), [0.02 / 0.74])
+    # tau(eps) is where r = 1/2: for C=10, eps=0.2: (0.2/9) / (0.8 + 0.2/9) = 1/37
+    tau = bayes_threshold(0.2, 10)
+    assert tau == pytest.approx(1 / 37)
+    assert flip_posterior([tau], 0.2, 10)[0] == pytest.approx(0.5)
+    assert bayes_threshold(0.0, 10) == 0.0
+    assert bayes_threshold(0.5, 2) == pytest.approx(0.5)
+
+
+def test_em_recovers_the_noise_rate_of_simulated_labels():
+    rng = np.random.RandomState(0)
+    C, n = 10, 20000
+    probs = rng.dirichlet(np.full(C, 0.3), size=n)             # a calibrated model's posteriors
+    y_true = np.array([rng.choice(C, p=p) for p in probs])       # labels drawn from them
+    y_noisy, flipped = make_noisy_labels(y_true, 0.2, classes=np.arange(C), random_state=1)
+    p_label = probs[np.arange(n), y_noisy]
+    assert estimate_noise_rate(p_label, C) == pytest.approx(0.2, abs=0.015)
+    clean = probs[np.arange(n), y_true]
+    assert estimate_noise_rate(clean, C) < 0.01
+
+
+def test_noise_algebra_refuses_bad_input():
+    with pytest.raises(ValueError, match="probabilities"):
+        estimate_noise_rate([1.5], 10)
+    with pytest.raises(ValueError, match="n_classes"):
+        bayes_threshold(0.1, 1)
+    with pytest.raises(ValueError, match="noise_rate"):
+        flip_posterior([0.5], 1.0, 3)
+
+
+def test_em_estimate_is_capped_where_labels_carry_no_information():
+    assert estimate_noise_rate(np.zeros(50), 2) == pytest.approx(0.5)
+    assert estimate_noise_rate(np.zeros(50), 10) == pytest.approx(0.9)
