@@ -34,6 +34,7 @@ from ._base import (Acquisition, CallableStrategy, Strategy, StrategyDecorator, 
 from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
                          MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
                          score_pool)
+from ._names import DECORATORS, get_strategy
 from ._noise import NoiseFilter, noise_filter
 from ._regression import PredictiveVariance
 
@@ -46,6 +47,8 @@ __all__ = [
     "random_sampling",
     "predictive_variance",
     "STRATEGIES",
+    "get_strategy",
+    "DECORATORS",
     # decorators
     "noise_filter",
     "NoiseFilter",

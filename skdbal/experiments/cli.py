@@ -40,11 +40,25 @@ def _parse_overrides(items) -> dict:
     return out
 
 
+def split_names(text: str) -> list:
+    """Comma-separated names, commas inside parentheses kept: ``"bald,filter(bald,0.1)"``."""
+    names, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            names.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    names.append(current.strip())
+    return [n for n in names if n]
+
+
 def _experiment(args) -> int:
     from .runner import run_grid
     from .presets import get_preset
 
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    strategies = split_names(args.strategies)
     try:
         preset = get_preset(args.preset, **_parse_overrides(args.set))
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
@@ -52,7 +66,8 @@ def _experiment(args) -> int:
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
     run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
-             last_layer=last_layer, n_jobs=args.n_jobs, torch_threads=args.torch_threads, verbose=not args.quiet)
+             last_layer=last_layer, noise_rates=args.noise_rates, n_jobs=args.n_jobs,
+             torch_threads=args.torch_threads, verbose=not args.quiet)
     from .report import write_report
 
     paths = write_report(args.out)
@@ -83,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset")
     ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
-                    help="comma-separated strategy names")
+                    help="comma-separated strategy names; decorators wrap a name with their parameters, "
+                         "e.g. bald,filter(bald,0.1),filter(bald,dynamic)")
     ex.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
+    ex.add_argument("--noise-rates", type=float, nargs="+", default=[0.0], metavar="RATE",
+                    help="label noise of the annotator, each in [0, 1) (default 0): the pool's labels are "
+                         "flipped symmetrically, once per point")
     ex.add_argument("--n-jobs", type=int, default=1, help="runs in parallel (default 1)")
     ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
     ex.add_argument("--deterministic-baseline", action="store_true",

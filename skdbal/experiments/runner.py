@@ -22,6 +22,7 @@ import io
 import json
 import os
 import platform
+import re
 import tempfile
 import time
 import warnings
@@ -35,14 +36,14 @@ from typing import Iterable, List, Optional, Sequence, Union
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from sklearn.base import clone
 from skorch.callbacks import EarlyStopping
 from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
 from .. import nets
-from ..acquisition import STRATEGIES
+from ..acquisition import get_strategy
 from ..callbacks import ScaledL2
+from ..datasets import make_noisy_labels
 from ..initial import balanced_random
 from ..mc_dropout import MCDropoutClassifier
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
@@ -53,10 +54,13 @@ __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_
 
 #: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
 COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
-           "rmse", "mean_variance", "train_time", "query_time", "eval_time", "time", "query_indices"]
+           "rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped", "n_flipped_acquired",
+           "train_time", "query_time", "eval_time", "time", "query_indices"]
 
-#: Columns that only runs with a Bayesian last layer fill (empty otherwise).
-OPTIONAL_COLUMNS = ("rmse", "mean_variance")
+#: Columns that only some runs fill (empty otherwise): a Bayesian last layer fills
+#: rmse and mean_variance; label-noise runs and filtered strategies the others.
+OPTIONAL_COLUMNS = ("rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped",
+                    "n_flipped_acquired")
 
 #: Last-layer inference variants (Anonymous, n.d., §4; see
 #: :class:`skdbal.BayesianLinearRegression`): RunSpec.last_layer.
@@ -79,6 +83,7 @@ class RunSpec:
     seed: int
     mc_dropout: bool = True
     last_layer: Optional[str] = None
+    noise_rate: float = 0.0
 
     @property
     def variant(self) -> str:
@@ -88,15 +93,19 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{self.preset.name}__{self.strategy}__{self.variant}__seed{self.seed}"
+        strategy = re.sub(r"[^A-Za-z0-9_.]+", "-", self.strategy).strip("-")  # filter(bald,0.1) -> filter-bald-0.1
+        noise = f"__noise{self.noise_rate:g}" if self.noise_rate else ""
+        return f"{self.preset.name}__{strategy}__{self.variant}__seed{self.seed}{noise}"
 
     def config(self) -> dict:
         config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
                   "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION,
                   # the strategy object with its parameters, e.g. "BALD()" (recorded only)
-                  "strategy_object": repr(clone(STRATEGIES[self.strategy]))}
+                  "strategy_object": repr(get_strategy(self.strategy))}
         if self.last_layer is not None:
             config["last_layer"] = self.last_layer
+        if self.noise_rate:
+            config["noise_rate"] = self.noise_rate
         return config
 
 
@@ -324,7 +333,7 @@ def _assemble(out_dir: Path) -> List[dict]:
     rows = []
     for run_csv in sorted((out_dir / "runs").glob("*.csv")):
         rows.extend(read_results(run_csv))
-    rows.sort(key=lambda r: (r["preset"], r["strategy"], r["variant"], r["seed"], r["step"]))
+    rows.sort(key=lambda r: (r["preset"], r["strategy"], r["variant"], r["noise_rate"] or 0.0, r["seed"], r["step"]))
     _atomic_write(out_dir / "results.csv", _csv_bytes(rows))
     return rows
 
@@ -437,13 +446,20 @@ def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int, rows: list) ->
 
 def _run_steps(spec, out_dir, rows, data_home, verbose):
     preset = spec.preset
-    strategy = clone(STRATEGIES[spec.strategy])  # a copy: the shared instance stays as it is
+    strategy = get_strategy(spec.strategy)  # new objects: the shared instances stay as they are
     csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
     weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
     val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all))
     X_test, y_test = X_test_all[test], y_test_all[test]
     valid = (X_train[val], y_train[val])
+    # the annotator's labels: flipped once per point for a noise run; the initial set,
+    # the validation and the test sets stay clean
+    y_given, flipped = y_train, np.zeros(len(y_train), dtype=bool)
+    if spec.noise_rate:
+        y_given, flipped = make_noisy_labels(y_train, spec.noise_rate, classes=np.unique(y_train),
+                                             random_state=np.random.RandomState([spec.seed, 7907]))
+        y_given[initial], flipped[initial] = y_train[initial], False
 
     def fit_model(step, labelled, state=None):
         """The step's model: the network (from ``state`` if given) and, with a
@@ -452,25 +468,31 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
                              valid=valid, n_train=len(labelled))
         if state is not None:
             net.set_params(max_epochs=0, callbacks=None)
-            net.fit(X_train[labelled[:1]], y_train[labelled[:1]])  # builds the module only
+            net.fit(X_train[labelled[:1]], y_given[labelled[:1]])  # builds the module only
             net.module_.load_state_dict(state)
         else:
-            net.fit(X_train[labelled], y_train[labelled])
+            net.fit(X_train[labelled], y_given[labelled])
         if spec.last_layer is None:
             return net
-        return make_last_layer(preset, net, spec.last_layer).fit(X_train[labelled], _one_hot(y_train[labelled]))
+        return make_last_layer(preset, net, spec.last_layer).fit(X_train[labelled], _one_hot(y_given[labelled]))
 
-    def record(step, labelled, est, query, t_train, t_query):
+    def record(step, labelled, est, query, t_train, t_query, rejected=None):
         t0 = time.perf_counter()
         extra = {}
+        if spec.noise_rate or rejected is not None:
+            extra["noise_rate"] = spec.noise_rate
+            extra["n_flipped_acquired"] = int(flipped[query].sum()) if step else 0
+            if rejected is not None:
+                extra["n_rejected"] = len(rejected)
+                extra["n_rejected_flipped"] = int(flipped[rejected].sum())
         if spec.last_layer is None:
             accuracy = float(np.mean(est.predict(X_test) == y_test))
         else:
             F = est[0].transform(X_test)
             mean = est[-1].predict(F)
             accuracy = float(np.mean(mean.argmax(axis=1) == y_test))
-            extra = {"rmse": float(np.sqrt(np.mean((mean - _one_hot(y_test)) ** 2))),
-                     "mean_variance": float(np.mean(est[-1].predictive_variance(F)))}
+            extra.update({"rmse": float(np.sqrt(np.mean((mean - _one_hot(y_test)) ** 2))),
+                          "mean_variance": float(np.mean(est[-1].predictive_variance(F)))})
         t_eval = time.perf_counter() - t0
         return {"preset": preset.name, "strategy": spec.strategy, "variant": spec.variant, "seed": spec.seed,
                 "step": step, "n_labels": len(labelled), "n_acquired": len(labelled) - len(initial),
@@ -513,14 +535,15 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         if preset.pool_subsample is not None and preset.pool_subsample < len(remaining):
             candidates = np.sort(rng.choice(remaining, preset.pool_subsample, replace=False))
         t0 = time.perf_counter()
-        idx, _ = strategy(est, X_train[candidates], preset.n_instances, random_tie_break=True,
-                          random_state=rng.randint(2**31 - 1))
-        query = candidates[idx]
+        acq = strategy.acquire(est, X_train[candidates], preset.n_instances, random_tie_break=True,
+                               random_state=rng.randint(2**31 - 1), y_pool=y_given[candidates])
+        query = candidates[acq.indices]
+        rejected = candidates[acq.info["rejected_indices"]] if "rejected_indices" in acq.info else None
         t_query = time.perf_counter() - t0
         labelled = np.concatenate([labelled, query])
         t0 = time.perf_counter()
         est = fit_model(step, labelled)
-        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query))
+        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query, rejected))
         save(rows, est)
         if verbose:
             r = rows[-1]
@@ -537,6 +560,7 @@ def run_grid(
     *,
     deterministic_baseline: bool = False,
     last_layer: Sequence[str] = (),
+    noise_rates: Sequence[float] = (0.0,),
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -550,7 +574,9 @@ def run_grid(
     preset : str or Preset
         ``"gal2017"``, ``"pilz2025"`` or a :class:`~skdbal.experiments.Preset`.
     strategies : sequence of str
-        Names in :data:`skdbal.acquisition.STRATEGIES`.
+        Names in :data:`skdbal.acquisition.STRATEGIES`, or decorated names
+        read by :func:`skdbal.acquisition.get_strategy`, such as
+        ``"filter(bald,dynamic)"``.
     seeds : sequence of int
         Experiment seeds; each seeds one run per strategy (data split,
         initial set and every step's randomness).
@@ -568,6 +594,14 @@ def run_grid(
         features with one-hot targets, and records accuracy (argmax), RMSE
         and the mean predictive variance (trace) on the test set. Use the
         ``predictive_variance`` strategy for Fig. 3 of Anonymous (n.d.).
+    noise_rates : sequence of float in [0, 1), default=(0.0,)
+        Label noise of the annotator: every run is made at each rate. A
+        rate > 0 flips each pool label once, symmetrically
+        (:func:`skdbal.datasets.make_noisy_labels`, seeded by the seed); the
+        initial set, validation and test sets stay clean. The strategies get
+        the annotator's labels as ``y_pool``, and the rows record the rejects
+        of a filter, how many of them were truly flipped, and the flipped
+        labels acquired.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -597,24 +631,27 @@ def run_grid(
     """
     preset = get_preset(preset, **overrides)
     strategies, seeds, last_layer = (list(dict.fromkeys(v)) for v in (strategies, seeds, last_layer))  # no repeats
-    unknown = [s for s in strategies if s not in STRATEGIES]
-    if unknown:
-        raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
+    for name in strategies:
+        get_strategy(name)  # ValueError naming an unknown or malformed strategy
+    noise_rates = [float(r) for r in dict.fromkeys(noise_rates)]
+    bad_rates = [r for r in noise_rates if not 0.0 <= r < 1.0]
+    if bad_rates or not noise_rates:
+        raise ValueError(f"noise_rates must lie in [0, 1); got {list(noise_rates)}")
     if not seeds:
         raise ValueError("give at least one seed")
     bad = [v for v in last_layer if v not in LAST_LAYERS]
     if bad:
         raise ValueError(f"unknown last_layer {bad}; choose from {list(LAST_LAYERS)}")
     if last_layer:
-        specs = [RunSpec(preset, s, int(seed), last_layer=v)
-                 for v in last_layer for seed in seeds for s in strategies]
+        specs = [RunSpec(preset, s, int(seed), last_layer=v, noise_rate=r)
+                 for r in noise_rates for v in last_layer for seed in seeds for s in strategies]
     else:
-        specs = [RunSpec(preset, s, int(seed)) for seed in seeds for s in strategies]
+        specs = [RunSpec(preset, s, int(seed), noise_rate=r) for r in noise_rates for seed in seeds for s in strategies]
     if "predictive_variance" in strategies and not last_layer:
         raise ValueError("the predictive_variance strategy needs a regressor: pass last_layer")
     if deterministic_baseline:
-        specs += [RunSpec(preset, s, int(seed), mc_dropout=False)
-                  for seed in seeds for s in strategies if s in DETERMINISTIC_BASELINE]
+        specs += [RunSpec(preset, s, int(seed), mc_dropout=False, noise_rate=r)
+                  for r in noise_rates for seed in seeds for s in strategies if s in DETERMINISTIC_BASELINE]
     if torch_threads is None:
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
@@ -631,6 +668,7 @@ def run_grid(
         _record_invocation(out_dir, preset, {
             "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
+            "noise_rates": noise_rates,
             "n_jobs": n_jobs, "torch_threads": torch_threads})
         jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False) for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)

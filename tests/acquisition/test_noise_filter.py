@@ -161,3 +161,17 @@ def test_simulation_records_rejects(digits):
     with pytest.raises(ValueError, match="y_pool must be aligned"):
         learner.simulate(flat[:600], y_ann, n_queries=1, query_kwargs={"y_pool": y_ann[:10]})
     assert len(learner.history_) == 4  # unchanged by the refused call
+
+
+def test_strategies_by_name_with_decorators():
+    from skdbal.acquisition import NoiseFilter, get_strategy
+
+    s = get_strategy("filter(filter(max_entropy,0.25),dynamic)")
+    assert isinstance(s, NoiseFilter) and s.threshold == "dynamic"
+    assert s.strategy.threshold == 0.25 and repr(s.strategy.strategy) == "MaxEntropy()"
+    assert get_strategy("bald") is not bald and repr(get_strategy("bald")) == "BALD()"
+    for bad, match in [("nope", "unknown strategy 'nope'"), ("filter(bald,0.1", "missing"),
+                       ("filt(bald)", "unknown decorator 'filt'"), ("filter(bald,0.1,3)", "at most 1"),
+                       ("filter(bald,1.5)", "threshold must be"), ("bald)", "unexpected")]:
+        with pytest.raises(ValueError, match=match):
+            get_strategy(bad)

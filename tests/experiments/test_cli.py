@@ -54,3 +54,10 @@ def test_python_dash_m_help(module):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "--n-queries" in res.stdout
     assert ("has moved to skdbal.experiments.cli" in res.stderr) == (module == "skdbal.cli")
+
+
+def test_strategy_names_split_outside_parentheses():
+    from skdbal.experiments.cli import split_names
+
+    assert split_names("bald, filter(bald,0.1),filter(filter(bald,0.1),dynamic),random") == [
+        "bald", "filter(bald,0.1)", "filter(filter(bald,0.1),dynamic)", "random"]

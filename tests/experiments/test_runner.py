@@ -443,3 +443,57 @@ def test_batch_split_even_in_the_runner(tmp_path, monkeypatch):
                                                                       "batch_split": "even"})
     # 20, 30, 40, 50 labels in batches of at most 16: 2x10, 2x15, 3x14 (14+13+13), 4x13 (13+13+12+12)
     assert seen == [(20, 10), (30, 15), (40, 14), (50, 13)]
+
+
+def test_noise_grid_with_a_filtered_strategy(tmp_path):
+    """Noisy annotator and filter in the runner: run ids, label bookkeeping, rejects, resume."""
+    from skdbal.datasets import make_noisy_labels
+    from skdbal.experiments import load_data
+    from skdbal.experiments.runner import _split
+
+    kw = dict(verbose=False, torch_threads=1, **TINY)
+    rows = run_grid("gal2017", ["bald", "filter(bald,0.1)"], [1], tmp_path / "a", noise_rates=[0.0, 0.3], **kw)
+    runs = sorted(p.name for p in (tmp_path / "a" / "runs").glob("*.csv"))
+    assert runs == ["gal2017__bald__bayesian__seed1.csv", "gal2017__bald__bayesian__seed1__noise0.3.csv",
+                    "gal2017__filter-bald-0.1__bayesian__seed1.csv",
+                    "gal2017__filter-bald-0.1__bayesian__seed1__noise0.3.csv"]
+    clean = [r for r in rows if r["strategy"] == "bald" and not r["noise_rate"]]
+    assert all(r["n_rejected"] is None and r["n_flipped_acquired"] is None for r in clean)
+    # the annotator, by hand: the same seeded flips, initial set clean
+    X, y, _, y_test = load_data("digits")
+    preset = get_preset("gal2017", **TINY)
+    _, _, initial, _ = _split(preset, 1, y, len(y_test))
+    _, flipped = make_noisy_labels(y, 0.3, classes=np.unique(y), random_state=np.random.RandomState([1, 7907]))
+    flipped[initial] = False
+    for strategy in ("bald", "filter(bald,0.1)"):
+        run = [r for r in rows if r["strategy"] == strategy and r["noise_rate"] == 0.3]
+        assert [r["step"] for r in run] == [0, 1, 2, 3]
+        for r in run[1:]:
+            q = np.array(r["query_indices"].split(), dtype=int)
+            assert r["n_flipped_acquired"] == flipped[q].sum()
+        if strategy.startswith("filter"):
+            assert all(r["n_rejected"] is not None and 0 <= r["n_rejected_flipped"] <= r["n_rejected"]
+                       for r in run[1:])
+            assert sum(r["n_rejected"] for r in run[1:]) > 0
+    filtered_clean = [r for r in rows if r["strategy"] == "filter(bald,0.1)" and not r["noise_rate"]]
+    assert all(r["n_rejected"] is not None and r["n_rejected_flipped"] == 0 for r in filtered_clean[1:])
+    config = json.loads((tmp_path / "a" / "runs" / "gal2017__filter-bald-0.1__bayesian__seed1__noise0.3.json")
+                        .read_text())
+    assert config["noise_rate"] == 0.3 and config["strategy_object"] == "NoiseFilter(strategy=BALD())"
+    # a second grid gives the same rows; the finished one is not re-run
+    run_grid("gal2017", ["bald", "filter(bald,0.1)"], [1], tmp_path / "b", noise_rates=[0.0, 0.3], **kw)
+    assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(strategies=["filter(bald,2)"]), "threshold must be a float in"),
+    (dict(strategies=["filter(nope)"]), "unknown strategy 'nope'"),
+    (dict(noise_rates=[1.0]), r"noise_rates must lie in \[0, 1\)"),
+])
+def test_bad_noise_grid_arguments_write_nothing(kwargs, match, tmp_path):
+    args = dict(strategies=["bald"], noise_rates=[0.0])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        run_grid("gal2017", args["strategies"], [1], tmp_path / "g", noise_rates=args["noise_rates"],
+                 verbose=False, **TINY)
+    assert not (tmp_path / "g").exists()

@@ -1,0 +1,108 @@
+"""Strategies by name, decorators included: ``"bald"``, ``"filter(bald,dynamic)"``."""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Tuple
+
+from ._base import Strategy
+from ._noise import noise_filter
+
+__all__ = ["get_strategy", "DECORATORS"]
+
+#: Decorators by name: constructor and the names of its positional parameters.
+DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
+    "filter": (noise_filter, ("threshold",)),
+}
+
+_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")
+
+
+def _tokens(name: str) -> List[str]:
+    pos, out = 0, []
+    while pos < len(name):
+        m = _TOKEN.match(name, pos)
+        if not m:
+            raise ValueError(f"cannot read strategy name {name!r} at {name[pos:]!r}")
+        out.append(m.group(1))
+        pos = m.end()
+    return out
+
+
+def _value(token: str):
+    try:
+        return int(token)
+    except ValueError:
+        try:
+            return float(token)
+        except ValueError:
+            return token
+
+
+def get_strategy(name: str, strategies=None) -> Strategy:
+    """The strategy a name stands for, decorators included.
+
+    A name is a strategy of :data:`skdbal.acquisition.STRATEGIES`, or a
+    decorator of :data:`DECORATORS` applied to a name, with its parameters
+    after it: ``"filter(bald,0.1)"``, ``"filter(bald,dynamic)"``. Decorators
+    nest: ``"filter(filter(bald,0.1),dynamic)"``. Each call returns new
+    objects (a clone of a named strategy), so the shared instances are never
+    changed through it.
+
+    Parameters
+    ----------
+    name : str
+    strategies : dict, optional
+        Base names; :data:`skdbal.acquisition.STRATEGIES` by default.
+
+    Returns
+    -------
+    Strategy
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, decorator or a malformed expression.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import get_strategy
+    >>> get_strategy("filter(bald,dynamic)")
+    NoiseFilter(strategy=BALD(), threshold='dynamic')
+    """
+    from sklearn.base import clone
+
+    if strategies is None:
+        from . import STRATEGIES as strategies
+    if not isinstance(name, str):
+        raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
+    tokens = _tokens(name)
+
+    def parse(i):
+        word = tokens[i] if i < len(tokens) else ""
+        if i + 1 < len(tokens) and tokens[i + 1] == "(":
+            if word not in DECORATORS:
+                raise ValueError(f"unknown decorator {word!r} in {name!r}; choose from {sorted(DECORATORS)}")
+            inner, i = parse(i + 2)
+            args = []
+            while i < len(tokens) and tokens[i] == ",":
+                if i + 1 >= len(tokens):
+                    raise ValueError(f"cannot read strategy name {name!r}")
+                args.append(_value(tokens[i + 1]))
+                i += 2
+            if i >= len(tokens) or tokens[i] != ")":
+                raise ValueError(f"cannot read strategy name {name!r}: missing ')'")
+            make, params = DECORATORS[word]
+            if len(args) > len(params):
+                raise ValueError(f"{word}() takes at most {len(params)} parameter(s) {list(params)}; got {args}")
+            decorated = make(inner, **dict(zip(params, args)))
+            if hasattr(decorated, "_check_threshold"):
+                decorated._check_threshold()
+            return decorated, i + 1
+        if word not in strategies:
+            raise ValueError(f"unknown strategy {word!r} in {name!r}; choose from {sorted(strategies)}")
+        return clone(strategies[word]), i + 1
+
+    strategy, end = parse(0)
+    if end != len(tokens):
+        raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[end:])!r}")
+    return strategy
