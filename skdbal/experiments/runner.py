@@ -55,12 +55,12 @@ __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_
 #: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
 COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
            "rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped", "n_flipped_acquired",
-           "train_time", "query_time", "eval_time", "time", "query_indices"]
+           "threshold", "noise_estimate", "train_time", "query_time", "eval_time", "time", "query_indices"]
 
 #: Columns that only some runs fill (empty otherwise): a Bayesian last layer fills
 #: rmse and mean_variance; label-noise runs and filtered strategies the others.
 OPTIONAL_COLUMNS = ("rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped",
-                    "n_flipped_acquired")
+                    "n_flipped_acquired", "threshold", "noise_estimate")
 
 #: Last-layer inference variants (Anonymous, n.d., §4; see
 #: :class:`skdbal.BayesianLinearRegression`): RunSpec.last_layer.
@@ -476,9 +476,12 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
             return net
         return make_last_layer(preset, net, spec.last_layer).fit(X_train[labelled], _one_hot(y_given[labelled]))
 
-    def record(step, labelled, est, query, t_train, t_query, rejected=None):
+    def record(step, labelled, est, query, t_train, t_query, rejected=None, info=None):
         t0 = time.perf_counter()
         extra = {}
+        for key, column in (("threshold", "threshold"), ("noise_rate", "noise_estimate")):  # a filter's
+            if info and key in info:
+                extra[column] = float(info[key])
         if spec.noise_rate or rejected is not None:
             extra["noise_rate"] = spec.noise_rate
             extra["n_flipped_acquired"] = int(flipped[query].sum()) if step else 0
@@ -543,7 +546,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         labelled = np.concatenate([labelled, query])
         t0 = time.perf_counter()
         est = fit_model(step, labelled)
-        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query, rejected))
+        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query, rejected, acq.info))
         save(rows, est)
         if verbose:
             r = rows[-1]

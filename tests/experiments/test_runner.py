@@ -475,6 +475,7 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
             assert all(r["n_rejected"] is not None and 0 <= r["n_rejected_flipped"] <= r["n_rejected"]
                        for r in run[1:])
             assert sum(r["n_rejected"] for r in run[1:]) > 0
+            assert all(r["threshold"] == 0.1 and r["noise_estimate"] is None for r in run[1:])
     filtered_clean = [r for r in rows if r["strategy"] == "filter(bald,0.1)" and not r["noise_rate"]]
     assert all(r["n_rejected"] is not None and r["n_rejected_flipped"] == 0 for r in filtered_clean[1:])
     config = json.loads((tmp_path / "a" / "runs" / "gal2017__filter-bald-0.1__bayesian__seed1__noise0.3.json")
