@@ -25,7 +25,7 @@ from .runner import read_results
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
-           "deterministic_markdown", "write_report"]
+           "deterministic_markdown", "noise_markdown", "write_report"]
 
 #: Acquired images to reach 90% / 95% test accuracy, by source: Gal et al.
 #: (2017, Table 1) and Anonymous (n.d., Table 1), the latter under the key
@@ -273,9 +273,65 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     return "\n".join(lines)
 
 
+def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence = (500, 1000)) -> str:
+    """Label-noise table for the rows of one noise rate: what the filters reject.
+
+    Per strategy, over the runs that got furthest and their acquisition
+    steps: rejects per step, the excess over the optimal ``noise_rate ×
+    n_instances`` rejects, the precision (truly flipped among the rejects)
+    and recall (rejected among the flipped labels the filter met: rejected
+    or acquired) of rejection, flipped labels acquired per step, the share
+    of flipped labels in the final training set, the mean threshold and
+    noise estimate of the dynamic rule, and test accuracy at ``at_labels``.
+    """
+    groups = group_runs(rows)
+    lines = ["| strategy | runs (steps) | rejects / step | excess over optimal | precision | recall | "
+             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | "
+             + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
+             "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
+    for key in sorted(groups, key=_sort_key):
+        _, strategy, _variant = key
+        runs = _longest(groups[key])
+        steps = [r for run in runs for r in run if r["step"] > 0]
+        rate = next((r["noise_rate"] for r in steps if r["noise_rate"] is not None), None)
+
+        def total(column):
+            values = [r[column] for r in steps if r[column] is not None]
+            return float(np.sum(values)) if values else None
+
+        rejected, rejected_flipped, acquired = total("n_rejected"), total("n_rejected_flipped"), \
+            total("n_flipped_acquired")
+        n_steps = len(steps)
+        cells = []
+        if rejected is None or not n_steps:
+            cells += ["—"] * 4
+        else:
+            per_step = rejected / n_steps
+            optimal = (rate or 0.0) * n_instances
+            cells.append(f"{per_step:.2f}")
+            cells.append(f"{100 * (per_step / optimal - 1):+.0f}%" if optimal else "—")
+            cells.append(f"{rejected_flipped / rejected:.2f}" if rejected else "—")
+            met = rejected_flipped + (acquired or 0.0)
+            cells.append(f"{rejected_flipped / met:.2f}" if met else "—")
+        cells.append("—" if acquired is None or not n_steps else f"{acquired / n_steps:.2f}")
+        shares = [sum(r["n_flipped_acquired"] or 0 for r in run) / run[-1]["n_labels"] for run in runs]
+        cells.append(f"{100 * np.mean(shares):.1f}%" if acquired is not None else "—")
+        for column in ("threshold", "noise_estimate"):
+            values = [r[column] for r in steps if r.get(column) is not None]
+            cells.append(f"{np.mean(values):.3f}" if values else "—")
+        for n in at_labels:
+            mean, std = accuracy_at(runs, n)
+            cells.append("n/a" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%")
+        done = ", ".join(str(len(r) - 1) for r in runs)
+        lines.append(f"| {_LABEL.get(strategy, strategy)} | {len(runs)} ({done}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     """Write ``table.md``, ``learning_curves.png`` and, when the deterministic
-    baseline ran, ``deterministic.png`` into ``out_dir``.
+    baseline ran, ``deterministic.png`` into ``out_dir``; for label-noise runs,
+    ``noise<rate>.md`` (:func:`noise_markdown` and the labels-to-accuracy
+    table) and ``noise<rate>_curves.png`` for each noise rate.
 
     Returns
     -------
@@ -290,6 +346,32 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     if meta_path.exists():
         preset = json.loads(meta_path.read_text())["preset"]
         n_initial = 10 * preset["n_initial_per_class"]
+    noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
+    if noisy:  # one table and figure per noise rate; the clean rows go on as usual
+        n_instances = json.loads(meta_path.read_text())["preset"]["n_instances"] if meta_path.exists() else 10
+        paths = []
+        for rate in noisy:
+            part = [r for r in rows if r["noise_rate"] == rate]
+            name = f"noise{rate:g}"
+            table = out_dir / f"{name}.md"
+            table.write_text(
+                f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
+                "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
+                "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
+                "test accuracy:\n\n" + table_markdown(part, n_initial) + "\n")
+            figure = out_dir / f"{name}_curves.png"
+            plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
+                                            "(mean ± std over seeds)")
+            paths += [table, figure]
+        rows = [r for r in rows if not r["noise_rate"]]
+        if not rows:
+            return paths
+        return paths + _write_report_rows(out_dir, rows, n_initial)
+    return _write_report_rows(out_dir, rows, n_initial)
+
+
+def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[Path]:
+    """The report of rows without label noise (see :func:`write_report`)."""
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
         table.write_text(

@@ -484,6 +484,11 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
     # a second grid gives the same rows; the finished one is not re-run
     run_grid("gal2017", ["bald", "filter(bald,0.1)"], [1], tmp_path / "b", noise_rates=[0.0, 0.3], **kw)
     assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
+    # the report: a table and a figure per noise rate, the clean runs as before
+    names = sorted(p.name for p in write_report(tmp_path / "a"))
+    assert names == ["learning_curves.png", "noise0.3.md", "noise0.3_curves.png", "table.md"]
+    noise_table = (tmp_path / "a" / "noise0.3.md").read_text()
+    assert "| filter(bald,0.1) | 1 (3) |" in noise_table and "| BALD | 1 (3) | — |" in noise_table
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -498,3 +503,23 @@ def test_bad_noise_grid_arguments_write_nothing(kwargs, match, tmp_path):
         run_grid("gal2017", args["strategies"], [1], tmp_path / "g", noise_rates=args["noise_rates"],
                  verbose=False, **TINY)
     assert not (tmp_path / "g").exists()
+
+
+def test_noise_table_by_hand(tmp_path):
+    from skdbal.experiments.report import noise_markdown
+
+    def run(seed, rejected, rejected_flipped, flipped_acquired, accs):
+        rows = [dict(preset="gal2017", strategy="filter(bald,0.1)", variant="bayesian", seed=seed, step=0,
+                     n_labels=20, accuracy=accs[0], noise_rate=0.2, n_rejected=None, n_rejected_flipped=None,
+                     n_flipped_acquired=0, threshold=None, noise_estimate=None)]
+        for step, (a, b, c) in enumerate(zip(rejected, rejected_flipped, flipped_acquired), start=1):
+            rows.append(dict(rows[0], step=step, n_labels=20 + 10 * step, accuracy=accs[step], n_rejected=a,
+                             n_rejected_flipped=b, n_flipped_acquired=c, threshold=0.1))
+        return rows
+
+    rows = run(1, [4, 2], [2, 1], [1, 1], [0.5, 0.6, 0.7]) + run(2, [3, 3], [3, 0], [0, 2], [0.5, 0.7, 0.8])
+    table = noise_markdown(rows, n_instances=10, at_labels=(40,))
+    # 12 rejects over 4 steps: 3 / step, optimal 0.2 x 10 = 2 -> +50%; precision 6/12; recall 6/(6+4)
+    # flipped in the final training set: seed 1 2/40, seed 2 2/40 -> 5.0%; accuracy at 40: 75 ± 5%
+    assert "| filter(bald,0.1) | 2 (2, 2) | 3.00 | +50% | 0.50 | 0.60 | 1.00 | 5.0% | 0.100 | — | 75.00 ± 5.00% |" \
+        in table
