@@ -53,3 +53,19 @@ def test_modal_strategy_in_our_simulation_with_mc_net(small_net, digits):
     history = learner.simulate(X[:300], y[:300], n_queries=2, n_instances=3)
     assert [r["n_labels"] for r in history] == [20, 23, 26]
     assert len(set(learner.labelled_idx_.tolist())) == 26
+
+
+def test_noise_filter_through_modal_query_with_y_pool(fitted_net, digits):
+    """modAL's learner passes query keywords on: y_pool reaches the filter."""
+    from skdbal.acquisition import noise_filter
+
+    X, y = digits
+    pool, labels = X[400:600], y[400:600].copy()
+    labels[::4] = (labels[::4] + 5) % 10  # a quarter of the annotator's labels are wrong
+    strategy = noise_filter(bald, 0.2)
+    modal = ModalLearner(estimator=fitted_net, query_strategy=to_modal(strategy))
+    idx, _ = modal.query(pool, n_instances=5, y_pool=labels)
+    expected = strategy.acquire(fitted_net, pool, 5, y_pool=labels).indices
+    np.testing.assert_array_equal(np.asarray(idx), expected)
+    p_label = fitted_net.predict_proba_samples(pool).mean(axis=0)[np.arange(200), labels]
+    assert np.all(p_label[np.asarray(idx)] >= 0.2)
