@@ -12,15 +12,17 @@ sampling does.
 :func:`skdbal.acquisition.noise_filter` gets the annotator's labels of the
 pool (``y_pool``) with each query and skips the points whose label the
 model finds unlikely, ``p̄(y = y_pool | x) < τ``. The skipped points are the
-query's rejects; they stay in the pool. With ``threshold="dynamic"``, ``τ``
-is the Bayes decision under symmetric noise, with the noise rate estimated
-from the pool's labels and the current model (:mod:`skdbal.noise`).
+query's rejects; they stay in the pool. Two rules set ``τ`` from the noise
+rate that they estimate from the pool's labels and the current model
+(:mod:`skdbal.noise`): ``"dynamic"`` is the Bayes decision for one label
+under symmetric noise, ``"quantile"`` distrusts the expected number of
+wrong labels.
 
 The figure shows test accuracy, and the flipped labels in the training set,
-for BALD, filtered BALD (fixed ``τ = 0.1`` and dynamic) and random sampling.
-The dynamic rule distrusts a label only when a flip is more likely than not,
-so its ``τ`` (printed) is small: where it rejects nothing, its curves lie on
-BALD's.
+for BALD, filtered BALD (fixed ``τ = 0.1``, dynamic and quantile) and random
+sampling. The dynamic rule distrusts a label only when a flip is more likely
+than not, so its ``τ`` (printed) is small: where it rejects nothing, its
+curves lie on BALD's.
 """
 import matplotlib.pyplot as plt
 import numpy as np
@@ -37,7 +39,8 @@ clean = np.flatnonzero(~flipped)
 initial = np.concatenate([clean[y_pool[clean] == c][:2] for c in range(10)])
 
 strategies = {"BALD": bald, "BALD, filtered (τ = 0.1)": noise_filter(bald, 0.1),
-              "BALD, filtered (dynamic τ)": noise_filter(bald, "dynamic"), "random": random_sampling}
+              "BALD, filtered (dynamic τ)": noise_filter(bald, "dynamic"),
+              "BALD, filtered (quantile τ)": noise_filter(bald, "quantile"), "random": random_sampling}
 results = {}
 for name, strategy in strategies.items():
     learner = ActiveLearner(digits_classifier(random_state=0, max_epochs=60), strategy, random_state=0,
@@ -57,7 +60,7 @@ for name, strategy in strategies.items():
 # Accuracy and the wrong labels learnt from
 # -----------------------------------------
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-for (name, (labels, acc, n_flipped)), style in zip(results.items(), ["-o", "-s", "--^", "-d"]):
+for (name, (labels, acc, n_flipped)), style in zip(results.items(), ["-o", "-s", "--^", "-x", "-d"]):
     ax1.plot(labels, acc, style, label=name)
     ax2.plot(labels, n_flipped, style, label=name)
 ax1.set_xlabel("labelled images")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold"]
+__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold"]
 
 
 def _check(p_label, n_classes: int) -> np.ndarray:
@@ -145,3 +145,36 @@ def bayes_threshold(noise_rate: float, n_classes: int) -> float:
     _check([0.5], n_classes)
     other = rate / (n_classes - 1)
     return float(other / ((1.0 - rate) + other))
+
+
+def quantile_threshold(p_label, noise_rate: float) -> float:
+    """The threshold that distrusts the expected number of wrong labels.
+
+    The fraction ``noise_rate`` of the pool whose labels the model finds least
+    likely falls below it: ``τ`` is the ``noise_rate`` quantile of
+    ``p_label`` (the smallest value when the rate is 0, so nothing is
+    distrusted on a clean pool).
+
+    Parameters
+    ----------
+    p_label : array-like of shape (n,)
+        The model's probability of each label given.
+    noise_rate : float in [0, 1)
+        The (estimated) noise rate.
+
+    Returns
+    -------
+    threshold : float
+
+    Examples
+    --------
+    >>> from skdbal.noise import quantile_threshold
+    >>> quantile_threshold([0.9, 0.05, 0.8, 0.3, 0.7], 0.2)   # one label in five distrusted
+    0.3
+    """
+    p = np.asarray(p_label, dtype=np.float64).reshape(-1)
+    rate = _check_rate(noise_rate)
+    k = int(np.floor(rate * len(p)))
+    if k == 0:
+        return float(p.min())
+    return float(np.sort(p)[k])

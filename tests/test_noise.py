@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from skdbal.datasets import make_noisy_labels
-from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior
+from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior, quantile_threshold
 
 
 def test_symmetric_flips_rate_and_uniform_targets():
@@ -83,3 +83,11 @@ def test_noise_algebra_refuses_bad_input():
 def test_em_estimate_is_capped_where_labels_carry_no_information():
     assert estimate_noise_rate(np.zeros(50), 2) == pytest.approx(0.5)
     assert estimate_noise_rate(np.zeros(50), 10) == pytest.approx(0.9)
+
+
+def test_quantile_threshold_by_hand():
+    p = np.array([0.9, 0.05, 0.8, 0.3, 0.7, 0.6, 0.2, 0.95, 0.4, 0.1])
+    assert quantile_threshold(p, 0.3) == 0.3           # 3 of 10 below: 0.05, 0.1, 0.2
+    assert (p < quantile_threshold(p, 0.3)).sum() == 3
+    assert quantile_threshold(p, 0.0) == 0.05          # nothing below the smallest
+    assert (p < quantile_threshold(p, 0.05)).sum() == 0

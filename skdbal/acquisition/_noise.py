@@ -52,12 +52,16 @@ class NoiseFilter(StrategyDecorator):
     ----------
     strategy : Strategy or callable
         The strategy to filter.
-    threshold : float in (0, 1), "dynamic" or callable, default=0.1
-        ``τ``. ``"dynamic"`` is the Bayes decision under symmetric noise,
-        ``τ = bayes_threshold(ε̂, C)``, with the noise rate ``ε̂`` estimated
-        by EM from the pool's labels and the current model
-        (:mod:`skdbal.noise`), so it follows the model as it improves and is
-        0 (nothing rejected) for a clean annotator. A callable is called as
+    threshold : float in (0, 1), "dynamic", "quantile" or callable, default=0.1
+        ``τ``. Both rules that adapt estimate the noise rate ``ε̂`` by EM from
+        the pool's labels and the current model (:mod:`skdbal.noise`), so
+        they follow the model as it improves and distrust nothing on a clean
+        pool. ``"dynamic"`` is the Bayes decision for one label under
+        symmetric noise, ``τ = bayes_threshold(ε̂, C)``: distrust a label
+        when a flip is more likely than not. ``"quantile"`` distrusts the
+        expected number of wrong labels, the fraction ``ε̂`` of the pool
+        whose labels the model finds least likely
+        (``quantile_threshold``). A callable is called as
         ``threshold(p_label, n_classes)`` and returns ``τ``.
     chunk_size : int, default=2048
         Pool rows scored at a time.
@@ -104,18 +108,22 @@ class NoiseFilter(StrategyDecorator):
     def _check_threshold(self):
         t = self.threshold
         if isinstance(t, str):
-            if t != "dynamic":
-                raise ValueError(f"threshold must be a float in (0, 1), 'dynamic' or a callable; got {t!r}")
+            if t not in ("dynamic", "quantile"):
+                raise ValueError(f"threshold must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {t!r}")
         elif callable(t):
             return
         elif isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not 0 < t < 1:
-            raise ValueError(f"threshold must be a float in (0, 1), 'dynamic' or a callable; got {t!r}")
+            raise ValueError(f"threshold must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {t!r}")
 
     def _tau(self, p_label, n_classes: int, info: dict) -> float:
         if self.threshold == "dynamic":
             rate = noise.estimate_noise_rate(p_label, n_classes)
             info["noise_rate"] = rate
             return noise.bayes_threshold(rate, n_classes)
+        if self.threshold == "quantile":
+            rate = noise.estimate_noise_rate(p_label, n_classes)
+            info["noise_rate"] = rate
+            return noise.quantile_threshold(p_label, rate)
         if callable(self.threshold):
             tau = float(self.threshold(p_label, n_classes))
             if not 0 <= tau <= 1:
@@ -210,7 +218,7 @@ def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwarg
     ----------
     strategy : Strategy or callable
         The strategy to filter.
-    threshold : float in (0, 1), "dynamic" or callable, default=0.1
+    threshold : float in (0, 1), "dynamic", "quantile" or callable, default=0.1
         The trust threshold ``τ``.
     **kwargs :
         ``chunk_size``, ``n_samples``.

@@ -175,3 +175,20 @@ def test_strategies_by_name_with_decorators():
                        ("filter(bald,1.5)", "threshold must be"), ("bald)", "unexpected")]:
         with pytest.raises(ValueError, match=match):
             get_strategy(bad)
+
+
+def test_quantile_threshold_distrusts_the_expected_number_of_wrong_labels():
+    from skdbal.noise import estimate_noise_rate, quantile_threshold
+
+    p_label = by_hand(0)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acq = noise_filter(bald, "quantile").acquire(Known(A, B), X, 2, y_pool=Y)
+    rate = estimate_noise_rate(p_label, 2)
+    assert acq.info["noise_rate"] == pytest.approx(rate)
+    assert acq.info["threshold"] == pytest.approx(quantile_threshold(p_label, rate))
+    assert np.all(p_label[acq.info["rejected_indices"]] < acq.info["threshold"])
+    # on a clean pool (labels the model agrees with) nothing is distrusted
+    sure = Known(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
+    acq = noise_filter(bald, "quantile").acquire(sure, X, 3, y_pool=Y)
+    assert acq.info["n_rejected"] == 0
