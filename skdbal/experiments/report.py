@@ -73,7 +73,7 @@ def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
         f"{value:.1f} ({value - n_initial:.1f})"
 
 
-def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000) -> str:
+def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000, anchors: bool = True) -> str:
     """The Table 1 equivalent: labels to 90% and 95% accuracy, both methods, and
     accuracy at ``at_labels`` labels, beside the anchors.
 
@@ -81,14 +81,16 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
     (what Gal et al. count) are in parentheses. When a group's runs have
     different lengths (a grid in progress), only the longest ones are
     counted and the others are listed as in progress, so that a run that has
-    just started does not blank out the finished ones.
+    just started does not blank out the finished ones. ``anchors=False``
+    leaves out the published columns (for runs under other conditions, such
+    as label noise).
     """
     groups = group_runs(rows)
     lines = [
         "| strategy | variant | runs (steps done) | 90%: average-step | 90%: step-average | "
         "95%: average-step | 95%: step-average | accuracy at "
-        f"{at_labels} labels | Gal et al. 90/95 | seed 000 90/95 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"{at_labels} labels |" + (" Gal et al. 90/95 | seed 000 90/95 |" if anchors else ""),
+        "|---|---|---|---|---|---|---|---|" + ("---|---|" if anchors else ""),
     ]
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
@@ -114,7 +116,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000)
             steps += "; not counted: " + ", ".join(
                 f"seed {r[0]['seed']} at step {len(r) - 1}" for r in in_progress)
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
-                     + " | ".join(cells) + f" | {acc} | " + " | ".join(anchor_cells) + " |")
+                     + " | ".join(cells) + f" | {acc} |" + (" " + " | ".join(anchor_cells) + " |" if anchors else ""))
     return "\n".join(lines)
 
 
@@ -166,7 +168,8 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     return "\n".join(lines)
 
 
-def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "") -> None:
+def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "",
+                ylim=(0.6, 1.0)) -> None:
     """Mean ± std test accuracy against labels, one band per strategy (and
     variant), over the runs that got furthest (see :func:`table_markdown`)."""
     import matplotlib
@@ -176,6 +179,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     groups = group_runs(rows)
+    others = sorted({k[1] for k in groups if k[1] not in _ORDER})  # decorated strategies: their own colours
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
         if variant not in variants or (strategies is not None and strategy not in strategies):
@@ -185,12 +189,13 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = "-" if variant == "bayesian" else "--"
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
-        color = f"C{_ORDER.index(strategy) % 10}" if strategy in _ORDER else None  # one colour per strategy
+        # one colour per strategy
+        color = f"C{_ORDER.index(strategy)}" if strategy in _ORDER else f"C{(len(_ORDER) + others.index(strategy)) % 10}"
         line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
-    ax.set_ylim(0.6, 1.0)
+    ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(title)
@@ -358,10 +363,10 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
                 f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
                 "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
                 "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
-                "test accuracy:\n\n" + table_markdown(part, n_initial) + "\n")
+                "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
             figure = out_dir / f"{name}_curves.png"
             plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                            "(mean ± std over seeds)")
+                                            "(mean ± std over seeds)", ylim=(0.4, 1.0))
             paths += [table, figure]
         rows = [r for r in rows if not r["noise_rate"]]
         if not rows:
