@@ -25,7 +25,7 @@ from .runner import read_results
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
-           "deterministic_markdown", "noise_markdown", "write_report"]
+           "deterministic_markdown", "noise_markdown", "plot_flipped", "write_report"]
 
 #: Acquired images to reach 90% / 95% test accuracy, by source: Gal et al.
 #: (2017, Table 1) and Anonymous (n.d., Table 1), the latter under the key
@@ -332,11 +332,46 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
     return "\n".join(lines)
 
 
+def plot_flipped(rows: List[dict], path, title: str = "") -> None:
+    """Share of flipped labels in the training set against labels, one line per
+    (strategy, noise rate): mean over the runs that got furthest."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rates = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
+    for k, rate in enumerate(rates):
+        groups = group_runs([r for r in rows if r["noise_rate"] == rate])
+        others = sorted({key[1] for key in groups if key[1] not in _ORDER})
+        for key in sorted(groups, key=_sort_key):
+            strategy = key[1]
+            runs = _longest(groups[key])
+            n = min(len(run) for run in runs)
+            share = np.mean([np.cumsum([r["n_flipped_acquired"] or 0 for r in run[:n]])
+                             / np.array([r["n_labels"] for r in run[:n]]) for run in runs], axis=0)
+            labels = [r["n_labels"] for r in runs[0][:n]]
+            color = f"C{_ORDER.index(strategy)}" if strategy in _ORDER else \
+                f"C{(len(_ORDER) + others.index(strategy)) % 10}"
+            ax.plot(labels, 100 * share, ["-", "--", ":", "-."][k % 4], color=color,
+                    label=f"{_LABEL.get(strategy, strategy)}, {100 * rate:g}% noise")
+    ax.set_xlabel("labelled images (20 initial + acquired)")
+    ax.set_ylabel("flipped labels in the training set (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     """Write ``table.md``, ``learning_curves.png`` and, when the deterministic
     baseline ran, ``deterministic.png`` into ``out_dir``; for label-noise runs,
     ``noise<rate>.md`` (:func:`noise_markdown` and the labels-to-accuracy
-    table) and ``noise<rate>_curves.png`` for each noise rate.
+    table) and ``noise<rate>_curves.png`` for each noise rate, and
+    ``noise_flipped.png`` (:func:`plot_flipped`).
 
     Returns
     -------
@@ -368,6 +403,9 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
             plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
                                             "(mean ± std over seeds)", ylim=(0.4, 1.0))
             paths += [table, figure]
+        flipped = out_dir / "noise_flipped.png"
+        plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
+        paths.append(flipped)
         rows = [r for r in rows if not r["noise_rate"]]
         if not rows:
             return paths

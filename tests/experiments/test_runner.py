@@ -486,7 +486,7 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
     assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
     # the report: a table and a figure per noise rate, the clean runs as before
     names = sorted(p.name for p in write_report(tmp_path / "a"))
-    assert names == ["learning_curves.png", "noise0.3.md", "noise0.3_curves.png", "table.md"]
+    assert names == ["learning_curves.png", "noise0.3.md", "noise0.3_curves.png", "noise_flipped.png", "table.md"]
     noise_table = (tmp_path / "a" / "noise0.3.md").read_text()
     assert "| filter(bald,0.1) | 1 (3) |" in noise_table and "| BALD | 1 (3) | — |" in noise_table
 
