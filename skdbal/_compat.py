@@ -26,9 +26,11 @@ class _MovedLoader(importlib.abc.Loader):
     def __init__(self, new: str):
         self.new = new
 
+    def _warn(self, old: str) -> None:
+        warnings.warn(f"{old} has moved to {self.new}; the old path will be removed", FutureWarning, stacklevel=3)
+
     def create_module(self, spec):
-        warnings.warn(f"{spec.name} has moved to {self.new}; the old path will be removed",
-                      FutureWarning, stacklevel=2)
+        self._warn(spec.name)
         module = importlib.import_module(self.new)
         self._spec = module.__spec__  # the import system sets __spec__ to the old name's
         return module
@@ -38,8 +40,7 @@ class _MovedLoader(importlib.abc.Loader):
 
     def get_code(self, fullname):
         """``python -m <old path>``: run the moved module as ``__main__``."""
-        warnings.warn(f"{fullname} has moved to {self.new}; the old path will be removed",
-                      FutureWarning, stacklevel=2)
+        self._warn(fullname)
         return compile(f"import runpy; runpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)",
                        f"<{fullname} moved to {self.new}>", "exec")
 

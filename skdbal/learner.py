@@ -22,11 +22,8 @@ def _wrapped_kind(kind: str) -> Callable:
     """``available_if`` check: the wrapped model is read as a ``kind`` (no fit is triggered)."""
 
     def check(self) -> bool:
-        model = getattr(self, "estimator_", None)
-        if model is None:
-            model = self._make_template()
         try:
-            return as_predictive(model).kind == kind
+            return as_predictive(self._model_or_template()).kind == kind
         except TypeError:
             return False
 
@@ -171,6 +168,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return template
         return self._make_template()
 
+    def _model_or_template(self):
+        """The fitted model, else what would be fitted: read without triggering a fit."""
+        model = getattr(self, "estimator_", None)
+        return self._template() if model is None else model
+
     def _strategy(self):
         return bald if self.query_strategy is None else as_strategy(self.query_strategy)
 
@@ -239,14 +241,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if not hasattr(self, "estimator_") and self.X_training is not None:
             self.fit(self.X_training, self.y_training)
 
-    def _train(self, X, y, **fit_params):
+    def _train(self, X, y, template, **fit_params):
         """Return a model trained on (X, y); never modifies state on error."""
         if self.retrain == "warm" and hasattr(self, "estimator_"):
             est = self.estimator_
             if hasattr(est, "partial_fit"):
                 return est.partial_fit(X, y, **fit_params)
             return est.fit(X, y, **fit_params)
-        return clone(self._template()).fit(X, y, **fit_params)
+        return clone(template).fit(X, y, **fit_params)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
@@ -311,7 +313,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         """
         self._check_params()
         self._ensure_initial_fit()
-        X, y = self._validate_Xy(X, y)
+        template = self._template()
+        X, y = self._validate_Xy(X, y, template=template)
         if hasattr(self, "X_training_"):
             X_all = np.concatenate([self.X_training_, X])
             y_all = np.concatenate([self.y_training_, y])
@@ -324,13 +327,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             if bootstrap:
                 rows = rng.randint(len(y_fit), size=len(y_fit)) if len(y_fit) else np.arange(0)
                 X_fit, y_fit = X_fit[rows], y_fit[rows]
-            est = self._train(X_fit, y_fit, **fit_params)
+            est = self._train(X_fit, y_fit, template, **fit_params)
         except BaseException:
             rng.set_state(state)
             raise
-        if self._template() is not getattr(self, "template_", None):
-            self.template_ = self._make_template()
-            self._template_source = self.estimator
+        self.template_, self._template_source = template, self.estimator
         self.estimator_ = est
         self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
@@ -512,8 +513,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     @property
     def stochastic_samples(self) -> bool:
         """Whether the model's predictive samples differ from one another (no fit needed)."""
-        model = getattr(self, "estimator_", None)
-        return as_predictive(self._template() if model is None else model).stochastic
+        return as_predictive(self._model_or_template()).stochastic
 
     def score(self, X, y, sample_weight=None):
         """Delegate to ``estimator_.score`` (accuracy for classifiers).

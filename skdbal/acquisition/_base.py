@@ -85,8 +85,6 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     candidates = check_candidates(candidates, len(X_pool))
     strategy = as_strategy(strategy)
     kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
-    if not strategy.takes_random_state:  # modAL's functions pass unknown keywords to predict_proba
-        kwargs.pop("random_state", None)
     acq = strategy.acquire(estimator, X_pool[candidates], n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v

@@ -66,6 +66,14 @@ def _sort_key(key):
     return (preset, variant != "bayesian", _ORDER.index(strategy) if strategy in _ORDER else 99, strategy)
 
 
+def _color(strategy: str, strategies: Sequence[str]) -> str:
+    """One colour per strategy: the named ones fixed, the others (decorated) after them."""
+    if strategy in _ORDER:
+        return f"C{_ORDER.index(strategy)}"
+    others = [s for s in strategies if s not in _ORDER]
+    return f"C{(len(_ORDER) + others.index(strategy)) % 10}"
+
+
 def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
     if np.isnan(value):
         return f"> {reached_max}"
@@ -179,7 +187,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     groups = group_runs(rows)
-    others = sorted({k[1] for k in groups if k[1] not in _ORDER})  # decorated strategies: their own colours
+    others = sorted({k[1] for k in groups})
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
         if variant not in variants or (strategies is not None and strategy not in strategies):
@@ -189,8 +197,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = "-" if variant == "bayesian" else "--"
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
-        # one colour per strategy
-        color = f"C{_ORDER.index(strategy)}" if strategy in _ORDER else f"C{(len(_ORDER) + others.index(strategy)) % 10}"
+        color = _color(strategy, others)
         line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
     ax.set_xlabel("labelled images (20 initial + acquired)")
@@ -344,7 +351,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     rates = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     for k, rate in enumerate(rates):
         groups = group_runs([r for r in rows if r["noise_rate"] == rate])
-        others = sorted({key[1] for key in groups if key[1] not in _ORDER})
+        others = sorted({key[1] for key in groups})
         for key in sorted(groups, key=_sort_key):
             strategy = key[1]
             runs = _longest(groups[key])
@@ -352,8 +359,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
             share = np.mean([np.cumsum([r["n_flipped_acquired"] or 0 for r in run[:n]])
                              / np.array([r["n_labels"] for r in run[:n]]) for run in runs], axis=0)
             labels = [r["n_labels"] for r in runs[0][:n]]
-            color = f"C{_ORDER.index(strategy)}" if strategy in _ORDER else \
-                f"C{(len(_ORDER) + others.index(strategy)) % 10}"
+            color = _color(strategy, others)
             ax.plot(labels, 100 * share, ["-", "--", ":", "-."][k % 4], color=color,
                     label=f"{_LABEL.get(strategy, strategy)}, {100 * rate:g}% noise")
     ax.set_xlabel("labelled images (20 initial + acquired)")
