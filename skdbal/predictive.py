@@ -204,6 +204,19 @@ def as_predictive(estimator, *, n_samples: Optional[int] = None) -> Predictive:
     ------
     TypeError
         If the object offers none of the interfaces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from skdbal.predictive import as_predictive
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> pipe = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, [0, 0, 1, 1])
+    >>> pred = as_predictive(pipe)          # read through its last step
+    >>> pred.source, pred.stochastic, pred.proba_samples(X).shape
+    ('proba', False, (1, 4, 2))
     """
     return _resolve(estimator, n_samples, ())
 

@@ -226,5 +226,11 @@ def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwarg
     Returns
     -------
     NoiseFilter
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import bald, noise_filter
+    >>> noise_filter(bald, "dynamic")
+    NoiseFilter(strategy=BALD(), threshold='dynamic')
     """
     return NoiseFilter(strategy, threshold, **kwargs)

@@ -52,6 +52,14 @@ def map_chunks(
     Returns
     -------
     ndarray of shape (N,), or a tuple of them
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import map_chunks
+    >>> map_chunks(lambda X, y: X[:, 0] * y, np.arange(5.0)[:, None], chunk_size=2,
+    ...            aligned={"y": np.arange(5)}).tolist()
+    [0.0, 1.0, 4.0, 9.0, 16.0]
     """
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     aligned = {k: np.asarray(v) for k, v in (aligned or {}).items()}
