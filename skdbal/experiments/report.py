@@ -117,8 +117,8 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
                 cells.append(f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
         mean, std = accuracy_at(runs, at_labels)
         acc = "n/a (not reached yet)" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%"
-        anchors = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
-        anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in anchors]
+        published = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
+        anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in published]
         steps = ", ".join(str(len(r) - 1) for r in runs)
         if in_progress:
             steps += "; not counted: " + ", ".join(

@@ -254,6 +254,10 @@ def test_report_values_by_hand():
                            at_labels=30)
     assert ("| BALD | bayesian | 2 (2, 2; not counted: seed 3 at step 1) | 40 (20) | 35 (15) ± 5.0 | 40 (20) | "
             "40 (20) ± 0.0 | 88.00 ± 3.00% |") in table
+    # without the published anchors every row has as many cells as the header
+    lines = table_markdown(rows("bald", {1: [0.8, 0.91, 0.96]}), at_labels=30, anchors=False).splitlines()
+    assert "145 / 335" not in "\n".join(lines)
+    assert {line.count("|") for line in lines} == {9}
 
 
 def test_deterministic_table_by_hand():
