@@ -78,7 +78,7 @@ def _experiment(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
-    paths = write_report(args.out)
+    paths = write_report(args.out, clean_dir=args.clean)
     print("wrote " + ", ".join(map(str, paths)))
     return 0
 
@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="write the table and figures of a grid's results")
     rp.add_argument("out", help="a folder written by skdbal experiment")
+    rp.add_argument("--clean", default=None, metavar="DIR",
+                    help="a grid without label noise whose runs of the same strategies stand for 0%% noise in "
+                         "the cross-rate noise table and figure, e.g. docs/results/gal2017")
     rp.set_defaults(func=_report)
     return parser
 

@@ -25,7 +25,8 @@ from .runner import read_results
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
-           "deterministic_markdown", "noise_markdown", "plot_flipped", "write_report"]
+           "deterministic_markdown", "noise_markdown", "plot_noise_levels", "plot_flipped", "SEED000_REJECTS",
+           "write_report"]
 
 #: Acquired images to reach 90% / 95% test accuracy, by source: Gal et al.
 #: (2017, Table 1) and Anonymous (n.d., Table 1), the latter under the key
@@ -285,58 +286,120 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     return "\n".join(lines)
 
 
+#: Seed 000's rejects per acquisition step (its Tables 2 and 3, its own
+#: thresholds), by (strategy, noise rate), beside ours in :func:`noise_markdown`.
+SEED000_REJECTS = {("filter(bald,dynamic)", 0.0): 0.39, ("filter(bald,dynamic)", 0.1): 1.47,
+                   ("filter(bald,dynamic)", 0.2): 2.98, ("filter(bald,dynamic)", 0.3): 4.96,
+                   ("filter(bald,0.1)", 0.2): 3.18, ("filter(bald,0.25)", 0.2): 5.10}
+
+
+def _rate(row: dict) -> float:
+    return row.get("noise_rate") or 0.0
+
+
+def _excess(per_step: float, optimal: float) -> str:
+    """Rejects per step over the optimal ``noise_rate × n_instances``: a
+    percentage, or absolute on a clean pool (where the optimal is 0)."""
+    return f"{100 * (per_step / optimal - 1):+.0f}%" if optimal else f"+{per_step:.2f}"
+
+
 def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence = (500, 1000)) -> str:
-    """Label-noise table for the rows of one noise rate: what the filters reject.
+    """Label-noise table: what the filters reject, per strategy and noise rate
+    (seed 000, Tables 2 and 3).
 
-    Per strategy, over the runs that got furthest and their acquisition
-    steps: rejects per step, the excess over the optimal ``noise_rate ×
-    n_instances`` rejects, the precision (truly flipped among the rejects)
-    and recall (rejected among the flipped labels the filter met: rejected
-    or acquired) of rejection, flipped labels acquired per step, the share
-    of flipped labels in the final training set, the mean threshold and
-    noise estimate of the dynamic rule, and test accuracy at ``at_labels``.
+    Per (strategy, noise rate), over the runs that got furthest and their
+    acquisition steps: rejects per step, the excess over the optimal
+    ``noise_rate × n_instances`` rejects (absolute on a clean pool), the
+    precision (truly flipped among the rejects) and recall (rejected among
+    the flipped labels the filter met: rejected or acquired) of rejection,
+    flipped labels acquired per step, the share of flipped labels in the
+    final training set, the mean threshold and noise estimate of the
+    dynamic rule, seed 000's rejects per step where it reports them
+    (:data:`SEED000_REJECTS`), and test accuracy at ``at_labels``. Rows
+    without a noise rate count as clean (0%).
     """
-    groups = group_runs(rows)
-    lines = ["| strategy | runs (steps) | rejects / step | excess over optimal | precision | recall | "
-             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | "
+    lines = ["| strategy | noise | runs (steps) | rejects / step | excess over optimal | precision | recall | "
+             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | seed 000: rejects / step | "
              + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
-             "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
-    for key in sorted(groups, key=_sort_key):
-        _, strategy, _variant = key
-        runs = _longest(groups[key])
-        steps = [r for run in runs for r in run if r["step"] > 0]
-        rate = next((r["noise_rate"] for r in steps if r["noise_rate"] is not None), None)
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
+    for rate in sorted({_rate(r) for r in rows}):
+        groups = group_runs([r for r in rows if _rate(r) == rate])
+        for key in sorted(groups, key=_sort_key):
+            _, strategy, _variant = key
+            runs = _longest(groups[key])
+            steps = [r for run in runs for r in run if r["step"] > 0]
 
-        def total(column):
-            values = [r[column] for r in steps if r[column] is not None]
-            return float(np.sum(values)) if values else None
+            def total(column):
+                values = [r.get(column) for r in steps if r.get(column) is not None]
+                return float(np.sum(values)) if values else None
 
-        rejected, rejected_flipped, acquired = total("n_rejected"), total("n_rejected_flipped"), \
-            total("n_flipped_acquired")
-        n_steps = len(steps)
-        cells = []
-        if rejected is None or not n_steps:
-            cells += ["—"] * 4
-        else:
-            per_step = rejected / n_steps
-            optimal = (rate or 0.0) * n_instances
-            cells.append(f"{per_step:.2f}")
-            cells.append(f"{100 * (per_step / optimal - 1):+.0f}%" if optimal else "—")
-            cells.append(f"{rejected_flipped / rejected:.2f}" if rejected else "—")
-            met = rejected_flipped + (acquired or 0.0)
-            cells.append(f"{rejected_flipped / met:.2f}" if met else "—")
-        cells.append("—" if acquired is None or not n_steps else f"{acquired / n_steps:.2f}")
-        shares = [sum(r["n_flipped_acquired"] or 0 for r in run) / run[-1]["n_labels"] for run in runs]
-        cells.append(f"{100 * np.mean(shares):.1f}%" if acquired is not None else "—")
-        for column in ("threshold", "noise_estimate"):
-            values = [r[column] for r in steps if r.get(column) is not None]
-            cells.append(f"{np.mean(values):.3f}" if values else "—")
-        for n in at_labels:
-            mean, std = accuracy_at(runs, n)
-            cells.append("n/a" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%")
-        done = ", ".join(str(len(r) - 1) for r in runs)
-        lines.append(f"| {_LABEL.get(strategy, strategy)} | {len(runs)} ({done}) | " + " | ".join(cells) + " |")
+            rejected, rejected_flipped, acquired = total("n_rejected"), total("n_rejected_flipped"), \
+                total("n_flipped_acquired")
+            if acquired is None and not rate:
+                acquired = 0.0  # a clean run: nothing was flipped
+            n_steps = len(steps)
+            cells = []
+            if rejected is None or not n_steps:
+                cells += ["—"] * 4
+            else:
+                per_step = rejected / n_steps
+                cells.append(f"{per_step:.2f}")
+                cells.append(_excess(per_step, rate * n_instances))
+                cells.append(f"{rejected_flipped / rejected:.2f}" if rejected else "—")
+                met = rejected_flipped + (acquired or 0.0)
+                cells.append(f"{rejected_flipped / met:.2f}" if met else "—")
+            cells.append("—" if acquired is None or not n_steps else f"{acquired / n_steps:.2f}")
+            shares = [sum(r.get("n_flipped_acquired") or 0 for r in run) / run[-1]["n_labels"] for run in runs]
+            cells.append(f"{100 * np.mean(shares):.1f}%" if acquired is not None else "—")
+            for column in ("threshold", "noise_estimate"):
+                values = [r[column] for r in steps if r.get(column) is not None]
+                cells.append(f"{np.mean(values):.3f}" if values else "—")
+            theirs = SEED000_REJECTS.get((strategy, rate))
+            cells.append("—" if theirs is None else f"{theirs:.2f} ({_excess(theirs, rate * n_instances)})")
+            for n in at_labels:
+                mean, std = accuracy_at(runs, n)
+                cells.append("n/a" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%")
+            done = ", ".join(str(len(r) - 1) for r in runs)
+            lines.append(f"| {_LABEL.get(strategy, strategy)} | {100 * rate:g}% | {len(runs)} ({done}) | "
+                         + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald", "filter(bald,dynamic)", "random"),
+                      title: str = "") -> None:
+    """Seed 000's Figs 4 and 5: test accuracy (mean ± std over seeds) of
+    ``strategies``, one panel per noise rate (rows without one count as
+    clean)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({_rate(r) for r in rows})
+    fig, axes = plt.subplots(1, len(rates), figsize=(3.6 * len(rates) + 0.6, 4), sharey=True, squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        groups = group_runs([r for r in rows if _rate(r) == rate])
+        for key in sorted(groups, key=_sort_key):
+            strategy, variant = key[1], key[2]
+            if variant != "bayesian" or strategy not in strategies:
+                continue
+            runs = _longest(groups[key])
+            labels, acc = curves_from_histories(runs)
+            mean, std = acc.mean(axis=0), acc.std(axis=0)
+            color = _color(strategy, sorted(strategies))
+            ax.plot(labels, mean, color=color, label=f"{_LABEL.get(strategy, strategy)} ({len(runs)})")
+            ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
+        ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
+        ax.set_xlabel("labelled images")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("test accuracy")
+    axes[0][0].set_ylim(0.4, 1.0)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_flipped(rows: List[dict], path, title: str = "") -> None:
@@ -372,12 +435,27 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     plt.close(fig)
 
 
-def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
-    """Write ``table.md``, ``learning_curves.png`` and, when the deterministic
-    baseline ran, ``deterministic.png`` into ``out_dir``; for label-noise runs,
-    ``noise<rate>.md`` (:func:`noise_markdown` and the labels-to-accuracy
-    table) and ``noise<rate>_curves.png`` for each noise rate, and
-    ``noise_flipped.png`` (:func:`plot_flipped`).
+def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.PathLike, None] = None) -> List[Path]:
+    """Write the tables and figures of a grid's ``results.csv``.
+
+    Into ``out_dir``: ``table.md``, ``learning_curves.png`` and, when the
+    deterministic baseline ran, ``deterministic.png``. For label-noise runs,
+    also ``noise<rate>.md`` (:func:`noise_markdown` and the labels-to-accuracy
+    table) and ``noise<rate>_curves.png`` for each noise rate,
+    ``noise_flipped.png`` (:func:`plot_flipped`) and, across the noise rates
+    (clean included), ``noise_levels.md`` and ``noise_levels.png``
+    (:func:`plot_noise_levels`).
+
+    Parameters
+    ----------
+    out_dir : path
+        A folder written by :func:`~skdbal.experiments.run_grid`.
+    clean_dir : path, optional
+        A grid without label noise (such as the ``gal2017`` grid) whose runs of
+        the strategies in ``out_dir`` stand for 0% noise in the cross-rate
+        table and figure, cut at the labels the noisy runs reached, where
+        ``out_dir`` has no clean runs of its own of them. Its own report is
+        left alone.
 
     Returns
     -------
@@ -388,35 +466,53 @@ def write_report(out_dir: Union[str, os.PathLike]) -> List[Path]:
     if not rows:
         raise ValueError(f"{out_dir / 'results.csv'} has no rows yet")
     meta_path = out_dir / "grid.json"
-    n_initial = 20
+    n_initial, n_instances = 20, 10
     if meta_path.exists():
         preset = json.loads(meta_path.read_text())["preset"]
-        n_initial = 10 * preset["n_initial_per_class"]
+        n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
-    if noisy:  # one table and figure per noise rate; the clean rows go on as usual
-        n_instances = json.loads(meta_path.read_text())["preset"]["n_instances"] if meta_path.exists() else 10
-        paths = []
-        for rate in noisy:
-            part = [r for r in rows if r["noise_rate"] == rate]
-            name = f"noise{rate:g}"
-            table = out_dir / f"{name}.md"
-            table.write_text(
-                f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
-                "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
-                "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
-                "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
-            figure = out_dir / f"{name}_curves.png"
-            plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                            "(mean ± std over seeds)", ylim=(0.4, 1.0))
-            paths += [table, figure]
-        flipped = out_dir / "noise_flipped.png"
-        plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
-        paths.append(flipped)
-        rows = [r for r in rows if not r["noise_rate"]]
-        if not rows:
-            return paths
-        return paths + _write_report_rows(out_dir, rows, n_initial)
-    return _write_report_rows(out_dir, rows, n_initial)
+    if not noisy:
+        return _write_report_rows(out_dir, rows, n_initial)
+    paths = []
+    for rate in noisy:  # one table and figure per noise rate; the clean rows go on as usual
+        part = [r for r in rows if r["noise_rate"] == rate]
+        name = f"noise{rate:g}"
+        table = out_dir / f"{name}.md"
+        table.write_text(
+            f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
+            "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
+            "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
+            "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
+        figure = out_dir / f"{name}_curves.png"
+        plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
+                                        "(mean ± std over seeds)", ylim=(0.4, 1.0))
+        paths += [table, figure]
+    flipped = out_dir / "noise_flipped.png"
+    plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
+    paths.append(flipped)
+    levels = list(rows)
+    if clean_dir is not None:
+        noisy_rows = [r for r in rows if r["noise_rate"]]
+        reached = max(r["n_labels"] for r in noisy_rows)
+        wanted = {(r["preset"], r["strategy"], r["variant"]) for r in noisy_rows} \
+            - {(r["preset"], r["strategy"], r["variant"]) for r in rows if not r["noise_rate"]}
+        levels += [r for r in read_results(Path(clean_dir) / "results.csv")
+                   if not r.get("noise_rate") and (r["preset"], r["strategy"], r["variant"]) in wanted
+                   and r["n_labels"] <= reached]
+    if len({_rate(r) for r in levels}) > 1:
+        table = out_dir / "noise_levels.md"
+        source = f" (clean runs of the strategies also from {Path(clean_dir).name}/)" if clean_dir else ""
+        table.write_text(
+            f"Across noise rates{source}: what the filters reject and test accuracy (mean ± population std "
+            "over the runs that got furthest).\n\n" + noise_markdown(levels, n_instances,
+                                                                     at_labels=(100, 250, 500, 1000)) + "\n")
+        figure = out_dir / "noise_levels.png"
+        plot_noise_levels(levels, figure, title="MNIST: BALD, filtered BALD and random under label noise")
+        paths += [table, figure]
+    rows = [r for r in rows if not r["noise_rate"]]
+    if not rows:
+        return paths
+    return paths + _write_report_rows(out_dir, rows, n_initial)
 
 
 def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[Path]:

@@ -490,9 +490,23 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
     assert without_times(tmp_path / "a" / "results.csv") == without_times(tmp_path / "b" / "results.csv")
     # the report: a table and a figure per noise rate, the clean runs as before
     names = sorted(p.name for p in write_report(tmp_path / "a"))
-    assert names == ["learning_curves.png", "noise0.3.md", "noise0.3_curves.png", "noise_flipped.png", "table.md"]
+    assert names == ["learning_curves.png", "noise0.3.md", "noise0.3_curves.png", "noise_flipped.png",
+                     "noise_levels.md", "noise_levels.png", "table.md"]
     noise_table = (tmp_path / "a" / "noise0.3.md").read_text()
-    assert "| filter(bald,0.1) | 1 (3) |" in noise_table and "| BALD | 1 (3) | — |" in noise_table
+    assert "| filter(bald,0.1) | 30% | 1 (3) |" in noise_table and "| BALD | 30% | 1 (3) | — |" in noise_table
+    levels = (tmp_path / "a" / "noise_levels.md").read_text()
+    assert "| filter(bald,0.1) | 0% | 1 (3) |" in levels and "| BALD | 0% | 1 (3) |" in levels
+    # the clean runs of another grid stand for 0% noise where this one has none: its 2-step filtered
+    # run would, its BALD run (already clean here) and random (not run with noise) would not
+    run_grid("gal2017", ["bald", "random"], [1], tmp_path / "clean", **{**kw, "n_queries": 2})
+    run_grid("gal2017", ["filter(bald,0.1)"], [1], tmp_path / "c", noise_rates=[0.3], **kw)
+    run_grid("gal2017", ["filter(bald,0.1)", "bald"], [1], tmp_path / "clean", **{**kw, "n_queries": 2})
+    write_report(tmp_path / "c", clean_dir=tmp_path / "clean")
+    levels = (tmp_path / "c" / "noise_levels.md").read_text()
+    assert "| filter(bald,0.1) | 0% | 1 (2) |" in levels and "| filter(bald,0.1) | 30% | 1 (3) |" in levels
+    assert "BALD |" not in levels.replace("filter(bald", "") and "Random" not in levels
+    write_report(tmp_path / "a", clean_dir=tmp_path / "clean")
+    assert "| BALD | 0% | 1 (3) |" in (tmp_path / "a" / "noise_levels.md").read_text()  # its own, not merged
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -525,5 +539,17 @@ def test_noise_table_by_hand(tmp_path):
     table = noise_markdown(rows, n_instances=10, at_labels=(40,))
     # 12 rejects over 4 steps: 3 / step, optimal 0.2 x 10 = 2 -> +50%; precision 6/12; recall 6/(6+4)
     # flipped in the final training set: seed 1 2/40, seed 2 2/40 -> 5.0%; accuracy at 40: 75 ± 5%
-    assert "| filter(bald,0.1) | 2 (2, 2) | 3.00 | +50% | 0.50 | 0.60 | 1.00 | 5.0% | 0.100 | — | 75.00 ± 5.00% |" \
-        in table
+    # seed 000 rejected 3.18 per step with tau = 0.1 at 20% noise: +59% over the optimal 2
+    assert ("| filter(bald,0.1) | 20% | 2 (2, 2) | 3.00 | +50% | 0.50 | 0.60 | 1.00 | 5.0% | 0.100 | — | "
+            "3.18 (+59%) | 75.00 ± 5.00% |") in table
+    # across rates: a clean filtered run's excess is absolute (the optimal is 0), and a clean
+    # unfiltered run without noise columns has no flipped labels
+    clean = [dict(r, noise_rate=0.0, n_rejected_flipped=0, n_flipped_acquired=0)
+             for r in run(3, [1, 0], [0, 0], [0, 0], [0.5, 0.6, 0.9])]
+    bald = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
+                 accuracy=a) for i, a in enumerate([0.5, 0.6, 0.8])]
+    table = noise_markdown(rows + clean + bald, n_instances=10, at_labels=(40,))
+    assert "| BALD | 0% | 1 (2) | — | — | — | — | 0.00 | 0.0% | — | — | — | 80.00 ± 0.00% |" in table
+    assert "| filter(bald,0.1) | 0% | 1 (2) | 0.50 | +0.50 | 0.00 | — | 0.00 | 0.0% | 0.100 | — | — | " \
+           "90.00 ± 0.00% |" in table
+    assert table.index("| 0% |") < table.index("| 20% |")
