@@ -14,9 +14,11 @@ package imports it.
 The runner's public names are importable from here.
 """
 from .presets import PRESETS, Preset, get_preset
-from .runner import (COLUMNS, LAST_LAYERS, FolderLockedError, RunSpec, even_batch_size, load_data,
-                     make_estimator, make_last_layer, read_results, run_grid, run_one)
+from .runner import (COLUMNS, LAST_LAYERS, DamagedResultsError, FolderLockedError, RunSpec, assemble_results,
+                     check_run_rows, even_batch_size, load_data, make_estimator, make_last_layer, read_results,
+                     run_grid, run_one)
 
-__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator",
+__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
+           "DamagedResultsError", "load_data", "make_estimator",
            "make_last_layer", "even_batch_size", "FolderLockedError", "COLUMNS", "LAST_LAYERS",
            "Preset", "PRESETS", "get_preset"]

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from .runner import read_results
+from .runner import DamagedResultsError, assemble_results, read_results
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
@@ -435,6 +436,35 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     plt.close(fig)
 
 
+def _read_grid_rows(out_dir: Path) -> List[dict]:
+    """The rows of ``out_dir/results.csv``; rebuilt from ``runs/`` (with a
+    warning) when it is damaged, since it is only their concatenation."""
+    path = out_dir / "results.csv"
+    try:
+        rows = read_results(path)
+    except (DamagedResultsError, FileNotFoundError) as exc:
+        if not list((out_dir / "runs").glob("*.csv")):
+            raise
+        warnings.warn(f"{exc}; rebuilt {path} from the run files in {out_dir / 'runs'}", RuntimeWarning)
+        rows = assemble_results(out_dir)
+    if not rows:
+        raise ValueError(f"{path} has no rows yet")
+    return rows
+
+
+def _grid_preset(out_dir: Path) -> dict:
+    """The preset of a grid: from ``grid.json``, or, when that log is missing
+    or damaged, from a run's configuration file."""
+    for path in [out_dir / "grid.json"] + sorted((out_dir / "runs").glob("*.json")):
+        try:
+            return json.loads(path.read_text())["preset"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    warnings.warn(f"no readable grid.json or run configuration in {out_dir}; assuming 20 initial labels and "
+                  "10 per step", RuntimeWarning)
+    return {"n_initial_per_class": 2, "n_instances": 10}
+
+
 def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.PathLike, None] = None) -> List[Path]:
     """Write the tables and figures of a grid's ``results.csv``.
 
@@ -462,14 +492,9 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     paths : list of Path
     """
     out_dir = Path(out_dir)
-    rows = read_results(out_dir / "results.csv")
-    if not rows:
-        raise ValueError(f"{out_dir / 'results.csv'} has no rows yet")
-    meta_path = out_dir / "grid.json"
-    n_initial, n_instances = 20, 10
-    if meta_path.exists():
-        preset = json.loads(meta_path.read_text())["preset"]
-        n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
+    rows = _read_grid_rows(out_dir)
+    preset = _grid_preset(out_dir)
+    n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
         return _write_report_rows(out_dir, rows, n_initial)

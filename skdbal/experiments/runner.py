@@ -26,6 +26,7 @@ import re
 import tempfile
 import time
 import warnings
+from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -48,7 +49,8 @@ from ..initial import balanced_random
 from ..mc_dropout import MCDropoutClassifier
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
 
-__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "load_data", "make_estimator", "make_last_layer",
+__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
+           "DamagedResultsError", "load_data", "make_estimator", "make_last_layer",
            "even_batch_size", "FolderLockedError",
            "COLUMNS", "LAST_LAYERS"]
 
@@ -312,27 +314,125 @@ def _csv_bytes(rows: Iterable[dict]) -> bytes:
     return buf.getvalue().encode()
 
 
-def _parse_row(row: dict) -> dict:
-    for k in ("seed", "step", "n_labels", "n_acquired"):
-        row[k] = int(row[k])
-    for k in ("accuracy", "train_time", "query_time", "eval_time", "time"):
-        row[k] = float(row[k])
-    for k in OPTIONAL_COLUMNS:  # absent from files written before they existed
-        value = row.get(k)
-        row[k] = float(value) if value not in (None, "") else None
+class DamagedResultsError(ValueError):
+    """A results file that does not check out: cut, edited or from another run.
+
+    The message names the file and the line; ``row`` is the 0-based index of
+    the data row at fault, where there is one.
+    """
+
+    def __init__(self, message: str, row: Optional[int] = None):
+        super().__init__(message)
+        self.row = row
+
+
+_INT_COLUMNS = ("seed", "step", "n_labels", "n_acquired")
+_FLOAT_COLUMNS = ("accuracy", "train_time", "query_time", "eval_time", "time")
+
+
+def _parse_row(row: dict, where: str = "", index: Optional[int] = None) -> dict:
+    """Parse one CSV row's numeric columns; raise :class:`DamagedResultsError`
+    naming ``where`` (file and line) when a column is missing or malformed."""
+    if None in row:  # more fields than the header: csv puts the rest under None
+        raise DamagedResultsError(f"{where}: more fields than the header has; the file is damaged", index)
+    for k in ("preset", "strategy", "variant") + _INT_COLUMNS + _FLOAT_COLUMNS + ("query_indices",):
+        if row.get(k) in (None, "") and k != "query_indices":
+            raise DamagedResultsError(f"{where}: column {k!r} is missing or empty; the file looks cut or damaged",
+                                      index)
+    try:
+        for k in _INT_COLUMNS:
+            row[k] = int(row[k])
+        for k in _FLOAT_COLUMNS:
+            row[k] = float(row[k])
+        for k in OPTIONAL_COLUMNS:  # absent from files written before they existed
+            value = row.get(k)
+            row[k] = float(value) if value not in (None, "") else None
+        indices = (row.get("query_indices") or "").split()
+        [int(i) for i in indices]
+    except (TypeError, ValueError) as exc:
+        raise DamagedResultsError(f"{where}: {exc}; the file looks cut or damaged", index) from None
+    if row["n_labels"] < 0 or row["step"] < 0 or not np.isfinite(row["accuracy"]):
+        raise DamagedResultsError(f"{where}: impossible values (step {row['step']}, n_labels {row['n_labels']}, "
+                                  f"accuracy {row['accuracy']})", index)
     return row
 
 
 def read_results(path: Union[str, os.PathLike]) -> List[dict]:
-    """Rows of a results.csv (or of one run's CSV), with numeric columns parsed."""
+    """Rows of a results.csv (or of one run's CSV), with numeric columns parsed.
+
+    Every run in the file is checked with :func:`check_run_rows`.
+
+    Raises
+    ------
+    DamagedResultsError
+        (a ValueError) naming the file and line of a row that is cut,
+        malformed or does not fit its run's history.
+    """
     with open(path, newline="") as f:
-        return [_parse_row(row) for row in csv.DictReader(f)]
+        reader = csv.DictReader(f)
+        # line numbers count the header as line 1
+        rows = [_parse_row(row, f"{path}, line {i + 2}", i) for i, row in enumerate(reader)]
+    runs = defaultdict(list)
+    for i, row in enumerate(rows):
+        runs[(row["preset"], row["strategy"], row["variant"], row["seed"], row["noise_rate"] or 0.0)].append(i)
+    for positions in runs.values():
+        check_run_rows([rows[i] for i in positions], path, lines=[i + 2 for i in positions])
+    return rows
 
 
-def _assemble(out_dir: Path) -> List[dict]:
+def check_run_rows(rows: List[dict], path, initial=None, lines: Optional[Sequence[int]] = None) -> None:
+    """Check that one run's rows form a consistent history.
+
+    Steps are 0, 1, 2, ... in order; a run's preset, strategy, variant and
+    seed are the same in every row; each row's ``n_labels`` is the running
+    total of the query indices (the initial set in step 0) and
+    ``n_acquired`` that total less the initial set; no index is
+    labelled twice; the run starts from ``initial`` when it is given.
+
+    ``lines`` are the rows' line numbers in ``path`` (default: one run per
+    file, from line 2).
+
+    Raises
+    ------
+    DamagedResultsError
+        Naming ``path`` and the line of the first row that does not check out.
+    """
+    total, n_initial, seen = 0, 0, set()
+    for i, row in enumerate(rows):
+        where = f"{path}, line {lines[i] if lines is not None else i + 2} (step {row['step']})"
+        if row["step"] != i:
+            raise DamagedResultsError(f"{where}: expected step {i}; steps must run 0, 1, 2, ... without gaps", i)
+        for k in ("preset", "strategy", "variant", "seed"):
+            if row[k] != rows[0][k]:
+                raise DamagedResultsError(f"{where}: {k} is {row[k]!r}, but {rows[0][k]!r} in the first row", i)
+        indices = [int(v) for v in row["query_indices"].split()]
+        total += len(indices)
+        if i == 0:
+            n_initial = total
+        if row["n_labels"] != total or row["n_acquired"] != total - n_initial:
+            raise DamagedResultsError(
+                f"{where}: n_labels is {row['n_labels']} and n_acquired {row['n_acquired']}, but the query "
+                f"indices so far add up to {total} labels, {total - n_initial} acquired; the row is cut or "
+                "damaged", i)
+        if seen.intersection(indices) or len(set(indices)) != len(indices):
+            raise DamagedResultsError(f"{where}: an index is labelled twice; the row is damaged", i)
+        seen.update(indices)
+        if i == 0 and initial is not None and not np.array_equal(np.asarray(indices), np.asarray(initial)):
+            raise DamagedResultsError(f"{where}: the run does not start from this seed's initial set", i)
+
+
+def assemble_results(out_dir: Union[str, os.PathLike]) -> List[dict]:
+    """Write ``out_dir/results.csv`` from the run files in ``out_dir/runs``
+    and return its rows.
+
+    Each run file is checked (:func:`check_run_rows`); a damaged last row is
+    left out, as its run will compute that step again, and any other damage
+    raises :class:`DamagedResultsError` naming the file and line.
+    """
+    out_dir = Path(out_dir)
     rows = []
     for run_csv in sorted((out_dir / "runs").glob("*.csv")):
-        rows.extend(read_results(run_csv))
+        rows.extend(_read_run_file(run_csv))
     rows.sort(key=lambda r: (r["preset"], r["strategy"], r["variant"], r["noise_rate"] or 0.0, r["seed"], r["step"]))
     _atomic_write(out_dir / "results.csv", _csv_bytes(rows))
     return rows
@@ -353,7 +453,13 @@ def _check_run_config(spec: RunSpec, runs: Path) -> dict:
     config = json.loads(json.dumps(spec.config(), default=str))
     config_path = runs / f"{spec.run_id}.json"
     if config_path.exists():
-        stored = json.loads(config_path.read_text())
+        try:
+            stored = json.loads(config_path.read_text())
+        except ValueError as exc:
+            raise DamagedResultsError(
+                f"{config_path} is damaged ({exc}). It records the configuration the run started with, so the "
+                f"run cannot be resumed safely; restore the file, or delete {runs / spec.run_id}.* to run it "
+                "again from the start") from None
         if not _same_config(stored, config):
             raise ValueError(
                 f"{config_path} was written by a different configuration; use another output folder.\n"
@@ -406,7 +512,7 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
         config_path = runs / f"{spec.run_id}.json"
         if not config_path.exists():
             _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads}, indent=1).encode())
-        rows = _stored_rows(spec, runs)
+        rows = _stored_rows(spec, runs, warn=warn)
         if _finished(spec, rows):
             return rows
         message = _thread_mismatch(spec, runs, run_threads, rows) if warn else None
@@ -419,10 +525,53 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
             torch.set_num_threads(threads)
 
 
-def _stored_rows(spec: RunSpec, runs: Path) -> list:
-    """The rows ``spec``'s run has written so far in ``runs``."""
+def _stored_rows(spec: RunSpec, runs: Path, warn: bool = False) -> list:
+    """The rows ``spec``'s run has written so far in ``runs``, checked (see
+    :func:`_read_run_file`)."""
     csv_path = runs / f"{spec.run_id}.csv"
-    return read_results(csv_path) if csv_path.exists() else []
+    return _read_run_file(csv_path, warn) if csv_path.exists() else []
+
+
+def _read_run_file(csv_path: Path, warn: bool = False) -> list:
+    """The rows of one run's CSV, checked with :func:`check_run_rows`.
+
+    A damaged last row, which is what a cut write leaves, is dropped (with a
+    RuntimeWarning if ``warn``): its step is computed again from the rows
+    before it, which check out. Damage anywhere else raises
+    :class:`DamagedResultsError`, since the run cannot be trusted.
+    """
+    with open(csv_path, newline="") as f:
+        raw = list(csv.DictReader(f))
+    try:
+        rows = [_parse_row(row, f"{csv_path}, line {i + 2}", i) for i, row in enumerate(raw)]
+        check_run_rows(rows, csv_path)
+        return rows
+    except DamagedResultsError as exc:
+        if exc.row is None or exc.row != len(raw) - 1:
+            stem = csv_path.with_suffix("")
+            raise DamagedResultsError(f"{exc}. Only a damaged last row can be recomputed; delete "
+                                      f"{stem}.* to run it again from the start", exc.row) from None
+        if warn:
+            warnings.warn(f"{exc}. It is the last row, as a cut write leaves it: step {exc.row} will be "
+                          "computed again", RuntimeWarning)
+        rows = [_parse_row(row, f"{csv_path}, line {i + 2}", i) for i, row in enumerate(raw[:-1])]
+        check_run_rows(rows, csv_path)
+        return rows
+
+
+def _load_weights(path: Path, step: int):
+    """The cached model state of ``step`` from ``path``, or None (missing, of
+    another step, or unreadable: then the model is refitted from its labels)."""
+    if not path.exists():
+        return None
+    try:
+        cache = torch.load(path, weights_only=True)
+        if cache["step"] == step:
+            return cache["model_state"]
+    except Exception as exc:  # a cut file: torch raises RuntimeError, EOFError, pickle errors...
+        warnings.warn(f"{path} cannot be read ({type(exc).__name__}: {exc}); the model of step {step} is "
+                      "refitted from its labels instead", RuntimeWarning)
+    return None
 
 
 def _finished(spec: RunSpec, rows: list) -> bool:
@@ -508,7 +657,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         torch.save({"step": rows[-1]["step"], "model_state": _net_of(est).module_.state_dict()}, buf)
         _atomic_write(weights_path, buf.getvalue())  # cache first: a stale cache is detected
         _atomic_write(csv_path, _csv_bytes(rows))
-        _assemble(out_dir)
+        assemble_results(out_dir)
 
     if not rows:
         labelled = np.asarray(initial)
@@ -521,10 +670,15 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         if not np.array_equal(labelled[:len(initial)], initial):
             raise ValueError(f"{csv_path} does not start from this seed's initial set")
         last = rows[-1]["step"]
-        cache = torch.load(weights_path, weights_only=True) if weights_path.exists() else None
-        if cache is not None and cache["step"] == last:
-            est = fit_model(last, labelled, state=cache["model_state"])
-        else:  # rebuild the last model exactly: same labelled set, same seed
+        state = _load_weights(weights_path, last)
+        est = None
+        if state is not None:
+            try:
+                est = fit_model(last, labelled, state=state)
+            except (RuntimeError, KeyError) as exc:  # a state of another architecture
+                warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {last} is "
+                              "refitted from its labels instead", RuntimeWarning)
+        if est is None:  # rebuild the last model exactly: same labelled set, same seed
             est = fit_model(last, labelled)
 
     for step in range(len(rows), preset.n_queries + 1):
@@ -661,7 +815,8 @@ def run_grid(
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
-        message = _thread_mismatch(spec, out_dir / "runs", torch_threads, _stored_rows(spec, out_dir / "runs"))
+        rows = _stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
+        message = _thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
         if message:
             warnings.warn(message, RuntimeWarning)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
@@ -675,7 +830,7 @@ def run_grid(
             "n_jobs": n_jobs, "torch_threads": torch_threads})
         jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False) for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)
-        return _assemble(out_dir)
+        return assemble_results(out_dir)
 
 
 def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
@@ -683,7 +838,15 @@ def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
     which also holds the latest preset; earlier calls are kept, so the file
     says how every run in the folder was started."""
     path = out_dir / "grid.json"
-    meta = json.loads(path.read_text()) if path.exists() else {}
+    meta = {}
+    if path.exists():
+        try:
+            meta = json.loads(path.read_text())
+        except ValueError as exc:  # only a log: keep the damaged one beside, start a new one
+            aside = path.with_name("grid.json.damaged")
+            os.replace(path, aside)
+            warnings.warn(f"{path} is damaged ({exc}); it is only a log of the invocations, so it was moved "
+                          f"to {aside} and a new one is started", RuntimeWarning)
     invocations = meta.get("invocations", [])
     if not invocations and "strategies" in meta:  # written before invocations were recorded
         invocations = [{k: meta[k] for k in ("strategies", "seeds", "deterministic_baseline", "last_layer",
