@@ -1,4 +1,5 @@
-"""MC-dropout pool scoring: skdbal against a naive T-loop, a trunk-once loop,
+"""MC-dropout pool scoring: skdbal (masks seeded per row, the default, and from
+one stream per call, as up to results version 2) against a naive T-loop, a trunk-once loop,
 baal's ModelWrapper (replicate on/off, with and without MCCachingModule) and
 modAL 0.4.2.x's ``mc_dropout_bald``, on the same net, pool and T.
 
@@ -8,7 +9,7 @@ each method's time relative to skdbal, and checks that the BALD scores of
 the peers agree with ours (they are independent MC estimates, so agreement is
 a correlation, and the mean BALD over the pool).
 
-    python benchmarks/bench_scoring.py [--n 2000] [--T 20 100] [--batch-size 128]
+    python benchmarks/bench_scoring.py [--n 2000] [--T 20 100] [--batch-size 128] [--threads 1]
         [--modal-path DIR]   # a folder holding modAL 0.4.2.x's `modAL` package
 
 baal is used when importable (`pip install --no-deps baal structlog torchmetrics
@@ -94,7 +95,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--modal-path", default=None)
     parser.add_argument("--skip-slow", action="store_true", help="skip the full-pass methods at T >= 100")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
 
     X_train, y_train, X_pool, source = mnist_or_synthetic(1000, args.n)
     clf = trained_net(X_train, y_train)
@@ -105,8 +108,10 @@ def main():
     print(f"pool: {args.n} {source} images, Gal CNN, batch {bs}")
 
     methods = {
-        "skdbal predict_proba_samples": lambda X, T: clf.set_params(batch_size=bs).predict_proba_samples(
-            X.numpy(), n_samples=T),
+        "skdbal predict_proba_samples": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="row")
+        .predict_proba_samples(X.numpy(), n_samples=T),
+        "skdbal mask_seeding='stream'": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="stream")
+        .predict_proba_samples(X.numpy(), n_samples=T),
         "trunk-once loop": lambda X, T: trunk_once_loop(net, X, T, bs),
         "naive T-loop (full passes)": lambda X, T: naive_loop(net, X, T, bs),
     }

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
+import io
 import math
+import os
 import warnings
 import weakref
 from typing import Optional
@@ -11,9 +14,10 @@ from typing import Optional
 import numpy as np
 import torch
 from skorch import NeuralNetClassifier
-from skorch.dataset import Dataset as SkorchDataset
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, column_or_1d
+from sklearn.utils import TransformerTags, check_random_state
+from skorch.utils import to_numpy
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
 from .nets import MLP, BayesianCNN, LeNet5, split_module
@@ -40,6 +44,16 @@ def _mask_kind(m: nn.Module) -> Optional[str]:
     if type(m) in _CHANNEL_DROPOUT:
         return "channel"
     return None
+
+
+def _same_layout(a: tuple, b: tuple) -> bool:
+    """Whether per-sample shapes ``a`` and ``b`` hold the same input: equal,
+    equal once ``(H, W)`` reads as ``(1, H, W)``, or one of them flat with
+    as many values (the nets of :mod:`skdbal.nets` reshape flat rows)."""
+    if len(a) == 1 or len(b) == 1:
+        return math.prod(a) == math.prod(b)
+    chw = [(1,) + s if len(s) == 2 else s for s in (a, b)]
+    return chw[0] == chw[1]
 
 
 def verified_split(module: nn.Module, x: Optional[torch.Tensor] = None):
@@ -138,6 +152,75 @@ def stochastic_head(head: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def row_seeds(X: np.ndarray, seed: int) -> list:
+    """One 63-bit seed per row of ``X``: a keyed hash (BLAKE2b) of the row's
+    bytes and ``seed``. A row's seed depends on its values only, not on its
+    position, its neighbours or the batch it is in."""
+    key = (int(seed) % 2**64).to_bytes(8, "little")
+    X = np.ascontiguousarray(X)
+    return [int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8, key=key).digest(), "little") >> 1
+            for row in X]
+
+
+@contextlib.contextmanager
+def _row_keyed_dropout(module: nn.Module, state: dict):
+    """Inside, every dropout layer of ``module`` that :func:`_mask_kind` knows
+    multiplies its input by masks drawn row by row: the input holds
+    ``len(state["generators"])`` rows, each repeated ``state["T"]`` times
+    (row-major), and row ``r``'s ``T`` masks come from generator ``r``, in
+    layer order. Layers are left in eval mode for this (any other dropout
+    stays in train mode, drawing from torch's global RNG)."""
+
+    def hook(m, inputs, output):
+        x = inputs[0]
+        keep = 1.0 - m.p
+        if keep >= 1.0:
+            return x
+        if keep <= 0.0:
+            return torch.zeros_like(x)
+        gens, T = state["generators"], state["T"]
+        feat = tuple(x.shape[1:])
+        if _mask_kind(m) == "channel":
+            feat = feat[:1] + (1,) * (len(feat) - 1)
+        masks = torch.empty((len(gens), T) + feat)
+        for r, gen in enumerate(gens):
+            torch.rand((T,) + feat, generator=gen, out=masks[r])
+        masks = masks.lt_(keep).mul_(1.0 / keep).reshape((len(gens) * T,) + feat)
+        return x * masks.to(device=x.device, dtype=x.dtype)
+
+    layers = [m for m in module.modules() if _mask_kind(m) is not None]
+    handles = [m.register_forward_hook(hook) for m in layers]
+    saved = [(m, m.training) for m in layers]
+    try:
+        for m in layers:
+            m.eval()
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        for m, flag in saved:
+            m.training = flag
+
+
+def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: int, rows_per_call: int):
+    """Softmax outputs ``(T, b, C)`` of ``fn(x)`` with ``module``'s dropout masks
+    drawn per row of ``x`` from generators seeded by ``seeds`` (see
+    :func:`_row_keyed_dropout`): row ``i``'s passes depend on ``seeds[i]``
+    and on its own values only."""
+    b = x.shape[0]
+    group = max(1, rows_per_call // T)
+    state = {"T": T}
+    out = []
+    with _row_keyed_dropout(module, state):
+        for r0 in range(0, b, group):
+            r1 = min(b, r0 + group)
+            state["generators"] = [torch.Generator().manual_seed(s) for s in seeds[r0:r1]]
+            rep = x[r0:r1].unsqueeze(1).expand(r1 - r0, T, *x.shape[1:]).reshape((r1 - r0) * T, *x.shape[1:])
+            p = torch.softmax(fn(rep), dim=-1).reshape(r1 - r0, T, -1)
+            out.append(p.transpose(0, 1).cpu())
+    return torch.cat(out, dim=1)
+
+
 def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int]) -> list:
     """T fixed, already scaled dropout masks per dropout layer of ``head``.
 
@@ -220,6 +303,15 @@ class MCDropoutClassifier(NeuralNetClassifier):
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict_proba` and :meth:`predict` predict: the average of
         ``n_samples`` MC passes, or one deterministic (weight-scaled) pass.
+    mask_seeding : {"row", "stream"}, default="row"
+        How :meth:`predict_proba_samples` draws its dropout masks. ``"row"``:
+        each input row has its own generator, keyed by ``random_state`` and
+        the row's values, so a row's passes do not depend on its position,
+        on the other rows or on the batch size (scikit-learn's sample-order
+        and subset invariance). ``"stream"``: one random stream for the
+        whole call, as skdbal drew masks up to results version 2 (the
+        committed grids of ``docs/results`` that say so reproduce with it).
+        ``consistent_masks=True`` shares its masks between rows either way.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout in
         :meth:`fit`, and the masks of :meth:`predict_proba_samples`. With an
@@ -291,6 +383,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         mc_dropout: bool = True,
         consistent_masks: bool = False,
         predict_method: str = "mc",
+        mask_seeding: str = "row",
         random_state=None,
         **kwargs,
     ):
@@ -311,27 +404,62 @@ class MCDropoutClassifier(NeuralNetClassifier):
         self.mc_dropout = mc_dropout
         self.consistent_masks = consistent_masks
         self.predict_method = predict_method
+        self.mask_seeding = mask_seeding
         self.random_state = random_state
 
     # ------------------------------------------------------------------ input
-    def _validate_X(self, X) -> np.ndarray:
-        """Check and cast X at our boundary: finite, 2-4 dims, float32."""
-        if isinstance(X, SkorchDataset):  # skorch's valid_acc scoring passes its Dataset
-            X = X.X
+    def _dataset_X(self, dataset) -> np.ndarray:
+        """The inputs of a torch ``Dataset`` (skorch's, or the ``Subset`` that
+        its ``ValidSplit`` makes), read with skorch's own iterator."""
+        parts = []
+        for Xb, _ in self.get_iterator(dataset, training=False):
+            if isinstance(Xb, dict):
+                raise TypeError(f"{type(self).__name__} takes array inputs; the dataset yields dicts")
+            parts.append(to_numpy(Xb))
+        if not parts:
+            raise ValueError("X is an empty dataset")
+        return np.concatenate(parts)
+
+    def _validate_X(self, X, reset: bool = False) -> np.ndarray:
+        """Check and cast X at our boundary: finite, 2-4 dims, float32, C order.
+
+        Through :func:`sklearn.utils.validation.validate_data`, so that ``fit``
+        (``reset=True``) records ``n_features_in_`` (``X.shape[1]``, as
+        scikit-learn counts) and, for a DataFrame, ``feature_names_in_``, and
+        prediction on flat input checks them. The per-sample shape is
+        recorded as ``input_shape_``; later inputs must have the same layout
+        (``(H, W)`` and ``(1, H, W)`` are one layout, and flat rows of as many
+        values fit any). A torch ``Dataset`` (what skorch passes to its
+        scoring callbacks) is read as its inputs.
+        """
+        internal = isinstance(X, torch.utils.data.Dataset)
+        if internal:
+            X = self._dataset_X(X)
         if isinstance(X, torch.Tensor):
             X = X.detach().cpu().numpy()
-        X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True,
-                        input_name="X")
+        kwargs = dict(allow_nd=True, dtype="numeric", ensure_all_finite=True, order="C")
+        fitted = getattr(self, "input_shape_", None)
+        ndim = len(X.shape) if hasattr(X, "shape") else np.asarray(X).ndim
+        tabular = reset or (fitted is not None and len(fitted) == 1 and ndim == 2)
+        if tabular and not internal:  # feature names and counts, as scikit-learn checks them
+            X = validate_data(self, X, reset=reset, **kwargs)
+        else:  # images, or arrays skorch made from our own inputs (checked on the way in)
+            X = check_array(X, input_name="X", **kwargs)
         if X.ndim not in (2, 3, 4):
             raise ValueError(
                 "X must be flat (n_samples, n_features), images "
                 "(n_samples, H, W) or (n_samples, C, H, W); got an array with "
                 f"{X.ndim} dimensions, shape {X.shape}"
             )
-        if X.dtype == np.uint8:
-            return X.astype(np.float32) / np.float32(255.0)
         if X.dtype.kind not in "fiub":
             raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+        if reset:
+            self.input_shape_ = tuple(X.shape[1:])
+        elif fitted is not None and not _same_layout(tuple(X.shape[1:]), fitted):
+            raise ValueError(f"X has samples of shape {tuple(X.shape[1:])}, but {type(self).__name__} was fitted "
+                             f"on samples of shape {fitted}")
+        if X.dtype == np.uint8:
+            return X.astype(np.float32) / np.float32(255.0)
         return X.astype(np.float32, copy=False)
 
     def _encode_y(self, y) -> np.ndarray:
@@ -393,12 +521,85 @@ class MCDropoutClassifier(NeuralNetClassifier):
         self.module_ = self.initialized_instance(module, kwargs)
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # transform gives the penultimate features, as float32
+        tags.transformer_tags = TransformerTags(preserves_dtype=["float32"])
+        tags.input_tags.three_d_array = True  # images (N, H, W); (N, C, H, W) too
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+    # ------------------------------------------------------------ saving
+    def load_params(self, f_params=None, *args, **kwargs):
+        """Load parameters saved by :meth:`save_params`, as skorch does.
+
+        The sizes that :meth:`fit` infers from the data (input shape, number
+        of classes) travel in the saved state of :mod:`skdbal.nets` modules,
+        so a new estimator can load them after a bare :meth:`initialize`: the
+        module is rebuilt with the saved sizes first. Sizes set explicitly as
+        ``module__*`` parameters win. Other arguments are skorch's.
+
+        Raises
+        ------
+        ValueError
+            If the saved parameters do not fit the module, naming the
+            mismatched sizes.
+        """
+        if f_params is not None and self.initialized_ and not kwargs.get("use_safetensors"):
+            f_params = self._rebuild_for(f_params)
+        try:
+            return super().load_params(f_params, *args, **kwargs)
+        except RuntimeError as exc:
+            if "size mismatch" not in str(exc):
+                raise
+            raise ValueError(
+                f"the saved parameters do not fit this {type(self.module_).__name__}: {exc}\n"
+                "Build the module with the sizes it was saved with (module__input_shape=..., "
+                "module__n_features=..., classes=...), or pickle the fitted estimator instead") from None
+
+    def _rebuild_for(self, f_params):
+        """Rebuild ``module_`` with the sizes saved in ``f_params`` where they
+        differ from its own; return ``f_params``, readable again."""
+        if isinstance(f_params, (str, os.PathLike)):
+            with open(f_params, "rb") as f:
+                data = f.read()
+        else:
+            data = f_params.read()
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        extra = state.get("_extra_state") if isinstance(state, dict) else None
+        sizes = extra.get("sizes") if isinstance(extra, dict) else None
+        own = self.module_.get_extra_state().get("sizes") if hasattr(self.module_, "_sizes") else None
+        if isinstance(sizes, dict) and own is not None and sizes != own:
+            given = self.get_params_for("module")
+            self.module_kwargs_inferred_ = {**getattr(self, "module_kwargs_inferred_", {}),
+                                            **{k: v for k, v in sizes.items() if k not in given}}
+            self.initialize()
+        return io.BytesIO(data)
+
     # -------------------------------------------------------------- training
-    def _prepare_fit(self, X, y, keep_classes: bool = False):
-        X = self._validate_X(X)
+    def _check_params(self):
+        """Validate the parameters that are used only after training, so that a
+        bad one fails before the network trains, not at predict."""
+        T = self.n_samples
+        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
+        if self.predict_method not in ("mc", "deterministic"):
+            raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
+        if self.mask_seeding not in ("row", "stream"):
+            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+
+    def _prepare_fit(self, X, y, keep_classes: bool = False, fit_params=None):
+        self._check_params()
+        if fit_params and "sample_weight" in fit_params:
+            raise TypeError(
+                f"{type(self).__name__} does not support sample_weight: skorch would pass it to the module's "
+                "forward. Weight the classes through the criterion instead, e.g. "
+                "criterion__weight=torch.tensor(class_weights)")
+        X = self._validate_X(X, reset=not keep_classes or not hasattr(self, "input_shape_"))
         if y is None:
-            raise ValueError(f"{type(self).__name__} requires y")
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
         if len(y) != len(X):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
         if self.classes is None and not (keep_classes and hasattr(self, "classes_fit_")):
@@ -425,7 +626,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         -------
         self
         """
-        X, y = self._prepare_fit(X, y)
+        X, y = self._prepare_fit(X, y, fit_params=fit_params)
         with _torch_seeded(_seed_from(self.random_state)):
             if not self.warm_start or not self.initialized_:
                 self.initialize()
@@ -458,16 +659,17 @@ class MCDropoutClassifier(NeuralNetClassifier):
         -------
         self
         """
-        X, y = self._prepare_fit(X, y, keep_classes=self.initialized_)
+        X, y = self._prepare_fit(X, y, keep_classes=self.initialized_, fit_params=fit_params)
         with _torch_seeded(_seed_from(self.random_state, offset=1)):
             return super().partial_fit(X, y, **fit_params)
 
     # ------------------------------------------------------------ prediction
-    def _batches(self, X: np.ndarray):
+    def _batches(self, X: np.ndarray, with_start: bool = False):
         bs = self.batch_size if self.batch_size and self.batch_size > 0 else len(X)
         bs = self.get_params_for("iterator_valid").get("batch_size", bs)
         for start in range(0, len(X), bs):
-            yield torch.as_tensor(X[start:start + bs], device=self.device)
+            xb = torch.as_tensor(X[start:start + bs], device=self.device)
+            yield (start, xb) if with_start else xb
 
     def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
         """Class probabilities from ``T`` stochastic forward passes.
@@ -498,13 +700,25 @@ class MCDropoutClassifier(NeuralNetClassifier):
                 f"{type(self.module_).__name__} has no dropout layers, so the {T} MC passes "
                 "are identical; add nn.Dropout to the module, or use mc_dropout=False",
                 UserWarning, stacklevel=2)
+        if self.mask_seeding not in ("row", "stream"):
+            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+        by_row = self.mask_seeding == "row" and not self.consistent_masks
         chunks, masks, split = [], None, None
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
-            for i, xb in enumerate(self._batches(X)):
+            # the key of every row's generator: from random_state (torch is seeded above by an int)
+            base = int(torch.randint(2**62, (1,)).item()) if by_row and self.mc_dropout else None
+            for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
                 if i == 0 and self.mc_dropout:
                     split = verified_split(self.module_, xb)
-                if not self.mc_dropout:
+                if by_row and self.mc_dropout:
+                    seeds = row_seeds(X[start:start + len(xb)], base)
+                    if split is not None:
+                        h = split[0](xb)
+                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS))
+                    else:  # no trunk/head split: T full passes, masks drawn per row in every layer
+                        chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS))
+                elif not self.mc_dropout:
                     p = torch.softmax(net(xb), dim=-1).cpu()
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
                 elif self.consistent_masks:
@@ -602,7 +816,24 @@ class MCDropoutClassifier(NeuralNetClassifier):
         y_pred : ndarray of shape (N,)
             Labels from ``classes_`` (ties go to the first class).
         """
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        proba = self.predict_proba(X)  # first: before fit, NotInitializedError, not classes_'s AttributeError
+        return self.classes_[proba.argmax(axis=1)]
+
+    def fit_transform(self, X, y=None, **fit_params) -> np.ndarray:
+        """:meth:`fit`, then :meth:`transform` of the same ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+        y : array-like of shape (N,)
+        **fit_params :
+            Passed to :meth:`fit`.
+
+        Returns
+        -------
+        features : ndarray of shape (N, n_hidden), dtype float32
+        """
+        return self.fit(X, y, **fit_params).transform(X)
 
     def transform(self, X) -> np.ndarray:
         """Penultimate-layer features (dropout off), shape ``(N, n_hidden)``.

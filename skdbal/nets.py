@@ -66,6 +66,21 @@ class ToImage(nn.Module):
         return f"shape={self.shape}"
 
 
+class _SizedNet(nn.Module):
+    """A net that keeps the sizes it was built with (those that
+    :class:`~skdbal.MCDropoutClassifier` infers from data) in its state dict,
+    as torch's extra state, so that saved parameters can rebuild it."""
+
+    _sizes: dict = {}
+
+    def get_extra_state(self) -> dict:
+        return {"sizes": dict(self._sizes)}
+
+    def set_extra_state(self, state) -> None:
+        if not (isinstance(state, dict) and isinstance(state.get("sizes", {}), dict)):
+            raise ValueError(f"{type(self).__name__}: extra state must be a dict of sizes; got {state!r}")
+
+
 def _flat_size(trunk: nn.Module, shape: Tuple[int, int, int], name: str) -> int:
     with torch.no_grad():
         try:
@@ -77,7 +92,7 @@ def _flat_size(trunk: nn.Module, shape: Tuple[int, int, int], name: str) -> int:
     return int(out[0].numel())
 
 
-class BayesianCNN(nn.Module):
+class BayesianCNN(_SizedNet):
     """The Bayesian CNN of Gal, Islam & Ghahramani (2017).
 
     conv(n_filters, k) – ReLU – conv(n_filters, k) – ReLU – maxpool –
@@ -128,6 +143,7 @@ class BayesianCNN(nn.Module):
     ):
         super().__init__()
         shape = _as_chw(input_shape)
+        self._sizes = {"n_classes": int(n_classes), "input_shape": shape}
         self.trunk = nn.Sequential(
             ToImage(shape),
             nn.Conv2d(shape[0], n_filters, kernel_size),
@@ -150,7 +166,7 @@ class BayesianCNN(nn.Module):
         return self.head(self.trunk(x))
 
 
-class LeNet5(nn.Module):
+class LeNet5(_SizedNet):
     """LeNet-5 (LeCun et al., 1998) with dropout, as in Pilz (2025, Table 1).
 
     conv 6×5×5 (padding 2) + ReLU – maxpool 2 – conv 16×5×5 + ReLU – maxpool 2
@@ -208,6 +224,7 @@ class LeNet5(nn.Module):
     ):
         super().__init__()
         shape = _as_chw(input_shape)
+        self._sizes = {"n_classes": int(n_classes), "input_shape": shape}
         pad2 = 0 if min(shape[1:]) >= 12 else 2  # keep small images alive
         self.trunk = nn.Sequential(
             ToImage(shape),
@@ -234,7 +251,7 @@ class LeNet5(nn.Module):
         return self.head(self.trunk(x))
 
 
-class MLP(nn.Module):
+class MLP(_SizedNet):
     """A multilayer perceptron with dropout after every hidden layer.
 
     dense(h₁) – ReLU – dropout – dense(h₂) – ReLU – dropout – … – dense(n_classes).
@@ -271,6 +288,7 @@ class MLP(nn.Module):
                 f"layer size; got n_features={n_features!r}, "
                 f"hidden_layer_sizes={hidden_layer_sizes!r}"
             )
+        self._sizes = {"n_classes": int(n_classes), "n_features": sizes[0]}
         self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(sizes[0], sizes[1]), nn.ReLU())
         layers: list = []
         for n_in, n_out in zip(sizes[1:-1], sizes[2:]):

@@ -91,10 +91,27 @@ def test_batchnorm_stats_unchanged_and_mode_restored(small_net, digits):
 
 def test_mode_restored_on_error(fitted_net):
     fitted_net.module_.train()
-    with pytest.raises(ValueError, match="64 values"):
-        fitted_net.predict_proba_samples(np.zeros((3, 5), dtype=np.float32))
-    assert all(m.training for m in fitted_net.module_.modules())
-    fitted_net.module_.eval()
+    del fitted_net.input_shape_  # as if fitted elsewhere: the module's own reshape refuses the input
+    try:
+        with pytest.raises(ValueError, match="64 values"):
+            fitted_net.predict_proba_samples(np.zeros((3, 5), dtype=np.float32))
+        assert all(m.training for m in fitted_net.module_.modules())
+    finally:
+        fitted_net.input_shape_ = (8, 8)
+        fitted_net.module_.eval()
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.zeros((3, 5), dtype=np.float32), r"X has samples of shape \(5,\), but MCDropoutClassifier was fitted on "
+                                         r"samples of shape \(8, 8\)"),
+    (np.zeros((3, 4, 16), dtype=np.float32), r"shape \(4, 16\)"),  # 64 values, another image
+    (np.zeros((3, 2, 8, 8), dtype=np.float32), r"shape \(2, 8, 8\)"),
+])
+def test_inputs_of_another_layout_are_refused(fitted_net, X, match):
+    with pytest.raises(ValueError, match=match):
+        fitted_net.predict_proba_samples(X)
+    with pytest.raises(ValueError, match=match):
+        fitted_net.predict(X)
 
 
 def test_input_formats_agree(fitted_net, digits):
@@ -191,9 +208,10 @@ def test_trunk_cached_sampling_is_exact(fitted_net, digits):
     old = MCDropoutClassifier._HEAD_ROWS
     try:
         MCDropoutClassifier._HEAD_ROWS = 13 * 4  # groups of 4 passes: 4 + 4 + 1
-        P = fitted_net.predict_proba_samples(xb, n_samples=T)
+        P = fitted_net.set_params(mask_seeding="stream").predict_proba_samples(xb, n_samples=T)
     finally:
         MCDropoutClassifier._HEAD_ROWS = old
+        fitted_net.set_params(mask_seeding="row")
     net = fitted_net.module_.eval()
     full = nn.Sequential(*net.trunk, *net.head)  # the whole net as one sequence
     ref = []
@@ -361,3 +379,56 @@ def test_module_without_dropout_warns(small_net, digits):
     with pytest.warns(UserWarning, match="no dropout layers"):
         P = net.predict_proba_samples(X[:5])
     np.testing.assert_array_equal(P[0], P[1])
+
+
+def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(fitted_net, digits):
+    """Each row's T passes: its trunk output through the head, with masks drawn in layer order from a
+    generator seeded by a hash of the row and the sampling seed; nothing else."""
+    from skdbal.mc_dropout import row_seeds
+    X, _ = digits
+    xb, T = X[:7], 5
+    P = fitted_net.predict_proba_samples(xb, n_samples=T)
+    net = fitted_net.module_.eval()
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(fitted_net.random_state + 2)  # the sampling seed
+        base = int(torch.randint(2**62, (1,)).item())
+        for i, seed in enumerate(row_seeds(xb, base)):
+            gen = torch.Generator().manual_seed(seed)
+            x = net.trunk(torch.as_tensor(xb[i:i + 1])).expand(T, -1, -1, -1)
+            for m in net.head:
+                if isinstance(m, nn.Dropout):
+                    keep = 1 - m.p
+                    x = x * (torch.rand((T,) + tuple(x.shape[1:]), generator=gen) < keep) / keep
+                else:
+                    x = m(x)
+            np.testing.assert_allclose(P[:, i], torch.softmax(x, -1).numpy(), atol=1e-6)
+    # the same rows anywhere: reversed, in other batches, among other rows, alone (the same masks; the
+    # matrix products of other batch compositions may round differently in the last bits)
+    perm = np.arange(300)[::-1]
+    Q = fitted_net.set_params(batch_size=11).predict_proba_samples(X[:300][perm], n_samples=T)
+    fitted_net.set_params(batch_size=128)
+    np.testing.assert_allclose(Q[:, perm][:, :7], P, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(fitted_net.predict_proba_samples(xb[3:4], n_samples=T), P[:, 3:4], rtol=1e-5,
+                               atol=1e-7)
+    # another seed, other masks; equal rows, equal passes
+    other = fitted_net.set_params(random_state=1).predict_proba_samples(xb, n_samples=T)
+    fitted_net.set_params(random_state=0)
+    assert not np.allclose(other, P)
+    twice = fitted_net.predict_proba_samples(np.stack([xb[0], xb[0]]), n_samples=T)
+    np.testing.assert_array_equal(twice[:, 0], twice[:, 1])
+
+
+def test_row_keyed_masks_match_dropout_in_distribution():
+    from skdbal.mc_dropout import _row_keyed_dropout
+    head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
+    state = {"T": 10, "generators": [torch.Generator().manual_seed(s) for s in range(400)]}
+    with _row_keyed_dropout(head, state), torch.no_grad():
+        y = head(torch.ones(4000, 3, 2, 2))  # 400 rows x 10 passes
+    kept = y != 0
+    # element-wise 0.75 then channel-wise 0.5: a unit survives with probability 0.375, scaled by 1 / 0.375
+    assert abs(kept.float().mean().item() - 0.375) < 0.01
+    np.testing.assert_allclose(y[kept].numpy(), 1 / 0.375, rtol=1e-6)
+    zero_channels = (y == 0).all(dim=(2, 3))
+    assert abs(zero_channels.float().mean().item() - (0.5 + 0.5 * 0.25 ** 4)) < 0.02
+    assert all(m.training for m in head)  # modes restored, hooks removed
+    assert torch.equal(head.eval()(torch.ones(2, 3, 2, 2)), torch.ones(2, 3, 2, 2))

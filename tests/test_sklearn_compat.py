@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline

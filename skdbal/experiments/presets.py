@@ -120,6 +120,11 @@ class Preset:
         :func:`skdbal.experiments.run_grid`).
     last_layer_fit_hyperparameters : bool
         Fit them per step instead (evidence for analytic, ELBO for mfvi).
+    mask_seeding : {"row", "stream"}
+        How MC-dropout masks are drawn (see
+        :class:`~skdbal.MCDropoutClassifier`): per pool row, independent of
+        the pool's order and chunking (the default), or from one stream per
+        call, as every run of results version 2 (before the field existed).
     notes : str
         A description of the protocol; ignored when presets are compared.
 
@@ -155,6 +160,7 @@ class Preset:
     last_layer_noise_variance: float = 0.1
     last_layer_prior_variance: float = 1.0
     last_layer_fit_hyperparameters: bool = False
+    mask_seeding: str = "row"
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -163,6 +169,7 @@ class Preset:
         _check_choice("selection", self.selection, _SELECTIONS)
         _check_choice("eval_method", self.eval_method, _EVAL_METHODS)
         _check_choice("batch_split", self.batch_split, _BATCH_SPLITS)
+        _check_choice("mask_seeding", self.mask_seeding, ("row", "stream"))
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
         for name, low in _INT_FIELDS.items():

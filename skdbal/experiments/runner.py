@@ -70,7 +70,14 @@ LAST_LAYERS = ("analytic", "mfvi")
 
 #: Bumped whenever a change in skdbal changes the rows a run produces (e.g. how
 #: dropout masks are drawn); run files of another version are not resumed.
-RESULTS_VERSION = 2
+#: Version 3 draws masks per pool row; a preset with ``mask_seeding="stream"``
+#: draws them as version 2 did, and its runs are version 2 (see
+#: :meth:`RunSpec.config`).
+RESULTS_VERSION = 3
+
+#: Preset fields added since results version 2, with the value that run files
+#: written before them implicitly used.
+_IMPLICIT_BEFORE = {"mask_seeding": "stream"}
 
 #: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. (2017, §5.2) report.
 DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
@@ -101,7 +108,8 @@ class RunSpec:
 
     def config(self) -> dict:
         config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
-                  "mc_dropout": self.mc_dropout, "results_version": RESULTS_VERSION,
+                  "mc_dropout": self.mc_dropout,
+                  "results_version": 2 if self.preset.mask_seeding == "stream" else RESULTS_VERSION,
                   # the strategy object with its parameters, e.g. "BALD()" (recorded only)
                   "strategy_object": repr(get_strategy(self.strategy))}
         if self.last_layer is not None:
@@ -201,6 +209,7 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
         n_samples=preset.n_samples,
         mc_dropout=mc_dropout,
         predict_method="deterministic" if preset.eval_method == "deterministic" else "mc",
+        mask_seeding=preset.mask_seeding,
         random_state=random_state,
         **params,
     )
@@ -481,7 +490,9 @@ def _same_config(stored: dict, current: dict) -> bool:
         a["preset"].pop(key, None)
         b["preset"].pop(key, None)
     for key, value in b["preset"].items():
-        if key not in a["preset"] and key in defaults and value == defaults[key]:
+        if key not in a["preset"] and key in _IMPLICIT_BEFORE:
+            a["preset"][key] = _IMPLICIT_BEFORE[key]
+        elif key not in a["preset"] and key in defaults and value == defaults[key]:
             a["preset"][key] = value
     return a == b
 
