@@ -162,6 +162,9 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
                 raise TypeError(f"{name} must be a positive float, got {type(value).__name__}")
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite float, got {value!r}")
+            if value < np.finfo(float).tiny:  # subnormal: its reciprocal overflows
+                raise ValueError(f"{name} must be at least {np.finfo(float).tiny:.3g} (the smallest normal "
+                                 f"float), got {value!r}")
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
             raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
         cov = self.output_covariance
@@ -236,14 +239,19 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
                 cov = np.eye(D)
             row_var = np.diag(posterior.posterior_covariance(L))
             coef_var = np.outer(np.diag(cov), row_var)        # (D, K)
-            self.precision_cholesky_ = L
-            self.log_marginal_likelihood_ = posterior.log_marginal_likelihood(Phi, Yc, sigma2, s2)
+            fitted = {"precision_cholesky_": L,
+                      "log_marginal_likelihood_": posterior.log_marginal_likelihood(Phi, Yc, sigma2, s2)}
         else:
             M, var = posterior.mfvi_posterior(Phi, Yc, sigma2, s2)
             cov = np.eye(D)
             coef_var = var.T
-            self._mfvi_var = var
-            self.log_marginal_likelihood_ = posterior.mfvi_elbo(Phi, Yc, sigma2, s2)
+            fitted = {"_mfvi_var": var, "log_marginal_likelihood_": posterior.mfvi_elbo(Phi, Yc, sigma2, s2)}
+        if not (np.isfinite(M).all() and np.isfinite(coef_var).all()):
+            raise ValueError(f"the posterior is not finite with noise_variance={sigma2!r} and prior_variance="
+                             f"{s2!r}: their ratio is beyond float64's range for these features; rescale the "
+                             "features or the hyperparameters")
+        for name, value in fitted.items():
+            setattr(self, name, value)
         self._y_1d = y.ndim == 1
         self.coef_ = M.T[0] if self._y_1d else M.T
         self.coef_var_ = coef_var[0] if self._y_1d else coef_var

@@ -5,7 +5,7 @@ from typing import Callable, List, Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
@@ -201,21 +201,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
         if y.dtype.kind == "f" and not np.isfinite(y).all():
             raise ValueError("y contains NaN or infinity")
-        if check_shape and hasattr(self, "X_training_"):
-            if X.shape[1:] != self.X_training_.shape[1:]:
-                raise ValueError(
-                    f"X has per-sample shape {X.shape[1:]}, but the labelled set has "
-                    f"{self.X_training_.shape[1:]}"
-                )
-            # one labelled set, one scale: an estimator may read integer inputs of
-            # different types on different scales (MCDropoutClassifier scales uint8 images)
-            old = self.X_training_.dtype
-            if X.dtype.kind != old.kind or (old.kind in "iub" and X.dtype != old):
-                raise TypeError(
-                    f"X has dtype {X.dtype}, but the labelled set has dtype {old}; integer "
-                    "inputs of another type or kind may be on another scale (uint8 images "
-                    "are read as 0-255), so convert X to the labelled set's dtype"
-                )
+        if check_shape:
+            self._check_like_labelled(X, "X")
         classes = getattr(template, "classes", None)
         if classes is not None and not is_regressor(template):
             unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
@@ -224,6 +211,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                     f"y contains labels not in the estimator's classes: {unknown[:10].tolist()}"
                 )
         return X, y
+
+    def _check_like_labelled(self, X, name: str) -> None:
+        """``X`` must have the labelled set's per-sample shape, and its kind of
+        dtype: an estimator may read integer inputs of different types on
+        different scales (MCDropoutClassifier scales uint8 images)."""
+        if not hasattr(self, "X_training_") or not hasattr(X, "dtype"):
+            return
+        if X.shape[1:] != self.X_training_.shape[1:]:
+            raise ValueError(
+                f"{name} has per-sample shape {X.shape[1:]}, but the labelled set has "
+                f"{self.X_training_.shape[1:]}"
+            )
+        old = self.X_training_.dtype
+        if X.dtype.kind != old.kind or (old.kind in "iub" and X.dtype != old):
+            raise TypeError(
+                f"{name} has dtype {X.dtype}, but the labelled set has dtype {old}; integer "
+                "inputs of another type or kind may be on another scale (uint8 images "
+                f"are read as 0-255), so convert {name} to the labelled set's dtype"
+            )
 
     def _check_y(self, y, name: str = "y", template=None) -> np.ndarray:
         """Labels (1-d) for classifiers; 1-d or 2-d numeric targets for regressors."""
@@ -394,6 +400,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         scores : ndarray, only with ``return_scores=True``
         """
         X_pool = check_pool(X_pool)
+        self._check_like_labelled(X_pool, "X_pool")
         candidates = (np.arange(len(X_pool)) if candidates is None
                       else check_candidates(candidates, len(X_pool)))
         acq = self._query(X_pool, candidates, n_instances, **kwargs)
@@ -536,8 +543,22 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         """
         return self._fitted().score(X, y, sample_weight=sample_weight)
 
-    def _more_tags(self):  # pragma: no cover - old sklearn
-        return {"allow_nan": False}
+    def __sklearn_tags__(self):
+        """The wrapped estimator's type and target tags, so that scikit-learn
+        treats the learner as the classifier (or regressor) it trains:
+        stratified folds in ``cross_val_score``, ``roc_auc`` scoring,
+        ``VotingClassifier``."""
+        tags = super().__sklearn_tags__()
+        try:
+            inner = get_tags(self._template())
+        except (TypeError, AttributeError, ValueError):
+            return tags
+        tags.estimator_type = inner.estimator_type
+        tags.classifier_tags = inner.classifier_tags
+        tags.regressor_tags = inner.regressor_tags
+        tags.target_tags = inner.target_tags
+        tags.input_tags.allow_nan = False
+        return tags
 
     # ---------------------------------------------------------- simulation
     def _check_simulation_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
@@ -645,11 +666,23 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
         if (X_test is None) != (y_test is None):
             raise ValueError("pass both X_test and y_test, or neither")
-        if X_test is not None and len(X_test) != len(y_test):
-            raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
-        if X_test is not None and np.shape(X_test)[1:] != X_pool.shape[1:]:
-            raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
-                             f"but X_pool has {X_pool.shape[1:]}")
+        if X_test is not None:
+            X_test = check_pool(X_test, "X_test")
+            y_test = self._check_y(y_test, "y_test")
+            if len(X_test) != len(y_test):
+                raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
+            if np.shape(X_test)[1:] != X_pool.shape[1:]:
+                raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
+                                 f"but X_pool has {X_pool.shape[1:]}")
+            if not is_regressor(self._make_template()) and y_test.ndim == 1:
+                numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
+                if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
+                    raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
+                                     f"{y_pool.dtype}; accuracy against them would be meaningless")
+                unknown = np.setdiff1d(np.unique(y_test), np.unique(y_pool))
+                if len(unknown):
+                    raise ValueError(f"y_test contains labels that y_pool does not: {unknown[:10].tolist()}; "
+                                     "accuracy against them would be meaningless")
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)

@@ -248,6 +248,8 @@ def test_output_covariance_residual_and_array():
     ({"prior_variance": 0.0}, [[1.0]], [1.0], ValueError, "prior_variance"),
     ({"prior_variance": np.inf}, [[1.0]], [1.0], ValueError, "prior_variance"),
     ({"noise_variance": "1"}, [[1.0]], [1.0], TypeError, "noise_variance"),
+    ({"noise_variance": 1e-320}, [[1.0]], [1.0], ValueError, "noise_variance must be at least 2.23e-308"),
+    ({"noise_variance": 1e-300}, [[1e200], [3e200]], [1.0, 2.0], ValueError, "posterior is not finite"),
     ({"max_iter": 0}, [[1.0]], [1.0], ValueError, "max_iter"),
     ({"output_covariance": "full"}, [[1.0]], [1.0], ValueError, "output_covariance"),
     ({"output_covariance": np.eye(3)}, [[1.0]], [[1.0, 0.0]], ValueError, r"shape \(2, 2\)"),

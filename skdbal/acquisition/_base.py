@@ -279,20 +279,51 @@ class StrategyDecorator(Strategy):
         return as_strategy(self.strategy).acquire(estimator, X_pool, n_instances, **kwargs)
 
 
+class _ModalView:
+    """A learner under modAL's attribute names, for modAL's strategies.
+
+    ``X_training`` and ``y_training`` read the learner's growing labelled set
+    (``X_training_``, ``y_training_``) and ``estimator`` its fitted model
+    (``estimator_``) when it has them, so a strategy never sees the stale
+    initial set; ``on_transformed`` is False unless the learner says
+    otherwise. Every other attribute is the learner's own.
+    """
+
+    _ALIASES = {"X_training": "X_training_", "y_training": "y_training_", "estimator": "estimator_"}
+
+    def __init__(self, learner):
+        object.__setattr__(self, "_learner", learner)
+
+    def __getattr__(self, name):
+        learner = object.__getattribute__(self, "_learner")
+        alias = self._ALIASES.get(name)
+        if alias is not None and hasattr(learner, alias):
+            return getattr(learner, alias)
+        if name == "on_transformed":
+            return getattr(learner, "on_transformed", False)
+        return getattr(learner, name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a strategy may not set {name!r} on the learner")
+
+
 class CallableStrategy(Strategy):
     """A plain strategy function, such as modAL's, as a :class:`Strategy`.
 
-    The function is called as modAL calls it, ``func(estimator, X_pool,
-    n_instances, **kwargs)``, with the caller's keywords. No signature is
-    inspected: it gets a ``random_state`` only when it says it takes one
-    (``takes_random_state=True``), since modAL's strategies forward unknown
-    keywords to ``predict_proba``. It may return ``(indices, scores)`` or
-    bare indices.
+    The function is called as modAL's learner calls it, ``func(estimator,
+    X_pool, n_instances=n_instances, **kwargs)``, with the caller's keywords.
+    No signature is inspected: it gets a ``random_state`` only when it says
+    it takes one (``takes_random_state=True``), since modAL's strategies
+    forward unknown keywords to ``predict_proba``. It may return
+    ``(indices, scores)`` or bare indices. A learner with a growing labelled
+    set (``X_training_``, as :class:`~skdbal.ActiveLearner`) is shown under
+    modAL's names: ``X_training``/``y_training`` are the labels so far,
+    ``estimator`` the fitted model and ``on_transformed`` False.
 
     Parameters
     ----------
     func : callable
-        ``func(estimator, X_pool, n_instances, **kwargs)``.
+        ``func(estimator, X_pool, n_instances=..., **kwargs)``.
     takes_random_state : bool, default=False
         Pass ``random_state`` on (the learner then draws one per query, so
         a seeded learner makes the same picks every run).
@@ -322,7 +353,9 @@ class CallableStrategy(Strategy):
             kwargs = {k: v for k, v in kwargs.items() if not k.endswith("_pool")}
         if not callable(self.func):
             raise TypeError(f"query strategy must be callable; got {self.func!r}")
-        result = self.func(estimator, X_pool, n_instances, **kwargs)
+        if hasattr(estimator, "X_training_") and not isinstance(estimator, _ModalView):
+            estimator = _ModalView(estimator)
+        result = self.func(estimator, X_pool, n_instances=n_instances, **kwargs)
         idx, scores = check_query_result(result, len(X_pool),
                                          name=getattr(self.func, "__name__", "query_strategy"))
         return Acquisition(idx, scores)

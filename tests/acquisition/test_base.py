@@ -96,7 +96,7 @@ def test_callable_strategy_wraps_plain_functions(digits):
     acq = bare.acquire(None, flat[:5], 2)
     assert acq.indices.tolist() == [3, 1] and acq.scores is None
     with pytest.raises(ValueError, match="duplicate"):
-        CallableStrategy(lambda est, X_pool, n: np.array([1, 1])).acquire(None, flat[:5], 2)
+        CallableStrategy(lambda est, X_pool, n_instances: np.array([1, 1])).acquire(None, flat[:5], 2)
     with pytest.raises(TypeError, match="callable"):
         as_strategy("bald")
 

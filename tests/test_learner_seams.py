@@ -1,0 +1,61 @@
+"""ActiveLearner where it meets scikit-learn: its type, and bad input that must change nothing."""
+import copy
+
+import numpy as np
+import pytest
+from sklearn.base import is_classifier, is_regressor
+from sklearn.datasets import load_breast_cancer
+from sklearn.ensemble import VotingClassifier
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.model_selection import StratifiedKFold, check_cv, cross_val_score
+
+from skdbal import ActiveLearner
+
+
+def test_the_learner_has_its_estimators_type():
+    X, y = load_breast_cancer(return_X_y=True)
+    learner = ActiveLearner(LogisticRegression(max_iter=3000), verbose=False)
+    assert is_classifier(learner) and not is_regressor(learner)
+    assert is_regressor(ActiveLearner(LinearRegression())) and not is_classifier(ActiveLearner(LinearRegression()))
+    assert is_classifier(ActiveLearner())  # the default MCDropoutClassifier
+    assert isinstance(check_cv(3, y, classifier=is_classifier(learner)), StratifiedKFold)
+    auc = cross_val_score(learner, X, y, scoring="roc_auc", cv=3)
+    assert np.all(np.isfinite(auc)) and auc.min() > 0.95
+    vote = VotingClassifier([("al", learner), ("lr", LogisticRegression(max_iter=3000))], voting="soft")
+    assert vote.fit(X, y).score(X, y) > 0.9
+
+
+def test_query_refuses_a_pool_of_another_shape(fitted_net, digits, small_net):
+    X, y = digits
+    learner = ActiveLearner(small_net(max_epochs=1), verbose=False).fit(X[:30], y[:30])
+    state = learner.rng_.get_state()[1].copy()
+    with pytest.raises(ValueError, match=r"X_pool has per-sample shape \(4, 16\), but the labelled set has \(8, 8\)"):
+        learner.query(X[100:200].reshape(100, 4, 16), n_instances=3)
+    with pytest.raises(TypeError, match="X_pool has dtype uint8"):
+        learner.query((X[100:200] * 255).astype(np.uint8), n_instances=3)
+    np.testing.assert_array_equal(learner.rng_.get_state()[1], state)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("nan", "X_test contains NaN"),
+    ("strings", "y_test has labels of dtype <U1, but y_pool of dtype int64"),
+    ("unknown", r"y_test contains labels that y_pool does not: \[42\]"),
+])
+def test_simulate_checks_the_test_set_before_changing_anything(digits, small_net, bad, match):
+    X, y = digits
+    learner = ActiveLearner(small_net(max_epochs=1), random_state=0, verbose=False)
+    learner.simulate(X[:200], y[:200], n_queries=1, n_instances=5, X_test=X[1000:1100], y_test=y[1000:1100])
+    before = (copy.deepcopy(learner.history_), learner.labelled_idx_.copy(), learner.X_training_.copy(),
+              learner.estimator_)
+    X_test, y_test = X[1000:1100].copy(), y[1000:1100].copy()
+    if bad == "nan":
+        X_test[3, 2, 2] = np.nan
+    elif bad == "strings":
+        y_test = np.array(list("abcdefghij") * 10)
+    else:
+        y_test[7] = 42
+    with pytest.raises(ValueError, match=match):
+        learner.simulate(X[:200], y[:200], n_queries=1, n_instances=5, X_test=X_test, y_test=y_test)
+    assert learner.history_ == before[0] and learner.estimator_ is before[3]
+    np.testing.assert_array_equal(learner.labelled_idx_, before[1])
+    np.testing.assert_array_equal(learner.X_training_, before[2])
