@@ -4,18 +4,51 @@ from __future__ import annotations
 from typing import Dict
 
 import numpy as np
+from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
-__all__ = ["check_pool", "check_n_instances", "check_positive_int", "check_candidates", "check_query_result",
+__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int", "check_candidates", "check_query_result",
            "pool_kwargs", "subset_pool_kwargs"]
 
 
+def is_frame(X) -> bool:
+    """Whether ``X`` is a table with row indexing of its own (a pandas or
+    polars DataFrame): kept as it is, so that a pipeline can select its
+    columns by name and hold columns of several types."""
+    return hasattr(X, "columns") and hasattr(X, "shape") and not isinstance(X, np.ndarray)
+
+
+def take_rows(X, rows):
+    """``X[rows]`` for an array, a DataFrame (by position) or a list; ``rows``
+    may be an integer array or a slice."""
+    if isinstance(X, np.ndarray):
+        return X[rows]
+    return _safe_indexing(X, rows)
+
+
+def concat_rows(a, b):
+    """``a`` then ``b``, in ``a``'s container type."""
+    if isinstance(a, np.ndarray):
+        return np.concatenate([a, b])
+    if hasattr(a, "iloc"):
+        import pandas as pd
+
+        return pd.concat([a, b], ignore_index=True)
+    if is_frame(a):  # polars
+        return type(a).concat([a, b]) if hasattr(type(a), "concat") else __import__("polars").concat([a, b])
+    return list(a) + list(b)
+
+
 def check_pool(X_pool, name: str = "X_pool"):
-    """A non-empty, finite, numeric pool of at least 2 dimensions (arrays pass unchanged)."""
+    """A non-empty, finite, numeric pool of at least 2 dimensions (arrays pass
+    unchanged). A DataFrame is kept as it is: its columns are the estimator's
+    to check."""
     if X_pool is None:
         raise ValueError(f"{name} is None; pass the unlabelled pool")
     if not hasattr(X_pool, "__len__") or len(X_pool) == 0:
         raise ValueError(f"{name} is empty: there is nothing left to query")
+    if is_frame(X_pool):
+        return X_pool
     if isinstance(X_pool, np.ndarray) and X_pool.dtype.kind in "fiub":
         if X_pool.ndim < 2:
             raise ValueError(f"{name} must have at least 2 dimensions; got shape {X_pool.shape}")

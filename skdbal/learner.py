@@ -9,13 +9,19 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from ._validation import check_candidates, check_n_instances, check_pool, pool_kwargs
+from ._validation import (check_candidates, check_n_instances, check_pool, concat_rows, is_frame, pool_kwargs,
+                          take_rows)
 from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
 from .loop import ActiveLearningLoop
 from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
+
+
+def _copy(X):
+    """A copy of the labelled inputs, in their container type."""
+    return X.copy() if is_frame(X) else np.array(X, copy=True)
 
 
 def _wrapped_kind(kind: str) -> Callable:
@@ -192,9 +198,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise ValueError("pass both X_training and y_training, or neither")
 
     def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
-        X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
-        if X.dtype.kind not in "fiub":
-            raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+        if not is_frame(X):  # a DataFrame is kept as it is: its columns are the estimator's to check
+            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
+            if X.dtype.kind not in "fiub":
+                raise TypeError(f"X must be numeric; got dtype {X.dtype}")
         template = self._template() if template is None else template
         y = self._check_y(y, template=template)
         if len(X) != len(y):
@@ -216,7 +223,18 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         """``X`` must have the labelled set's per-sample shape, and its kind of
         dtype: an estimator may read integer inputs of different types on
         different scales (MCDropoutClassifier scales uint8 images)."""
-        if not hasattr(self, "X_training_") or not hasattr(X, "dtype"):
+        if not hasattr(self, "X_training_"):
+            return
+        old = self.X_training_
+        if is_frame(X) or is_frame(old):
+            if not (is_frame(X) and is_frame(old)):
+                raise TypeError(f"{name} is a {type(X).__name__}, but the labelled set is a {type(old).__name__}; "
+                                "pass the same kind of container throughout")
+            if list(X.columns) != list(old.columns):
+                raise ValueError(f"{name} has columns {list(X.columns)[:10]}, but the labelled set has "
+                                 f"{list(old.columns)[:10]}")
+            return
+        if not hasattr(X, "dtype"):
             return
         if X.shape[1:] != self.X_training_.shape[1:]:
             raise ValueError(
@@ -282,7 +300,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.template_ = template
         self._template_source = self.estimator
         self.estimator_ = est
-        self.X_training_ = np.array(X, copy=True)
+        self.X_training_ = _copy(X)
         self.y_training_ = np.array(y, copy=True)
         self._get_rng()
         return self
@@ -322,7 +340,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         template = self._template()
         X, y = self._validate_Xy(X, y, template=template)
         if hasattr(self, "X_training_"):
-            X_all = np.concatenate([self.X_training_, X])
+            X_all = concat_rows(self.X_training_, X)
             y_all = np.concatenate([self.y_training_, y])
         else:
             X_all, y_all = X, y
@@ -339,7 +357,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             raise
         self.template_, self._template_source = template, self.estimator
         self.estimator_ = est
-        self.X_training_ = np.array(X_all, copy=True) if X_all is X else X_all
+        self.X_training_ = _copy(X_all) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
         return self
 
@@ -406,8 +424,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         acq = self._query(X_pool, candidates, n_instances, **kwargs)
         self.last_acquisition_ = acq
         if return_scores:
-            return acq.indices, X_pool[acq.indices], acq.scores
-        return acq.indices, X_pool[acq.indices]
+            return acq.indices, take_rows(X_pool, acq.indices), acq.scores
+        return acq.indices, take_rows(X_pool, acq.indices)
 
     # ---------------------------------------------------------- delegation
     def _fitted(self):

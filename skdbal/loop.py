@@ -15,6 +15,8 @@ from typing import Callable, List, Optional
 import numpy as np
 from sklearn.base import is_regressor
 
+from ._validation import take_rows
+
 __all__ = ["ActiveLearningLoop", "evaluate"]
 
 #: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
@@ -117,7 +119,7 @@ class ActiveLearningLoop:
         """Step 0: ``fit(X_pool[initial_idx], y_pool[initial_idx])`` and evaluate."""
         initial_idx = np.asarray(initial_idx, dtype=np.intp)
         t0 = time.perf_counter()
-        fit(self.X_pool[initial_idx], self.y_pool[initial_idx])
+        fit(take_rows(self.X_pool, initial_idx), self.y_pool[initial_idx])
         self.labelled[initial_idx] = True
         self.order.extend(initial_idx.tolist())
         row = {"step": 0, "n_labels": len(self.learner.y_training_),
@@ -156,7 +158,7 @@ class ActiveLearningLoop:
         t1 = time.perf_counter()
         if self.labelled[q].any():  # pragma: no cover - guarded by construction
             raise RuntimeError("internal error: queried a labelled point")
-        self.learner.teach(self.X_pool[q], self.y_pool[q])
+        self.learner.teach(take_rows(self.X_pool, q), self.y_pool[q])
         self.labelled[q] = True
         self.order.extend(q.tolist())
         t2 = time.perf_counter()

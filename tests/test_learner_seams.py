@@ -59,3 +59,39 @@ def test_simulate_checks_the_test_set_before_changing_anything(digits, small_net
     assert learner.history_ == before[0] and learner.estimator_ is before[3]
     np.testing.assert_array_equal(learner.labelled_idx_, before[1])
     np.testing.assert_array_equal(learner.X_training_, before[2])
+
+
+def _frame(n, seed=0):
+    import pandas as pd
+    rng = np.random.RandomState(seed)
+    a, b = rng.randn(n), rng.randn(n)
+    c = rng.choice(["red", "green", "blue"], n)
+    y = ((a + (c == "red") * 1.5) > 0.3).astype(int)
+    return pd.DataFrame({"a": a, "b": b, "c": c}), y
+
+
+def _by_name_pipeline():
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+    columns = ColumnTransformer([("num", StandardScaler(), ["a", "b"]), ("cat", OneHotEncoder(), ["c"])])
+    return make_pipeline(columns, LogisticRegression())
+
+
+def test_dataframes_stay_dataframes_through_the_learner():
+    from skdbal.acquisition import max_entropy
+    X, y = _frame(300)
+    learner = ActiveLearner(_by_name_pipeline(), max_entropy, random_state=0, verbose=False)
+    learner.fit(X.iloc[:20], y[:20])
+    idx, X_query = learner.query(X.iloc[100:], n_instances=5)
+    assert X_query.columns.tolist() == ["a", "b", "c"] and len(X_query) == 5
+    learner.teach(X_query, y[100:][idx])
+    assert type(learner.X_training_).__name__ == "DataFrame" and len(learner.X_training_) == 25
+    assert learner.X_training_["c"].tolist()[:20] == X["c"].tolist()[:20]  # mixed types kept
+    assert learner.predict(X.iloc[:5]).shape == (5,)
+    with pytest.raises(ValueError, match=r"columns \['b', 'a', 'c'\], but the labelled set has \['a', 'b', 'c'\]"):
+        learner.teach(X_query[["b", "a", "c"]], y[:5])
+    assert len(learner.X_training_) == 25
+    history = ActiveLearner(_by_name_pipeline(), max_entropy, random_state=0, verbose=False).simulate(
+        X.iloc[:200], y[:200], n_queries=3, n_instances=5, X_test=X.iloc[200:], y_test=y[200:])
+    assert [r["n_labels"] for r in history] == [4, 9, 14, 19] and history[-1]["accuracy"] > 0.6

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
-                           subset_pool_kwargs)
+                           subset_pool_kwargs, take_rows)
 
 __all__ = ["Acquisition", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy", "acquire_among",
            "select_top", "to_modal"]
@@ -85,7 +85,7 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     candidates = check_candidates(candidates, len(X_pool))
     strategy = as_strategy(strategy)
     kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
-    acq = strategy.acquire(estimator, X_pool[candidates], n_instances, **kwargs)
+    acq = strategy.acquire(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
             for k, v in acq.info.items()}

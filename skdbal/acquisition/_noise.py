@@ -7,7 +7,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from .. import noise
-from .._validation import check_n_instances, check_pool, pool_kwargs
+from .._validation import check_n_instances, check_pool, pool_kwargs, take_rows
 from ..predictive import as_predictive
 from ._base import Acquisition, StrategyDecorator, acquire_among, as_strategy, select_top
 from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
@@ -152,7 +152,7 @@ class NoiseFilter(StrategyDecorator):
         out = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=getattr(base, "n_jobs", None),
                          aligned={"y": y_idx})
         scores, p_label = out if pointwise else (None, out)
-        n_classes = int(predictive.proba_samples(X_pool[:1]).shape[-1]) if predictive.classes is None \
+        n_classes = int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1]) if predictive.classes is None \
             else len(predictive.classes)
         info = {}
         tau = self._tau(p_label, n_classes, info)

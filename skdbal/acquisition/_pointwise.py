@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import uncertainty
-from .._validation import check_positive_int, check_pool
+from .._validation import check_pool, check_positive_int, take_rows
 from ..predictive import Predictive, as_predictive
 from ._base import Strategy
 
@@ -65,12 +65,12 @@ def map_chunks(
     aligned = {k: np.asarray(v) for k, v in (aligned or {}).items()}
     slices = [slice(s, s + chunk_size) for s in range(0, len(X_pool), chunk_size)]
     if n_jobs is None or n_jobs == 1:
-        parts = [fn(X_pool[sl], **{k: v[sl] for k, v in aligned.items()}) for sl in slices]
+        parts = [fn(take_rows(X_pool, sl), **{k: v[sl] for k, v in aligned.items()}) for sl in slices]
     else:
         from joblib import Parallel, delayed
 
         parts = Parallel(n_jobs=n_jobs)(
-            delayed(fn)(X_pool[sl], **{k: v[sl] for k, v in aligned.items()}) for sl in slices)
+            delayed(fn)(take_rows(X_pool, sl), **{k: v[sl] for k, v in aligned.items()}) for sl in slices)
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(p) for p in zip(*parts))
     return np.concatenate(parts)
