@@ -161,6 +161,20 @@ def test_deterministic_baseline_net_is_scored_with_one_pass(fitted_net, digits):
         bald(det, pool)
 
 
+def test_a_real_net_scores_alike_in_any_chunks_and_order(fitted_net, digits):
+    """A memory setting or the pool's order does not change the picks: each row's MC passes depend on the
+    seed and the row only (mask_seeding="row"). Once, 1 of 10 picks survived chunk_size 64 -> 2048."""
+    X, _ = digits
+    pool = X[300:1300]
+    small = bald(fitted_net, pool, n_instances=10, chunk_size=64)
+    large = bald(fitted_net, pool, n_instances=10, chunk_size=2048)
+    np.testing.assert_array_equal(small[0], large[0])
+    np.testing.assert_allclose(small[1], large[1], rtol=1e-4)
+    perm = np.random.RandomState(0).permutation(len(pool))
+    shuffled = bald(fitted_net, pool[perm], n_instances=10, chunk_size=100)
+    np.testing.assert_array_equal(perm[shuffled[0]], small[0])
+
+
 def test_parallel_chunks_equal_serial(fitted_net, digits):
     X, _ = digits
     pool = X[300:700]
