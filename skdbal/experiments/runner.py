@@ -275,9 +275,18 @@ def make_last_layer(preset: Preset, net, inference: str):
 
 
 # ------------------------------------------------------------------------ file I/O
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (a temporary file, then a rename),
+    with the permissions of an ordinary new file (mkstemp's are 0600)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -302,16 +311,29 @@ def _exclusive(lock_path: Path, what: str):
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    with open(lock_path, "a") as f:
+    while True:
+        f = open(lock_path, "a")
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            f.close()
             raise FolderLockedError(f"another process is writing {what}; wait for it to finish or use "
-                               "another output folder") from None
+                                    "another output folder") from None
+        try:  # the holder before us may have removed the file after we opened it: lock the current one
+            if os.stat(lock_path).st_ino == os.fstat(f.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        f.close()
+    try:
+        yield
+    finally:  # no lock files are left behind: removed while still held, then released
         try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            os.unlink(lock_path)
+        except FileNotFoundError:
+            pass
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        f.close()
 
 
 def _csv_bytes(rows: Iterable[dict]) -> bytes:
@@ -470,16 +492,40 @@ def _check_run_config(spec: RunSpec, runs: Path) -> dict:
                 f"run cannot be resumed safely; restore the file, or delete {runs / spec.run_id}.* to run it "
                 "again from the start") from None
         if not _same_config(stored, config):
+            differences = "\n".join(f"  {key}: {a!r} in the folder, {b!r} asked"
+                                     for key, a, b in _config_differences(stored, config))
             raise ValueError(
-                f"{config_path} was written by a different configuration; use another output folder.\n"
-                f"  stored: {stored}\n  asked:  {config}"
-            )
+                f"{config_path} was written by a different configuration; use another output folder, or ask "
+                f"for the same one:\n{differences}")
     return config
+
+
+def _config_differences(stored: dict, current: dict) -> list:
+    """``(field, stored value, asked value)`` for each field that makes
+    :func:`_same_config` false; preset fields as ``preset.<name>``."""
+    a, b = _comparable(stored, current)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key == "preset":
+            for name in sorted(set(a.get("preset", {})) | set(b.get("preset", {}))):
+                x, y = a.get("preset", {}).get(name, "(missing)"), b.get("preset", {}).get(name, "(missing)")
+                if x != y:
+                    out.append((f"preset.{name}", x, y))
+        elif a.get(key, "(missing)") != b.get(key, "(missing)"):
+            out.append((key, a.get(key, "(missing)"), b.get(key, "(missing)")))
+    return out
 
 
 def _same_config(stored: dict, current: dict) -> bool:
     """Equal but for ``_FREE_FIELDS``; preset fields added since ``stored`` was
     written may hold their defaults."""
+    a, b = _comparable(stored, current)
+    return a == b
+
+
+def _comparable(stored: dict, current: dict):
+    """``stored`` and ``current`` without the fields that do not matter, and
+    with the fields added since ``stored`` was written filled in."""
     defaults = json.loads(json.dumps(Preset(name="").as_dict(), default=str))
     a = {**stored, "preset": dict(stored.get("preset", {}))}
     b = {**current, "preset": dict(current.get("preset", {}))}
@@ -494,7 +540,7 @@ def _same_config(stored: dict, current: dict) -> bool:
             a["preset"][key] = _IMPLICIT_BEFORE[key]
         elif key not in a["preset"] and key in defaults and value == defaults[key]:
             a["preset"][key] = value
-    return a == b
+    return a, b
 
 
 def _step_seed(seed: int, step: int) -> int:

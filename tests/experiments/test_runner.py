@@ -149,10 +149,22 @@ def test_resume_rebuilds_a_lost_model_cache(tmp_path):
 def test_other_configuration_in_same_folder_is_refused(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(ValueError, match="different configuration") as info:
         run_grid("gal2017", ["bald", "random"], [1], tmp_path, verbose=False, **{**TINY, "max_epochs": 4})
+    # only the field that differs, with both values: not two whole configurations
+    assert str(info.value).endswith("\n  preset.max_epochs: 3 in the folder, 4 asked")
     # refused before anything was written: no new run files, grid.json unchanged
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_output_files_are_ordinary_and_no_locks_are_left(tmp_path):
+    import stat
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [tmp_path / "grid.json", tmp_path / "results.csv"] + list((tmp_path / "runs").iterdir()):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path.name
+    assert not [p.name for p in tmp_path.rglob("*lock*")]
 
 
 def test_grid_json_keeps_every_invocation(tmp_path):
