@@ -1,25 +1,38 @@
-"""skdbal: scikit-learn-compatible deep Bayesian active learning."""
-from . import _compat, acquisition, initial, linear_posterior, loop, nets, predictive, uncertainty
-from .bayesian_linear import BayesianLinearRegression
-from .features import NetFeatures
-from .learner import ActiveLearner
-from .mc_dropout import MCDropoutClassifier
+"""skdbal: scikit-learn-compatible deep Bayesian active learning.
+
+Names are imported on first use (PEP 562), so ``import skdbal`` and the
+``skdbal`` command start without loading torch.
+"""
+import importlib
+
+from . import _compat
 
 _compat.install()  # old paths of moved modules (skdbal.presets, ...) keep importing
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ActiveLearner",
-    "BayesianLinearRegression",
-    "NetFeatures",
-    "MCDropoutClassifier",
-    "acquisition",
-    "initial",
-    "loop",
-    "nets",
-    "linear_posterior",
-    "predictive",
-    "uncertainty",
-    "__version__",
-]
+#: Public classes, by the module that defines them.
+_CLASSES = {
+    "ActiveLearner": "learner",
+    "BayesianLinearRegression": "bayesian_linear",
+    "NetFeatures": "features",
+    "MCDropoutClassifier": "mc_dropout",
+}
+_SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty")
+
+__all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _CLASSES:
+        value = getattr(importlib.import_module(f".{_CLASSES[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'skdbal' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

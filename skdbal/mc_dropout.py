@@ -631,7 +631,21 @@ class MCDropoutClassifier(NeuralNetClassifier):
             if not self.warm_start or not self.initialized_:
                 self.initialize()
             # skorch's fit would route through our partial_fit and prepare twice
-            return NeuralNetClassifier.partial_fit(self, X, y, _routing_method="fit", **fit_params)
+            return self._train_loop(X, y, "fit", **fit_params)
+
+    def _train_loop(self, X, y, routing_method: str, **fit_params):
+        """skorch's ``partial_fit`` body, but a ``KeyboardInterrupt`` propagates.
+
+        skorch swallows it, ending training early and carrying on with a
+        half-trained network: inside an active-learning loop or a grid, that
+        would give a step (and a saved row) from a model that did not train.
+        """
+        if not self.initialized_:
+            self.initialize()
+        self.notify("on_train_begin", X=X, y=y)
+        self.fit_loop(X, y, _routing_method=routing_method, **fit_params)
+        self.notify("on_train_end", X=X, y=y)
+        return self
 
     def partial_fit(self, X, y=None, classes=None, **fit_params):
         """Continue training for ``max_epochs`` without re-initialising.
@@ -661,7 +675,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         """
         X, y = self._prepare_fit(X, y, keep_classes=self.initialized_, fit_params=fit_params)
         with _torch_seeded(_seed_from(self.random_state, offset=1)):
-            return super().partial_fit(X, y, **fit_params)
+            return self._train_loop(X, y, "partial_fit", **fit_params)
 
     # ------------------------------------------------------------ prediction
     def _batches(self, X: np.ndarray, with_start: bool = False):

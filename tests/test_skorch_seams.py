@@ -100,3 +100,21 @@ def test_feature_counts_and_names_are_checked(iris):
     np.testing.assert_array_equal(net.predict(df), net.predict(X))  # a plain array is accepted, as in sklearn
     # a non-contiguous view (negative strides) is copied, not refused by torch
     np.testing.assert_allclose(net.predict_proba(X[::-1]), net.predict_proba(X.copy()[::-1].copy()))
+
+
+def test_keyboard_interrupt_stops_fit_instead_of_a_half_trained_net(iris):
+    """skorch swallows KeyboardInterrupt in fit and returns the half-trained net; in a loop or a grid that
+    becomes a step (and a saved row) from a model that did not train. Ours lets it through."""
+    X, y = iris
+
+    class Interrupt(skorch.callbacks.Callback):
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 2:
+                raise KeyboardInterrupt
+
+    net = MCDropoutClassifier(MLP, max_epochs=10, callbacks=[Interrupt()])
+    with pytest.raises(KeyboardInterrupt):
+        net.fit(X, y)
+    assert len(net.history) == 2
+    with pytest.raises(KeyboardInterrupt):
+        net.partial_fit(X, y)

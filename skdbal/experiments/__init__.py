@@ -13,12 +13,29 @@ package imports it.
 
 The runner's public names are importable from here.
 """
-from .presets import PRESETS, Preset, get_preset
-from .runner import (COLUMNS, LAST_LAYERS, DamagedResultsError, FolderLockedError, RunSpec, assemble_results,
-                     check_run_rows, even_batch_size, load_data, make_estimator, make_last_layer, read_results,
-                     run_grid, run_one)
+import importlib
+
+#: Public names, by the module that defines them (imported on first use: the
+#: command line starts without loading torch).
+_NAMES = {
+    "Preset": "presets", "PRESETS": "presets", "get_preset": "presets",
+    **{name: "runner" for name in ("COLUMNS", "LAST_LAYERS", "DamagedResultsError", "FolderLockedError", "RunSpec",
+                                   "assemble_results", "check_run_rows", "even_batch_size", "load_data",
+                                   "make_estimator", "make_last_layer", "read_results", "run_grid", "run_one")},
+}
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
-           "DamagedResultsError", "load_data", "make_estimator",
-           "make_last_layer", "even_batch_size", "FolderLockedError", "COLUMNS", "LAST_LAYERS",
-           "Preset", "PRESETS", "get_preset"]
+           "DamagedResultsError", "load_data", "make_estimator", "make_last_layer", "even_batch_size",
+           "FolderLockedError", "COLUMNS", "LAST_LAYERS", "Preset", "PRESETS", "get_preset"]
+
+
+def __getattr__(name):
+    if name not in _NAMES:
+        raise AttributeError(f"module 'skdbal.experiments' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -16,7 +16,8 @@ def _quickstart(args) -> int:
     print(f"skdbal quickstart: {', '.join(strategies)} on digits, seeds {args.seeds}, "
           f"{args.n_queries} queries of {args.n_instances}", flush=True)
     t0 = time.perf_counter()
-    results = run_quickstart(strategies, args.seeds, args.n_queries, args.n_instances)
+    results = run_quickstart(strategies, args.seeds, args.n_queries, args.n_instances, verbose=not args.quiet,
+                             n_jobs=args.n_jobs)
     print()
     print(format_table(results))
     plot_learning_curves(results, args.out, title="skdbal quickstart: digits, Bayesian CNN")
@@ -83,8 +84,41 @@ def _report(args) -> int:
     return 0
 
 
+_DATA_HELP = (
+    "MNIST (the gal2017 and pilz2025 presets) is read from $SKDBAL_DATA/mnist when SKDBAL_DATA is set, "
+    "else from ~/skdbal_data/mnist, where it is downloaded on first use (the four IDX .gz files, from "
+    "mirrors of Yann LeCun's site, SHA-256 checked). --set dataset='digits' uses scikit-learn's "
+    "bundled digits instead (no download).")
+
+
+def _experiment_epilog() -> str:
+    """The preset fields ``--set`` takes and the strategy names, for ``experiment --help``."""
+    import dataclasses
+    import textwrap
+
+    from ..acquisition import STRATEGIES
+    from ..acquisition._names import DECORATORS
+    from .presets import PRESETS, Preset
+
+    gal = PRESETS["gal2017"]
+    fields = ", ".join(f"{f.name}={getattr(gal, f.name)!r}" for f in dataclasses.fields(Preset)
+                       if f.name not in ("name", "notes"))
+    decorators = ", ".join(f"{name}(<strategy>, {', '.join(params)})" for name, (_, params) in DECORATORS.items())
+    wrap = lambda text: textwrap.fill(text, 100, subsequent_indent="  ")  # noqa: E731
+    return "\n\n".join([
+        wrap("strategies: " + ", ".join(STRATEGIES) + "; decorators: " + decorators
+             + ", e.g. filter(bald,dynamic), filter(bald,0.1), filter(bald,quantile)."),
+        wrap("preset fields for --set (with gal2017's values): " + fields + "."),
+        wrap(_DATA_HELP),
+        wrap("An interrupted grid resumes where it stopped: rerun the same command (Ctrl-C is safe)."),
+    ])
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="skdbal", description="Deep Bayesian active learning.")
+    parser.add_argument("--version", action="version", version=f"skdbal {__version__}")
     sub = parser.add_subparsers(dest="command")
     qs = sub.add_parser("quickstart", help="BALD against random on scikit-learn's digits (default)")
     qs.add_argument("--strategies", default="bald,random",
@@ -93,9 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     qs.add_argument("--n-instances", type=int, default=10, help="points per round (default 10)")
     qs.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     qs.add_argument("--out", default="quickstart.png", help="learning-curve PNG (default quickstart.png)")
+    qs.add_argument("--n-jobs", type=int, default=None,
+                    help="runs in parallel, each on one torch thread (default: one per CPU core)")
+    qs.add_argument("--quiet", action="store_true", help="no progress bar")
     qs.set_defaults(func=_quickstart)
 
-    ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset")
+    ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
+                        epilog=_experiment_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
@@ -109,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--deterministic-baseline", action="store_true",
                     help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
     ex.add_argument("--last-layer", default=None, metavar="analytic,mfvi",
-                    help="run a Bayesian last layer on the CNN's features instead of its softmax "
-                         "(analytic or mean-field VI), e.g. --last-layer analytic,mfvi --strategies predictive_variance")
+                    help="score with a Bayesian linear regression on the CNN's penultimate features instead of "
+                         "its softmax (exact 'analytic' inference, or mean-field variational 'mfvi'), as in "
+                         "Anonymous (n.d.), section 4; e.g. --last-layer analytic,mfvi "
+                         "--strategies predictive_variance")
     ex.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a preset field, e.g. --set n_queries=3 (repeatable)")
     ex.add_argument("--out", required=True, help="output folder; an interrupted grid resumes from it")
@@ -129,11 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["quickstart"] + argv
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # the run files are written atomically after each step
+        print("\ninterrupted; rerun the same command to resume" if args.command == "experiment"
+              else "\ninterrupted", file=sys.stderr)
+        return 130
     except ValueError as exc:
         parser.error(str(exc))
         return 2

@@ -543,6 +543,15 @@ def _comparable(stored: dict, current: dict):
     return a, b
 
 
+def _duration(seconds: float) -> str:
+    """``"42 s"``, ``"7 min"`` or ``"2.5 h"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _step_seed(seed: int, step: int) -> int:
     return int(np.random.RandomState([seed, step, 2017]).randint(2**31 - 1))
 
@@ -722,6 +731,9 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         est = fit_model(0, labelled)
         rows = [record(0, labelled, est, labelled, time.perf_counter() - t0, 0.0)]
         save(rows, est)
+        if verbose:
+            print(f"{spec.run_id}: step 0/{preset.n_queries}, {rows[0]['n_labels']} labels, "
+                  f"accuracy {rows[0]['accuracy']:.4f} ({rows[0]['time']:.1f} s)", flush=True)
     else:
         labelled = np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows])
         if not np.array_equal(labelled[:len(initial)], initial):
@@ -738,6 +750,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         if est is None:  # rebuild the last model exactly: same labelled set, same seed
             est = fit_model(last, labelled)
 
+    times = []
     for step in range(len(rows), preset.n_queries + 1):
         rng = np.random.RandomState([spec.seed, step])
         is_labelled = np.zeros(len(y_train), dtype=bool)
@@ -761,8 +774,10 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         save(rows, est)
         if verbose:
             r = rows[-1]
+            times.append(r["time"])
+            left = (preset.n_queries - step) * float(np.mean(times[-10:]))
             print(f"{spec.run_id}: step {step}/{preset.n_queries}, {r['n_labels']} labels, "
-                  f"accuracy {r['accuracy']:.4f} ({r['time']:.1f} s)", flush=True)
+                  f"accuracy {r['accuracy']:.4f} ({r['time']:.1f} s; run done in ~{_duration(left)})", flush=True)
     return rows
 
 
@@ -871,11 +886,20 @@ def run_grid(
     out_dir = Path(out_dir)
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
+    done, resumed, new = [], [], []
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
         rows = _stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
         message = _thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
         if message:
             warnings.warn(message, RuntimeWarning)
+        (done if _finished(spec, rows) else resumed if rows else new).append((spec, len(rows)))
+    if verbose:
+        print(f"{len(specs)} run(s) into {out_dir}: {len(done)} finished, {len(resumed)} to resume, {len(new)} new; "
+              f"{n_jobs} at a time, {torch_threads} torch thread(s) each", flush=True)
+        for spec, n in resumed:
+            print(f"  {spec.run_id}: resumes at step {n} of {spec.preset.n_queries}", flush=True)
+        if new or resumed:
+            print("  (each run loads its data and fits its current step before its first line)", flush=True)
     (out_dir / "runs").mkdir(parents=True, exist_ok=True)
     with _exclusive(out_dir / ".lock", f"the grid in {out_dir}"):
         for stale in list(out_dir.glob(".*.tmp")) + list((out_dir / "runs").glob(".*.tmp")):

@@ -61,3 +61,46 @@ def test_strategy_names_split_outside_parentheses():
 
     assert split_names("bald, filter(bald,0.1),filter(filter(bald,0.1),dynamic),random") == [
         "bald", "filter(bald,0.1)", "filter(filter(bald,0.1),dynamic)", "random"]
+
+
+def test_version_flag_and_helpful_help(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"skdbal {__version__}"
+    with pytest.raises(SystemExit):
+        main(["experiment", "--help"])
+    text = capsys.readouterr().out
+    for expected in ("bald, max_entropy, variation_ratios", "filter(<strategy>, threshold)", "max_epochs=50",
+                     "pool_subsample=2000", "SKDBAL_DATA", "~/skdbal_data"):
+        assert expected in text, expected
+
+
+def test_the_command_line_starts_without_torch():
+    code = ("import sys, skdbal, skdbal.experiments.cli as cli; cli.build_parser(); "
+            "print('torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.stdout.strip() == "False", res.stderr
+
+
+def test_ctrl_c_prints_one_line_and_a_rerun_resumes(tmp_path):
+    import signal
+    import time
+    cmd = [sys.executable, "-m", "skdbal", "experiment", "--set", "dataset='digits'", "--set", "max_epochs=300",
+           "--set", "module_params={'kernel_size': 3}", "--set", "n_samples=5", "--set", "pool_subsample=150",
+           "--set", "n_validation=50", "--set", "n_queries=100", "--seeds", "1", "--strategies", "bald",
+           "--torch-threads", "1", "--out", str(tmp_path)]
+    # as from a terminal: SIGINT at its default (a parent started in the background may ignore it)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in proc.stdout:  # wait for the first finished acquisition step
+        if "step 2/100" in line:
+            break
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["interrupted; rerun the same command to resume"]
+    res = subprocess.run(cmd[:cmd.index("n_queries=100")] + ["n_queries=3"] + cmd[cmd.index("n_queries=100") + 1:],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "gal2017__bald__bayesian__seed1: resumes at step" in res.stdout
