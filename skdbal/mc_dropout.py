@@ -7,6 +7,8 @@ import inspect
 import io
 import math
 import os
+import signal
+import threading
 import warnings
 import weakref
 from typing import Optional
@@ -113,6 +115,28 @@ def _seed_from(random_state, offset: int = 0) -> Optional[int]:
     if isinstance(random_state, (int, np.integer)):
         return (int(random_state) + offset) % (2**63 - 1)
     return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+@contextlib.contextmanager
+def _sigint_watch():
+    """Inside, a SIGINT is recorded as well as raised (``KeyboardInterrupt``);
+    yields a function telling whether one arrived. Only in the main thread,
+    and only where SIGINT raises ``KeyboardInterrupt`` already."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield lambda: False
+        return
+    hits = []
+
+    def handler(signum, frame):
+        hits.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(hits)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextlib.contextmanager
@@ -634,17 +658,20 @@ class MCDropoutClassifier(NeuralNetClassifier):
             return self._train_loop(X, y, "fit", **fit_params)
 
     def _train_loop(self, X, y, routing_method: str, **fit_params):
-        """skorch's ``partial_fit`` body, but a ``KeyboardInterrupt`` propagates.
+        """skorch's ``partial_fit``, but a Ctrl-C (SIGINT) stops the program.
 
-        skorch swallows it, ending training early and carrying on with a
-        half-trained network: inside an active-learning loop or a grid, that
-        would give a step (and a saved row) from a model that did not train.
+        skorch catches ``KeyboardInterrupt`` in training: its own callbacks
+        (``EarlyStopping``) raise it to end training, and a user's Ctrl-C
+        ends training early too, after which the program carries on with a
+        half-trained network. Inside an active-learning loop or a grid that
+        would give a step (and a saved row) from a model that did not train,
+        so a real SIGINT received during training is raised again once
+        skorch has stopped.
         """
-        if not self.initialized_:
-            self.initialize()
-        self.notify("on_train_begin", X=X, y=y)
-        self.fit_loop(X, y, _routing_method=routing_method, **fit_params)
-        self.notify("on_train_end", X=X, y=y)
+        with _sigint_watch() as interrupted:
+            NeuralNetClassifier.partial_fit(self, X, y, _routing_method=routing_method, **fit_params)
+        if interrupted():
+            raise KeyboardInterrupt
         return self
 
     def partial_fit(self, X, y=None, classes=None, **fit_params):

@@ -102,19 +102,29 @@ def test_feature_counts_and_names_are_checked(iris):
     np.testing.assert_allclose(net.predict_proba(X[::-1]), net.predict_proba(X.copy()[::-1].copy()))
 
 
-def test_keyboard_interrupt_stops_fit_instead_of_a_half_trained_net(iris):
-    """skorch swallows KeyboardInterrupt in fit and returns the half-trained net; in a loop or a grid that
-    becomes a step (and a saved row) from a model that did not train. Ours lets it through."""
+def test_ctrl_c_stops_fit_instead_of_a_half_trained_net(iris):
+    """skorch swallows KeyboardInterrupt in fit (its EarlyStopping raises one) and returns the half-trained
+    net; in a loop or a grid that becomes a step (and a saved row) from a model that did not train. A real
+    SIGINT gets through ours; early stopping still works (see test_valid_split_and_early_stopping)."""
+    import os
+    import signal
     X, y = iris
 
-    class Interrupt(skorch.callbacks.Callback):
+    class CtrlC(skorch.callbacks.Callback):
         def on_epoch_end(self, net, **kwargs):
             if len(net.history) == 2:
-                raise KeyboardInterrupt
+                os.kill(os.getpid(), signal.SIGINT)
 
-    net = MCDropoutClassifier(MLP, max_epochs=10, callbacks=[Interrupt()])
+    net = MCDropoutClassifier(MLP, max_epochs=10, callbacks=[CtrlC()])
     with pytest.raises(KeyboardInterrupt):
         net.fit(X, y)
     assert len(net.history) == 2
-    with pytest.raises(KeyboardInterrupt):
-        net.partial_fit(X, y)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    class Stop(skorch.callbacks.Callback):  # skorch's own way of ending training
+        def on_epoch_end(self, net, **kwargs):
+            if len(net.history) == 3:
+                raise KeyboardInterrupt
+
+    net = MCDropoutClassifier(MLP, max_epochs=10, callbacks=[Stop()]).fit(X, y)
+    assert len(net.history) == 3
