@@ -114,6 +114,16 @@ def _experiment_epilog() -> str:
     ])
 
 
+_LAZY_EPILOG = "(the strategies and preset fields)"
+
+
+class _ExperimentHelp(argparse.RawDescriptionHelpFormatter):
+    """Writes the epilog (which imports the strategies) only when the help is shown."""
+
+    def _format_text(self, text):
+        return super()._format_text(_experiment_epilog() if text == _LAZY_EPILOG else text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
@@ -133,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     qs.set_defaults(func=_quickstart)
 
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
-                        epilog=_experiment_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                        epilog=_LAZY_EPILOG, formatter_class=_ExperimentHelp)
     ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
