@@ -139,17 +139,23 @@ def plot_learning_curves(results: Dict[str, List[List[dict]]], path, title: str 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    from .report import data_ylim, legend_outside
+
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    lows, highs = [], []
     for name, histories in results.items():
         labels, acc = _curves(histories)
         mean, std = acc.mean(axis=0), acc.std(axis=0)
-        ax.plot(labels, mean, marker="o", ms=3, label=f"{name} (n={len(histories)})")
+        ax.plot(labels, mean, marker="o", ms=3, label=f"{name} ({len(histories)} seeds)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.2)
+        lows.append(mean - std)
+        highs.append(mean + std)
     ax.set_xlabel("labelled images")
-    ax.set_ylabel("test accuracy")
+    ax.set_ylabel("test accuracy (mean ± std over seeds)")
+    ax.set_ylim(*data_ylim(lows, highs))
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -178,18 +178,36 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     return "\n".join(lines)
 
 
+def data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
+    """A y range that holds every value in ``lows``/``highs`` (arrays), padded
+    by 5% of the span (at least 0.02) and kept within ``bounds``."""
+    lo = float(min(np.min(v) for v in lows))
+    hi = float(max(np.max(v) for v in highs))
+    pad = max(0.02, 0.05 * (hi - lo))
+    return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
+
+
+def legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes, off the curves."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
 def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "",
-                ylim=(0.6, 1.0)) -> None:
+                ylim=None) -> None:
     """Mean ± std test accuracy against labels, one band per strategy (and
-    variant), over the runs that got furthest (see :func:`table_markdown`)."""
+    variant), over the runs that got furthest (see :func:`table_markdown`).
+    The y range fits the bands unless ``ylim`` is given; the legend sits to
+    the right of the plot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     groups = group_runs(rows)
     others = sorted({k[1] for k in groups})
+    lows, highs = [], []
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
         if variant not in variants or (strategies is not None and strategy not in strategies):
@@ -202,11 +220,14 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         color = _color(strategy, others)
         line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
+        lows.append(mean - std)
+        highs.append(mean + std)
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
-    ax.set_ylim(*ylim)
+    if ylim is not None or lows:
+        ax.set_ylim(*(ylim if ylim is not None else data_ylim(lows, highs)))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -377,7 +398,8 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     import matplotlib.pyplot as plt
 
     rates = sorted({_rate(r) for r in rows})
-    fig, axes = plt.subplots(1, len(rates), figsize=(3.6 * len(rates) + 0.6, 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(rates), figsize=(3.6 * len(rates) + 2.2, 4), sharey=True, squeeze=False)
+    lows, highs, handles = [], [], {}
     for ax, rate in zip(axes[0], rates):
         groups = group_runs([r for r in rows if _rate(r) == rate])
         for key in sorted(groups, key=_sort_key):
@@ -388,15 +410,20 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             labels, acc = curves_from_histories(runs)
             mean, std = acc.mean(axis=0), acc.std(axis=0)
             color = _color(strategy, sorted(strategies))
-            ax.plot(labels, mean, color=color, label=f"{_LABEL.get(strategy, strategy)} ({len(runs)})")
+            line, = ax.plot(labels, mean, color=color)
+            handles.setdefault(_LABEL.get(strategy, strategy), line)
             ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
+            lows.append(mean - std)
+            highs.append(mean + std)
         ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
         ax.set_xlabel("labelled images")
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower right")
-    axes[0][0].set_ylabel("test accuracy")
-    axes[0][0].set_ylim(0.4, 1.0)
+    axes[0][0].set_ylabel("test accuracy (mean ± std over seeds)")
+    if lows:
+        axes[0][0].set_ylim(*data_ylim(lows, highs))
+    if handles:
+        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -411,7 +438,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     rates = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     for k, rate in enumerate(rates):
         groups = group_runs([r for r in rows if r["noise_rate"] == rate])
@@ -429,7 +456,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("flipped labels in the training set (%)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -510,7 +537,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
             "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
         figure = out_dir / f"{name}_curves.png"
         plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                        "(mean ± std over seeds)", ylim=(0.4, 1.0))
+                                        "(mean ± std over seeds)")
         paths += [table, figure]
     flipped = out_dir / "noise_flipped.png"
     plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
