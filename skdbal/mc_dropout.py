@@ -206,11 +206,11 @@ def _row_keyed_dropout(module: nn.Module, state: dict):
         feat = tuple(x.shape[1:])
         if _mask_kind(m) == "channel":
             feat = feat[:1] + (1,) * (len(feat) - 1)
-        masks = torch.empty((len(gens), T) + feat)
-        for r, gen in enumerate(gens):
-            torch.rand((T,) + feat, generator=gen, out=masks[r])
+        masks = torch.empty((len(gens), T) + feat, device=x.device)
+        for r, gen in enumerate(gens):  # generators live on the input's device
+            torch.rand((T,) + feat, generator=gen, device=x.device, out=masks[r])
         masks = masks.lt_(keep).mul_(1.0 / keep).reshape((len(gens) * T,) + feat)
-        return x * masks.to(device=x.device, dtype=x.dtype)
+        return x * masks.to(dtype=x.dtype)
 
     layers = [m for m in module.modules() if _mask_kind(m) is not None]
     handles = [m.register_forward_hook(hook) for m in layers]
@@ -238,7 +238,7 @@ def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: in
     with _row_keyed_dropout(module, state):
         for r0 in range(0, b, group):
             r1 = min(b, r0 + group)
-            state["generators"] = [torch.Generator().manual_seed(s) for s in seeds[r0:r1]]
+            state["generators"] = [torch.Generator(device=x.device).manual_seed(s) for s in seeds[r0:r1]]
             rep = x[r0:r1].unsqueeze(1).expand(r1 - r0, T, *x.shape[1:]).reshape((r1 - r0) * T, *x.shape[1:])
             p = torch.softmax(fn(rep), dim=-1).reshape(r1 - r0, T, -1)
             out.append(p.transpose(0, 1).cpu())

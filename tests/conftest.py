@@ -45,9 +45,20 @@ def fitted_net(digits):
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def mnist_candidates():
+    """Where the MNIST tests look, in order: $SKDBAL_DATA, the copy beside the
+    checkout (CI), and the loader's default cache ~/skdbal_data."""
+    import os
+    env = os.environ.get("SKDBAL_DATA")
+    return ([Path(env).expanduser()] if env else []) + [SHARED_DATA, Path("~/skdbal_data").expanduser()]
+
+
 @pytest.fixture(scope="session")
 def mnist_home():
-    """Point the loader at the shared MNIST copy (never downloaded in tests)."""
-    if not (SHARED_DATA / "mnist" / "train-labels-idx1-ubyte.gz").is_file():
-        pytest.skip(f"MNIST not found at {SHARED_DATA}/mnist (CI has it beside the checkout)")
-    return SHARED_DATA
+    """A folder holding mnist/ with the four IDX files (never downloaded in tests)."""
+    for home in mnist_candidates():
+        if (home / "mnist" / "train-labels-idx1-ubyte.gz").is_file():
+            return home
+    pytest.skip("MNIST not found in " + ", ".join(f"{p}/mnist" for p in mnist_candidates())
+                + "; set SKDBAL_DATA to a folder holding mnist/, or run "
+                "`python -c \"from skdbal.datasets import load_mnist; load_mnist()\"` once to download it")

@@ -95,3 +95,28 @@ def test_dataframes_stay_dataframes_through_the_learner():
     history = ActiveLearner(_by_name_pipeline(), max_entropy, random_state=0, verbose=False).simulate(
         X.iloc[:200], y[:200], n_queries=3, n_instances=5, X_test=X.iloc[200:], y_test=y[200:])
     assert [r["n_labels"] for r in history] == [4, 9, 14, 19] and history[-1]["accuracy"] > 0.6
+
+
+@pytest.mark.parametrize("dump", ["pickle", "joblib"])
+def test_a_saved_learner_continues_the_loop_as_if_never_stopped(digits, small_net, tmp_path, dump):
+    import pickle
+
+    import joblib
+    X, y = digits
+    kw = dict(n_instances=5, X_test=X[1000:1200], y_test=y[1000:1200])
+    whole = ActiveLearner(small_net(max_epochs=3), random_state=0, verbose=False)
+    whole.simulate(X[:300], y[:300], n_queries=4, **kw)
+    first = ActiveLearner(small_net(max_epochs=3), random_state=0, verbose=False)
+    first.simulate(X[:300], y[:300], n_queries=2, **kw)
+    path = tmp_path / "learner.bin"
+    if dump == "pickle":
+        path.write_bytes(pickle.dumps(first))
+        again = pickle.loads(path.read_bytes())
+    else:
+        joblib.dump(first, path)
+        again = joblib.load(path)
+    np.testing.assert_array_equal(again.predict_proba_samples(X[:20]), first.predict_proba_samples(X[:20]))
+    again.simulate(X[:300], y[:300], n_queries=2, warm_start=True, **kw)
+    strip = lambda h: [{k: v for k, v in r.items() if not k.endswith("time")} for r in h]  # noqa: E731
+    assert strip(again.history_) == strip(whole.history_)
+    np.testing.assert_array_equal(again.labelled_idx_, whole.labelled_idx_)

@@ -17,7 +17,7 @@ def _quickstart(args) -> int:
           f"{args.n_queries} queries of {args.n_instances}", flush=True)
     t0 = time.perf_counter()
     results = run_quickstart(strategies, args.seeds, args.n_queries, args.n_instances, verbose=not args.quiet,
-                             n_jobs=args.n_jobs)
+                             n_jobs=args.n_jobs, device=args.device)
     print()
     print(format_table(results))
     plot_learning_curves(results, args.out, title="skdbal quickstart: digits, Bayesian CNN")
@@ -68,7 +68,7 @@ def _experiment(args) -> int:
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
     run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, n_jobs=args.n_jobs,
-             torch_threads=args.torch_threads, verbose=not args.quiet)
+             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device)
     from .report import write_report
 
     paths = write_report(args.out)
@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     qs.add_argument("--n-jobs", type=int, default=None,
                     help="runs in parallel, each on one torch thread (default: one per CPU core)")
     qs.add_argument("--quiet", action="store_true", help="no progress bar")
+    qs.add_argument("--device", default="auto",
+                    help="torch device: auto (default: cuda when torch sees a GPU, else cpu), cpu or cuda")
     qs.set_defaults(func=_quickstart)
 
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
@@ -165,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a preset field, e.g. --set n_queries=3 (repeatable)")
     ex.add_argument("--out", required=True, help="output folder; an interrupted grid resumes from it")
     ex.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ex.add_argument("--device", default="cpu",
+                    help="torch device: cpu (default), cuda, or auto (cuda when torch sees a GPU); the runs "
+                         "record it, since a GPU's numbers differ from a CPU's in the last digits")
     ex.set_defaults(func=_experiment)
 
     rp = sub.add_parser("report", help="write the table and figures of a grid's results")

@@ -51,7 +51,7 @@ def digits_classifier(random_state: Optional[int] = None, **params) -> MCDropout
     return MCDropoutClassifier(**defaults)
 
 
-def _one_run(name: str, seed: int, n_queries: int, n_instances: int, torch_threads: int):
+def _one_run(name: str, seed: int, n_queries: int, n_instances: int, torch_threads: int, device: str = "cpu"):
     """One (strategy, seed) simulation, with torch on ``torch_threads`` threads."""
     import torch
 
@@ -60,7 +60,7 @@ def _one_run(name: str, seed: int, n_queries: int, n_instances: int, torch_threa
     try:
         X_pool, X_test, y_pool, y_test = load_digits_images()
         t0 = time.perf_counter()
-        learner = ActiveLearner(digits_classifier(random_state=seed), clone(STRATEGIES[name]),
+        learner = ActiveLearner(digits_classifier(random_state=seed, device=device), clone(STRATEGIES[name]),
                                 random_state=seed, verbose=False)
         history = learner.simulate(X_pool, y_pool, n_queries=n_queries, n_instances=n_instances,
                                    X_test=X_test, y_test=y_test)
@@ -77,6 +77,7 @@ def run_quickstart(
     verbose: bool = True,
     n_jobs: Optional[int] = None,
     torch_threads: int = 1,
+    device: str = "cpu",
 ) -> Dict[str, List[List[dict]]]:
     """Run each strategy for each seed on digits.
 
@@ -86,6 +87,8 @@ def run_quickstart(
     two, OpenMP's threads spin-wait on operations too small to split, which
     made it about 3× slower on a quiet 2-core machine and far slower beside
     another busy process. The results do not depend on ``n_jobs``.
+    ``device`` is the networks' torch device (``"auto"``: CUDA when torch
+    sees a GPU); on a GPU the runs go one at a time.
 
     Returns
     -------
@@ -102,9 +105,12 @@ def run_quickstart(
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
     runs = [(name, seed) for seed in seeds for name in strategies]
+    from .runner import resolve_device
+
+    device = resolve_device(device)
     if n_jobs is None:
-        n_jobs = max(1, min(len(runs), os.cpu_count() or 1))
-    jobs = (delayed(_one_run)(name, seed, n_queries, n_instances, torch_threads) for name, seed in runs)
+        n_jobs = 1 if device != "cpu" else max(1, min(len(runs), os.cpu_count() or 1))
+    jobs = (delayed(_one_run)(name, seed, n_queries, n_instances, torch_threads, device) for name, seed in runs)
     done = {}
     with tqdm(total=len(runs), unit="run", disable=not verbose, desc="quickstart") as bar:
         for name, seed, history, seconds in Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs):

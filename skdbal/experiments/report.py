@@ -31,11 +31,12 @@ __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_
 
 #: Acquired images to reach 90% / 95% test accuracy, by source: Gal et al.
 #: (2017, Table 1) and Anonymous (n.d., Table 1), the latter under the key
-#: ``"seed 000"``.
+#: ``"Anonymous (n.d.)"`` (the uncertainty-in-deep-learning report whose code is
+#: cited in this module's references).
 ANCHORS = {
     "Gal et al. 2017": {"bald": (145, 335), "variation_ratios": (120, 295), "max_entropy": (165, 355),
                         "mean_std": (230, 695), "random": (255, 835)},
-    "seed 000": {"bald": (105, 260), "variation_ratios": (115, 265), "max_entropy": (125, 365),
+    "Anonymous (n.d.)": {"bald": (105, 260), "variation_ratios": (115, 265), "max_entropy": (125, 365),
                  "mean_std": (230, 510), "random": (385, 940)},
 }
 
@@ -99,7 +100,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     lines = [
         "| strategy | variant | runs (steps done) | 90%: average-step | 90%: step-average | "
         "95%: average-step | 95%: step-average | accuracy at "
-        f"{at_labels} labels |" + (" Gal et al. 90/95 | seed 000 90/95 |" if anchors else ""),
+        f"{at_labels} labels |" + (" Gal et al. (2017), 90% / 95% | Anonymous (n.d.), 90% / 95% |" if anchors else ""),
         "|---|---|---|---|---|---|---|---|" + ("---|---|" if anchors else ""),
     ]
     for key in sorted(groups, key=_sort_key):
@@ -327,7 +328,7 @@ def _excess(per_step: float, optimal: float) -> str:
 
 def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence = (500, 1000)) -> str:
     """Label-noise table: what the filters reject, per strategy and noise rate
-    (seed 000, Tables 2 and 3).
+    (Anonymous, n.d., Tables 2 and 3).
 
     Per (strategy, noise rate), over the runs that got furthest and their
     acquisition steps: rejects per step, the excess over the optimal
@@ -336,12 +337,12 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
     the flipped labels the filter met: rejected or acquired) of rejection,
     flipped labels acquired per step, the share of flipped labels in the
     final training set, the mean threshold and noise estimate of the
-    dynamic rule, seed 000's rejects per step where it reports them
+    dynamic rule, Anonymous (n.d.)'s rejects per step where it reports them
     (:data:`SEED000_REJECTS`), and test accuracy at ``at_labels``. Rows
     without a noise rate count as clean (0%).
     """
     lines = ["| strategy | noise | runs (steps) | rejects / step | excess over optimal | precision | recall | "
-             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | seed 000: rejects / step | "
+             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | Anonymous (n.d.): rejects / step | "
              + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
     for rate in sorted({_rate(r) for r in rows}):
@@ -572,7 +573,7 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
         table.write_text(
-            "Bayesian last layer on the CNN's penultimate features (seed 000 §4): test RMSE against one-hot "
+            "Bayesian last layer on the CNN's penultimate features (Anonymous, n.d., §4): test RMSE against one-hot "
             "targets, mean predictive variance (trace of the predictive covariance) and argmax accuracy, "
             "mean ± population std over seeds.\n\n" + last_layer_markdown(rows) + "\n")
         figure = out_dir / "last_layer.png"
@@ -585,9 +586,13 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
         paths = []
     table = out_dir / "table.md"
     table.write_text(
-        "Labels to reach 90% and 95% test accuracy (acquired images in parentheses), by Average-Step and "
-        "Step-Average (mean ± population std over seeds; seed 001, Appendix A), and test accuracy at "
-        "1000 labels. The anchor columns give acquired images.\n\n" + table_markdown(rows, n_initial) + "\n"
+        "Labels needed to reach 90% and 95% test accuracy. A cell such as `270 (250)` reads: 270 labelled "
+        "images, of which 250 were acquired (the 20 initial ones are not counted in the papers). "
+        "*Average-step* is where the learning curve averaged over seeds first reaches the accuracy; "
+        "*step-average* is the mean over seeds of where each seed's curve first reaches it, ± the population "
+        "standard deviation (Pilz, 2025, Appendix A, defines both). The last column is test accuracy at 1,000 "
+        "labels; the published columns give acquired images, as the papers report them.\n\n"
+        + table_markdown(rows, n_initial) + "\n"
     )
     paths.append(table)
     curves = out_dir / "learning_curves.png"

@@ -171,8 +171,8 @@ def even_batch_size(n: int, batch_size: int) -> int:
 
 
 def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Optional[int] = None,
-                   valid=None, n_train: Optional[int] = None) -> MCDropoutClassifier:
-    """The classifier a preset trains at each step.
+                   valid=None, n_train: Optional[int] = None, device: str = "cpu") -> MCDropoutClassifier:
+    """The classifier a preset trains at each step, on torch ``device``.
 
     ``valid`` is ``(X_val, y_val)``, used when ``preset.selection ==
     "best_valid_loss"``. ``n_train``, the size of the labelled set it will be
@@ -211,6 +211,7 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
         predict_method="deterministic" if preset.eval_method == "deterministic" else "mc",
         mask_seeding=preset.mask_seeding,
         random_state=random_state,
+        device=device,
         **params,
     )
 
@@ -475,7 +476,7 @@ _FREE_FIELDS = ("n_queries", "notes")
 
 
 #: Run-file keys recorded for the record, not compared when resuming.
-_RECORDED_ONLY = ("torch_threads", "strategy_object")
+_RECORDED_ONLY = ("torch_threads", "strategy_object", "device")
 
 
 def _check_run_config(spec: RunSpec, runs: Path) -> dict:
@@ -557,17 +558,31 @@ def _step_seed(seed: int, step: int) -> int:
 
 
 def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: Optional[int] = None,
-            data_home: Optional[str] = None, verbose: bool = False) -> List[dict]:
+            data_home: Optional[str] = None, verbose: bool = False, device: str = "cpu") -> List[dict]:
     """Run (or resume) one run of a grid; return its rows.
 
     Raises :class:`FolderLockedError` while another process writes the same
     run, and ValueError if the folder holds it with another configuration.
     A resume with another ``torch_threads`` than the run started with warns.
     """
-    return _run_one(spec, out_dir, torch_threads, data_home, verbose, warn=True)
+    return _run_one(spec, out_dir, torch_threads, data_home, verbose, warn=True, device=resolve_device(device))
 
 
-def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
+def resolve_device(device: str = "auto") -> str:
+    """``"auto"``: ``"cuda"`` when torch sees a GPU, else ``"cpu"``; any other
+    name is checked by torch and returned."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or another torch device; got {device!r}") from exc
+    if str(device).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for, but torch sees no CUDA GPU")
+    return str(device)
+
+
+def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu"):
     out_dir = Path(out_dir)
     runs = out_dir / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -577,7 +592,8 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
         config = _check_run_config(spec, runs)  # under the lock: no writer can change it meanwhile
         config_path = runs / f"{spec.run_id}.json"
         if not config_path.exists():
-            _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads}, indent=1).encode())
+            _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads, "device": device},
+                                                  indent=1).encode())
         rows = _stored_rows(spec, runs, warn=warn)
         if _finished(spec, rows):
             return rows
@@ -586,7 +602,7 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn):
             warnings.warn(message, RuntimeWarning)
         torch.set_num_threads(run_threads)
         try:
-            return _run_steps(spec, out_dir, rows, data_home, verbose)
+            return _run_steps(spec, out_dir, rows, data_home, verbose, device)
         finally:
             torch.set_num_threads(threads)
 
@@ -659,7 +675,7 @@ def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int, rows: list) ->
             f"from an uninterrupted run (pass torch_threads={stored} to avoid this)")
 
 
-def _run_steps(spec, out_dir, rows, data_home, verbose):
+def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
     preset = spec.preset
     strategy = get_strategy(spec.strategy)  # new objects: the shared instances stay as they are
     csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
@@ -680,6 +696,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose):
         """The step's model: the network (from ``state`` if given) and, with a
         Bayesian last layer, the pipeline of its features and the layer."""
         net = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
+                             device=device,
                              valid=valid, n_train=len(labelled))
         if state is not None:
             net.set_params(max_epochs=0, callbacks=None)
@@ -794,6 +811,7 @@ def run_grid(
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
     verbose: bool = True,
+    device: str = "cpu",
     **overrides,
 ) -> List[dict]:
     """Run a strategies × seeds grid of one preset, resuming what is there.
@@ -842,6 +860,11 @@ def run_grid(
         :func:`skdbal.datasets.load_mnist`); unused for ``"digits"``.
     verbose : bool, default=True
         Print one line per finished step of each run.
+    device : str, default="cpu"
+        torch device of the networks: ``"cpu"``, ``"cuda"``, or ``"auto"``
+        (CUDA when torch sees a GPU). Recorded in each run's JSON; a GPU's
+        kernels and random numbers differ from the CPU's, so rows computed
+        on one do not equal rows computed on the other.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
 
@@ -884,6 +907,7 @@ def run_grid(
     if torch_threads is None:
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
+    device = resolve_device(device)
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
     done, resumed, new = [], [], []
@@ -909,7 +933,8 @@ def run_grid(
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
             "noise_rates": noise_rates,
             "n_jobs": n_jobs, "torch_threads": torch_threads})
-        jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False) for spec in specs)
+        jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False, device=device)
+                for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)
         return assemble_results(out_dir)
 

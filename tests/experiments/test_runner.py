@@ -553,7 +553,7 @@ def test_noise_table_by_hand(tmp_path):
     table = noise_markdown(rows, n_instances=10, at_labels=(40,))
     # 12 rejects over 4 steps: 3 / step, optimal 0.2 x 10 = 2 -> +50%; precision 6/12; recall 6/(6+4)
     # flipped in the final training set: seed 1 2/40, seed 2 2/40 -> 5.0%; accuracy at 40: 75 ± 5%
-    # seed 000 rejected 3.18 per step with tau = 0.1 at 20% noise: +59% over the optimal 2
+    # Anonymous (n.d.) rejected 3.18 per step with tau = 0.1 at 20% noise: +59% over the optimal 2
     assert ("| filter(bald,0.1) | 20% | 2 (2, 2) | 3.00 | +50% | 0.50 | 0.60 | 1.00 | 5.0% | 0.100 | — | "
             "3.18 (+59%) | 75.00 ± 5.00% |") in table
     # across rates: a clean filtered run's excess is absolute (the optimal is 0), and a clean
