@@ -14,7 +14,11 @@ def test_readme_api_example_runs(capsys):
 
 
 def test_readme_commands_match_ci():
+    """The set-up commands, in the order CI runs them: torch first, then the package, then the tests."""
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
-    for cmd in ('pip install -e ".[test]"', "python -m pytest"):
-        assert f"```bash\n{cmd}\n```" in README
-        assert f"\n{cmd}\n" in ci
+    install = ("pip install torch==2.13.0", 'pip install -e ".[test]"')
+    assert "```bash\n" + "\n".join(install) + "\n```" in README
+    assert "```bash\npython -m pytest\n```" in README
+    positions = [ci.index(f"\n{cmd}\n") for cmd in install + ("python -m pytest",)]
+    assert positions == sorted(positions)
+    assert README.index("## Set up") < README.index(install[0]) < README.index("## Main job")
