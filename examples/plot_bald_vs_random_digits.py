@@ -11,8 +11,9 @@ label and the network weights, from MC-dropout samples) or at random.
 It also shows what BALD looks at: for the images it picked, the T dropout
 passes disagree, although each pass alone is fairly confident.
 """
+from pathlib import Path
+
 import matplotlib.pyplot as plt
-import numpy as np
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import bald, random_sampling
@@ -55,4 +56,9 @@ for ax, image, e, a in zip(axes, X_query, epistemic, aleatoric):
     ax.set_title(f"MI {e:.2f}\nEH {a:.2f}", fontsize=8)
     ax.axis("off")
 fig.tight_layout()
+# Run as a script, the figures are saved beside it (and shown where there is a display).
+for number in plt.get_fignums():
+    path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
+    plt.figure(number).savefig(path, dpi=120)
+    print(f"figure saved to {path}")
 plt.show()

@@ -17,6 +17,8 @@ RMSE, the right the mean predictive variance, against acquired images (seed
 000, Fig. 3; the MNIST version is ``skdbal experiment --last-layer
 analytic,mfvi``, see ``docs/results``).
 """
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -61,4 +63,9 @@ for ax in (ax_rmse, ax_var):
     ax.grid(alpha=0.3)
     ax.legend()
 fig.tight_layout()
+# Run as a script, the figures are saved beside it (and shown where there is a display).
+for number in plt.get_fignums():
+    path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
+    plt.figure(number).savefig(path, dpi=120)
+    print(f"figure saved to {path}")
 plt.show()

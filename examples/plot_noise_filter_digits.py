@@ -24,6 +24,8 @@ sampling. The dynamic rule distrusts a label only when a flip is more likely
 than not, so its ``τ`` (printed) is small: where it rejects nothing, its
 curves lie on BALD's.
 """
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -70,4 +72,9 @@ ax2.set_ylabel("flipped labels in the training set")
 ax1.legend(fontsize=8)
 fig.suptitle("digits, 20% symmetric label noise")
 fig.tight_layout()
+# Run as a script, the figures are saved beside it (and shown where there is a display).
+for number in plt.get_fignums():
+    path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
+    plt.figure(number).savefig(path, dpi=120)
+    print(f"figure saved to {path}")
 plt.show()
