@@ -496,6 +496,9 @@ def _grid_preset(out_dir: Path) -> dict:
 def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.PathLike, None] = None) -> List[Path]:
     """Write the tables and figures of a grid's ``results.csv``.
 
+    Steps beyond the latest ``n_queries`` of the grid (``grid.json``) are
+    left out, so that runs of one protocol are compared at the same length.
+
     Into ``out_dir``: ``table.md``, ``learning_curves.png`` and, when the
     deterministic baseline ran, ``deterministic.png``. For label-noise runs,
     also ``noise<rate>.md`` (:func:`noise_markdown` and the labels-to-accuracy
@@ -523,6 +526,8 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     rows = _read_grid_rows(out_dir)
     preset = _grid_preset(out_dir)
     n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
+    if preset.get("n_queries") is not None:  # steps beyond the grid's latest protocol (a longer earlier run)
+        rows = [r for r in rows if r["step"] <= preset["n_queries"]]
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
         return _write_report_rows(out_dir, rows, n_initial)
