@@ -73,8 +73,9 @@ ax1.legend(fontsize=8)
 fig.suptitle("digits, 20% symmetric label noise")
 fig.tight_layout()
 # Run as a script, the figures are saved beside it (and shown where there is a display).
-for number in plt.get_fignums():
-    path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
-    plt.figure(number).savefig(path, dpi=120)
-    print(f"figure saved to {path}")
+if "__file__" in globals():
+    for number in plt.get_fignums():
+        path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
+        plt.figure(number).savefig(path, dpi=120)
+        print(f"figure saved to {path}")
 plt.show()

@@ -162,7 +162,7 @@ class NetFeatures(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        features : ndarray of shape (n_samples, n_features_out_), dtype float64
+        features : ndarray of shape (n_samples, n_features_out), dtype float64
             ``net_.transform(X)``, cast to float64.
         """
         check_is_fitted(self, "net_")
@@ -178,7 +178,7 @@ class NetFeatures(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        names : ndarray of str objects, shape (n_features_out_,)
+        names : ndarray of str objects, shape (n_features_out,)
         """
         check_is_fitted(self, "n_features_out_")
         return np.asarray([f"netfeatures{i}" for i in range(self.n_features_out_)], dtype=object)

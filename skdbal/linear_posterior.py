@@ -2,7 +2,7 @@
 
 Plain NumPy/SciPy functions over arrays (no torch, no I/O), used by
 :class:`skdbal.BayesianLinearRegression`. The model is that of Anonymous
-(n.d., §4 and Appendix A): features ``Phi`` (N, K), targets ``Y`` (N, D),
+(n.d., §4 and Appendix A) [1]_: features ``Phi`` (N, K), targets ``Y`` (N, D),
 
     Y | W ~ MN(Phi W, sigma2 I_N, Sigma),     W ~ MN(0, s2 I_K, Sigma),
 

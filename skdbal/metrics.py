@@ -1,4 +1,4 @@
-"""Learning-curve metrics: labels needed to reach an accuracy (Pilz, 2025, App. A)."""
+"""Learning-curve metrics: labels needed to reach an accuracy, after Pilz (2025, Appendix A)."""
 from __future__ import annotations
 
 import numpy as np

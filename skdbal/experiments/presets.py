@@ -1,5 +1,7 @@
-"""Documented experiment protocols: ``gal2017`` follows Gal et al. (2017, §5.1)
-as in their Keras code, ``pilz2025`` the reproduction of Pilz (2025, §3.1).
+"""Documented experiment protocols, every number a field.
+
+``gal2017`` follows Gal et al. (2017, §5.1) [1]_ as in their Keras code,
+``pilz2025`` the reproduction of Pilz (2025, §3.1) [2]_.
 
 References
 ----------

@@ -1,4 +1,8 @@
-"""Tables and figures from a grid's ``results.csv`` (Gal et al. 2017, Table 1, Figs 1-2).
+"""Tables and figures from a grid's ``results.csv``.
+
+Those of Gal et al. (2017, Table 1, Figs 1-2) [1]_ and Anonymous (n.d.,
+Fig. 3, Tables 2-3, Figs 4-6) [2]_, with the labels-to-accuracy measures of
+Pilz (2025, Appendix A) [3]_.
 
 References
 ----------
@@ -342,8 +346,8 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
     without a noise rate count as clean (0%).
     """
     lines = ["| strategy | noise | runs (steps) | rejects / step | excess over optimal | precision | recall | "
-             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | Anonymous (n.d.): rejects / step | "
-             + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
+             "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | "
+             "Anonymous (n.d.): rejects / step | " + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
     for rate in sorted({_rate(r) for r in rows}):
         groups = group_runs([r for r in rows if _rate(r) == rate])
@@ -537,6 +541,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         name = f"noise{rate:g}"
         table = out_dir / f"{name}.md"
         table.write_text(
+            f"# {out_dir.name}: label noise {100 * rate:g}%\n\n"
             f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
             "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
             "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
@@ -561,6 +566,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         table = out_dir / "noise_levels.md"
         source = f" (clean runs of the strategies also from {Path(clean_dir).name}/)" if clean_dir else ""
         table.write_text(
+            f"# {out_dir.name}: across noise rates\n\n"
             f"Across noise rates{source}: what the filters reject and test accuracy (mean ± population std "
             "over the runs that got furthest).\n\n" + noise_markdown(levels, n_instances,
                                                                      at_labels=(100, 250, 500, 1000)) + "\n")
@@ -578,6 +584,7 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
         table.write_text(
+            f"# {out_dir.name}: Bayesian last layer\n\n"
             "Bayesian last layer on the CNN's penultimate features (Anonymous, n.d., §4): test RMSE against one-hot "
             "targets, mean predictive variance (trace of the predictive covariance) and argmax accuracy, "
             "mean ± population std over seeds.\n\n" + last_layer_markdown(rows) + "\n")
@@ -591,6 +598,7 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
         paths = []
     table = out_dir / "table.md"
     table.write_text(
+        f"# {out_dir.name}: labels to 90% and 95% test accuracy\n\n"
         "Labels needed to reach 90% and 95% test accuracy. A cell such as `270 (250)` reads: 270 labelled "
         "images, of which 250 were acquired (the 20 initial ones are not counted in the papers). "
         "*Average-step* is where the learning curve averaged over seeds first reaches the accuracy; "
@@ -606,7 +614,8 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
     if any(r["variant"] == "deterministic" for r in rows):
         det_table = out_dir / "deterministic.md"
         det_table.write_text(
-            "Bayesian (MC dropout) against deterministic scoring (Gal et al. §5.2): acquired images to 90% / "
+            f"# {out_dir.name}: Bayesian against deterministic scoring\n\n"
+            "Bayesian (MC dropout) against deterministic scoring (Gal et al. 2017, §5.2): acquired images to 90% / "
             "95% test accuracy (Average-Step over the finished runs), test accuracy (mean ± population std "
             "over seeds, %) and the paired difference seed by seed.\n\n"
             + deterministic_markdown(rows, n_initial) + "\n")
