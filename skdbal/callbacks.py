@@ -23,6 +23,19 @@ class ScaledL2(Callback):
     param_names : sequence of str, default=("head.2.weight",)
         Names in ``module_.named_parameters()``; the default is the weight of
         :class:`~skdbal.nets.BayesianCNN`'s dense layer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal import MCDropoutClassifier
+    >>> from skdbal.callbacks import ScaledL2
+    >>> from skdbal.nets import MLP
+    >>> X, y = np.random.RandomState(0).rand(20, 4).astype(np.float32), np.arange(20) % 2
+    >>> clf = MCDropoutClassifier(MLP, max_epochs=1, random_state=0,
+    ...                           callbacks=[ScaledL2(c=3.5, param_names=("head.1.weight",))]).fit(X, y)
+    >>> group = clf.optimizer_.param_groups[-1]         # its own group: 2c/N = 7/20
+    >>> round(group["weight_decay"], 4), group["params"][0] is clf.module_.head[1].weight
+    (0.35, True)
     """
 
     def __init__(self, c: float = 3.5, param_names: Sequence[str] = ("head.2.weight",)):

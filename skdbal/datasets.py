@@ -46,6 +46,31 @@ def get_data_home(data_home: Optional[Union[str, os.PathLike]] = None) -> Path:
     """The folder datasets are cached in (not created here).
 
     ``data_home`` if given, else ``$SKDBAL_DATA``, else ``~/skdbal_data``.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        The folder to use; ``~`` is expanded.
+
+    Returns
+    -------
+    path : :class:`pathlib.Path`
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> from skdbal.datasets import get_data_home
+    >>> get_data_home("~/datasets") == Path.home() / "datasets"
+    True
+    >>> saved = os.environ.get("SKDBAL_DATA")
+    >>> os.environ["SKDBAL_DATA"] = tempfile.gettempdir()
+    >>> get_data_home() == Path(tempfile.gettempdir()), get_data_home("elsewhere").name
+    (True, 'elsewhere')
+    >>> if saved is None:
+    ...     del os.environ["SKDBAL_DATA"]
+    ... else:
+    ...     os.environ["SKDBAL_DATA"] = saved
     """
     if data_home is not None:
         return Path(data_home).expanduser()

@@ -93,6 +93,26 @@ class ActiveLearningLoop:
     .. [1] P. Atighehchian, F. Branchaud-Charron, J. Freyberg, R. Pardinas,
        L. Schell and G. Pearse, "Baal, a Bayesian active learning library",
        2022 (its ``ActiveLearningLoop``).
+
+    Examples
+    --------
+    The first ten digits are one of each class: start from them, then
+    acquire 5 points per step for two steps.
+
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.acquisition import max_entropy
+    >>> from skdbal.loop import ActiveLearningLoop
+    >>> X, y = load_digits(return_X_y=True)              # 8x8 images, flattened to 64 columns
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
+    >>> loop = ActiveLearningLoop(learner, X[:200], y[:200], n_instances=5,
+    ...                           X_test=X[200:400], y_test=y[200:400], verbose=False)
+    >>> row = loop.start(np.arange(10), learner.fit)
+    >>> history = loop.run(2)
+    >>> [row["n_labels"] for row in history], int(loop.labelled.sum()), loop.order[:10] == list(range(10))
+    ([10, 15, 20], 20, True)
     """
 
     def __init__(self, learner, X_pool, y_pool, *, n_instances: int = 1, X_test=None, y_test=None,

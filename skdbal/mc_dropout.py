@@ -93,6 +93,28 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     are neither used from the batch nor updated. Each submodule's previous
     ``training`` flag is restored on exit, even when an exception is raised.
     Autograd is disabled inside.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    dropout : bool, default=True
+        Put the dropout layers in train mode; with False every layer is in
+        eval mode (one deterministic pass).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from skdbal.mc_dropout import mc_dropout_mode
+    >>> net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
+    >>> with mc_dropout_mode(net):
+    ...     print([m.training for m in net], torch.is_grad_enabled())
+    [False, False, True] False
+    >>> with mc_dropout_mode(net, dropout=False):
+    ...     print([m.training for m in net])
+    [False, False, False]
+    >>> [m.training for m in net]                   # restored on exit
+    [True, True, True]
     """
     saved = [(m, m.training) for m in module.modules()]
     try:
@@ -160,6 +182,31 @@ def stochastic_head(head: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     cached trunk. ``nn.Dropout1d/2d/3d`` drop whole channels. Any other
     dropout (alpha dropout, subclasses) and every other layer run as they
     are, in the caller's mode.
+
+    Parameters
+    ----------
+    head : torch.nn.Sequential
+        The stochastic part of a split network.
+    x : torch.Tensor
+        Its input (the trunk's output).
+
+    Returns
+    -------
+    torch.Tensor
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from skdbal.mc_dropout import stochastic_head
+    >>> out = stochastic_head(nn.Sequential(nn.Dropout(0.5)), torch.ones(2, 1000))
+    >>> sorted(out.unique().tolist())               # dropped, or kept and scaled by 1/(1 - p)
+    [0.0, 2.0]
+    >>> out = stochastic_head(nn.Sequential(nn.Dropout1d(0.5)), torch.ones(1, 1000, 3))
+    >>> bool((out.amin(-1) == out.amax(-1)).all())   # whole channels kept or dropped
+    True
+    >>> stochastic_head(nn.Sequential(nn.Dropout(1.0)), torch.ones(1, 3)).tolist()   # p = 1 drops all
+    [[0.0, 0.0, 0.0]]
     """
     for m in head:
         kind = _mask_kind(m)

@@ -32,6 +32,18 @@ def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):
     ------
     ValueError
         If runs are empty or disagree on their label counts.
+
+    Examples
+    --------
+    The second run stopped one step early, so both are cut to two steps:
+
+    >>> from skdbal.metrics import curves_from_histories
+    >>> run_a = [{"n_labels": 20, "accuracy": 0.85}, {"n_labels": 30, "accuracy": 0.91},
+    ...          {"n_labels": 40, "accuracy": 0.95}]
+    >>> run_b = [{"n_labels": 20, "accuracy": 0.80}, {"n_labels": 30, "accuracy": 0.88}]
+    >>> labels, values = curves_from_histories([run_a, run_b])
+    >>> labels.tolist(), values.tolist()
+    ([20, 30], [[0.85, 0.91], [0.8, 0.88]])
     """
     runs = []
     for h in histories:
@@ -153,6 +165,17 @@ def accuracy_at(histories, n_labels: int) -> tuple:
         Mean and population standard deviation (``ddof=0``) over runs of the
         accuracy at the first step with ``n_labels`` labels; ``(nan, nan)``
         when no step has that label count.
+
+    Examples
+    --------
+    >>> from skdbal.metrics import accuracy_at
+    >>> runs = [[{"n_labels": n, "accuracy": a} for n, a in zip([20, 30], accs)]
+    ...         for accs in ([0.85, 0.91], [0.80, 0.88])]
+    >>> mean, std = accuracy_at(runs, 30)                # (0.91 + 0.88) / 2, |0.91 - 0.88| / 2
+    >>> round(mean, 4), round(std, 4)
+    (0.895, 0.015)
+    >>> accuracy_at(runs, 25)
+    (nan, nan)
     """
     labels, acc = curves_from_histories(histories)
     hit = np.flatnonzero(labels == n_labels)

@@ -47,7 +47,27 @@ def _as_chw(input_shape: ShapeLike) -> Tuple[int, int, int]:
 
 class ToImage(nn.Module):
     """Reshape ``(N, H, W)``, ``(N, C, H, W)`` or flat ``(N, C*H*W)`` to
-    ``(N, C, H, W)``."""
+    ``(N, C, H, W)``.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        ``(C, H, W)``, the per-sample shape of the output.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.nets import ToImage
+    >>> to_image = ToImage((1, 2, 3))
+    >>> to_image(torch.arange(6.0).reshape(1, 6)).tolist()      # flat rows to (N, 1, 2, 3)
+    [[[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]]]
+    >>> to_image(torch.zeros(4, 2, 3)).shape
+    torch.Size([4, 1, 2, 3])
+    >>> to_image(torch.zeros(4, 5))
+    Traceback (most recent call last):
+        ...
+    ValueError: each input must have 6 values to be reshaped to (1, 2, 3); got inputs of shape (5,)
+    """
 
     def __init__(self, shape: Tuple[int, int, int]):
         super().__init__()
@@ -306,6 +326,19 @@ def split_module(module: nn.Module):
     A module is split when it has ``trunk`` and ``head`` submodules, the head
     is an :class:`torch.nn.Sequential` ending in the output layer, and the
     trunk contains no dropout.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> from skdbal.nets import MLP, split_module
+    >>> net = MLP(n_features=4, n_classes=3, hidden_layer_sizes=(8,)).eval()
+    >>> trunk, head = split_module(net)
+    >>> x = torch.ones(5, 4)
+    >>> type(head[0]).__name__, torch.equal(net(x), head(trunk(x)))
+    ('Dropout', True)
+    >>> split_module(nn.Sequential(nn.Dropout(0.5), nn.Linear(4, 3))) is None   # no trunk and head
+    True
     """
     trunk = getattr(module, "trunk", None)
     head = getattr(module, "head", None)

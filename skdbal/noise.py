@@ -140,6 +140,17 @@ def bayes_threshold(noise_rate: float, n_classes: int) -> float:
     Returns
     -------
     threshold : float in [0, 1)
+
+    Examples
+    --------
+    >>> from skdbal.noise import bayes_threshold, flip_posterior
+    >>> round(bayes_threshold(0.2, n_classes=2), 4)      # 0.2 / (0.8 + 0.2)
+    0.2
+    >>> tau = bayes_threshold(0.2, n_classes=10)         # (0.2/9) / (0.8 + 0.2/9)
+    >>> round(tau, 4)
+    0.027
+    >>> flip_posterior([tau], 0.2, 10).round(4).tolist()   # at τ a flip is as likely as not
+    [0.5]
     """
     rate = _check_rate(noise_rate)
     _check([0.5], n_classes)

@@ -92,6 +92,22 @@ class Predictive:
     kind : {"classifier", "regressor"}
     name : str
         The model's class name, for messages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.predictive import Predictive
+    >>> class Fixed:
+    ...     classes_ = np.array(["cat", "dog"])
+    ...     def predict_proba(self, X):
+    ...         return np.tile([0.25, 0.75], (len(X), 1))
+    >>> pred = Predictive(Fixed(), "proba", stochastic=False)
+    >>> pred
+    Predictive(Fixed, source='proba', stochastic=False, n_transforms=0)
+    >>> pred.kind, pred.classes.tolist()
+    ('classifier', ['cat', 'dog'])
+    >>> pred.proba_samples(np.zeros((2, 3))).tolist()      # one pass: shape (T=1, N=2, C=2)
+    [[[0.25, 0.75], [0.25, 0.75]]]
     """
 
     def __init__(self, model, source: str, *, stochastic: bool, transforms: Sequence = (),

@@ -52,6 +52,17 @@ def check_samples(P, *, name: str = "samples") -> np.ndarray:
     ValueError
         If ``P`` is not 3-D, has ``T < 1``, ``N < 1`` or ``C < 1``, holds NaN
         or inf, values outside [0, 1], or rows that do not sum to 1.
+
+    Examples
+    --------
+    >>> from skdbal.uncertainty import check_samples
+    >>> P = check_samples([[[0.25, 0.75]]])         # T=1 pass, N=1 input, C=2 classes
+    >>> P.shape, P.dtype.name
+    ((1, 1, 2), 'float64')
+    >>> check_samples([[[0.5, 0.6]]])
+    Traceback (most recent call last):
+        ...
+    ValueError: samples rows must sum to 1 over the class axis (the last one); the worst row sums to 1.1
     """
     try:
         P = np.asarray(P, dtype=np.float64)
@@ -99,6 +110,17 @@ def entropy(p, axis: int = -1) -> np.ndarray:
     H : ndarray or float64 scalar
         ``-sum(p log p)`` along ``axis``, in float64: the shape of ``p``
         without ``axis`` (a :class:`numpy.float64` scalar for a 1-d ``p``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import entropy
+    >>> round(float(entropy([0.5, 0.5])), 4)                 # log 2
+    0.6931
+    >>> np.round(entropy([[0.5, 0.5, 0.0], [0.25, 0.75, 0.0]]), 4).tolist()   # 0 · log 0 adds nothing
+    [0.6931, 0.5623]
+    >>> np.round(entropy([[0.5, 0.25], [0.5, 0.75]], axis=0), 4).tolist()    # distributions in columns
+    [0.6931, 0.5623]
     """
     p = np.asarray(p, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -116,6 +138,15 @@ def predictive_entropy(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import predictive_entropy
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(predictive_entropy(P), 4).tolist()         # H[0.5, 0.5] = log 2 for the first two
+    [0.6931, 0.6931, 0.0]
     """
     P = check_samples(P)
     return np.maximum(entropy(P.mean(axis=0)), 0.0)
@@ -131,6 +162,15 @@ def expected_entropy(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import expected_entropy
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(expected_entropy(P), 4).tolist()           # only point 1's passes are unsure
+    [0.0, 0.6931, 0.0]
     """
     P = check_samples(P)
     return np.maximum(entropy(P).mean(axis=0), 0.0)
@@ -146,6 +186,15 @@ def mutual_information(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import mutual_information
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(mutual_information(P), 4).tolist()         # only point 0's passes disagree
+    [0.6931, 0.0, 0.0]
     """
     P = check_samples(P)
     mi = entropy(P.mean(axis=0)) - entropy(P).mean(axis=0)
@@ -176,6 +225,15 @@ def variation_ratio(P) -> np.ndarray:
        Kepler University Linz), 2025.
     .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
        with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import variation_ratio
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(variation_ratio(P), 4).tolist()            # votes (0, 1), (0, 0), (0, 0)
+    [0.5, 0.0, 0.0]
     """
     P = check_samples(P)
     T, N, C = P.shape
@@ -206,6 +264,15 @@ def mean_standard_deviation(P) -> np.ndarray:
        Kepler University Linz), 2025.
     .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
        with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import mean_standard_deviation
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(mean_standard_deviation(P), 4).tolist()    # std of (1, 0) is 0.5
+    [0.5, 0.0, 0.0]
     """
     P = check_samples(P)
     var = (P ** 2).mean(axis=0) - P.mean(axis=0) ** 2
@@ -230,6 +297,15 @@ def least_confidence(P) -> np.ndarray:
     Returns
     -------
     scores : ndarray of shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import least_confidence
+    >>> P = np.array([[[1.0, 0.0], [0.5, 0.5], [1.0, 0.0]],     # pass 0 on points 0, 1, 2
+    ...               [[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]]])    # pass 1; shape (T=2, N=3, C=2)
+    >>> np.round(least_confidence(P), 4).tolist()           # 1 - max of the mean [0.5, 0.5]
+    [0.5, 0.5, 0.0]
     """
     P = check_samples(P)
     return 1.0 - P.mean(axis=0).max(axis=-1)

@@ -30,6 +30,16 @@ class Acquisition:
         Whatever the strategy learnt about this query beyond the picks, for
         the learner's history (for example a filter's rejects). Empty for
         the pointwise strategies.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import Acquisition, random_sampling
+    >>> acq = random_sampling.acquire(None, np.zeros((5, 2)), 2, random_state=0)
+    >>> isinstance(acq, Acquisition), acq.indices.tolist(), acq.scores.round(4).tolist(), acq.info
+    (True, [1, 2], [0.7152, 0.6028], {})
+    >>> random_sampling(None, np.zeros((5, 2)), 2, random_state=0)[0].tolist()   # the modAL form
+    [1, 2]
     """
 
     indices: np.ndarray
@@ -171,6 +181,19 @@ class Strategy(BaseEstimator):
         Whether :meth:`acquire` takes ``random_state``; the learner then
         draws one from its own generator for every query. True for every
         ``Strategy``; see :class:`CallableStrategy` for plain functions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import Strategy
+    >>> class FirstFeature(Strategy):
+    ...     def score(self, estimator, X_pool, **kwargs):
+    ...         return X_pool[:, 0]
+    >>> idx, scores = FirstFeature()(None, np.array([[0.2], [0.9], [0.5]]), n_instances=2)
+    >>> idx.tolist(), scores.tolist()
+    ([1, 2], [0.9, 0.5])
+    >>> FirstFeature()
+    FirstFeature()
     """
 
     takes_random_state = True
@@ -376,6 +399,20 @@ def as_strategy(strategy) -> Strategy:
     ------
     TypeError
         If ``strategy`` is not callable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import as_strategy, bald
+    >>> as_strategy(bald) is bald
+    True
+    >>> first = as_strategy(lambda est, X, n_instances=1: np.arange(n_instances))
+    >>> type(first).__name__, first.acquire(None, np.zeros((4, 2)), 2).indices.tolist()
+    ('CallableStrategy', [0, 1])
+    >>> as_strategy("bald")
+    Traceback (most recent call last):
+        ...
+    TypeError: query_strategy must be callable; got 'bald'
     """
     if isinstance(strategy, Strategy):
         return strategy

@@ -20,7 +20,26 @@ DEFAULT_CHUNK_SIZE = 2048
 
 
 class DegenerateScoreWarning(UserWarning):
-    """A score is constant because the estimator gives only one pass (T=1)."""
+    """A score is constant because the estimator gives only one pass (T=1).
+
+    Raised by :class:`SamplesStrategy` when a deterministic model (a plain
+    classifier, or an MC estimator with ``mc_dropout=False``) is scored by a
+    measure that needs ``T > 1`` passes, such as :class:`BALD`'s.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import BALD, DegenerateScoreWarning
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> clf = LogisticRegression().fit(X, [0, 0, 1, 1])     # one deterministic pass
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     scores = BALD().score(clf, X)
+    >>> scores.tolist(), [w.category is DegenerateScoreWarning for w in caught]
+    ([0.0, 0.0, 0.0, 0.0], [True])
+    """
 
 
 def map_chunks(
@@ -120,6 +139,22 @@ class SamplesStrategy(Strategy):
 
     Each of these may also be given when calling the strategy, which
     overrides the value set here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import SamplesStrategy
+    >>> from skdbal.uncertainty import least_confidence
+    >>> class LeastConfidence(SamplesStrategy):
+    ...     measure = staticmethod(least_confidence)
+    ...     needs_stochastic = False            # meaningful for one pass too
+    >>> class Fixed:                            # a deterministic classifier
+    ...     def predict_proba(self, X):
+    ...         return np.array([[0.9, 0.1], [0.5, 0.5], [1.0, 0.0]])
+    >>> LeastConfidence().score(Fixed(), np.zeros((3, 1))).round(4).tolist()
+    [0.1, 0.5, 0.0]
+    >>> LeastConfidence()(Fixed(), np.zeros((3, 1)), n_instances=1)[0].tolist()
+    [1]
     """
 
     measure: Callable = None
@@ -270,6 +305,19 @@ class MaxEntropy(SamplesStrategy):
        System Technical Journal, 1948.
     .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
        with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import MaxEntropy
+    >>> class Fixed:                            # a deterministic classifier (T = 1)
+    ...     def predict_proba(self, X):
+    ...         return np.array([[0.9, 0.1], [0.5, 0.5], [1.0, 0.0]])
+    >>> MaxEntropy().score(Fixed(), np.zeros((3, 1))).round(4).tolist()   # -Σ p log p; log 2 for [0.5, 0.5]
+    [0.3251, 0.6931, 0.0]
+    >>> idx, scores = MaxEntropy()(Fixed(), np.zeros((3, 1)), n_instances=2)
+    >>> idx.tolist(), scores.round(4).tolist()
+    ([1, 0], [0.6931, 0.3251])
     """
 
     measure = staticmethod(uncertainty.predictive_entropy)
@@ -295,6 +343,22 @@ class VariationRatios(SamplesStrategy):
     .. [1] L. C. Freeman, "Elementary Applied Statistics", Wiley, 1965.
     .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
        with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import VariationRatios
+    >>> class FourPasses:
+    ...     def predict_proba_samples(self, X, n_samples=None):
+    ...         a, b = [0.8, 0.2], [0.3, 0.7]           # votes for class 0, class 1
+    ...         return np.array([[a, a], [a, a], [a, a], [a, b]])   # (T=4, N=2, C=2)
+    >>> VariationRatios().score(FourPasses(), np.zeros((2, 1))).tolist()   # 1 - 4/4, 1 - 3/4
+    [0.0, 0.25]
+    >>> class Fixed:                                    # one deterministic pass
+    ...     def predict_proba(self, X):
+    ...         return np.array([[0.8, 0.2], [0.3, 0.7]])
+    >>> VariationRatios().score(Fixed(), np.zeros((2, 1))).round(4).tolist()   # 1 - max p
+    [0.2, 0.3]
     """
 
     measure = staticmethod(uncertainty.variation_ratio)
@@ -319,6 +383,18 @@ class MeanStd(SamplesStrategy):
        for scene understanding", arXiv:1511.02680, 2015.
     .. [2] Y. Gal, R. Islam and Z. Ghahramani, "Deep Bayesian active learning
        with image data", ICML 2017, arXiv:1703.02910.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import MeanStd
+    >>> class TwoPasses:
+    ...     def predict_proba_samples(self, X, n_samples=None):
+    ...         agree = np.array([[0.9, 0.1], [0.9, 0.1]])
+    ...         disagree = np.array([[0.9, 0.1], [0.1, 0.9]])   # std 0.4 in each class
+    ...         return np.stack([agree, disagree], axis=1)     # (T=2, N=2, C=2)
+    >>> MeanStd().score(TwoPasses(), np.zeros((2, 3))).round(4).tolist()
+    [0.0, 0.4]
     """
 
     measure = staticmethod(uncertainty.mean_standard_deviation)
