@@ -3,7 +3,7 @@
 A Bayesian last layer: analytic against mean-field VI
 =====================================================
 
-Seed 000 §4: keep a CNN's features ``phi(x)`` frozen and put Bayesian linear
+Anonymous (n.d., §4): keep a CNN's features ``phi(x)`` frozen and put Bayesian linear
 regression on one-hot targets over them, with the exact matrix-normal
 posterior or its mean-field approximation. Both give the same predictive
 mean; mean field ignores the correlations between weights and so
@@ -13,9 +13,9 @@ Here on scikit-learn's 8×8 digits: a small CNN trained on 300 labelled images
 gives the features, and an active learner then acquires labels for the last
 layer alone by the trace of its predictive covariance
 (:func:`skdbal.acquisition.predictive_variance`). The left panel is the test
-RMSE, the right the mean predictive variance, against acquired images (seed
-000, Fig. 3; the MNIST version is ``skdbal experiment --last-layer
-analytic,mfvi``, see ``docs/results``).
+RMSE, the right the mean predictive variance, against acquired images
+(Anonymous, n.d., Fig. 3). The MNIST version, from the committed runs, is
+:ref:`sphx_glr_auto_examples_plot_mnist_last_layer.py`.
 """
 from pathlib import Path
 
@@ -63,10 +63,8 @@ for ax in (ax_rmse, ax_var):
     ax.grid(alpha=0.3)
     ax.legend()
 fig.tight_layout()
-# Run as a script, the figures are saved beside it (and shown where there is a display).
-if "__file__" in globals():
+if "__file__" in globals():  # run as a script: the figures are saved beside it, and shown if there is a display
     for number in plt.get_fignums():
-        path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
-        plt.figure(number).savefig(path, dpi=120)
-        print(f"figure saved to {path}")
+        plt.figure(number).savefig(Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png"), dpi=120)
+    print(f"figures saved as {Path(__file__).with_suffix('')}_<n>.png")
 plt.show()

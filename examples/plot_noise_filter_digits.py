@@ -72,10 +72,8 @@ ax2.set_ylabel("flipped labels in the training set")
 ax1.legend(fontsize=8)
 fig.suptitle("digits, 20% symmetric label noise")
 fig.tight_layout()
-# Run as a script, the figures are saved beside it (and shown where there is a display).
-if "__file__" in globals():
+if "__file__" in globals():  # run as a script: the figures are saved beside it, and shown if there is a display
     for number in plt.get_fignums():
-        path = Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png")
-        plt.figure(number).savefig(path, dpi=120)
-        print(f"figure saved to {path}")
+        plt.figure(number).savefig(Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png"), dpi=120)
+    print(f"figures saved as {Path(__file__).with_suffix('')}_<n>.png")
 plt.show()

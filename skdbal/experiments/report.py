@@ -22,11 +22,14 @@ import os
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from .runner import DamagedResultsError, assemble_results, read_results
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
@@ -183,6 +186,18 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     return "\n".join(lines)
 
 
+def _save(fig, path):
+    """Save ``fig`` to ``path`` and close it; with ``path=None`` keep it open
+    and return it (for notebooks and the example gallery)."""
+    if path is None:
+        return fig
+    fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return None
+
+
 def data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
     """A y range that holds every value in ``lows``/``highs`` (arrays), padded
     by 5% of the span (at least 0.02) and kept within ``bounds``."""
@@ -199,11 +214,13 @@ def legend_outside(ax, **kwargs) -> None:
 
 
 def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "",
-                ylim=None) -> None:
+                ylim=None) -> "Optional[Figure]":
     """Mean ± std test accuracy against labels, one band per strategy (and
     variant), over the runs that got furthest (see :func:`table_markdown`).
     The y range fits the bands unless ``ylim`` is given; the legend sits to
-    the right of the plot."""
+    the right of the plot. Every ``plot_*`` function of this module saves
+    its figure to ``path`` and closes it, or, with ``path=None``, returns
+    the open figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -235,8 +252,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return _save(fig, path)
 
 
 def _last_layer_groups(rows):
@@ -244,7 +260,7 @@ def _last_layer_groups(rows):
             if k[2].startswith("blr_")}
 
 
-def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
+def plot_last_layer(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     """Test RMSE and mean predictive variance against acquired images, as in
     Fig. 3 of Anonymous (n.d.), per last-layer inference (and strategy),
     mean ± std over seeds.
@@ -254,8 +270,9 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
     rows : list of dict
         Rows of ``results.csv`` (:func:`skdbal.experiments.read_results`);
         only the Bayesian-last-layer runs (variants ``blr_*``) are plotted.
-    path : str or path-like
-        Where to save the figure (any format matplotlib writes).
+    path : str, path-like or None
+        Where to save the figure (any format matplotlib writes); None
+        returns the open figure instead.
     title : str, default=""
         Figure title.
 
@@ -286,8 +303,7 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return _save(fig, path)
 
 
 def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 500, 1000)) -> str:
@@ -393,7 +409,7 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
 
 
 def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald", "filter(bald,dynamic)", "random"),
-                      title: str = "") -> None:
+                      title: str = "") -> "Optional[Figure]":
     """Seed 000's Figs 4 and 5: test accuracy (mean ± std over seeds) of
     ``strategies``, one panel per noise rate (rows without one count as
     clean)."""
@@ -431,11 +447,10 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
                            bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return _save(fig, path)
 
 
-def plot_flipped(rows: List[dict], path, title: str = "") -> None:
+def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     """Share of flipped labels in the training set against labels, one line per
     (strategy, noise rate): mean over the runs that got furthest."""
     import matplotlib
@@ -464,8 +479,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> None:
     legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return _save(fig, path)
 
 
 def _read_grid_rows(out_dir: Path) -> List[dict]:
