@@ -100,6 +100,18 @@ class _SizedNet(nn.Module):
         if not (isinstance(state, dict) and isinstance(state.get("sizes", {}), dict)):
             raise ValueError(f"{type(self).__name__}: extra state must be a dict of sizes; got {state!r}")
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # states saved before the sizes were recorded (earlier skdbal and results
+        # versions 1-2) lack the extra state: they still load, and a size that
+        # differs still fails on the tensors' shapes
+        n_missing = len(missing_keys)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        key = prefix + "_extra_state"
+        if key not in state_dict and key in missing_keys[n_missing:]:
+            missing_keys.remove(key)
+
 
 def _flat_size(trunk: nn.Module, shape: Tuple[int, int, int], name: str) -> int:
     with torch.no_grad():

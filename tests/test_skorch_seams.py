@@ -54,6 +54,25 @@ def test_save_params_into_a_bare_initialized_net(iris, digits, small_net, tmp_pa
         fixed.load_params(f_params=tmp_path / "p.pt")
 
 
+def test_a_state_saved_before_sizes_were_recorded_still_loads(digits, small_net):
+    # the noise grid's weights caches of results version 2 hold no "_extra_state"
+    Xd, yd = digits
+    cnn = small_net(max_epochs=2).fit(Xd[:60], yd[:60])
+    state = {k: v for k, v in cnn.module_.state_dict().items() if k != "_extra_state"}
+    other = small_net(max_epochs=1).fit(Xd[60:120], yd[60:120])  # other weights, the same sizes
+    assert not np.allclose(other.predict_proba(Xd[:5]), cnn.predict_proba(Xd[:5]), atol=1e-3)
+    other.module_.load_state_dict(state)
+    np.testing.assert_allclose(other.predict_proba(Xd[:5]), cnn.predict_proba(Xd[:5]), atol=1e-6)
+    # a tensor of another size still fails, and an unknown key still counts
+    bad = dict(state)
+    first = next(iter(bad))
+    bad[first] = bad[first][..., :1]
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        other.module_.load_state_dict(bad)
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        other.module_.load_state_dict({**state, "stray": state[first]})
+
+
 def test_sample_weight_is_refused_before_training(iris):
     X, y = iris
     net = MCDropoutClassifier(MLP, max_epochs=1)
