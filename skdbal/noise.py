@@ -17,6 +17,16 @@ These make the noise filter's ``threshold="dynamic"``
 (:func:`skdbal.acquisition.noise_filter`): it uses only what a user has,
 the model and the annotator's labels, and follows the model as it improves.
 
+The per-label decision weighs a wrong label against losing the point, but a
+skipped point is not lost: it stays in the pool, and the batch takes the next
+point of the ranking instead. ``batch_threshold`` makes the Bayes decision
+for the batch: it counts a label's worth as the strategy's score above the
+pool's lowest, ``s − min s``, gained when the label is right and lost when it
+is wrong, so a point is worth ``(s − min s)·(1 − 2r)`` in expectation, and it
+chooses the ``τ`` whose batch (the best ``n`` trusted points of the ranking)
+is worth the most. With no noise (``r = 0``) it is ``τ = 0``; with one point
+to choose and no alternative it is the per-label decision.
+
 Examples
 --------
 >>> from skdbal.noise import bayes_threshold
@@ -29,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold"]
+__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold", "batch_threshold"]
 
 
 def _check(p_label, n_classes: int) -> np.ndarray:
@@ -189,3 +199,88 @@ def quantile_threshold(p_label, noise_rate: float) -> float:
     if k == 0:
         return float(p.min())
     return float(np.sort(p)[k])
+
+
+def batch_threshold(scores, p_label, noise_rate: float, n_classes: int, n_instances: int, *,
+                    order=None) -> float:
+    """The trust threshold whose batch is worth the most in expectation.
+
+    A filtered batch is the first ``n_instances`` points of the strategy's
+    ranking whose label probability is at least ``τ``. Each point is worth
+    ``v = (s − min s)·(1 − 2r)``: its score above the pool's lowest, gained
+    when its label is right and lost when it is wrong (``r`` is
+    :func:`flip_posterior`). Raising ``τ`` swaps suspect points for the next
+    ones of the ranking; ``batch_threshold`` returns the ``τ`` of the batch
+    with the largest ``Σ v``, the smallest such ``τ`` on ties.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n,)
+        The strategy's scores of the pool, higher is better.
+    p_label : array-like of shape (n,)
+        The model's probability of each label given, ``p̄(y = ỹ | x)``.
+    noise_rate : float in [0, 1)
+        The (estimated) noise rate ``ε``.
+    n_classes : int
+        Number of classes ``C``.
+    n_instances : int
+        Batch size ``n``.
+    order : array-like of int, optional
+        The ranking, best first (ties already broken); ``argsort(-scores)``
+        (stable) by default.
+
+    Returns
+    -------
+    threshold : float
+        ``0.0`` when no point is worth skipping; otherwise just above the
+        label probability of the last point skipped, so that
+        ``p_label >= threshold`` is the trusted set.
+
+    Notes
+    -----
+    The sweep raises ``τ`` past the least likely label of the current batch
+    until fewer than ``n`` points are trusted, and stops early once the best
+    batch left, counted without noise, cannot beat the best found: at most
+    ``n − 1`` + (points skipped) steps of ``O(n_pool)``.
+
+    Examples
+    --------
+    >>> from skdbal.noise import batch_threshold
+    >>> s = [1.0, 0.9, 0.5, 0.0]        # the strategy's scores
+    >>> p = [0.05, 0.9, 0.9, 0.9]       # the best point's label looks wrong
+    >>> # 20% noise, 10 classes: r = 0.345 for the first point, so it is worth
+    >>> # 1.0·(1 − 0.69) = 0.31, less than the 0.5 of the point that replaces it
+    >>> tau = batch_threshold(s, p, 0.2, n_classes=10, n_instances=2)
+    >>> round(tau, 4), [pi >= tau for pi in p]
+    (0.05, [False, True, True, True])
+    >>> batch_threshold(s, p, 0.0, n_classes=10, n_instances=2)   # clean labels: trust all
+    0.0
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    p = _check(p_label, n_classes)
+    if len(s) != len(p):
+        raise ValueError(f"scores and p_label differ in length: {len(s)} and {len(p)}")
+    if not np.isfinite(s).all():
+        raise ValueError("scores must be finite")
+    n = int(n_instances)
+    if n < 1 or n > len(p):
+        raise ValueError(f"n_instances must lie in [1, {len(p)}]; got {n_instances!r}")
+    order = np.argsort(-s, kind="stable") if order is None else np.asarray(order, dtype=np.intp).reshape(-1)
+    if len(order) != len(s) or not np.array_equal(np.sort(order), np.arange(len(s))):
+        raise ValueError("order must be a permutation of the pool's indices")
+    gain = s[order] - s.min()
+    r = flip_posterior(p[order], noise_rate, n_classes)
+    value = gain * (1.0 - 2.0 * r)
+    p_ord = p[order]
+    tau, best_tau, best = 0.0, 0.0, -np.inf
+    while True:
+        picks = np.flatnonzero(p_ord >= tau)[:n]
+        if len(picks) < n:
+            break
+        worth = value[picks].sum()
+        if worth > best:
+            best, best_tau = worth, tau
+        if gain[picks].sum() <= best:  # no later batch can be worth more
+            break
+        tau = float(np.nextafter(p_ord[picks].min(), np.inf))
+    return float(best_tau)

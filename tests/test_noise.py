@@ -91,3 +91,63 @@ def test_quantile_threshold_by_hand():
     assert (p < quantile_threshold(p, 0.3)).sum() == 3
     assert quantile_threshold(p, 0.0) == 0.05          # nothing below the smallest
     assert (p < quantile_threshold(p, 0.05)).sum() == 0
+
+
+def _brute_batch_threshold(s, p, rate, C, n):
+    """Every τ that changes the trusted set, scored by the batch's worth; smallest on ties."""
+    order = np.argsort(-s, kind="stable")
+    r = flip_posterior(p, rate, C)
+    value = (s - s.min()) * (1 - 2 * r)
+    best, best_tau = -np.inf, None
+    for tau in [0.0] + sorted(np.nextafter(np.unique(p), 1)):
+        picks = [i for i in order if p[i] >= tau][:n]
+        if len(picks) < n:
+            continue
+        if value[picks].sum() > best + 1e-12:
+            best, best_tau = value[picks].sum(), tau
+    return best_tau
+
+
+def test_batch_threshold_by_hand():
+    from skdbal.noise import batch_threshold
+
+    s, p = np.array([1.0, 0.9, 0.5, 0.0]), np.array([0.05, 0.9, 0.9, 0.9])
+    r = flip_posterior(p, 0.2, 10)
+    assert r[0] == pytest.approx(0.95 * 0.2 / 9 / (0.95 * 0.2 / 9 + 0.05 * 0.8))   # 0.3455
+    # keep point 0: 1.0·(1 − 2·0.3455) + 0.9·(1 − 2r₁) = 1.2036; skip it: 0.9·(…) + 0.5·(…) = 1.3914
+    tau = batch_threshold(s, p, 0.2, 10, 2)
+    assert tau > 0.05 and tau == pytest.approx(0.05)
+    # with a poor replacement (score 0.1) keeping the suspect label is worth more
+    assert batch_threshold([1.0, 0.9, 0.1, 0.0], p, 0.2, 10, 2) == 0.0
+    # no noise, or a sure label: nothing is skipped
+    assert batch_threshold(s, p, 0.0, 10, 2) == 0.0
+    assert batch_threshold(s, [0.99, 0.9, 0.9, 0.9], 0.2, 10, 2) == 0.0
+    # a batch of the whole pool has no replacement to take
+    assert batch_threshold(s, p, 0.2, 10, 4) == 0.0
+
+
+def test_batch_threshold_matches_brute_force():
+    from skdbal.noise import batch_threshold
+
+    rng = np.random.RandomState(0)
+    for trial in range(200):
+        N = rng.randint(3, 30)
+        s = rng.rand(N) ** 2
+        p = np.where(rng.rand(N) < 0.3, rng.rand(N) * 0.2, rng.rand(N))
+        n, rate = rng.randint(1, N), rng.choice([0.05, 0.2, 0.4])
+        tau = batch_threshold(s, p, rate, 10, n)
+        expected = _brute_batch_threshold(s, p, rate, 10, n)
+        assert tau == pytest.approx(expected), trial
+
+
+def test_batch_threshold_bad_input():
+    from skdbal.noise import batch_threshold
+
+    with pytest.raises(ValueError, match="differ in length"):
+        batch_threshold([1.0, 0.5], [0.5], 0.2, 10, 1)
+    with pytest.raises(ValueError, match=r"n_instances must lie in \[1, 2\]"):
+        batch_threshold([1.0, 0.5], [0.5, 0.5], 0.2, 10, 3)
+    with pytest.raises(ValueError, match="permutation"):
+        batch_threshold([1.0, 0.5], [0.5, 0.5], 0.2, 10, 1, order=[0, 0])
+    with pytest.raises(ValueError, match="finite"):
+        batch_threshold([np.nan, 0.5], [0.5, 0.5], 0.2, 10, 1)

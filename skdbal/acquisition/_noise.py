@@ -14,6 +14,8 @@ from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
 
+_RULES = ("dynamic", "batch", "quantile")
+
 
 class _FilterChunk:
     """``(X_chunk, y) -> (base scores, p̄(y | x))`` from one set of samples: picklable."""
@@ -52,13 +54,19 @@ class NoiseFilter(StrategyDecorator):
     ----------
     strategy : Strategy or callable
         The strategy to filter.
-    threshold : float in (0, 1), "dynamic", "quantile" or callable, default=0.1
-        ``τ``. Both rules that adapt estimate the noise rate ``ε̂`` by EM from
-        the pool's labels and the current model (:mod:`skdbal.noise`), so
-        they follow the model as it improves and distrust nothing on a clean
-        pool. ``"dynamic"`` is the Bayes decision for one label under
+    threshold : float in (0, 1), "dynamic", "batch", "quantile" or callable, default=0.1
+        ``τ``. The three rules that adapt estimate the noise rate ``ε̂`` by EM
+        from the pool's labels and the current model (:mod:`skdbal.noise`),
+        so they follow the model as it improves and distrust nothing on a
+        clean pool. ``"dynamic"`` is the Bayes decision for one label under
         symmetric noise, ``τ = bayes_threshold(ε̂, C)``: distrust a label
-        when a flip is more likely than not. ``"quantile"`` distrusts the
+        when a flip is more likely than not. ``"batch"`` is the Bayes
+        decision for the batch (``batch_threshold``): a skipped point stays
+        in the pool and the next one of the ranking takes its place, so it
+        chooses the ``τ`` whose batch is worth the most, a point being worth
+        its score above the pool's lowest times ``1 − 2·P(flipped)``; it
+        needs the wrapped strategy's pool scores, and falls back to
+        ``"dynamic"`` for a strategy without them. ``"quantile"`` distrusts the
         expected number of wrong labels, the fraction ``ε̂`` of the pool
         whose labels the model finds least likely
         (``quantile_threshold``). A callable is called as
@@ -107,16 +115,21 @@ class NoiseFilter(StrategyDecorator):
 
     def _check_threshold(self):
         t = self.threshold
+        message = "threshold must be a float in (0, 1), 'dynamic', 'batch', 'quantile' or a callable; got {!r}"
         if isinstance(t, str):
-            if t not in ("dynamic", "quantile"):
-                raise ValueError(f"threshold must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {t!r}")
+            if t not in _RULES:
+                raise ValueError(message.format(t))
         elif callable(t):
             return
         elif isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not 0 < t < 1:
-            raise ValueError(f"threshold must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {t!r}")
+            raise ValueError(message.format(t))
 
-    def _tau(self, p_label, n_classes: int, info: dict) -> float:
-        if self.threshold == "dynamic":
+    def _tau(self, p_label, n_classes: int, info: dict, scores=None, order=None, n_instances=1) -> float:
+        if self.threshold == "batch" and scores is not None:
+            rate = noise.estimate_noise_rate(p_label, n_classes)
+            info["noise_rate"] = rate
+            return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
+        if self.threshold in ("dynamic", "batch"):  # "batch" without pool scores: per label
             rate = noise.estimate_noise_rate(p_label, n_classes)
             info["noise_rate"] = rate
             return noise.bayes_threshold(rate, n_classes)
@@ -155,11 +168,13 @@ class NoiseFilter(StrategyDecorator):
         n_classes = int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1]) if predictive.classes is None \
             else len(predictive.classes)
         info = {}
-        tau = self._tau(p_label, n_classes, info)
+        order = None
+        if pointwise:
+            order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
+        tau = self._tau(p_label, n_classes, info, scores, order, n_instances)
         trusted = p_label >= tau
         call = dict(kwargs, y_pool=y_pool, random_tie_break=random_tie_break, random_state=random_state)
         if pointwise:
-            order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
             picks = order[trusted[order]][:n_instances]
             if len(picks) == n_instances:
                 last = int(np.flatnonzero(order == picks[-1])[0])
@@ -218,7 +233,7 @@ def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwarg
     ----------
     strategy : Strategy or callable
         The strategy to filter.
-    threshold : float in (0, 1), "dynamic", "quantile" or callable, default=0.1
+    threshold : float in (0, 1), "dynamic", "batch", "quantile" or callable, default=0.1
         The trust threshold ``τ``.
     **kwargs :
         ``chunk_size``, ``n_samples``.

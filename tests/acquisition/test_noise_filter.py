@@ -192,3 +192,38 @@ def test_quantile_threshold_distrusts_the_expected_number_of_wrong_labels():
     sure = Known(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
     acq = noise_filter(bald, "quantile").acquire(sure, X, 3, y_pool=Y)
     assert acq.info["n_rejected"] == 0
+
+
+def test_batch_rule_chooses_the_batch_worth_most():
+    from skdbal.noise import batch_threshold, estimate_noise_rate
+
+    p_label, scores, order, _ = by_hand(0)
+    acq = noise_filter(bald, "batch").acquire(Known(A, B), X, 2, y_pool=Y)
+    rate = estimate_noise_rate(p_label, 2)
+    tau = batch_threshold(scores, p_label, rate, 2, 2)
+    assert acq.info["noise_rate"] == pytest.approx(rate)
+    assert acq.info["threshold"] == pytest.approx(tau)
+    trusted = p_label >= tau
+    np.testing.assert_array_equal(acq.indices, order[trusted[order]][:2])
+    assert acq.info["n_rejected"] == len(acq.info["rejected_indices"])
+    # a strategy without pool scores (a modAL function) gets the per-label rule
+    acq = noise_filter(uncertainty_sampling, "batch").acquire(LogisticRegression().fit(X, Y), X, 2, y_pool=Y)
+    dyn = noise_filter(uncertainty_sampling, "dynamic").acquire(LogisticRegression().fit(X, Y), X, 2, y_pool=Y)
+    assert acq.info["threshold"] == dyn.info["threshold"]
+    np.testing.assert_array_equal(acq.indices, dyn.indices)
+
+
+def test_batch_rule_skips_suspect_labels_that_the_per_label_rule_keeps():
+    # eight sure points (one sure label wrong, so ε̂ ≈ 0.17) and five uncertain ones
+    a = np.array([0.95, 0.95, 0.95, 0.95, 0.95, 0.02, 0.6, 0.3, 0.35, 0.9, 0.95, 0.95])
+    b = np.array([0.95, 0.95, 0.95, 0.95, 0.95, 0.4, 0.9, 0.7, 0.75, 0.5, 0.95, 0.95])
+    y = np.array([0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0])
+    x = np.arange(12)[:, None]
+    # BALD ranks 5, 9, 8, 7, 6 with p̄(label) 0.21, 0.3, 0.45, 0.5, 0.75: each skipped point's
+    # score times 1 − 2·P(flipped) is below that of the point that replaces it
+    dyn = noise_filter(bald, "dynamic").acquire(Known(a, b), x, 2, y_pool=y)
+    assert dyn.indices.tolist() == [5, 9] and dyn.info["n_rejected"] == 0   # τ = ε̂ ≈ 0.17 for two classes
+    acq = noise_filter(bald, "batch").acquire(Known(a, b), x, 2, y_pool=y)
+    assert acq.info["noise_rate"] == pytest.approx(dyn.info["noise_rate"])
+    assert acq.indices.tolist() == [7, 6] and acq.info["rejected_indices"].tolist() == [5, 9, 8]
+    assert acq.info["threshold"] == pytest.approx(0.45) and acq.info["threshold"] > 0.45
