@@ -88,3 +88,31 @@ def test_download_verifies_and_is_atomic(mnist_home, tmp_path, monkeypatch):
 def test_bad_subset():
     with pytest.raises(ValueError, match="subset"):
         load_mnist(subset="validation")
+
+
+def test_make_repeated_copies_with_their_own_noise():
+    from skdbal.datasets import make_repeated
+
+    X = np.arange(24, dtype=np.float32).reshape(3, 2, 4)  # images stay images
+    y = np.array([5, 6, 7])
+    Xr, yr, origin = make_repeated(X, y, n_repeats=3, noise_std=0.5, random_state=0, return_origin=True)
+    assert Xr.shape == (9, 2, 4) and Xr.dtype == np.float32
+    np.testing.assert_array_equal(yr, [5, 6, 7] * 3)
+    np.testing.assert_array_equal(origin, [0, 1, 2] * 3)
+    noise = Xr - X[origin]
+    assert abs(noise.std() - 0.5) < 0.15 and abs(noise.mean()) < 0.2
+    assert not np.allclose(noise[:3], noise[3:6])            # each copy its own noise
+    again, _ = make_repeated(X, y, n_repeats=3, noise_std=0.5, random_state=0)
+    np.testing.assert_array_equal(again, Xr)                # a fixed data set
+    exact, _ = make_repeated(X.astype(np.uint8), y, n_repeats=2, noise_std=0)
+    assert exact.dtype == np.float32 and np.array_equal(exact[3:], X)
+    big = np.zeros((20000, 3))
+    Xb, _ = make_repeated(big, np.zeros(20000), n_repeats=2, noise_std=1.0, random_state=0)
+    assert abs(Xb.std() - 1.0) < 0.01 and not np.allclose(Xb[:20000], Xb[20000:])   # every block got noise
+    for bad, match in [(dict(n_repeats=0), "n_repeats must be an int >= 1"),
+                       (dict(n_repeats=2.0), "n_repeats must be an int"),
+                       (dict(noise_std=-0.1), "noise_std must be"), (dict(noise_std=np.inf), "noise_std must be")]:
+        with pytest.raises(ValueError, match=match):
+            make_repeated(X, y, **bad)
+    with pytest.raises(ValueError, match="differ in length"):
+        make_repeated(X, y[:2])

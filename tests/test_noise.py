@@ -151,3 +151,4 @@ def test_batch_threshold_bad_input():
         batch_threshold([1.0, 0.5], [0.5, 0.5], 0.2, 10, 1, order=[0, 0])
     with pytest.raises(ValueError, match="finite"):
         batch_threshold([np.nan, 0.5], [0.5, 0.5], 0.2, 10, 1)
+
