@@ -29,8 +29,8 @@ Examples
 >>> max_entropy
 MaxEntropy()
 """
-from ._base import (Acquisition, CallableStrategy, Strategy, StrategyDecorator, acquire_among, as_strategy,
-                    select_top, to_modal)
+from ._base import (Acquisition, CallableStrategy, PoolScores, Strategy, StrategyDecorator, acquire_among,
+                    as_strategy, pool_scores_of, select_top, to_modal)
 from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
                          MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
                          score_pool)
@@ -65,9 +65,11 @@ __all__ = [
     "MeasureStrategy",
     "CallableStrategy",
     "Acquisition",
+    "PoolScores",
     # helpers
     "as_strategy",
     "acquire_among",
+    "pool_scores_of",
     "select_top",
     "score_pool",
     "map_chunks",

@@ -11,8 +11,8 @@ from sklearn.utils import check_random_state
 from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
                            subset_pool_kwargs, take_rows)
 
-__all__ = ["Acquisition", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy", "acquire_among",
-           "select_top", "to_modal"]
+__all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
+           "acquire_among", "select_top", "to_modal", "pool_scores_of"]
 
 
 @dataclass
@@ -45,6 +45,111 @@ class Acquisition:
     indices: np.ndarray
     scores: Optional[np.ndarray]
     info: dict = field(default_factory=dict)
+
+
+@dataclass
+class PoolScores:
+    """A score for every pool point, the ranking, and which points may be picked.
+
+    What a strategy that scores points one by one offers the decorators
+    (:meth:`Strategy.pool_scores`): a filter narrows ``eligible``, a
+    diversity penalty re-selects among the eligible points, and both read
+    the same scores, so the pool is scored once however they are stacked.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (N,)
+        Larger is more informative.
+    order : ndarray of shape (N,), int
+        Every pool position, best first (ties already broken).
+    eligible : ndarray of shape (N,), bool, optional
+        Points that may be picked; None: all of them.
+    fill_priority : ndarray of shape (N,), optional
+        When fewer points are eligible than asked, the batch is filled with
+        the ineligible points of the highest priority (a filter: the model's
+        probability of the label given).
+    info : dict
+        What the scorer learnt (a filter's threshold).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import max_entropy
+    >>> class Fixed:
+    ...     def predict_proba(self, X):
+    ...         return np.array([[0.9, 0.1], [0.5, 0.5], [0.7, 0.3]])
+    >>> ps = max_entropy.pool_scores(Fixed(), np.zeros((3, 1)), 2)
+    >>> ps.order.tolist(), ps.scores.round(3).tolist(), ps.eligible
+    ([1, 2, 0], [0.325, 0.693, 0.611], None)
+    """
+
+    scores: np.ndarray
+    order: np.ndarray
+    eligible: Optional[np.ndarray] = None
+    fill_priority: Optional[np.ndarray] = None
+    info: dict = field(default_factory=dict)
+
+    def rejected(self, picks, n_instances: Optional[int] = None) -> np.ndarray:
+        """Ineligible points ranked above the lowest-ranked eligible pick,
+        best first: what the eligibility kept out of this batch. When fewer
+        than ``n_instances`` eligible points were picked, every ineligible
+        point was passed over."""
+        if self.eligible is None:
+            return np.zeros(0, dtype=np.intp)
+        picks = np.asarray(picks, dtype=np.intp)
+        rank = np.empty(len(self.order), dtype=np.intp)
+        rank[self.order] = np.arange(len(self.order))
+        eligible_picks = picks[self.eligible[picks]]
+        short = n_instances is not None and len(eligible_picks) < n_instances
+        depth = len(self.order) if short or not len(eligible_picks) else rank[eligible_picks].max() + 1
+        above = self.order[:depth]
+        return above[~self.eligible[above]].astype(np.intp)
+
+    def fill(self, picks, n_instances: int, who: str = "the strategy", eligible_word: str = "eligible",
+             fill_words: str = "others of highest priority") -> Tuple[np.ndarray, int]:
+        """``picks`` completed to ``n_instances`` with the ineligible points of
+        highest ``fill_priority`` (with a warning); returns ``(picks, n_filled)``."""
+        import warnings
+
+        picks = np.asarray(picks, dtype=np.intp)
+        n_filled = n_instances - len(picks)
+        if n_filled <= 0:
+            return picks, 0
+        n_eligible = len(self.order) if self.eligible is None else int(self.eligible.sum())
+        threshold = f" (threshold {self.info['threshold']:.3g})" if "threshold" in self.info else ""
+        warnings.warn(f"{who}: only {n_eligible} of the {len(self.order)} pool points are {eligible_word}"
+                      f"{threshold}; the batch is filled with the {n_filled} {fill_words}",
+                      UserWarning, stacklevel=3)
+        others = np.setdiff1d(np.arange(len(self.order)), picks)
+        if self.fill_priority is not None:
+            key = -np.asarray(self.fill_priority, dtype=np.float64)[others]
+        else:  # by rank
+            rank = np.empty(len(self.order), dtype=np.intp)
+            rank[self.order] = np.arange(len(self.order))
+            key = rank[others]
+        fill = others[np.argsort(key, kind="stable")][:n_filled]
+        return np.concatenate([picks, fill]).astype(np.intp), n_filled
+
+
+def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
+    """``strategy.pool_scores(...)``, or None for a strategy without pool scores.
+
+    Plain callables (modAL's functions) and strategies that choose their
+    batch jointly have none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition import pool_scores_of, random_sampling
+    >>> pool_scores_of(random_sampling, None, np.zeros((4, 1)), 2, random_state=0).order.tolist()
+    [1, 2, 0, 3]
+    >>> pool_scores_of(lambda est, X, n_instances=1: np.arange(n_instances), None, np.zeros((4, 1))) is None
+    True
+    """
+    method = getattr(strategy, "pool_scores", None)
+    if not isinstance(strategy, Strategy) or method is None:
+        return None
+    return method(estimator, X_pool, n_instances, **kwargs)
 
 
 def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
@@ -245,6 +350,33 @@ class Strategy(BaseEstimator):
         idx, top = self.select(scores, n_instances, random_tie_break=random_tie_break,
                                random_state=random_state)
         return Acquisition(idx, top)
+
+    def pool_scores(self, estimator, X_pool, n_instances: int = 1, *, random_tie_break: bool = False,
+                    random_state=None, **kwargs) -> Optional[PoolScores]:
+        """Every pool point's score and the ranking, for decorators; None if
+        the strategy chooses its batch jointly.
+
+        A strategy that implements :meth:`score` and keeps the default
+        :meth:`acquire` has pool scores: ``order`` is :meth:`select` over the
+        whole pool. One that overrides :meth:`acquire` has none, unless it
+        overrides this method too.
+
+        Returns
+        -------
+        PoolScores or None
+        """
+        if type(self).acquire is not Strategy.acquire or type(self).score is Strategy.score:
+            return None
+        X_pool = check_pool(X_pool)
+        check_n_instances(n_instances, len(X_pool))
+        pool_kwargs(kwargs, len(X_pool))
+        scores = np.asarray(self.score(estimator, X_pool, random_state=random_state, **kwargs),
+                            dtype=np.float64).reshape(-1)
+        if len(scores) != len(X_pool):
+            raise ValueError(f"{type(self).__name__}.score gave {len(scores)} scores for "
+                             f"{len(X_pool)} pool rows")
+        order, _ = self.select(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
+        return PoolScores(scores, np.asarray(order, dtype=np.intp))
 
     def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
         """One score per pool row, larger is more informative.

@@ -9,7 +9,8 @@ import numpy as np
 from .. import noise
 from .._validation import check_n_instances, check_pool, pool_kwargs, take_rows
 from ..predictive import as_predictive
-from ._base import Acquisition, StrategyDecorator, acquire_among, as_strategy, select_top
+from ._base import (Acquisition, PoolScores, StrategyDecorator, acquire_among, as_strategy, pool_scores_of,
+                    select_top)
 from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
@@ -144,8 +145,7 @@ class NoiseFilter(StrategyDecorator):
             return tau
         return float(self.threshold)
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
-                random_state=None, **kwargs) -> Acquisition:
+    def _setup(self, estimator, X_pool, n_instances, y_pool, kwargs):
         self._check_threshold()
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
@@ -157,53 +157,93 @@ class NoiseFilter(StrategyDecorator):
         if predictive.kind != "classifier":
             raise TypeError(f"noise_filter needs a classifier's probabilities; {predictive.name} is a regressor")
         y_idx = self._label_columns(predictive, y_pool)
+        n_classes = len(predictive.classes) if predictive.classes is not None else \
+            int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1])
+        return X_pool, n_instances, y_pool, predictive, y_idx, n_classes
+
+    def pool_scores(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
+                    random_state=None, **kwargs) -> Optional[PoolScores]:
+        """The wrapped strategy's pool scores, with the untrusted points made
+        ineligible; None if it has no pool scores.
+
+        For a pointwise strategy of ours, its scores and ``p̄(y_pool | x)``
+        come from the same samples (one pass over the pool); for another
+        strategy with pool scores, ``p̄`` takes a pass of its own.
+        ``fill_priority`` is ``p̄(y_pool | x)``.
+        """
+        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = self._setup(
+            estimator, X_pool, n_instances, y_pool, kwargs)
         base = as_strategy(self.strategy)
         measure_for = getattr(base, "measure_for", None)
-        pointwise = callable(measure_for)
-        scorer = _FilterChunk(predictive, measure_for(predictive) if pointwise else None)
-        chunk_size = getattr(base, "chunk_size", self.chunk_size) if pointwise else self.chunk_size
-        out = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=getattr(base, "n_jobs", None),
-                         aligned={"y": y_idx})
-        scores, p_label = out if pointwise else (None, out)
-        n_classes = int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1]) if predictive.classes is None \
-            else len(predictive.classes)
-        info = {}
-        order = None
-        if pointwise:
+        if callable(measure_for):
+            scorer = _FilterChunk(predictive, measure_for(predictive))
+            scores, p_label = map_chunks(scorer, X_pool, chunk_size=getattr(base, "chunk_size", self.chunk_size),
+                                         n_jobs=getattr(base, "n_jobs", None), aligned={"y": y_idx})
             order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
-        tau = self._tau(p_label, n_classes, info, scores, order, n_instances)
+            inner = PoolScores(scores, order)
+        else:
+            inner = pool_scores_of(base, estimator, X_pool, n_instances, y_pool=y_pool,
+                                   random_tie_break=random_tie_break, random_state=random_state, **kwargs)
+            if inner is None:
+                return None
+            p_label = self._p_label(predictive, X_pool, y_idx)
+        info = dict(inner.info)
+        tau = self._tau(p_label, n_classes, info, inner.scores, inner.order, n_instances)
+        info["threshold"] = tau
+        trusted = p_label >= tau
+        eligible = trusted if inner.eligible is None else trusted & inner.eligible
+        return PoolScores(inner.scores, inner.order, eligible, p_label, info)
+
+    def _p_label(self, predictive, X_pool, y_idx) -> np.ndarray:
+        return map_chunks(_FilterChunk(predictive, None), X_pool, chunk_size=self.chunk_size, aligned={"y": y_idx})
+
+    def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
+                random_state=None, **kwargs) -> Acquisition:
+        ps = self.pool_scores(estimator, X_pool, n_instances, y_pool=y_pool, random_tie_break=random_tie_break,
+                              random_state=random_state, **kwargs)
+        if ps is not None:
+            n_instances = check_n_instances(n_instances, len(ps.order))
+            picks = ps.order[ps.eligible[ps.order]][:n_instances]
+            rejected = ps.rejected(picks, n_instances)
+            picks, n_filled = ps.fill(picks, n_instances, "noise_filter", "trusted",
+                                      "untrusted points whose labels the model finds most likely")
+            rejected = rejected[~np.isin(rejected, picks)]
+            info = {**ps.info, "n_rejected": int(len(rejected)), "rejected_indices": rejected,
+                    "n_filled": int(n_filled)}
+            return Acquisition(picks, ps.scores[picks], info)
+        return self._acquire_among_trusted(estimator, X_pool, n_instances, y_pool, random_tie_break, random_state,
+                                           kwargs)
+
+    def _acquire_among_trusted(self, estimator, X_pool, n_instances, y_pool, random_tie_break, random_state,
+                               kwargs) -> Acquisition:
+        """For a strategy without pool scores (a modAL function, a joint
+        selection): it chooses among the trusted points, and the rejects are
+        the untrusted points among what it would choose unfiltered."""
+        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = self._setup(
+            estimator, X_pool, n_instances, y_pool, kwargs)
+        base = as_strategy(self.strategy)
+        p_label = self._p_label(predictive, X_pool, y_idx)
+        info = {}
+        tau = self._tau(p_label, n_classes, info)
         trusted = p_label >= tau
         call = dict(kwargs, y_pool=y_pool, random_tie_break=random_tie_break, random_state=random_state)
-        if pointwise:
-            picks = order[trusted[order]][:n_instances]
-            if len(picks) == n_instances:
-                last = int(np.flatnonzero(order == picks[-1])[0])
-                rejected = order[:last + 1][~trusted[order[:last + 1]]]
-            else:
-                rejected = order[~trusted[order]]
-            pick_scores = scores[picks]
-        else:
-            unfiltered = acquire_among(base, estimator, X_pool, np.arange(len(X_pool)), n_instances, **call)
-            rejected = unfiltered.indices[~trusted[unfiltered.indices]]
-            candidates = np.flatnonzero(trusted)
-            if len(candidates) >= n_instances:
-                acq = acquire_among(base, estimator, X_pool, candidates, n_instances, **call)
-                picks, pick_scores = acq.indices, acq.scores
-            elif len(candidates):
-                acq = acquire_among(base, estimator, X_pool, candidates, len(candidates), **call)
-                picks, pick_scores = acq.indices, acq.scores
-            else:
-                picks, pick_scores = np.arange(0, dtype=np.intp), None
+        unfiltered = acquire_among(base, estimator, X_pool, np.arange(len(X_pool)), n_instances, **call)
+        rejected = unfiltered.indices[~trusted[unfiltered.indices]]
+        candidates = np.flatnonzero(trusted)
+        picks, pick_scores = np.arange(0, dtype=np.intp), None
+        if len(candidates):
+            acq = acquire_among(base, estimator, X_pool, candidates, min(n_instances, len(candidates)), **call)
+            picks, pick_scores = acq.indices, acq.scores
         n_filled = n_instances - len(picks)
         if n_filled:
             warnings.warn(f"noise_filter: only {len(picks)} of the {len(X_pool)} pool points are trusted "
                           f"(threshold {tau:.3g}); the batch is filled with the {n_filled} untrusted points "
-                          "whose labels the model finds most likely", UserWarning, stacklevel=2)
+                          "whose labels the model finds most likely", UserWarning, stacklevel=3)
             untrusted = np.flatnonzero(~trusted)
             fill = untrusted[np.argsort(-p_label[untrusted], kind="stable")][:n_filled]
             picks = np.concatenate([picks, fill]).astype(np.intp)
             rejected = np.setdiff1d(rejected, fill)
-            pick_scores = None if scores is None else scores[picks]
+            pick_scores = None
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
         return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
