@@ -36,6 +36,7 @@ from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEn
                          score_pool)
 from ._names import DECORATORS, get_strategy
 from ._noise import NoiseFilter, noise_filter
+from ._diversity import DiversityPenalty, diversity_penalty
 from ._regression import PredictiveVariance
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     # decorators
     "noise_filter",
     "NoiseFilter",
+    "diversity_penalty",
+    "DiversityPenalty",
     # their classes, and the bases to write your own
     "BALD",
     "MaxEntropy",

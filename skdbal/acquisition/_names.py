@@ -5,6 +5,7 @@ import re
 from typing import Callable, Dict, List, Tuple
 
 from ._base import Strategy
+from ._diversity import diversity_penalty
 from ._noise import noise_filter
 
 __all__ = ["get_strategy", "DECORATORS"]
@@ -12,6 +13,7 @@ __all__ = ["get_strategy", "DECORATORS"]
 #: Decorators by name: constructor and the names of its positional parameters.
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
     "filter": (noise_filter, ("threshold",)),
+    "diverse": (diversity_penalty, ("weight", "features")),
 }
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")
@@ -95,8 +97,9 @@ def get_strategy(name: str, strategies=None) -> Strategy:
             if len(args) > len(params):
                 raise ValueError(f"{word}() takes at most {len(params)} parameter(s) {list(params)}; got {args}")
             decorated = make(inner, **dict(zip(params, args)))
-            if hasattr(decorated, "_check_threshold"):
-                decorated._check_threshold()
+            for check in ("_check_threshold", "_check_params"):
+                if hasattr(decorated, check):
+                    getattr(decorated, check)()
             return decorated, i + 1
         if word not in strategies:
             raise ValueError(f"unknown strategy {word!r} in {name!r}; choose from {sorted(strategies)}")
