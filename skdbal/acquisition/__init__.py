@@ -37,6 +37,7 @@ from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEn
 from ._names import DECORATORS, get_strategy
 from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
+from ._batchbald import BatchBALD
 from ._regression import PredictiveVariance
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "mean_std",
     "random_sampling",
     "predictive_variance",
+    "batch_bald",
     "STRATEGIES",
     "get_strategy",
     "DECORATORS",
@@ -62,6 +64,7 @@ __all__ = [
     "MeanStd",
     "RandomSampling",
     "PredictiveVariance",
+    "BatchBALD",
     "Strategy",
     "StrategyDecorator",
     "SamplesStrategy",
@@ -87,6 +90,7 @@ variation_ratios = VariationRatios()
 mean_std = MeanStd()
 random_sampling = RandomSampling()
 predictive_variance = PredictiveVariance()
+batch_bald = BatchBALD()
 
 #: Strategies by name, as used by the command line and the experiment runner.
 STRATEGIES = {
@@ -96,4 +100,5 @@ STRATEGIES = {
     "mean_std": mean_std,
     "random": random_sampling,
     "predictive_variance": predictive_variance,
+    "batch_bald": batch_bald,
 }
