@@ -15,6 +15,10 @@ joint entropy ``H(y_S, y_n)`` is computed
   configurations ``ŷ_m ~ p(y_S)`` and
   ``H ≈ −(1/M) Σ_m Σ_c [p(ŷ_m, c)/p(ŷ_m)] log p(ŷ_m, c)``.
 
+Both are computed as ``H(y_S) + Σ_k v_k H(y_n | y_S = k)``, with the
+conditionals ``p(y_n | y_S = k) = Σ_t p(w_t | k) P[t, n]`` (well scaled, so
+float32 is safe) and the configurations' probabilities in log space.
+
 The candidates are scored in chunks of ``chunk_size`` points, so memory
 holds ``(chunk_size, M, C)`` at most, never ``(N, M, C)``.
 
@@ -41,6 +45,8 @@ from sklearn.utils import check_random_state
 
 __all__ = ["batch_bald_select", "joint_entropy_exact", "conditional_entropy"]
 
+_TINY = np.finfo(np.float64).tiny
+
 
 def conditional_entropy(P) -> np.ndarray:
     """``E_t H(P[t, n])`` for every point: the expected entropy given the weights.
@@ -61,8 +67,12 @@ def conditional_entropy(P) -> np.ndarray:
     >>> conditional_entropy(P).round(4).tolist()
     [0.3466]
     """
-    P = np.asarray(P, dtype=np.float64)
-    return -xlogy(P, P).sum(axis=2).mean(axis=0)
+    P = np.asarray(P)
+    out = np.empty(P.shape[1])
+    for start in range(0, P.shape[1], 4096):  # in blocks: no float64 copy of the whole pool
+        block = np.asarray(P[:, start:start + 4096], dtype=np.float64)
+        out[start:start + block.shape[1]] = -xlogy(block, block).sum(axis=2).mean(axis=0)
+    return out
 
 
 def joint_entropy_exact(P, indices) -> float:
@@ -123,6 +133,7 @@ def batch_bald_select(
     *,
     n_joint_samples: int = 1000,
     chunk_size: int = 512,
+    lazy: bool = True,
     random_state=None,
 ) -> Tuple[np.ndarray, np.ndarray]:
     """Greedy BatchBALD over consistent samples.
@@ -131,7 +142,8 @@ def batch_bald_select(
     ----------
     P : array-like of shape (T, N, C)
         Class probabilities of ``T`` consistent passes over the ``N`` pool
-        points. float32 is kept as is; products are taken in float64.
+        points. The joint entropies are computed in its precision: float32
+        samples (as the networks give) in float32, float64 in float64.
     n_instances : int
         Batch size.
     n_joint_samples : int, default=1000
@@ -140,6 +152,15 @@ def batch_bald_select(
         configurations beyond.
     chunk_size : int, default=512
         Candidates scored at a time: memory ``chunk_size · M · C`` floats.
+    lazy : bool, default=True
+        Lazy greedy evaluation: a point's gain can only shrink as the batch
+        grows (the mutual information is submodular), so after the first
+        pick the candidates are evaluated in order of their last gain, and a
+        step stops once no candidate left could beat the best gain found.
+        The picks are those of a full evaluation wherever the joint
+        entropies are exact; with sampled entropies the bounds hold only up
+        to the sampling error. ``False`` evaluates every candidate at every
+        step.
     random_state : int, RandomState instance or None, default=None
         Seeds the sampled configurations.
 
@@ -177,48 +198,107 @@ def batch_bald_select(
     picked, gains = [], []
     batch_mi = 0.0
     free = np.ones(N, dtype=bool)
+    bound = np.full(N, np.inf)  # the last gain computed for each point: an upper bound on its next
     for _ in range(int(n_instances)):
-        H = _joint_entropies(P, picked, M, M, rng, chunk_size)
-        # I(y_S, y_n; w) = H(y_S, y_n) − Σ_{i ∈ S} E H_i − E H_n
-        mi = H - cond - (cond[picked].sum() if picked else 0.0)
-        mi[~free] = -np.inf
-        best = int(np.argmax(mi))
-        gains.append(float(mi[best] - batch_mi))
-        batch_mi = float(mi[best])
+        configs = _configurations(P, picked, M, M, rng)
+        base = cond[picked].sum() if picked else 0.0
+
+        def gains_of(cand):
+            # I(y_S, y_n; w) = H(y_S, y_n) − Σ_{i ∈ S} E H_i − E H_n, less I(y_S; w)
+            return _entropies(P, configs, cand, chunk_size) - cond[cand] - base - batch_mi
+
+        if not lazy or not picked:
+            cand = np.flatnonzero(free)
+            g = gains_of(cand)
+            bound[cand] = g
+            best = int(cand[np.argmax(g)])
+        else:
+            # lazy greedy: gains only shrink as the batch grows (the mutual information is
+            # submodular), so candidates are evaluated best bound first, until no bound left
+            # can beat the best fresh gain
+            order = np.flatnonzero(free)
+            order = order[np.argsort(-bound[order], kind="stable")]
+            best, best_gain, done = -1, -np.inf, 0
+            block = max(16, min(chunk_size, 128))
+            while done < len(order):
+                cand = order[done:done + block]
+                g = gains_of(cand)
+                bound[cand] = g
+                done += len(cand)
+                # the lowest index among equal gains, as a full evaluation would pick
+                for c, value in zip(cand, g):
+                    if value > best_gain or (value == best_gain and c < best):
+                        best, best_gain = int(c), float(value)
+                if done < len(order) and best_gain > bound[order[done]] + 1e-12:
+                    break
+        gains.append(float(bound[best]))
+        batch_mi += float(bound[best])
         picked.append(best)
         free[best] = False
     return np.asarray(picked, dtype=np.intp), np.asarray(gains)
 
 
-def _joint_entropies(P, picked, n_samples: int, exact_limit: int, rng, chunk_size: int) -> np.ndarray:
-    """``H(y_S, y_n)`` for every point ``n``, with ``S = picked``: exact over
-    the ``C^|S|`` configurations while they are at most ``exact_limit``,
-    else from ``n_samples`` sampled configurations."""
-    T, N, C = P.shape
+def _configurations(P, picked, n_samples: int, exact_limit: int, rng):
+    """The batch so far as label configurations ``k`` of ``picked``, for
+    ``H(y_S, y_n) = H(y_S) + Σ_k v_k H(y_n | y_S = k)``.
+
+    Returns ``(R, v, H_S)``: ``R[t, k] = p(w_t | y_S = k)``, the passes'
+    posterior given configuration ``k`` (columns sum to 1); the weights
+    ``v_k``; and ``H(y_S)``. All ``C^|S|`` configurations while there are at
+    most ``exact_limit`` (``v_k = p(k)``), else ``n_samples`` configurations
+    drawn from ``p(y_S)`` (``v_k = 1/M``, and the estimates of Kirsch et al.).
+    Computed in log space, so long batches do not underflow."""
+    T, _, C = P.shape
+    logP = lambda i: np.log(np.maximum(np.asarray(P[:, i, :], dtype=np.float64), _TINY))  # noqa: E731
     if C ** len(picked) <= exact_limit:
-        Q = np.ones((T, 1))  # Q[t, k]: probability of configuration k of the batch under pass t
+        logQ = np.zeros((T, 1))
         for i in picked:
-            Q = (Q[:, :, None] * np.asarray(P[:, i, None, :], dtype=np.float64)).reshape(T, -1)
-        weight = None
-    else:
-        # configurations ŷ_m ~ p(y_S): a pass t uniformly, then each label from that pass
+            logQ = (logQ[:, :, None] + logP(i)[:, None, :]).reshape(T, -1)
+        exact = True
+    else:  # ŷ_m ~ p(y_S): a pass t uniformly, then each label from that pass
         M = n_samples
         t = rng.randint(T, size=M)
-        Q = np.ones((T, M))
+        logQ = np.zeros((T, M))
         for i in picked:
             Pi = np.asarray(P[:, i, :], dtype=np.float64)
             cdf = np.cumsum(Pi[t], axis=1)
             y = np.minimum((rng.random_sample(M)[:, None] * cdf[:, -1:] > cdf).sum(axis=1), C - 1)
-            Q *= Pi[:, y]
-        weight = Q.mean(axis=0)  # p(ŷ_m)
-    H = np.empty(N)
-    QT = Q.T / T  # (K, T)
-    for start in range(0, N, chunk_size):
-        Pc = np.asarray(P[:, start:start + chunk_size, :], dtype=np.float64)  # (T, B, C)
-        B = Pc.shape[1]
-        joint = (QT @ Pc.reshape(T, B * C)).reshape(-1, B, C)  # p(configuration, y_n = c)
-        if weight is None:
-            H[start:start + B] = -xlogy(joint, joint).sum(axis=(0, 2))
-        else:
-            H[start:start + B] = -(xlogy(joint, joint) / weight[:, None, None]).sum(axis=(0, 2)) / len(weight)
+            logQ += logP(i)[:, y]
+        exact = False
+    top = logQ.max(axis=0)
+    Q = np.exp(logQ - top)
+    total = Q.sum(axis=0)
+    log_w = np.log(total) + top - np.log(T)  # log p(configuration)
+    R = Q / total
+    if exact:
+        w = np.exp(log_w)
+        return R, w, float(-(w * log_w).sum())
+    return R, np.full(len(log_w), 1.0 / len(log_w)), float(-log_w.mean())
+
+
+def _entropies(P, configs, candidates, chunk_size: int) -> np.ndarray:
+    """``H(y_S, y_n)`` for each candidate ``n``, ``chunk_size`` candidates at a
+    time, in the precision of ``P`` (float32 samples: float32 products)."""
+    R, v, H_S = configs
+    T, _, C = P.shape
+    dtype = np.float32 if P.dtype == np.float32 else np.float64
+    RT = np.ascontiguousarray(R.T, dtype=dtype)  # (K, T)
+    ones = np.ones(C, dtype=dtype)
+    H = np.empty(len(candidates))
+    for start in range(0, len(candidates), chunk_size):
+        idx = candidates[start:start + chunk_size]
+        Pc = np.asarray(P[:, idx, :], dtype=dtype).reshape(T, -1)  # (T, B·C)
+        B = len(idx)
+        cond = RT @ Pc  # p(y_n = c | y_S = k), (K, B·C)
+        logs = np.maximum(cond, np.finfo(dtype).tiny)
+        np.log(logs, out=logs)
+        logs *= cond
+        ent = -(logs.reshape(-1, C) @ ones).reshape(-1, B)  # H(y_n | y_S = k), (K, B)
+        H[start:start + B] = H_S + v @ ent
     return H
+
+
+def _joint_entropies(P, picked, n_samples: int, exact_limit: int, rng, chunk_size: int) -> np.ndarray:
+    """``H(y_S, y_n)`` for every point ``n``, with ``S = picked`` (for tests)."""
+    return _entropies(P, _configurations(P, picked, n_samples, exact_limit, rng), np.arange(P.shape[1]),
+                      chunk_size)

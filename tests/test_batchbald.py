@@ -120,3 +120,16 @@ def test_strategy_samples_the_net_with_consistent_masks(digits, small_net):
     assert learner.estimator_.consistent_masks is False
     filtered = noise_filter(batch_bald, 0.05).acquire(net, pool, 3, y_pool=y[60:460])
     assert len(filtered.indices) == 3
+
+
+def test_lazy_greedy_picks_what_a_full_evaluation_picks():
+    for seed in range(20):
+        rng = np.random.RandomState(seed)
+        T, N, C = rng.randint(3, 12), rng.randint(5, 200), rng.choice([2, 3, 10])
+        P = consistent(T, N, C, seed)
+        n = min(N, 4)
+        M = C ** (n - 1)  # exact for every pick
+        lazy = batch_bald_select(P, n, n_joint_samples=M, chunk_size=7)
+        full = batch_bald_select(P, n, n_joint_samples=M, lazy=False)
+        np.testing.assert_array_equal(lazy[0], full[0])
+        np.testing.assert_allclose(lazy[1], full[1], atol=1e-10)
