@@ -17,7 +17,10 @@ joint entropy ``H(y_S, y_n)`` is computed
 
 Both are computed as ``H(y_S) + Σ_k v_k H(y_n | y_S = k)``, with the
 conditionals ``p(y_n | y_S = k) = Σ_t p(w_t | k) P[t, n]`` (well scaled, so
-float32 is safe) and the configurations' probabilities in log space.
+float32 is safe) and the configurations' probabilities in log space. A
+candidate's gain, ``I(y_S, y_n; w) − I(y_S; w) = H(y_n | y_S) − E_t H(P[t, n])``,
+needs only the second term: the estimate of ``H(y_S)`` cancels, so the gains
+compared within and across steps carry no noise from it.
 
 The candidates are scored in chunks of ``chunk_size`` points, so memory
 holds ``(chunk_size, M, C)`` at most, never ``(N, M, C)``.
@@ -196,16 +199,15 @@ def batch_bald_select(
     rng = check_random_state(random_state)
     cond = conditional_entropy(P)
     picked, gains = [], []
-    batch_mi = 0.0
     free = np.ones(N, dtype=bool)
     bound = np.full(N, np.inf)  # the last gain computed for each point: an upper bound on its next
     for _ in range(int(n_instances)):
         configs = _configurations(P, picked, M, M, rng)
-        base = cond[picked].sum() if picked else 0.0
 
         def gains_of(cand):
-            # I(y_S, y_n; w) = H(y_S, y_n) − Σ_{i ∈ S} E H_i − E H_n, less I(y_S; w)
-            return _entropies(P, configs, cand, chunk_size) - cond[cand] - base - batch_mi
+            # I(y_S, y_n; w) − I(y_S; w) = H(y_n | y_S) − E_t H(P[t, n]): the estimate of H(y_S)
+            # cancels, so sampled steps add no noise of their own to the gains they compare
+            return _entropies(P, configs, cand, chunk_size, conditional=True) - cond[cand]
 
         if not lazy or not picked:
             cand = np.flatnonzero(free)
@@ -232,7 +234,6 @@ def batch_bald_select(
                 if done < len(order) and best_gain > bound[order[done]] + 1e-12:
                     break
         gains.append(float(bound[best]))
-        batch_mi += float(bound[best])
         picked.append(best)
         free[best] = False
     return np.asarray(picked, dtype=np.intp), np.asarray(gains)
@@ -276,9 +277,10 @@ def _configurations(P, picked, n_samples: int, exact_limit: int, rng):
     return R, np.full(len(log_w), 1.0 / len(log_w)), float(-log_w.mean())
 
 
-def _entropies(P, configs, candidates, chunk_size: int) -> np.ndarray:
-    """``H(y_S, y_n)`` for each candidate ``n``, ``chunk_size`` candidates at a
-    time, in the precision of ``P`` (float32 samples: float32 products)."""
+def _entropies(P, configs, candidates, chunk_size: int, conditional: bool = False) -> np.ndarray:
+    """``H(y_S, y_n)`` for each candidate ``n`` (``H(y_n | y_S)`` with
+    ``conditional=True``), ``chunk_size`` candidates at a time, in the
+    precision of ``P`` (float32 samples: float32 products)."""
     R, v, H_S = configs
     T, _, C = P.shape
     dtype = np.float32 if P.dtype == np.float32 else np.float64
@@ -294,8 +296,8 @@ def _entropies(P, configs, candidates, chunk_size: int) -> np.ndarray:
         np.log(logs, out=logs)
         logs *= cond
         ent = -(logs.reshape(-1, C) @ ones).reshape(-1, B)  # H(y_n | y_S = k), (K, B)
-        H[start:start + B] = H_S + v @ ent
-    return H
+        H[start:start + B] = v @ ent
+    return H if conditional else H + H_S
 
 
 def _joint_entropies(P, picked, n_samples: int, exact_limit: int, rng, chunk_size: int) -> np.ndarray:
