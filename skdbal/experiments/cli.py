@@ -61,13 +61,17 @@ def _experiment(args) -> int:
 
     strategies = split_names(args.strategies)
     try:
-        preset = get_preset(args.preset, **_parse_overrides(args.set))
+        overrides = _parse_overrides(args.set)
+        if args.dataset is not None:
+            overrides["dataset"] = args.dataset
+        preset = get_preset(args.preset, **overrides)
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
         raise ValueError(str(exc)) from None
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
     run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
-             last_layer=last_layer, noise_rates=args.noise_rates, n_jobs=args.n_jobs,
+             last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
+             n_jobs=args.n_jobs,
              torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device)
     from .report import write_report
 
@@ -107,7 +111,8 @@ def _experiment_epilog() -> str:
     wrap = lambda text: textwrap.fill(text, 100, subsequent_indent="  ")  # noqa: E731
     return "\n\n".join([
         wrap("strategies: " + ", ".join(STRATEGIES) + "; decorators: " + decorators
-             + ", e.g. filter(bald,dynamic), filter(bald,0.1), filter(bald,quantile)."),
+             + ", e.g. filter(bald,dynamic), filter(bald,batch), filter(bald,0.1), diverse(bald,0.1),"
+             " diverse(filter(bald,batch),0.1,embedding)."),
         wrap("preset fields for --set (with gal2017's values): " + fields + "."),
         wrap(_DATA_HELP),
         wrap("An interrupted grid resumes where it stopped: rerun the same command (Ctrl-C is safe)."),
@@ -149,11 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
-                         "e.g. bald,filter(bald,0.1),filter(bald,dynamic)")
+                         "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")
     ex.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
     ex.add_argument("--noise-rates", type=float, nargs="+", default=[0.0], metavar="RATE",
                     help="label noise of the annotator, each in [0, 1) (default 0): the pool's labels are "
                          "flipped symmetrically, once per point")
+    ex.add_argument("--initial-sets", nargs="+", default=["balanced_random"], metavar="NAME",
+                    choices=["balanced_random", "kmeans_per_class", "kmeans"],
+                    help="initial labelled sets, each a run of its own: balanced_random (default; Gal et al.), "
+                         "kmeans_per_class (the points nearest k-means centroids within each class; needs the "
+                         "pool's labels) or kmeans (label-free, over the whole pool)")
+    ex.add_argument("--dataset", default=None, choices=["mnist", "repeated_mnist", "digits"],
+                    help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
+                         "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise")
     ex.add_argument("--n-jobs", type=int, default=1, help="runs in parallel (default 1)")
     ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
     ex.add_argument("--deterministic-baseline", action="store_true",

@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 __all__ = ["Preset", "PRESETS", "get_preset"]
 
 
-_DATASETS = ("mnist", "digits")
+_DATASETS = ("mnist", "repeated_mnist", "digits")
 #: Optimizer names a preset accepts, and the ``torch.optim`` class each names
 #: (by name: this module does not import torch).
 OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW"}
@@ -69,8 +69,12 @@ class Preset:
     Attributes
     ----------
     name : str
-    dataset : {"mnist", "digits"}
-        ``"digits"`` (scikit-learn's 8×8, 500 test images) is for smoke tests.
+    dataset : {"mnist", "repeated_mnist", "digits"}
+        ``"repeated_mnist"`` is Kirsch et al.'s Repeated-MNIST: every training
+        image 3 times with Gaussian noise of std ``0.1 · 0.3081`` on pixels
+        in [0, 1] (:func:`skdbal.datasets.make_repeated`; the test set is
+        MNIST's). ``"digits"`` (scikit-learn's 8×8, 500 test images) is for
+        smoke tests.
     module : str
         A network in :mod:`skdbal.nets`.
     module_params : tuple of (str, value) pairs

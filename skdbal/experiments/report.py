@@ -548,7 +548,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         rows = [r for r in rows if r["step"] <= preset["n_queries"]]
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
-        return _write_report_rows(out_dir, rows, n_initial)
+        return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"))
     paths = []
     for rate in noisy:  # one table and figure per noise rate; the clean rows go on as usual
         part = [r for r in rows if r["noise_rate"] == rate]
@@ -590,10 +590,13 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     rows = [r for r in rows if not r["noise_rate"]]
     if not rows:
         return paths
-    return paths + _write_report_rows(out_dir, rows, n_initial)
+    return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"))
 
 
-def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[Path]:
+_DATASET_LABEL = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "digits": "digits"}
+
+
+def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset: str = "MNIST") -> List[Path]:
     """The report of rows without label noise (see :func:`write_report`)."""
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
@@ -623,7 +626,10 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int) -> List[
     )
     paths.append(table)
     curves = out_dir / "learning_curves.png"
-    plot_curves(rows, curves, title="MNIST, Bayesian CNN: test accuracy (mean ± std over seeds)")
+    # the Bayesian CNN's runs, from every initial set in the folder ("bayesian-init-kmeans_per_class")
+    variants = tuple(sorted({r["variant"] for r in rows if r["variant"].startswith("bayesian")})) or ("bayesian",)
+    plot_curves(rows, curves, variants=variants,
+                title=f"{dataset}, Bayesian CNN: test accuracy (mean ± std over seeds)")
     paths.append(curves)
     if any(r["variant"] == "deterministic" for r in rows):
         det_table = out_dir / "deterministic.md"

@@ -93,12 +93,15 @@ class RunSpec:
     mc_dropout: bool = True
     last_layer: Optional[str] = None
     noise_rate: float = 0.0
+    initial_set: str = "balanced_random"
 
     @property
     def variant(self) -> str:
         if self.last_layer is not None:
-            return f"blr_{self.last_layer}"
-        return "bayesian" if self.mc_dropout else "deterministic"
+            base = f"blr_{self.last_layer}"
+        else:
+            base = "bayesian" if self.mc_dropout else "deterministic"
+        return base if self.initial_set == "balanced_random" else f"{base}-init-{self.initial_set}"
 
     @property
     def run_id(self) -> str:
@@ -116,6 +119,8 @@ class RunSpec:
             config["last_layer"] = self.last_layer
         if self.noise_rate:
             config["noise_rate"] = self.noise_rate
+        if self.initial_set != "balanced_random":
+            config["initial_set"] = self.initial_set
         return config
 
 
@@ -129,16 +134,35 @@ def load_data(dataset: str, data_home: Optional[str] = None):
         X_train, y_train = load_mnist(data_home, subset="train", return_X_y=True)
         X_test, y_test = load_mnist(data_home, subset="test", return_X_y=True)
         return X_train, y_train, X_test, y_test
+    if dataset == "repeated_mnist":
+        from ..datasets import make_repeated
+
+        X_train, y_train, X_test, y_test = load_data("mnist", data_home)
+        # Kirsch et al. (2019): each training image 3 times, with N(0, 0.1²) noise on images
+        # standardised by MNIST's pixel std 0.3081, that is 0.1 · 0.3081 on pixels in [0, 1]
+        X_rep, y_rep = make_repeated(_to_float(X_train), y_train, n_repeats=3, noise_std=0.1 * 0.3081,
+                                     random_state=20190618)
+        return X_rep, y_rep, X_test, y_test
     if dataset == "digits":
         from .quickstart import load_digits_images
 
         X_pool, X_test, y_pool, y_test = load_digits_images()
         return X_pool, y_pool, X_test, y_test
-    raise ValueError(f"unknown dataset {dataset!r}; choose 'mnist' or 'digits'")
+    raise ValueError(f"unknown dataset {dataset!r}; choose 'mnist', 'repeated_mnist' or 'digits'")
 
 
-def _split(preset: Preset, seed: int, y_train, n_test_total: int):
-    """Validation, pool, initial and test indices: a function of the seed only."""
+#: Initial labelled sets a run may start from (``RunSpec.initial_set``).
+INITIAL_SETS = ("balanced_random", "kmeans_per_class", "kmeans")
+
+
+def _split(preset: Preset, seed: int, y_train, n_test_total: int, X_train=None,
+           initial_set: str = "balanced_random"):
+    """Validation, pool, initial and test indices: a function of the seed only.
+
+    ``initial_set``: ``n_initial_per_class`` random points of each class
+    (Gal et al.), the points nearest the k-means centroids within each class
+    (Anonymous, n.d., §5.2; needs the pool's labels), or nearest the
+    ``n_initial_per_class · C`` centroids of the whole pool (label-free)."""
     rng = np.random.RandomState(seed)
     perm = rng.permutation(len(y_train))
     if preset.n_validation >= len(perm):
@@ -147,7 +171,22 @@ def _split(preset: Preset, seed: int, y_train, n_test_total: int):
     pool = perm[preset.n_validation:]
     if preset.pool_size is not None:
         pool = pool[:preset.pool_size]
-    initial = pool[balanced_random(y_train[pool], preset.n_initial_per_class, rng)]
+    if initial_set == "balanced_random":
+        initial = pool[balanced_random(y_train[pool], preset.n_initial_per_class, rng)]
+    elif initial_set in ("kmeans_per_class", "kmeans"):
+        if X_train is None:
+            raise ValueError(f"initial_set={initial_set!r} needs X_train")
+        from ..initial import kmeans_representative
+
+        if initial_set == "kmeans_per_class":
+            chosen = kmeans_representative(X_train[pool], y_train[pool], preset.n_initial_per_class,
+                                           random_state=rng)
+        else:
+            chosen = kmeans_representative(X_train[pool], n_clusters=preset.n_initial_per_class
+                                           * len(np.unique(y_train)), random_state=rng)
+        initial = pool[chosen]
+    else:
+        raise ValueError(f"unknown initial_set {initial_set!r}; choose from {list(INITIAL_SETS)}")
     test = np.arange(n_test_total)
     if preset.n_test is not None and preset.n_test < n_test_total:
         test = np.sort(np.random.RandomState([seed, 7919]).choice(n_test_total, preset.n_test, replace=False))
@@ -681,7 +720,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
     csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
     weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
-    val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all))
+    val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
     X_test, y_test = X_test_all[test], y_test_all[test]
     valid = (X_train[val], y_train[val])
     # the annotator's labels: flipped once per point for a noise run; the initial set,
@@ -807,6 +846,7 @@ def run_grid(
     deterministic_baseline: bool = False,
     last_layer: Sequence[str] = (),
     noise_rates: Sequence[float] = (0.0,),
+    initial_sets: Sequence[str] = ("balanced_random",),
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -849,6 +889,14 @@ def run_grid(
         the annotator's labels as ``y_pool``, and the rows record the rejects
         of a filter, how many of them were truly flipped, and the flipped
         labels acquired.
+    initial_sets : sequence of {"balanced_random", "kmeans_per_class", "kmeans"}, default=("balanced_random",)
+        The initial labelled set of each run: ``n_initial_per_class`` random
+        points per class (Gal et al.), the points nearest the k-means
+        centroids within each class (Anonymous, n.d., §5.2, which needs the
+        pool's labels), or nearest the centroids of the whole pool
+        (:func:`skdbal.initial.kmeans_representative`). Runs from a k-means
+        set have the variant ``"<variant>-init-<initial_set>"``, so they sit
+        beside the others in one folder and one report.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -891,19 +939,25 @@ def run_grid(
         raise ValueError(f"noise_rates must lie in [0, 1); got {list(noise_rates)}")
     if not seeds:
         raise ValueError("give at least one seed")
+    initial_sets = list(dict.fromkeys(initial_sets))
+    bad_sets = [i for i in initial_sets if i not in INITIAL_SETS]
+    if bad_sets or not initial_sets:
+        raise ValueError(f"unknown initial_sets {bad_sets or initial_sets}; choose from {list(INITIAL_SETS)}")
     bad = [v for v in last_layer if v not in LAST_LAYERS]
     if bad:
         raise ValueError(f"unknown last_layer {bad}; choose from {list(LAST_LAYERS)}")
     if last_layer:
-        specs = [RunSpec(preset, s, int(seed), last_layer=v, noise_rate=r)
-                 for r in noise_rates for v in last_layer for seed in seeds for s in strategies]
+        specs = [RunSpec(preset, s, int(seed), last_layer=v, noise_rate=r, initial_set=i)
+                 for i in initial_sets for r in noise_rates for v in last_layer for seed in seeds for s in strategies]
     else:
-        specs = [RunSpec(preset, s, int(seed), noise_rate=r) for r in noise_rates for seed in seeds for s in strategies]
+        specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i)
+                 for i in initial_sets for r in noise_rates for seed in seeds for s in strategies]
     if "predictive_variance" in strategies and not last_layer:
         raise ValueError("the predictive_variance strategy needs a regressor: pass last_layer")
     if deterministic_baseline:
-        specs += [RunSpec(preset, s, int(seed), mc_dropout=False, noise_rate=r)
-                  for r in noise_rates for seed in seeds for s in strategies if s in DETERMINISTIC_BASELINE]
+        specs += [RunSpec(preset, s, int(seed), mc_dropout=False, noise_rate=r, initial_set=i)
+                  for i in initial_sets for r in noise_rates for seed in seeds for s in strategies
+                  if s in DETERMINISTIC_BASELINE]
     if torch_threads is None:
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
@@ -931,7 +985,7 @@ def run_grid(
         _record_invocation(out_dir, preset, {
             "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
-            "noise_rates": noise_rates,
+            "noise_rates": noise_rates, "initial_sets": initial_sets,
             "n_jobs": n_jobs, "torch_threads": torch_threads})
         jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False, device=device)
                 for spec in specs)

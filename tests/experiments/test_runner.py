@@ -567,3 +567,58 @@ def test_noise_table_by_hand(tmp_path):
     assert "| filter(bald,0.1) | 0% | 1 (2) | 0.50 | +0.50 | 0.00 | — | 0.00 | 0.0% | 0.100 | — | — | " \
            "90.00 ± 0.00% |" in table
     assert table.index("| 0% |") < table.index("| 20% |")
+
+
+def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
+    """k-means initial sets as a grid axis, decorated and joint strategies by name."""
+    from skdbal.experiments import load_data
+    from skdbal.experiments.runner import _split
+    from skdbal.initial import kmeans_representative
+
+    kw = dict(verbose=False, torch_threads=1, **{**TINY, "n_queries": 2})
+    rows = run_grid("gal2017", ["bald", "diverse(bald,0.2)", "batch_bald"], [1], tmp_path / "g",
+                    initial_sets=["balanced_random", "kmeans_per_class"], **kw)
+    runs = sorted(p.name for p in (tmp_path / "g" / "runs").glob("*.csv"))
+    assert "gal2017__bald__bayesian-init-kmeans_per_class__seed1.csv" in runs
+    assert "gal2017__diverse-bald-0.2__bayesian__seed1.csv" in runs and len(runs) == 6
+    X, y, _, y_test = load_data("digits")
+    preset = get_preset("gal2017", **TINY)
+    val, pool, random_initial, _ = _split(preset, 1, y, len(y_test))
+    val2, pool2, km_initial, _ = _split(preset, 1, y, len(y_test), X, "kmeans_per_class")
+    np.testing.assert_array_equal(pool, pool2)
+    # by hand: the same seeded generator, after the permutation that made the pool
+    rng = np.random.RandomState(1)
+    rng.permutation(len(y))
+    np.testing.assert_array_equal(km_initial, pool[kmeans_representative(X[pool], y[pool], 2, random_state=rng)])
+    assert not np.array_equal(np.sort(km_initial), np.sort(random_initial))
+    for variant, initial in (("bayesian", random_initial), ("bayesian-init-kmeans_per_class", km_initial)):
+        first = [r for r in rows if r["variant"] == variant and r["strategy"] == "bald" and r["step"] == 0][0]
+        np.testing.assert_array_equal(np.array(first["query_indices"].split(), dtype=int), initial)
+    config = json.loads((tmp_path / "g" / "runs" / "gal2017__bald__bayesian-init-kmeans_per_class__seed1.json")
+                        .read_text())
+    assert config["initial_set"] == "kmeans_per_class"
+    plain = json.loads((tmp_path / "g" / "runs" / "gal2017__bald__bayesian__seed1.json").read_text())
+    assert "initial_set" not in plain  # run files of the default set are as before
+    write_report(tmp_path / "g")
+    table = (tmp_path / "g" / "table.md").read_text()
+    assert "| BALD | bayesian-init-kmeans_per_class | 1 (2) |" in table
+    with pytest.raises(ValueError, match="unknown initial_sets"):
+        run_grid("gal2017", ["bald"], [1], tmp_path / "h", initial_sets=["kmeans++"], **kw)
+    assert not (tmp_path / "h").exists()
+
+
+def test_repeated_mnist_dataset(mnist_home, monkeypatch):
+    from skdbal.experiments import load_data
+
+    monkeypatch.setenv("SKDBAL_DATA", str(mnist_home))
+    load_data.cache_clear()
+    try:
+        X, y, X_test, y_test = load_data("repeated_mnist")
+        X1, y1, _, _ = load_data("mnist")
+    finally:
+        load_data.cache_clear()
+    assert X.shape == (180000, 28, 28) and X.dtype == np.float32 and len(X_test) == 10000
+    np.testing.assert_array_equal(y, np.tile(y1, 3))
+    noise = X[60000:60100] - X1[:100] / 255.0
+    assert abs(noise.std() - 0.1 * 0.3081) < 0.002
+    assert get_preset("gal2017", dataset="repeated_mnist").dataset == "repeated_mnist"
