@@ -50,7 +50,8 @@ def mnist_candidates():
     checkout (CI), and the loader's default cache ~/skdbal_data."""
     import os
     env = os.environ.get("SKDBAL_DATA")
-    return ([Path(env).expanduser()] if env else []) + [SHARED_DATA, Path("~/skdbal_data").expanduser()]
+    # absolute: a test may turn the folder into a file:// URL or change directory
+    return ([Path(env).expanduser().resolve()] if env else []) + [SHARED_DATA, Path("~/skdbal_data").expanduser()]
 
 
 @pytest.fixture(scope="session")
