@@ -1,7 +1,7 @@
 """
-=====================================================
+=========================================================
 Diverse batches on Repeated digits: penalty and BatchBALD
-=====================================================
+=========================================================
 
 Top-k BALD scores each point alone, so a batch of ten can hold the same
 informative image several times. Repeated digits makes that visible: every

@@ -195,6 +195,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The ``skdbal`` command: ``quickstart`` (the default), ``experiment`` and ``report``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments; ``sys.argv[1:]`` by default. Without a subcommand
+        (or with options only) the quickstart runs.
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for a usage error (with a message
+        naming it), 130 when interrupted, 1 when the output folder is being
+        written by another grid.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.cli import main
+    >>> main(["--version"])                       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    SystemExit: 0
+    >>> main(["experiment", "--strategies", "bald", "--noise-rates", "1.5", "--out", "x"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    SystemExit: 2
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):

@@ -139,6 +139,20 @@ class Preset:
     .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
        learning", anonymised report, undated. Code:
        https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import Preset, get_preset
+    >>> gal = get_preset("gal2017")
+    >>> gal.n_queries, gal.n_instances, gal.pool_subsample, gal.n_samples
+    (100, 10, 2000, 100)
+    >>> short = gal.replace(n_queries=50)              # presets are frozen: change a copy
+    >>> short.n_queries, gal.n_queries
+    (50, 100)
+    >>> Preset(name="mine", dataset="digits", optimizer="sgd")
+    Traceback (most recent call last):
+        ...
+    ValueError: optimizer must be one of ['adam', 'adamw']; got 'sgd'
     """
 
     name: str

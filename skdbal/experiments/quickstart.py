@@ -25,6 +25,13 @@ def load_digits_images(test_size: int = 500, random_state: int = 0):
     Returns
     -------
     X_pool, X_test, y_pool, y_test : ndarray
+
+    Examples
+    --------
+    >>> from skdbal.experiments.quickstart import load_digits_images
+    >>> X_pool, X_test, y_pool, y_test = load_digits_images()
+    >>> X_pool.shape, X_test.shape, X_pool.dtype, float(X_pool.max())
+    ((1297, 8, 8), (500, 8, 8), dtype('float32'), 1.0)
     """
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
@@ -95,6 +102,13 @@ def run_quickstart(
     results : dict
         ``{strategy: [history for each seed]}``, histories as returned by
         :meth:`skdbal.ActiveLearner.simulate`, seeds in the order given.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.quickstart import run_quickstart
+    >>> results = run_quickstart(("random",), seeds=(0,), n_queries=1, n_instances=5, verbose=False, n_jobs=1)
+    >>> [(row["n_labels"], row["accuracy"] > 0.3) for row in results["random"][0]]
+    [(20, True), (25, True)]
     """
     import os
 
@@ -127,7 +141,20 @@ def _curves(histories: List[List[dict]]):
 
 
 def format_table(results: Dict[str, List[List[dict]]]) -> str:
-    """Markdown table: labels against mean ± std test accuracy per strategy."""
+    """Markdown table: labels against mean ± std test accuracy per strategy.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.quickstart import format_table
+    >>> def history(accuracies):                 # a run's history, as ActiveLearner.simulate returns it
+    ...     return [{"n_labels": 20 + 10 * i, "accuracy": a} for i, a in enumerate(accuracies)]
+    >>> results = {"bald": [history([0.6, 0.8]), history([0.6, 0.9])], "random": [history([0.6, 0.7])] * 2}
+    >>> print(format_table(results))
+    | labels | bald | random |
+    |---:|---:|---:|
+    | 20 | 0.600 ± 0.000 | 0.600 ± 0.000 |
+    | 30 | 0.850 ± 0.050 | 0.700 ± 0.000 |
+    """
     names = list(results)
     labels, _ = _curves(results[names[0]])
     lines = ["| labels | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]
@@ -139,13 +166,27 @@ def format_table(results: Dict[str, List[List[dict]]]) -> str:
 
 
 def plot_learning_curves(results: Dict[str, List[List[dict]]], path, title: str = "") -> None:
-    """Write a learning-curve PNG: mean ± std test accuracy per strategy."""
+    """Write a learning-curve PNG: mean ± std test accuracy per strategy.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from skdbal.experiments.quickstart import plot_learning_curves
+    >>> def history(accuracies):                 # a run's history, as ActiveLearner.simulate returns it
+    ...     return [{"n_labels": 20 + 10 * i, "accuracy": a} for i, a in enumerate(accuracies)]
+    >>> results = {"bald": [history([0.6, 0.8]), history([0.6, 0.9])], "random": [history([0.6, 0.7])] * 2}
+    >>> path = Path(tempfile.mkdtemp()) / "curves.png"
+    >>> plot_learning_curves(results, path, title="BALD against random")
+    >>> path.stat().st_size > 10_000
+    True
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .report import data_ylim, legend_outside
+    from .report import _data_ylim, _legend_outside
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     lows, highs = [], []
@@ -158,10 +199,10 @@ def plot_learning_curves(results: Dict[str, List[List[dict]]], path, title: str 
         highs.append(mean + std)
     ax.set_xlabel("labelled images")
     ax.set_ylabel("test accuracy (mean ± std over seeds)")
-    ax.set_ylim(*data_ylim(lows, highs))
+    ax.set_ylim(*_data_ylim(lows, highs))
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    legend_outside(ax)
+    _legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -54,7 +54,19 @@ _VARIANT = {"blr_analytic": "analytic", "blr_mfvi": "MFVI"}
 
 
 def group_runs(rows: List[dict]) -> Dict[Tuple[str, str, str], List[List[dict]]]:
-    """``{(preset, strategy, variant): [rows of each seed's run, by seed]}``."""
+    """``{(preset, strategy, variant): [rows of each seed's run, by seed]}``.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import group_runs
+    >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = run("bald", 1, [0.5, 0.8, 0.92]) + run("bald", 2, [0.5, 0.9, 0.96]) + run("random", 1, [0.5, 0.7, 0.85])
+    >>> {key: [len(r) for r in runs] for key, runs in group_runs(rows).items()}
+    {('gal2017', 'bald', 'bayesian'): [3, 3], ('gal2017', 'random', 'bayesian'): [3]}
+    """
     by_run = defaultdict(list)
     for row in rows:
         by_run[(row["preset"], row["strategy"], row["variant"], row["seed"])].append(row)
@@ -102,6 +114,20 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     just started does not blank out the finished ones. ``anchors=False``
     leaves out the published columns (for runs under other conditions, such
     as label noise).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import table_markdown
+    >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = run("bald", 1, [0.5, 0.8, 0.92]) + run("bald", 2, [0.5, 0.9, 0.96]) + run("random", 1, [0.5, 0.7, 0.85])
+    >>> print(table_markdown(rows, n_initial=20, at_labels=40, anchors=False))
+    | strategy | variant | runs (steps done) | 90%: average-step | 90%: step-average | 95%: average-step | 95%: step-average | accuracy at 40 labels |
+    |---|---|---|---|---|---|---|---|
+    | BALD | bayesian | 2 (2, 2) | 40 (20) | 35 (15) ± 5.0 | > 40 | 1/2 runs reached | 94.00 ± 2.00% |
+    | Random | bayesian | 1 (2) | > 40 | 0/1 runs reached | > 40 | 0/1 runs reached | 85.00 ± 0.00% |
     """
     groups = group_runs(rows)
     lines = [
@@ -148,6 +174,17 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     ``at_labels``, and, on the deterministic row, the paired difference seed
     by seed (deterministic minus Bayesian acquired images to 90% / 95%;
     positive means the Bayesian run needed fewer labels).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import deterministic_markdown
+    >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = run("max_entropy", 1, [0.5, 0.8, 0.91]) + run("max_entropy", 1, [0.5, 0.7, 0.86], "deterministic")
+    >>> print(deterministic_markdown(rows, n_initial=20).splitlines()[2])
+    | Max Entropy | bayesian | 1 | 20 / never | n/a / n/a / n/a% | — |
     """
     groups = group_runs(rows)
     header_acc = " / ".join(str(n) for n in at_labels)
@@ -198,7 +235,7 @@ def _save(fig, path):
     return None
 
 
-def data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
+def _data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
     """A y range that holds every value in ``lows``/``highs`` (arrays), padded
     by 5% of the span (at least 0.02) and kept within ``bounds``."""
     lo = float(min(np.min(v) for v in lows))
@@ -207,7 +244,7 @@ def data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
     return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
 
 
-def legend_outside(ax, **kwargs) -> None:
+def _legend_outside(ax, **kwargs) -> None:
     """The legend to the right of the axes, off the curves."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
@@ -220,7 +257,21 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     The y range fits the bands unless ``ylim`` is given; the legend sits to
     the right of the plot. Every ``plot_*`` function of this module saves
     its figure to ``path`` and closes it, or, with ``path=None``, returns
-    the open figure."""
+    the open figure.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_curves
+    >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = run("bald", 1, [0.5, 0.8, 0.92]) + run("bald", 2, [0.5, 0.9, 0.96]) + run("random", 1, [0.5, 0.7, 0.85])
+    >>> fig = plot_curves(rows, None, title="BALD against random")
+    >>> ax = fig.axes[0]
+    >>> ax.get_title(), ax.get_xlabel(), len(ax.get_lines())
+    ('BALD against random', 'labelled images (20 initial + acquired)', 2)
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -247,9 +298,9 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
     if ylim is not None or lows:
-        ax.set_ylim(*(ylim if ylim is not None else data_ylim(lows, highs)))
+        ax.set_ylim(*(ylim if ylim is not None else _data_ylim(lows, highs)))
     ax.grid(alpha=0.3)
-    legend_outside(ax)
+    _legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
     return _save(fig, path)
@@ -281,6 +332,17 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> "Optional[Figure
     .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
        learning", anonymised report, undated. Code:
        https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_last_layer
+    >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
+    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - 0.05 * i,
+    ...              mean_variance=0.2 - 0.05 * i, noise_rate=None)
+    ...         for inference in ("analytic", "mfvi") for i in range(3)]
+    >>> fig = plot_last_layer(rows, None, title="last layer")
+    >>> len(fig.axes) >= 2
+    True
     """
     import matplotlib
 
@@ -307,7 +369,18 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> "Optional[Figure
 
 
 def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 500, 1000)) -> str:
-    """RMSE, mean predictive variance and accuracy at a few acquisition counts."""
+    """RMSE, mean predictive variance and accuracy at a few acquisition counts.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import last_layer_markdown
+    >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
+    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - 0.05 * i,
+    ...              mean_variance=0.2 - 0.05 * i, noise_rate=None)
+    ...         for inference in ("analytic", "mfvi") for i in range(3)]
+    >>> print(last_layer_markdown(rows, at_acquired=(0, 20)).splitlines()[0])
+    | inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |
+    """
     lines = ["| inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |",
              "|---|---|---|---|---|---|---|"]
     for (_, strategy, variant), runs in _last_layer_groups(rows).items():
@@ -360,6 +433,22 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
     dynamic rule, Anonymous (n.d.)'s rejects per step where it reports them
     (:data:`SEED000_REJECTS`), and test accuracy at ``at_labels``. Rows
     without a noise rate count as clean (0%).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import noise_markdown
+    >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
+    ...                  n_flipped_acquired=f if i else 0, n_rejected=None if rejects is None else rejects[i],
+    ...                  n_rejected_flipped=None if rejects is None else rejects[i] // 2,
+    ...                  threshold=None if rejects is None else 0.1, noise_estimate=None)
+    ...             for i, f in enumerate(flips)]
+    >>> rows = run("bald", 1, [0, 3, 2]) + run("filter(bald,0.1)", 1, [0, 1, 0], rejects=[0, 4, 2])
+    >>> # 3 rejects a step against the optimal 0.2 · 10 = 2; 3 of 6 rejects flipped (precision), 3 of the
+    >>> # 4 flipped labels met rejected (recall); 1 flipped label of 40 in the training set
+    >>> print(noise_markdown(rows, at_labels=(40,)).splitlines()[3])
+    | filter(bald,0.1) | 20% | 1 (2) | 3.00 | +50% | 0.50 | 0.75 | 0.50 | 2.5% | 0.100 | — | 3.18 (+59%) | 80.00 ± 0.00% |
     """
     lines = ["| strategy | noise | runs (steps) | rejects / step | excess over optimal | precision | recall | "
              "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | "
@@ -412,7 +501,23 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
                       title: str = "") -> "Optional[Figure]":
     """Seed 000's Figs 4 and 5: test accuracy (mean ± std over seeds) of
     ``strategies``, one panel per noise rate (rows without one count as
-    clean)."""
+    clean).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_noise_levels
+    >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
+    ...                  n_flipped_acquired=f if i else 0, n_rejected=None if rejects is None else rejects[i],
+    ...                  n_rejected_flipped=None if rejects is None else rejects[i] // 2,
+    ...                  threshold=None if rejects is None else 0.1, noise_estimate=None)
+    ...             for i, f in enumerate(flips)]
+    >>> rows = run("bald", 1, [0, 3, 2]) + run("filter(bald,0.1)", 1, [0, 1, 0], rejects=[0, 4, 2])
+    >>> fig = plot_noise_levels(rows, None, strategies=("bald", "filter(bald,0.1)"), title="noise")
+    >>> fig.axes[0].get_xlabel()
+    'labelled images'
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -441,7 +546,7 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test accuracy (mean ± std over seeds)")
     if lows:
-        axes[0][0].set_ylim(*data_ylim(lows, highs))
+        axes[0][0].set_ylim(*_data_ylim(lows, highs))
     if handles:
         axes[0][-1].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left",
                            bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
@@ -452,7 +557,23 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
 
 def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     """Share of flipped labels in the training set against labels, one line per
-    (strategy, noise rate): mean over the runs that got furthest."""
+    (strategy, noise rate): mean over the runs that got furthest.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_flipped
+    >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
+    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
+    ...                  n_flipped_acquired=f if i else 0, n_rejected=None if rejects is None else rejects[i],
+    ...                  n_rejected_flipped=None if rejects is None else rejects[i] // 2,
+    ...                  threshold=None if rejects is None else 0.1, noise_estimate=None)
+    ...             for i, f in enumerate(flips)]
+    >>> rows = run("bald", 1, [0, 3, 2]) + run("filter(bald,0.1)", 1, [0, 1, 0], rejects=[0, 4, 2])
+    >>> fig = plot_flipped(rows, None, title="flipped labels")
+    >>> fig.axes[0].get_ylabel()
+    'flipped labels in the training set (%)'
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -476,7 +597,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("flipped labels in the training set (%)")
     ax.grid(alpha=0.3)
-    legend_outside(ax)
+    _legend_outside(ax)
     ax.set_title(title)
     fig.tight_layout()
     return _save(fig, path)
@@ -539,6 +660,18 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     Returns
     -------
     paths : list of Path
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skdbal.experiments import get_preset, run_grid
+    >>> from skdbal.experiments.report import write_report
+    >>> tiny = get_preset("gal2017", dataset="digits", n_queries=1, max_epochs=2, n_samples=4,
+    ...                   pool_subsample=100, n_validation=50, module_params={"kernel_size": 3})
+    >>> out = tempfile.mkdtemp()
+    >>> _ = run_grid(tiny, ["bald", "random"], seeds=[1], out_dir=out, torch_threads=1, verbose=False)
+    >>> sorted(path.name for path in write_report(out))
+    ['learning_curves.png', 'table.md']
     """
     out_dir = Path(out_dir)
     rows = _read_grid_rows(out_dir)

@@ -85,7 +85,17 @@ DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a grid."""
+    """One run of a grid.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import RunSpec, get_preset
+    >>> spec = RunSpec(get_preset("gal2017"), "filter(bald,dynamic)", seed=1, noise_rate=0.2)
+    >>> spec.run_id                              # the name of its files in runs/
+    'gal2017__filter-bald-dynamic__bayesian__seed1__noise0.2'
+    >>> RunSpec(get_preset("gal2017"), "bald", 2, initial_set="kmeans_per_class").variant
+    'bayesian-init-kmeans_per_class'
+    """
 
     preset: Preset
     strategy: str
@@ -200,6 +210,23 @@ def _to_float(X):
 def even_batch_size(n: int, batch_size: int) -> int:
     """The largest batch of ``ceil(n / batch_size)`` nearly equal batches.
 
+    Used by ``batch_split="even"`` (see :class:`Preset`): 130 labels in
+    batches of at most 128 become 65 + 65, not 128 + 2.
+
+    Parameters
+    ----------
+    n : int
+        Training points.
+    batch_size : int
+        The largest batch allowed.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from skdbal.experiments import even_batch_size
     >>> even_batch_size(130, 128), even_batch_size(120, 128), even_batch_size(257, 128)
     (65, 120, 86)
     """
@@ -216,6 +243,17 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     ``valid`` is ``(X_val, y_val)``, used when ``preset.selection ==
     "best_valid_loss"``. ``n_train``, the size of the labelled set it will be
     fit on, is needed when ``preset.batch_split == "even"``.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import get_preset, make_estimator
+    >>> net = make_estimator(get_preset("gal2017"), random_state=0)
+    >>> type(net).__name__, net.n_samples, net.max_epochs, net.batch_size
+    ('MCDropoutClassifier', 100, 50, 128)
+    >>> make_estimator(get_preset("gal2017", batch_split="even"), n_train=130).batch_size   # 65 + 65
+    65
+    >>> make_estimator(get_preset("gal2017"), mc_dropout=False).mc_dropout   # the deterministic baseline
+    False
     """
     module = getattr(nets, preset.module)
     optimizer = getattr(torch.optim, OPTIMIZER_CLASSES[preset.optimizer])
@@ -299,6 +337,14 @@ def make_last_layer(preset: Preset, net, inference: str):
     .. [1] Anonymous (candidate number 1091797), "Uncertainty in deep
        learning", anonymised report, undated. Code:
        https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import get_preset, make_estimator, make_last_layer
+    >>> preset = get_preset("gal2017")
+    >>> pipe = make_last_layer(preset, make_estimator(preset), "analytic")
+    >>> [name for name, _ in pipe.steps], pipe[-1].noise_variance, pipe[-1].inference
+    (['features', 'blr'], 0.1, 'analytic')
     """
     from sklearn.pipeline import Pipeline
 
@@ -338,7 +384,14 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class FolderLockedError(RuntimeError):
-    """Another process is writing the same grid folder or run."""
+    """Another process is writing the same grid folder or run.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import FolderLockedError
+    >>> issubclass(FolderLockedError, RuntimeError)   # raised while another grid writes the folder
+    True
+    """
 
 
 @contextmanager
@@ -390,6 +443,16 @@ class DamagedResultsError(ValueError):
 
     The message names the file and the line; ``row`` is the 0-based index of
     the data row at fault, where there is one.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import DamagedResultsError, check_run_rows
+    >>> try:
+    ...     check_run_rows([dict(preset="p", strategy="s", variant="v", seed=1, step=1, n_labels=1,
+    ...                          n_acquired=0, query_indices="3")], "run.csv")
+    ... except DamagedResultsError as exc:
+    ...     print(exc.row, isinstance(exc, ValueError))
+    0 True
     """
 
     def __init__(self, message: str, row: Optional[int] = None):
@@ -438,6 +501,29 @@ def read_results(path: Union[str, os.PathLike]) -> List[dict]:
     DamagedResultsError
         (a ValueError) naming the file and line of a row that is cut,
         malformed or does not fit its run's history.
+
+    Examples
+    --------
+    >>> import csv, tempfile
+    >>> from pathlib import Path
+    >>> from skdbal.experiments import COLUMNS
+    >>> def write(path, rows):                   # a run's rows as the runner writes them
+    ...     with open(path, "w", newline="") as f:
+    ...         w = csv.DictWriter(f, COLUMNS)
+    ...         w.writeheader()
+    ...         w.writerows({**dict.fromkeys(COLUMNS, ""), **r} for r in rows)
+    >>> run = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=i, n_labels=n,
+    ...             n_acquired=n - 2, accuracy=acc, train_time=1, query_time=0, eval_time=0, time=1,
+    ...             query_indices=q) for i, (n, acc, q) in enumerate([(2, 0.5, "4 7"), (3, 0.6, "9")])]
+    >>> path = Path(tempfile.mkdtemp()) / "results.csv"
+    >>> write(path, run)
+    >>> [(r["step"], r["n_labels"], r["accuracy"], r["noise_rate"]) for r in read_results(path)]
+    [(0, 2, 0.5, None), (1, 3, 0.6, None)]
+    >>> write(path, [run[0], {**run[1], "n_labels": 4}])   # a total that the indices do not add up to
+    >>> read_results(path)
+    Traceback (most recent call last):
+        ...
+    skdbal.experiments.runner.DamagedResultsError: ...line 3 (step 1): n_labels is 4 and n_acquired 1, but the query indices so far add up to 3 labels, 1 acquired; the row is cut or damaged
     """
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
@@ -467,6 +553,19 @@ def check_run_rows(rows: List[dict], path, initial=None, lines: Optional[Sequenc
     ------
     DamagedResultsError
         Naming ``path`` and the line of the first row that does not check out.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import check_run_rows
+    >>> rows = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=0, n_labels=2,
+    ...              n_acquired=0, query_indices="4 7"),
+    ...         dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=1, n_labels=3,
+    ...              n_acquired=1, query_indices="4")]
+    >>> check_run_rows(rows[:1], "run.csv", initial=[4, 7])      # consistent: nothing happens
+    >>> check_run_rows(rows, "run.csv")
+    Traceback (most recent call last):
+        ...
+    skdbal.experiments.runner.DamagedResultsError: run.csv, line 3 (step 1): an index is labelled twice; the row is damaged
     """
     total, n_initial, seen = 0, 0, set()
     for i, row in enumerate(rows):
@@ -499,6 +598,27 @@ def assemble_results(out_dir: Union[str, os.PathLike]) -> List[dict]:
     Each run file is checked (:func:`check_run_rows`); a damaged last row is
     left out, as its run will compute that step again, and any other damage
     raises :class:`DamagedResultsError` naming the file and line.
+
+    Examples
+    --------
+    >>> import csv, tempfile
+    >>> from pathlib import Path
+    >>> from skdbal.experiments import COLUMNS
+    >>> def write(path, rows):                   # a run's rows as the runner writes them
+    ...     with open(path, "w", newline="") as f:
+    ...         w = csv.DictWriter(f, COLUMNS)
+    ...         w.writeheader()
+    ...         w.writerows({**dict.fromkeys(COLUMNS, ""), **r} for r in rows)
+    >>> run = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=i, n_labels=n,
+    ...             n_acquired=n - 2, accuracy=acc, train_time=1, query_time=0, eval_time=0, time=1,
+    ...             query_indices=q) for i, (n, acc, q) in enumerate([(2, 0.5, "4 7"), (3, 0.6, "9")])]
+    >>> from skdbal.experiments import assemble_results
+    >>> out = Path(tempfile.mkdtemp())
+    >>> (out / "runs").mkdir()
+    >>> write(out / "runs" / "gal2017__bald__bayesian__seed1.csv", run)
+    >>> rows = assemble_results(out)
+    >>> len(rows), (out / "results.csv").exists()
+    (2, True)
     """
     out_dir = Path(out_dir)
     rows = []
@@ -603,6 +723,19 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
     Raises :class:`FolderLockedError` while another process writes the same
     run, and ValueError if the folder holds it with another configuration.
     A resume with another ``torch_threads`` than the run started with warns.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skdbal.experiments import RunSpec, get_preset, run_one
+    >>> tiny = get_preset("gal2017", dataset="digits", n_queries=2, max_epochs=2, n_samples=4,
+    ...                   pool_subsample=100, n_validation=50, module_params={"kernel_size": 3})
+    >>> out = tempfile.mkdtemp()
+    >>> rows = run_one(RunSpec(tiny, "bald", seed=1), out, torch_threads=1)
+    >>> [(r["step"], r["n_labels"], r["n_acquired"]) for r in rows]
+    [(0, 20, 0), (1, 30, 10), (2, 40, 20)]
+    >>> len(run_one(RunSpec(tiny, "bald", seed=1), out, torch_threads=1))   # finished: read back, not rerun
+    3
     """
     return _run_one(spec, out_dir, torch_threads, data_home, verbose, warn=True, device=resolve_device(device))
 
@@ -928,6 +1061,17 @@ def run_grid(
     .. [2] Anonymous (candidate number 1091797), "Uncertainty in deep
        learning", anonymised report, undated. Code:
        https://www.github.com/anonymous-account-67/UncertaintyInDeepLearning.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skdbal.experiments import get_preset, run_grid
+    >>> tiny = get_preset("gal2017", dataset="digits", n_queries=2, max_epochs=2, n_samples=4,
+    ...                   pool_subsample=100, n_validation=50, module_params={"kernel_size": 3})
+    >>> rows = run_grid(tiny, ["bald", "random"], seeds=[1], out_dir=tempfile.mkdtemp(), torch_threads=1,
+    ...                 verbose=False)
+    >>> sorted({(r["strategy"], r["seed"], r["step"]) for r in rows})
+    [('bald', 1, 0), ('bald', 1, 1), ('bald', 1, 2), ('random', 1, 0), ('random', 1, 1), ('random', 1, 2)]
     """
     preset = get_preset(preset, **overrides)
     strategies, seeds, last_layer = (list(dict.fromkeys(v)) for v in (strategies, seeds, last_layer))  # no repeats
