@@ -8,8 +8,13 @@ scikit-learn's 8×8 digits, starting from 2 labelled images per class, asks
 for 10 labels per round either by BALD (the mutual information between the
 label and the network weights, from MC-dropout samples) or at random.
 
-It also shows what BALD looks at: for the images it picked, the T dropout
-passes disagree, although each pass alone is fairly confident.
+It also shows what BALD looks at. Each pick's title gives its BALD score,
+the mutual information (MI: how much the T dropout passes disagree), and
+its expected entropy (EH: how unsure each pass is on its own; both in
+nats). BALD ranks by MI alone. On this small network trained on 100
+images, each pass is itself unsure of BALD's picks (EH of about 0.6 to
+1.2 nats, where a uniform guess over 10 classes is 2.3), and the passes also
+disagree: BALD picks where the disagreement comes on top of that.
 """
 from pathlib import Path
 
@@ -38,6 +43,7 @@ for name, (labels, acc) in curves.items():
     ax.plot(labels, acc, marker="o", label=name)
 ax.set_xlabel("labelled images")
 ax.set_ylabel("test accuracy")
+ax.set_title("digits: BALD against random, one seed")
 ax.legend()
 fig.tight_layout()
 
@@ -55,7 +61,9 @@ for ax, image, e, a in zip(axes, X_query, epistemic, aleatoric):
     ax.imshow(image, cmap="gray_r")
     ax.set_title(f"MI {e:.2f}\nEH {a:.2f}", fontsize=8)
     ax.axis("off")
+fig.suptitle("BALD's next 8 picks: mutual information (MI) and expected entropy (EH), nats", fontsize=10)
 fig.tight_layout()
+print(f"BALD's picks: MI {epistemic.min():.2f}-{epistemic.max():.2f}, EH {aleatoric.min():.2f}-{aleatoric.max():.2f} nats")
 if "__file__" in globals():  # run as a script: the figures are saved beside it, and shown if there is a display
     for number in plt.get_fignums():
         plt.figure(number).savefig(Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png"), dpi=120)
