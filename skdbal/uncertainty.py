@@ -17,6 +17,8 @@ Examples
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "variation_ratio",
     "mean_standard_deviation",
     "least_confidence",
+    "Decomposition",
+    "decompose",
 ]
 
 _SUM_TOL = 1e-3
@@ -200,6 +204,58 @@ def mutual_information(P) -> np.ndarray:
     mi = entropy(P.mean(axis=0)) - entropy(P).mean(axis=0)
     return np.maximum(mi, 0.0)  # clip round-off: MI >= 0 by Jensen
 
+
+
+class Decomposition(NamedTuple):
+    """Total, aleatoric and epistemic uncertainty of each input, in nats.
+
+    ``total = aleatoric + epistemic`` (up to round-off; ``epistemic`` is
+    clipped at 0).
+    """
+
+    total: np.ndarray
+    aleatoric: np.ndarray
+    epistemic: np.ndarray
+
+
+def decompose(P) -> Decomposition:
+    """Split the predictive entropy into its aleatoric and epistemic parts.
+
+    ``H[p̄] = E_t H[P[t]] + (H[p̄] − E_t H[P[t]])``: the total uncertainty
+    (predictive entropy) is the expected entropy of each pass (aleatoric,
+    the noise every pass sees) plus the mutual information between label
+    and weights (epistemic, the passes' disagreement: BALD's score). One
+    pass over the samples.
+
+    Parameters
+    ----------
+    P : array-like of shape (T, N, C)
+
+    Returns
+    -------
+    Decomposition
+        ``(total, aleatoric, epistemic)``, each of shape ``(N,)``.
+
+    References
+    ----------
+    .. [1] S. Depeweg, J. M. Hernández-Lobato, F. Doshi-Velez and S. Udluft,
+       "Decomposition of uncertainty in Bayesian deep learning for efficient
+       and risk-sensitive learning", ICML 2018.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import decompose
+    >>> P = np.array([[[0.5, 0.5], [1.0, 0.0]],        # pass 0: a coin, then sure of class 0
+    ...               [[0.5, 0.5], [0.0, 1.0]]])       # pass 1: a coin, then sure of class 1
+    >>> d = decompose(P)
+    >>> d.total.round(4).tolist(), d.aleatoric.round(4).tolist(), d.epistemic.round(4).tolist()
+    ([0.6931, 0.6931], [0.6931, 0.0], [0.0, 0.6931])
+    """
+    P = check_samples(P)
+    total = entropy(P.mean(axis=0))
+    aleatoric = entropy(P).mean(axis=0)
+    return Decomposition(total, aleatoric, np.maximum(total - aleatoric, 0.0))
 
 
 def variation_ratio(P) -> np.ndarray:

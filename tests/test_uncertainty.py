@@ -120,3 +120,30 @@ def test_bad_samples_raise(P, match):
         check_samples(P)
     with pytest.raises(ValueError, match=match):
         mutual_information(P)
+
+
+def test_decompose_reproduces_seed_003_table():
+    """Seed 003's table (3 classes): confident, aleatoric and epistemic cases, to the printed precision."""
+    from skdbal.uncertainty import decompose
+
+    confident = np.array([[[1.0, 0.0, 0.0]]] * 4)
+    # three passes, each near uniform: the noise is in every pass
+    aleatoric = np.array([[[0.414, 0.307, 0.279]], [[0.302, 0.274, 0.424]], [[0.292, 0.415, 0.293]]])
+    # 52 passes, each nearly sure (0.9982), of class 0 (17 of them), 1 (18) or 2 (17): they disagree
+    q, r = 0.9982, (1 - 0.9982) / 2
+    sure = {c: [r, r, r] for c in range(3)}
+    for c in range(3):
+        sure[c][c] = q
+    epistemic = np.array([[sure[0]]] * 17 + [[sure[1]]] * 18 + [[sure[2]]] * 17)
+    printed = {  # case: (predicted class, confidence, total, aleatoric, epistemic)
+        "confident": (0, 1.000, 0.000, 0.000, 0.000),
+        "aleatoric": (0, 0.336, 1.099, 1.083, 0.016),
+        "epistemic": (1, 0.346, 1.098, 0.014, 1.084),
+    }
+    for name, P in (("confident", confident), ("aleatoric", aleatoric), ("epistemic", epistemic)):
+        mean = P.mean(axis=0)[0]
+        d = decompose(P)
+        got = (int(mean.argmax()), mean.max(), d.total[0], d.aleatoric[0], d.epistemic[0])
+        assert got[0] == printed[name][0], name
+        np.testing.assert_allclose(got[1:], printed[name][1:], atol=5e-4, err_msg=name)
+        np.testing.assert_allclose(d.total, d.aleatoric + d.epistemic)
