@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at"]
+__all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at", "reliability_curve",
+           "expected_calibration_error", "plot_reliability_diagram"]
 
 
 def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):
@@ -183,3 +184,178 @@ def accuracy_at(histories, n_labels: int) -> tuple:
         return np.nan, np.nan
     col = acc[:, hit[0]]
     return float(col.mean()), float(col.std(ddof=0))
+
+
+def _top_label(y, proba, n_bins, classes):
+    """Validated ``(confidence, correct)`` of the top label of each row."""
+    proba = np.asarray(proba, dtype=np.float64)
+    if proba.ndim != 2 or proba.shape[1] < 2:
+        raise ValueError(f"proba must have shape (n_samples, n_classes >= 2); got {proba.shape}")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise ValueError(f"n_bins must be an int >= 1; got {n_bins!r}")
+    y = np.asarray(y).reshape(-1)
+    if len(y) != len(proba):
+        raise ValueError(f"y and proba differ in length: {len(y)} and {len(proba)}")
+    if len(y) == 0:
+        raise ValueError("y is empty")
+    if not np.isfinite(proba).all() or proba.min() < 0 or proba.max() > 1 + 1e-9:
+        raise ValueError("proba must hold probabilities in [0, 1]")
+    sums = proba.sum(axis=1)
+    if not np.allclose(sums, 1.0, atol=1e-3):
+        worst = int(np.argmax(np.abs(sums - 1)))
+        raise ValueError(f"the rows of proba must sum to 1; row {worst} sums to {sums[worst]:.6g}")
+    if classes is None:
+        if y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= proba.shape[1]:
+            raise ValueError(f"y must hold class indices in [0, {proba.shape[1]}) when classes is not given "
+                             "(the columns of proba); pass classes=estimator.classes_ for other labels")
+        index = y.astype(np.intp)
+    else:
+        classes = np.asarray(classes)
+        if len(classes) != proba.shape[1]:
+            raise ValueError(f"classes has {len(classes)} labels for {proba.shape[1]} columns of proba")
+        lookup = {c: i for i, c in enumerate(classes.tolist())}
+        unknown = sorted({v for v in y.tolist() if v not in lookup}, key=str)
+        if unknown:
+            raise ValueError(f"y holds labels not in classes: {unknown[:10]}")
+        index = np.array([lookup[v] for v in y.tolist()], dtype=np.intp)
+    confidence = proba.max(axis=1)
+    correct = proba.argmax(axis=1) == index
+    return confidence, correct
+
+
+def reliability_curve(y, proba, n_bins: int = 15, *, classes=None):
+    """Top-label confidence against accuracy, in equal-width confidence bins.
+
+    Each prediction goes to the bin ``((m−1)/M, m/M]`` of its largest
+    probability (the first bin also takes 0).
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        True labels: column indices of ``proba``, or labels of ``classes``.
+    proba : array-like of shape (n, C)
+        Predicted probabilities; rows sum to 1.
+    n_bins : int, default=15
+        ``M``.
+    classes : array-like of shape (C,), optional
+        The label of each column (an estimator's ``classes_``).
+
+    Returns
+    -------
+    confidence : ndarray of shape (n_bins,)
+        Mean top-label probability in each bin (NaN where empty).
+    accuracy : ndarray of shape (n_bins,)
+        Fraction of correct top labels in each bin (NaN where empty).
+    counts : ndarray of shape (n_bins,), int
+    edges : ndarray of shape (n_bins + 1,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.metrics import reliability_curve
+    >>> proba = np.array([[0.9, 0.1], [0.8, 0.2], [0.4, 0.6], [0.45, 0.55]])
+    >>> conf, acc, counts, edges = reliability_curve([0, 1, 1, 0], proba, n_bins=5)
+    >>> counts.tolist()                 # top-label probabilities 0.9, 0.8, 0.6, 0.55
+    [0, 0, 2, 1, 1]
+    >>> conf.round(3).tolist(), acc.tolist()   # bin (0.4, 0.6]: one of two right
+    ([nan, nan, 0.575, 0.8, 0.9], [nan, nan, 0.5, 0.0, 1.0])
+    """
+    confidence, correct = _top_label(y, proba, n_bins, classes)
+    edges = np.linspace(0.0, 1.0, int(n_bins) + 1)
+    which = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, int(n_bins) - 1)
+    counts = np.bincount(which, minlength=int(n_bins))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        conf = np.bincount(which, weights=confidence, minlength=int(n_bins)) / counts
+        acc = np.bincount(which, weights=correct.astype(float), minlength=int(n_bins)) / counts
+    return conf, acc, counts, edges
+
+
+def expected_calibration_error(y, proba, n_bins: int = 15, *, classes=None) -> float:
+    """Top-label expected calibration error (Guo et al., 2017).
+
+    ``ECE = Σ_m (n_m / n) · |accuracy_m − confidence_m|`` over ``M`` equal-width
+    bins of the top-label probability (:func:`reliability_curve`). For any
+    number of classes: scikit-learn's ``calibration_curve`` is binary only.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        True labels: column indices of ``proba``, or labels of ``classes``.
+    proba : array-like of shape (n, C)
+        Predicted probabilities; rows sum to 1.
+    n_bins : int, default=15
+    classes : array-like of shape (C,), optional
+        The label of each column (an estimator's ``classes_``).
+
+    Returns
+    -------
+    float in [0, 1]
+
+    Raises
+    ------
+    ValueError
+        If rows of ``proba`` do not sum to 1, ``n_bins < 1``, ``y`` holds
+        labels outside the classes, or the lengths differ.
+
+    References
+    ----------
+    .. [1] C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On calibration of
+       modern neural networks", ICML 2017.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.metrics import expected_calibration_error
+    >>> proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.4, 0.6]])
+    >>> # bin (0.8, 1]: confidence 0.9, accuracy 1/2; bin (0.5, 0.6]: confidence 0.6, accuracy 1
+    >>> round(expected_calibration_error([0, 1, 0, 1], proba, n_bins=10), 4)   # (2·0.4 + 2·0.4) / 4
+    0.4
+    """
+    conf, acc, counts, _ = reliability_curve(y, proba, n_bins, classes=classes)
+    full = counts > 0
+    return float(np.sum(counts[full] * np.abs(acc[full] - conf[full])) / counts.sum())
+
+
+def plot_reliability_diagram(y, proba, n_bins: int = 15, *, classes=None, ax=None, label=None):
+    """Draw a reliability diagram: accuracy against confidence, with the diagonal.
+
+    Parameters
+    ----------
+    y, proba, n_bins, classes :
+        As for :func:`reliability_curve`.
+    ax : matplotlib Axes, optional
+        Drawn into; a new figure's by default.
+    label : str, optional
+        The curve's legend entry; its ECE is appended.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from skdbal.metrics import plot_reliability_diagram
+    >>> proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.4, 0.6]])
+    >>> ax = plot_reliability_diagram([0, 1, 0, 1], proba, n_bins=10, label="model")
+    >>> ax.get_xlabel(), ax.get_legend().get_texts()[1].get_text()
+    ('confidence (top-label probability)', 'model (ECE 0.400)')
+    """
+    import matplotlib.pyplot as plt
+
+    conf, acc, counts, _ = reliability_curve(y, proba, n_bins, classes=classes)
+    ece = expected_calibration_error(y, proba, n_bins, classes=classes)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot([0, 1], [0, 1], ":", color="gray", label="perfectly calibrated")
+    full = counts > 0
+    ax.plot(conf[full], acc[full], "o-", label=f"{label or 'model'} (ECE {ece:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (top-label probability)")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"reliability diagram, {int(n_bins)} bins")
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
