@@ -15,10 +15,12 @@ __version__ = "0.1.0"
 _CLASSES = {
     "ActiveLearner": "learner",
     "BayesianLinearRegression": "bayesian_linear",
+    "DeepEnsembleClassifier": "ensemble",
     "NetFeatures": "features",
     "MCDropoutClassifier": "mc_dropout",
 }
-_SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty")
+_SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
+               "noise", "diversity", "batchbald", "datasets", "ensemble")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 

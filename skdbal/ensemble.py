@@ -1,0 +1,177 @@
+"""Deep ensembles: M independently trained copies of a classifier as M predictive samples."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = ["DeepEnsembleClassifier"]
+
+
+def _fit_member(estimator, seed, X, y, fit_params):
+    member = clone(estimator)
+    if "random_state" in member.get_params(deep=False):
+        member.set_params(random_state=int(seed))
+    return member.fit(X, y, **fit_params)
+
+
+class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
+    """A deep ensemble: ``n_members`` clones of a classifier, trained from different seeds.
+
+    Each member is a clone of ``estimator`` with its own ``random_state``
+    (weight initialisation, batch order, dropout), trained on the same data
+    (Lakshminarayanan et al., 2017). The members are the ensemble's
+    predictive samples: :meth:`predict_proba_samples` returns ``(M, N, C)``,
+    so every strategy, decorator and the learner work with it as with an
+    MC-dropout network. Members that sample themselves (an
+    :class:`~skdbal.MCDropoutClassifier`) can contribute ``T`` passes each,
+    ``(M·T, N, C)``, with ``samples_per_member=T``.
+
+    Parameters
+    ----------
+    estimator : classifier
+        Any classifier with ``predict_proba``; its ``random_state``, if it
+        has one, is set per member.
+    n_members : int, default=5
+        ``M``, at least 1.
+    samples_per_member : int, optional
+        ``T`` passes of each member's ``predict_proba_samples`` instead of
+        its ``predict_proba`` (MC dropout inside each member).
+    n_jobs : int, optional
+        Members trained in parallel (joblib processes). Results do not depend
+        on it.
+    random_state : int, RandomState instance or None, default=None
+        Draws the members' seeds.
+
+    Attributes
+    ----------
+    estimators_ : list of fitted classifiers
+    classes_ : ndarray of shape (C,)
+    seeds_ : ndarray of shape (M,)
+
+    References
+    ----------
+    .. [1] B. Lakshminarayanan, A. Pritzel and C. Blundell, "Simple and
+       scalable predictive uncertainty estimation using deep ensembles",
+       NeurIPS 2017.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import SGDClassifier
+    >>> from skdbal import DeepEnsembleClassifier
+    >>> from skdbal.acquisition import bald
+    >>> X, y = load_iris(return_X_y=True)
+    >>> ens = DeepEnsembleClassifier(SGDClassifier(loss="log_loss", max_iter=5, tol=None), n_members=4,
+    ...                              random_state=0).fit(X[::5], y[::5])
+    >>> ens.predict_proba_samples(X).shape            # (M, N, C)
+    (4, 150, 3)
+    >>> idx, scores = bald(ens, X, n_instances=3)     # the members disagree most on these
+    >>> len(idx), bool(scores[0] > 0)
+    (3, True)
+    """
+
+    def __init__(self, estimator, n_members: int = 5, *, samples_per_member: Optional[int] = None,
+                 n_jobs: Optional[int] = None, random_state=None):
+        self.estimator = estimator
+        self.n_members = n_members
+        self.samples_per_member = samples_per_member
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def _check_params(self):
+        M = self.n_members
+        if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
+            raise ValueError(f"n_members must be an int >= 1; got {M!r}")
+        T = self.samples_per_member
+        if T is not None and (isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1):
+            raise ValueError(f"samples_per_member must be an int >= 1 or None; got {T!r}")
+        if not hasattr(self.estimator, "fit") or not hasattr(self.estimator, "predict_proba"):
+            raise TypeError(f"estimator must be a classifier with fit and predict_proba; got {self.estimator!r}")
+        if T is not None and not hasattr(self.estimator, "predict_proba_samples"):
+            raise TypeError(f"samples_per_member needs members with predict_proba_samples; "
+                            f"{type(self.estimator).__name__} has none")
+
+    def fit(self, X, y, **fit_params):
+        """Train the members on ``(X, y)``, each from its own seed.
+
+        Parameters
+        ----------
+        X : array-like
+            Passed to each member's ``fit`` as given (a network validates it).
+        y : array-like of shape (n,)
+        **fit_params :
+            Passed to each member's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        from joblib import Parallel, delayed
+        from sklearn.utils.multiclass import check_classification_targets
+
+        self._check_params()
+        check_classification_targets(y)
+        seeds = check_random_state(self.random_state).randint(np.iinfo(np.int32).max, size=int(self.n_members))
+        members = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_member)(self.estimator, seed, X, y, fit_params) for seed in seeds)
+        classes = [np.asarray(m.classes_) for m in members]
+        for i, c in enumerate(classes[1:], start=1):
+            if len(c) != len(classes[0]) or not np.array_equal(c, classes[0]):
+                raise ValueError(f"the members' classes_ differ: member 0 has {classes[0].tolist()}, member {i} "
+                                 f"{c.tolist()}; give the estimator all classes (e.g. classes=...)")
+        self.estimators_ = members
+        self.classes_ = classes[0]
+        self.seeds_ = seeds
+        return self
+
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
+        """The members' class probabilities, one sample per member (or ``T`` each).
+
+        Parameters
+        ----------
+        X : array-like
+        n_samples : int, optional
+            Passes per member when the members sample themselves; by default
+            ``samples_per_member`` (None: one ``predict_proba`` per member).
+
+        Returns
+        -------
+        ndarray of shape (M, N, C), or (M·T, N, C)
+        """
+        check_is_fitted(self, "estimators_")
+        T = self.samples_per_member if n_samples is None else n_samples
+        if T is None:
+            return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
+        if not all(hasattr(m, "predict_proba_samples") for m in self.estimators_):
+            # a strategy's n_samples override for members that do not sample: one pass each
+            return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
+        return np.concatenate([np.asarray(m.predict_proba_samples(X, n_samples=int(T)), dtype=np.float32)
+                               for m in self.estimators_])
+
+    @property
+    def stochastic_samples(self) -> bool:
+        """Whether the samples differ: more than one member, or sampling members."""
+        return int(self.n_members) > 1 or self.samples_per_member not in (None, 1)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """The ensemble's predictive distribution: the mean over its samples.
+
+        Returns
+        -------
+        ndarray of shape (N, C)
+        """
+        return self.predict_proba_samples(X).astype(np.float64).mean(axis=0)
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of the averaged prediction.
+
+        Returns
+        -------
+        ndarray of shape (N,)
+        """
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
