@@ -46,6 +46,8 @@ import numpy as np
 from scipy.special import xlogy
 from sklearn.utils import check_random_state
 
+from ._validation import check_positive_int
+
 __all__ = ["batch_bald_select", "joint_entropy_exact", "conditional_entropy"]
 
 _TINY = np.finfo(np.float64).tiny
@@ -120,9 +122,8 @@ def _check(P, n_instances, n_joint_samples, chunk_size):
     n = n_instances
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= N:
         raise ValueError(f"n_instances must be an int in [1, {N}]; got {n_instances!r}")
-    for name, value in (("n_joint_samples", n_joint_samples), ("chunk_size", chunk_size)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    check_positive_int(n_joint_samples, "n_joint_samples")
+    check_positive_int(chunk_size, "chunk_size")
     if not np.isfinite(P).all() or P.min() < 0:
         raise ValueError("P must hold probabilities (finite, >= 0)")
     if not np.allclose(P.sum(axis=2), 1.0, atol=1e-3):

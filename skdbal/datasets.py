@@ -22,6 +22,8 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import column_or_1d
 
+from ._validation import check_positive_int
+
 __all__ = ["get_data_home", "load_mnist", "make_noisy_labels", "make_repeated", "MNIST_FILES", "MNIST_MIRRORS"]
 
 #: SHA-256 of the decompressed IDX content of each file.
@@ -374,8 +376,7 @@ def make_repeated(X, y, n_repeats: int = 3, noise_std: float = 0.1, random_state
     >>> bool(np.allclose(Xn, Xr, atol=0.5)), bool(np.array_equal(Xn[:3], Xn[3:]))   # close, not equal
     (True, False)
     """
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) or n_repeats < 1:
-        raise ValueError(f"n_repeats must be an int >= 1; got {n_repeats!r}")
+    check_positive_int(n_repeats, "n_repeats")
     std = float(noise_std)
     if not np.isfinite(std) or std < 0:
         raise ValueError(f"noise_std must be a finite float >= 0; got {noise_std!r}")

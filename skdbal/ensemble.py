@@ -8,6 +8,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ._validation import check_positive_int
+
 __all__ = ["DeepEnsembleClassifier"]
 
 
@@ -84,12 +86,10 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_params(self):
-        M = self.n_members
-        if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
-            raise ValueError(f"n_members must be an int >= 1; got {M!r}")
+        check_positive_int(self.n_members, "n_members")
         T = self.samples_per_member
-        if T is not None and (isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1):
-            raise ValueError(f"samples_per_member must be an int >= 1 or None; got {T!r}")
+        if T is not None:
+            check_positive_int(T, "samples_per_member")
         if not hasattr(self.estimator, "fit") or not hasattr(self.estimator, "predict_proba"):
             raise TypeError(f"estimator must be a classifier with fit and predict_proba; got {self.estimator!r}")
         if T is not None and not hasattr(self.estimator, "predict_proba_samples"):

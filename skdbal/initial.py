@@ -7,6 +7,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, column_or_1d
 
+from ._validation import check_positive_int
+
 __all__ = ["balanced_random", "kmeans_representative"]
 
 
@@ -190,20 +192,15 @@ def kmeans_representative(
     F = _features(X_arr, features)
     rng = check_random_state(random_state)
 
-    def count(name, value):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1; got {value!r}")
-        return int(value)
-
     if y is None:
-        k = count("n_clusters", 20 if n_clusters is None else n_clusters)
+        k = check_positive_int(20 if n_clusters is None else n_clusters, "n_clusters")
         if k > len(F):
             raise ValueError(f"n_clusters={k} is more than the {len(F)} points of the pool")
         return np.sort(_representatives(F, k, rng))
     y = column_or_1d(y)
     if len(y) != len(F):
         raise ValueError(f"X and y differ in length: {len(F)} and {len(y)}")
-    k = count("n_per_class", n_per_class)
+    k = check_positive_int(n_per_class, "n_per_class")
     chosen = []
     for c in np.unique(y):
         members = np.flatnonzero(y == c)

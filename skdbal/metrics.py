@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import check_positive_int
+
 __all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at", "reliability_curve",
            "expected_calibration_error", "plot_reliability_diagram"]
 
@@ -191,8 +193,7 @@ def _top_label(y, proba, n_bins, classes):
     proba = np.asarray(proba, dtype=np.float64)
     if proba.ndim != 2 or proba.shape[1] < 2:
         raise ValueError(f"proba must have shape (n_samples, n_classes >= 2); got {proba.shape}")
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ValueError(f"n_bins must be an int >= 1; got {n_bins!r}")
+    check_positive_int(n_bins, "n_bins")
     y = np.asarray(y).reshape(-1)
     if len(y) != len(proba):
         raise ValueError(f"y and proba differ in length: {len(y)} and {len(proba)}")

@@ -508,17 +508,12 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     Examples
     --------
     >>> from skdbal.experiments.report import plot_noise_levels
-    >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
-    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
-    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
-    ...                  n_flipped_acquired=f if i else 0, n_rejected=None if rejects is None else rejects[i],
-    ...                  n_rejected_flipped=None if rejects is None else rejects[i] // 2,
-    ...                  threshold=None if rejects is None else 0.1, noise_estimate=None)
-    ...             for i, f in enumerate(flips)]
-    >>> rows = run("bald", 1, [0, 3, 2]) + run("filter(bald,0.1)", 1, [0, 1, 0], rejects=[0, 4, 2])
-    >>> fig = plot_noise_levels(rows, None, strategies=("bald", "filter(bald,0.1)"), title="noise")
-    >>> fig.axes[0].get_xlabel()
-    'labelled images'
+    >>> rows = [dict(preset="gal2017", strategy=name, variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
+    ...              n_acquired=10 * i, accuracy=start + 0.1 * i - rate, noise_rate=rate)
+    ...         for name, start in (("bald", 0.6), ("random", 0.5)) for rate in (0.1, 0.3) for i in range(3)]
+    >>> fig = plot_noise_levels(rows, None, strategies=("bald", "random"), title="noise")
+    >>> len(fig.axes) >= 2, fig.axes[0].get_xlabel()           # a panel per noise rate
+    (True, 'labelled images')
     """
     import matplotlib
 
@@ -564,14 +559,10 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     Examples
     --------
     >>> from skdbal.experiments.report import plot_flipped
-    >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
-    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
-    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
-    ...                  n_flipped_acquired=f if i else 0, n_rejected=None if rejects is None else rejects[i],
-    ...                  n_rejected_flipped=None if rejects is None else rejects[i] // 2,
-    ...                  threshold=None if rejects is None else 0.1, noise_estimate=None)
-    ...             for i, f in enumerate(flips)]
-    >>> rows = run("bald", 1, [0, 3, 2]) + run("filter(bald,0.1)", 1, [0, 1, 0], rejects=[0, 4, 2])
+    >>> flips = {"bald": [0, 3, 2], "filter(bald,0.1)": [0, 1, 0]}   # flipped labels acquired per step
+    >>> rows = [dict(preset="gal2017", strategy=name, variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
+    ...              n_acquired=10 * i, accuracy=0.7, noise_rate=0.2, n_flipped_acquired=f)
+    ...         for name, per_step in flips.items() for i, f in enumerate(per_step)]
     >>> fig = plot_flipped(rows, None, title="flipped labels")
     >>> fig.axes[0].get_ylabel()
     'flipped labels in the training set (%)'

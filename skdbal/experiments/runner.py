@@ -601,24 +601,16 @@ def assemble_results(out_dir: Union[str, os.PathLike]) -> List[dict]:
 
     Examples
     --------
-    >>> import csv, tempfile
+    >>> import tempfile
     >>> from pathlib import Path
-    >>> from skdbal.experiments import COLUMNS
-    >>> def write(path, rows):                   # a run's rows as the runner writes them
-    ...     with open(path, "w", newline="") as f:
-    ...         w = csv.DictWriter(f, COLUMNS)
-    ...         w.writeheader()
-    ...         w.writerows({**dict.fromkeys(COLUMNS, ""), **r} for r in rows)
-    >>> run = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=1, step=i, n_labels=n,
-    ...             n_acquired=n - 2, accuracy=acc, train_time=1, query_time=0, eval_time=0, time=1,
-    ...             query_indices=q) for i, (n, acc, q) in enumerate([(2, 0.5, "4 7"), (3, 0.6, "9")])]
-    >>> from skdbal.experiments import assemble_results
+    >>> from skdbal.experiments import RunSpec, assemble_results, get_preset, run_one
+    >>> tiny = get_preset("gal2017", dataset="digits", n_queries=1, max_epochs=2, n_samples=4,
+    ...                   pool_subsample=100, n_validation=50, module_params={"kernel_size": 3})
     >>> out = Path(tempfile.mkdtemp())
-    >>> (out / "runs").mkdir()
-    >>> write(out / "runs" / "gal2017__bald__bayesian__seed1.csv", run)
-    >>> rows = assemble_results(out)
-    >>> len(rows), (out / "results.csv").exists()
-    (2, True)
+    >>> _ = run_one(RunSpec(tiny, "random", seed=1), out, torch_threads=1)
+    >>> (out / "results.csv").unlink()                # lost: the run files hold everything
+    >>> [(r["strategy"], r["step"]) for r in assemble_results(out)], (out / "results.csv").exists()
+    ([('random', 0), ('random', 1)], True)
     """
     out_dir = Path(out_dir)
     rows = []
