@@ -47,6 +47,7 @@ from ..callbacks import ScaledL2
 from ..datasets import make_noisy_labels
 from ..initial import balanced_random
 from ..mc_dropout import MCDropoutClassifier
+from ..metrics import expected_calibration_error
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
@@ -54,15 +55,18 @@ __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "
            "even_batch_size", "FolderLockedError",
            "COLUMNS", "LAST_LAYERS"]
 
-#: Columns of results.csv. Those ending in ``time`` are wall-clock seconds.
+#: Columns of results.csv. Those ending in ``time`` are wall-clock seconds; ``ece`` (top-label,
+#: 15 bins) and ``nll`` (mean negative log-likelihood, nats) are the test set's, from the same
+#: predictions as ``accuracy`` (the preset's ``eval_method``).
 COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acquired", "accuracy",
            "rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped", "n_flipped_acquired",
-           "threshold", "noise_estimate", "train_time", "query_time", "eval_time", "time", "query_indices"]
+           "threshold", "noise_estimate", "ece", "nll", "train_time", "query_time", "eval_time", "time",
+           "query_indices"]
 
 #: Columns that only some runs fill (empty otherwise): a Bayesian last layer fills
 #: rmse and mean_variance; label-noise runs and filtered strategies the others.
 OPTIONAL_COLUMNS = ("rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped",
-                    "n_flipped_acquired", "threshold", "noise_estimate")
+                    "n_flipped_acquired", "threshold", "noise_estimate", "ece", "nll")
 
 #: Last-layer inference variants (Anonymous, n.d., §4; see
 #: :class:`skdbal.BayesianLinearRegression`): RunSpec.last_layer.
@@ -885,7 +889,12 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
                 extra["n_rejected"] = len(rejected)
                 extra["n_rejected_flipped"] = int(flipped[rejected].sum())
         if spec.last_layer is None:
-            accuracy = float(np.mean(est.predict(X_test) == y_test))
+            # the test predictions of the preset's eval_method; accuracy, ECE and NLL all from them
+            proba = np.asarray(est.predict_proba(X_test), dtype=np.float64)
+            accuracy = float(np.mean(est.classes_[proba.argmax(axis=1)] == y_test))
+            extra["ece"] = expected_calibration_error(y_test, proba, classes=est.classes_)
+            p_true = proba[np.arange(len(y_test)), np.searchsorted(est.classes_, y_test)]
+            extra["nll"] = float(-np.mean(np.log(np.maximum(p_true, 1e-12))))  # nats; float32 rows
         else:
             F = est[0].transform(X_test)
             mean = est[-1].predict(F)

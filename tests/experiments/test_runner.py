@@ -622,3 +622,31 @@ def test_repeated_mnist_dataset(mnist_home, monkeypatch):
     noise = X[60000:60100] - X1[:100] / 255.0
     assert abs(noise.std() - 0.1 * 0.3081) < 0.002
     assert get_preset("gal2017", dataset="repeated_mnist").dataset == "repeated_mnist"
+
+
+def test_rows_record_test_calibration(tmp_path):
+    """ECE and NLL of the test predictions, recomputed from the run's own last model."""
+    import torch
+    from sklearn.metrics import log_loss
+
+    from skdbal.experiments import load_data
+    from skdbal.experiments.runner import _split
+    from skdbal.metrics import expected_calibration_error
+
+    preset = get_preset("gal2017", **{**TINY, "n_queries": 1})
+    rows = run_one(RunSpec(preset, "bald", 1), tmp_path, torch_threads=1)
+    X, y, X_test, y_test = load_data("digits")
+    _, _, _, test = _split(preset, 1, y, len(y_test))
+    state = torch.load(tmp_path / "runs" / "gal2017__bald__bayesian__seed1.pt", weights_only=True)
+    net = make_estimator(preset, random_state=0)
+    net.set_params(max_epochs=0, callbacks=None)
+    net.fit(X[:1], y[:1])
+    net.module_.load_state_dict(state["model_state"])
+    proba = net.predict_proba(X_test[test])
+    last = rows[-1]
+    assert last["ece"] == pytest.approx(expected_calibration_error(y_test[test], proba, classes=net.classes_))
+    with warnings.catch_warnings():  # float32 rows sum to 1 only to 1e-7
+        warnings.simplefilter("ignore", UserWarning)
+        assert last["nll"] == pytest.approx(log_loss(y_test[test], proba, labels=net.classes_), rel=1e-5)
+    assert last["accuracy"] == pytest.approx(np.mean(net.classes_[proba.argmax(1)] == y_test[test]))
+    assert 0 < last["ece"] < 1 and last["nll"] > 0
