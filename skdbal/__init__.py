@@ -20,7 +20,7 @@ _CLASSES = {
     "MCDropoutClassifier": "mc_dropout",
 }
 _SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
-               "noise", "diversity", "batchbald", "datasets", "ensemble")
+               "noise", "diversity", "batchbald", "datasets", "ensemble", "egl")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 
