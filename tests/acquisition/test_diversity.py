@@ -162,3 +162,19 @@ def test_by_name_and_params():
         diversity_penalty(bald, n_candidates=0).acquire(Known(A, B), X, 2)
     with pytest.raises(ValueError, match="the features have 2 rows for"):
         diversity_penalty(bald, features=lambda Z: Z[:2]).acquire(Known(A, B), X, 2)
+
+
+def test_weight_zero_is_the_wrapped_top_k_even_inside_a_filter():
+    rng = np.random.RandomState(3)
+    for trial in range(30):
+        N = rng.randint(6, 40)
+        a, b = rng.rand(N), rng.rand(N)
+        y = rng.randint(2, size=N)
+        x = np.c_[np.arange(N), rng.rand(N, 3)]
+        n = rng.randint(1, 5)
+        assert (diversity_penalty(bald, 0.0).acquire(Known(a, b), x, n).indices.tolist()
+                == bald.acquire(Known(a, b), x, n).indices.tolist()), trial
+        inner = diversity_penalty(noise_filter(bald, 0.3), 0.0).acquire(Known(a, b), x, n, y_pool=y)
+        plain = noise_filter(bald, 0.3).acquire(Known(a, b), x, n, y_pool=y)
+        assert inner.indices.tolist() == plain.indices.tolist(), trial
+        assert inner.info["rejected_indices"].tolist() == plain.info["rejected_indices"].tolist(), trial
