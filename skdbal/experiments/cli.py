@@ -212,12 +212,20 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     Examples
     --------
+    >>> import tempfile
     >>> from skdbal.experiments.cli import main
-    >>> main(["--version"])                       # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-        ...
-    SystemExit: 0
-    >>> main(["experiment", "--strategies", "bald", "--noise-rates", "1.5", "--out", "x"])  # doctest: +ELLIPSIS
+    >>> tiny = ["n_queries=1", "max_epochs=2", "n_samples=4", "pool_subsample=100", "n_validation=50",
+    ...         "module_params={'kernel_size': 3}"]          # a grid of a second on digits
+    >>> out = tempfile.mkdtemp()
+    >>> args = ["experiment", "--dataset", "digits", "--strategies", "bald,random", "--seeds", "1",
+    ...         "--torch-threads", "1", "--quiet", "--out", out] + [a for kv in tiny for a in ("--set", kv)]
+    >>> main(args)                            # doctest: +ELLIPSIS
+    grid done in ... s; wrote ...table.md, ...learning_curves.png
+    0
+    >>> main(["report", out])                 # doctest: +ELLIPSIS
+    wrote ...table.md, ...learning_curves.png
+    0
+    >>> main(["experiment", "--noise-rates", "1.5", "--out", out])   # a usage error (message on stderr)
     Traceback (most recent call last):
         ...
     SystemExit: 2

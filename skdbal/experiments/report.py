@@ -184,9 +184,14 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
     ...             for i, a in enumerate(accuracies)]
-    >>> rows = run("max_entropy", 1, [0.5, 0.8, 0.91]) + run("max_entropy", 1, [0.5, 0.7, 0.86], "deterministic")
-    >>> print(deterministic_markdown(rows, n_initial=20).splitlines()[2])
-    | Max Entropy | bayesian | 1 | 20 / never | n/a / n/a / n/a% | — |
+    >>> rows = (run("max_entropy", 1, [0.5, 0.91, 0.96]) + run("max_entropy", 2, [0.5, 0.8, 0.92])
+    ...         + run("max_entropy", 1, [0.5, 0.7, 0.91], "deterministic")
+    ...         + run("max_entropy", 2, [0.5, 0.7, 0.86], "deterministic"))
+    >>> print(deterministic_markdown(rows, n_initial=20, at_labels=(40,)))   # seed 1: 10 more labels to 90%
+    | strategy | variant | seeds | acquired to 90% / 95% | accuracy at 40 labels | deterministic − Bayesian by seed, 90% / 95% |
+    |---|---|---|---|---|---|
+    | Max Entropy | bayesian | 1, 2 | 20 / never | 94.0 ± 2.0% | — |
+    | Max Entropy | deterministic | 1, 2 | never / never | 88.5 ± 2.5% | seed 1: +10 / n/a, seed 2: n/a / n/a |
     """
     groups = group_runs(rows)
     header_acc = " / ".join(str(n) for n in at_labels)
@@ -273,6 +278,8 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     >>> ax = fig.axes[0]
     >>> ax.get_title(), ax.get_xlabel(), len(ax.get_lines())
     ('BALD against random', 'labelled images (20 initial + acquired)', 2)
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(fig)
     """
     import matplotlib
 
@@ -339,12 +346,14 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> "Optional[Figure
     --------
     >>> from skdbal.experiments.report import plot_last_layer
     >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
-    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - 0.05 * i,
-    ...              mean_variance=0.2 - 0.05 * i, noise_rate=None)
-    ...         for inference in ("analytic", "mfvi") for i in range(3)]
+    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - drop * i,
+    ...              mean_variance=0.2 / (1 + i), noise_rate=None)
+    ...         for inference, drop in (("analytic", 0.05), ("mfvi", 0.03)) for i in range(3)]
     >>> fig = plot_last_layer(rows, None, title="last layer")
-    >>> len(fig.axes) >= 2
-    True
+    >>> [(ax.get_ylabel(), len(ax.get_lines())) for ax in fig.axes]      # a curve per inference in each panel
+    [('test RMSE (one-hot targets)', 2), ('mean predictive variance (trace)', 2)]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(fig)
     """
     import matplotlib
 
@@ -377,11 +386,16 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     --------
     >>> from skdbal.experiments.report import last_layer_markdown
     >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
-    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - 0.05 * i,
-    ...              mean_variance=0.2 - 0.05 * i, noise_rate=None)
-    ...         for inference in ("analytic", "mfvi") for i in range(3)]
-    >>> print(last_layer_markdown(rows, at_acquired=(0, 20)).splitlines()[0])
+    ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - drop * i,
+    ...              mean_variance=0.2 / (1 + i), noise_rate=None)
+    ...         for inference, drop in (("analytic", 0.05), ("mfvi", 0.03)) for i in range(3)]
+    >>> print(last_layer_markdown(rows, at_acquired=(0, 20)))
     | inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |
+    |---|---|---|---|---|---|---|
+    | analytic | Predictive variance | 1 (2) | 0 | 0.3000 ± 0.0000 | 0.2000 ± 0.0000 | 50.00 ± 0.00% |
+    | analytic | Predictive variance | 1 (2) | 20 | 0.2000 ± 0.0000 | 0.0667 ± 0.0000 | 70.00 ± 0.00% |
+    | MFVI | Predictive variance | 1 (2) | 0 | 0.3000 ± 0.0000 | 0.2000 ± 0.0000 | 50.00 ± 0.00% |
+    | MFVI | Predictive variance | 1 (2) | 20 | 0.2400 ± 0.0000 | 0.0667 ± 0.0000 | 70.00 ± 0.00% |
     """
     lines = ["| inference | strategy | runs (steps done) | acquired | RMSE | mean predictive variance | accuracy |",
              "|---|---|---|---|---|---|---|"]
@@ -512,8 +526,10 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     ...              n_acquired=10 * i, accuracy=start + 0.1 * i - rate, noise_rate=rate)
     ...         for name, start in (("bald", 0.6), ("random", 0.5)) for rate in (0.1, 0.3) for i in range(3)]
     >>> fig = plot_noise_levels(rows, None, strategies=("bald", "random"), title="noise")
-    >>> len(fig.axes) >= 2, fig.axes[0].get_xlabel()           # a panel per noise rate
-    (True, 'labelled images')
+    >>> [(ax.get_title(), len(ax.get_lines())) for ax in fig.axes]   # a panel per noise rate, a curve per strategy
+    [('10% label noise', 2), ('30% label noise', 2)]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(fig)
     """
     import matplotlib
 
@@ -564,8 +580,13 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     ...              n_acquired=10 * i, accuracy=0.7, noise_rate=0.2, n_flipped_acquired=f)
     ...         for name, per_step in flips.items() for i, f in enumerate(per_step)]
     >>> fig = plot_flipped(rows, None, title="flipped labels")
-    >>> fig.axes[0].get_ylabel()
+    >>> ax = fig.axes[0]
+    >>> ax.get_ylabel()
     'flipped labels in the training set (%)'
+    >>> [(t.get_text(), float(line.get_ydata()[-1])) for t, line in zip(ax.get_legend().get_texts(), ax.get_lines())]
+    [('BALD, 20% noise', 12.5), ('filter(bald,0.1), 20% noise', 2.5)]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(fig)
     """
     import matplotlib
 

@@ -141,7 +141,15 @@ class RunSpec:
 # ----------------------------------------------------------------------------- data
 @lru_cache(maxsize=2)
 def load_data(dataset: str, data_home: Optional[str] = None):
-    """``(X_train, y_train, X_test, y_test)`` for a preset's dataset."""
+    """``(X_train, y_train, X_test, y_test)`` for a preset's dataset.
+
+    Examples
+    --------
+    >>> from skdbal.experiments import load_data
+    >>> X_train, y_train, X_test, y_test = load_data("digits")     # bundled with scikit-learn: no download
+    >>> X_train.shape, X_test.shape, sorted(set(y_train.tolist())) == list(range(10))
+    ((1297, 8, 8), (500, 8, 8), True)
+    """
     if dataset == "mnist":
         from ..datasets import load_mnist
 
@@ -392,8 +400,17 @@ class FolderLockedError(RuntimeError):
 
     Examples
     --------
-    >>> from skdbal.experiments import FolderLockedError
-    >>> issubclass(FolderLockedError, RuntimeError)   # raised while another grid writes the folder
+    >>> import fcntl, tempfile
+    >>> from pathlib import Path
+    >>> from skdbal.experiments import FolderLockedError, run_grid
+    >>> out = Path(tempfile.mkdtemp())
+    >>> with open(out / ".lock", "a") as held:  # doctest: +ELLIPSIS
+    ...     fcntl.flock(held, fcntl.LOCK_EX)      # the lock that a grid writing `out` holds
+    ...     run_grid("gal2017", ["random"], seeds=[1], out_dir=out, dataset="digits", n_queries=0, verbose=False)
+    Traceback (most recent call last):
+        ...
+    skdbal.experiments.runner.FolderLockedError: another process is writing the grid in ...
+    >>> issubclass(FolderLockedError, RuntimeError)
     True
     """
 
@@ -738,7 +755,23 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
 
 def resolve_device(device: str = "auto") -> str:
     """``"auto"``: ``"cuda"`` when torch sees a GPU, else ``"cpu"``; any other
-    name is checked by torch and returned."""
+    name is checked by torch and returned.
+
+    Raises
+    ------
+    ValueError
+        For a name torch does not know, or a CUDA device without a GPU.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.runner import resolve_device
+    >>> resolve_device("cpu"), resolve_device("auto") in ("cpu", "cuda")
+    ('cpu', True)
+    >>> resolve_device("gpu")
+    Traceback (most recent call last):
+        ...
+    ValueError: device must be 'auto', 'cpu', 'cuda' or another torch device; got 'gpu'
+    """
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
