@@ -64,7 +64,8 @@ COLUMNS = ["preset", "strategy", "variant", "seed", "step", "n_labels", "n_acqui
            "query_indices"]
 
 #: Columns that only some runs fill (empty otherwise): a Bayesian last layer fills
-#: rmse and mean_variance; label-noise runs and filtered strategies the others.
+#: rmse and mean_variance; a classifier's runs ece and nll (runs written before they
+#: existed leave them empty); label-noise runs and filtered strategies the others.
 OPTIONAL_COLUMNS = ("rmse", "mean_variance", "noise_rate", "n_rejected", "n_rejected_flipped",
                     "n_flipped_acquired", "threshold", "noise_estimate", "ece", "nll")
 
