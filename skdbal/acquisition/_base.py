@@ -89,6 +89,12 @@ class PoolScores:
     fill_priority: Optional[np.ndarray] = None
     info: dict = field(default_factory=dict)
 
+    def _rank(self) -> np.ndarray:
+        """Each pool point's position in ``order``."""
+        rank = np.empty(len(self.order), dtype=np.intp)
+        rank[self.order] = np.arange(len(self.order))
+        return rank
+
     def rejected(self, picks, n_instances: Optional[int] = None) -> np.ndarray:
         """Ineligible points ranked above the lowest-ranked eligible pick,
         best first: what the eligibility kept out of this batch. When fewer
@@ -97,11 +103,9 @@ class PoolScores:
         if self.eligible is None:
             return np.zeros(0, dtype=np.intp)
         picks = np.asarray(picks, dtype=np.intp)
-        rank = np.empty(len(self.order), dtype=np.intp)
-        rank[self.order] = np.arange(len(self.order))
         eligible_picks = picks[self.eligible[picks]]
         short = n_instances is not None and len(eligible_picks) < n_instances
-        depth = len(self.order) if short or not len(eligible_picks) else rank[eligible_picks].max() + 1
+        depth = len(self.order) if short or not len(eligible_picks) else self._rank()[eligible_picks].max() + 1
         above = self.order[:depth]
         return above[~self.eligible[above]].astype(np.intp)
 
@@ -119,16 +123,28 @@ class PoolScores:
         threshold = f" (threshold {self.info['threshold']:.3g})" if "threshold" in self.info else ""
         warnings.warn(f"{who}: only {n_eligible} of the {len(self.order)} pool points are {eligible_word}"
                       f"{threshold}; the batch is filled with the {n_filled} {fill_words}",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=4)
         others = np.setdiff1d(np.arange(len(self.order)), picks)
         if self.fill_priority is not None:
             key = -np.asarray(self.fill_priority, dtype=np.float64)[others]
         else:  # by rank
-            rank = np.empty(len(self.order), dtype=np.intp)
-            rank[self.order] = np.arange(len(self.order))
-            key = rank[others]
+            key = self._rank()[others]
         fill = others[np.argsort(key, kind="stable")][:n_filled]
         return np.concatenate([picks, fill]).astype(np.intp), n_filled
+
+    def acquisition(self, picks, n_instances: int, who: str, eligible_word: str = "eligible",
+                    fill_words: str = "others of highest priority", info: Optional[dict] = None) -> Acquisition:
+        """The query's result from a selection among the eligible points:
+        filled to ``n_instances`` (:meth:`fill`), with its scores, and, when
+        some points are ineligible, its rejects (:meth:`rejected`, less the
+        filled ones) in ``info``, after this object's ``info`` and ``info``."""
+        rejected = None if self.eligible is None else self.rejected(picks, n_instances)
+        picks, n_filled = self.fill(picks, n_instances, who, eligible_word, fill_words)
+        info = {**self.info, **(info or {})}
+        if rejected is not None:
+            rejected = rejected[~np.isin(rejected, picks)]
+            info.update({"n_rejected": int(len(rejected)), "rejected_indices": rejected, "n_filled": int(n_filled)})
+        return Acquisition(picks, self.scores[picks], info)
 
 
 def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:

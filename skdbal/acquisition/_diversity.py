@@ -6,7 +6,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from .. import diversity
-from .._validation import check_n_instances, check_pool, take_rows
+from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
 from ..predictive import as_predictive
 from ._base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
@@ -108,9 +108,8 @@ class DiversityPenalty(StrategyDecorator):
             raise ValueError(f"weight must be a finite float; got {w!r}")
         if not callable(self.features) and self.features not in _FEATURES:
             raise ValueError(f"features must be 'input', 'embedding' or a callable; got {self.features!r}")
-        k = self.n_candidates
-        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
-            raise ValueError(f"n_candidates must be an int >= 1 or None; got {k!r}")
+        if self.n_candidates is not None:
+            check_positive_int(self.n_candidates, "n_candidates")
 
     def _features_of(self, estimator, X) -> np.ndarray:
         if callable(self.features):
@@ -134,9 +133,8 @@ class DiversityPenalty(StrategyDecorator):
         ps = pool_scores_of(base, estimator, X_pool, n_instances, **kwargs)
         if ps is None:
             return self._among_top(base, estimator, X_pool, n_instances, kwargs)
-        eligible = np.ones(len(ps.order), dtype=bool) if ps.eligible is None else ps.eligible
-        ranked = ps.order[eligible[ps.order]]  # eligible points, best first
-        info = dict(ps.info)
+        ranked = ps.order if ps.eligible is None else ps.order[ps.eligible[ps.order]]  # eligible, best first
+        info = {}
         if len(ranked) < n_instances:  # nothing to choose: all of them, then the fill
             picks = ranked
         else:
@@ -149,13 +147,7 @@ class DiversityPenalty(StrategyDecorator):
             pos, _ = diversity.greedy_cosine_batch(s[keep], F, n_instances, self.weight)
             picks = cand[pos]
             info["n_candidates"] = int(len(cand))
-        if ps.eligible is not None:
-            rejected = ps.rejected(picks, n_instances)
-        picks, n_filled = ps.fill(picks, n_instances, type(self).__name__)
-        if ps.eligible is not None:
-            rejected = rejected[~np.isin(rejected, picks)]
-            info.update({"n_rejected": int(len(rejected)), "rejected_indices": rejected, "n_filled": int(n_filled)})
-        return Acquisition(picks, ps.scores[picks], info)
+        return ps.acquisition(picks, n_instances, type(self).__name__, info=info)
 
     def _among_top(self, base, estimator, X_pool, n_instances, kwargs) -> Acquisition:
         k = self.n_candidates if self.n_candidates is not None else max(10 * n_instances, 100)

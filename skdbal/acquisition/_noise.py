@@ -1,7 +1,6 @@
 """The label-likelihood noise filter: a strategy decorator."""
 from __future__ import annotations
 
-import warnings
 from typing import Callable, Optional, Union
 
 import numpy as np
@@ -126,18 +125,14 @@ class NoiseFilter(StrategyDecorator):
             raise ValueError(message.format(t))
 
     def _tau(self, p_label, n_classes: int, info: dict, scores=None, order=None, n_instances=1) -> float:
-        if self.threshold == "batch" and scores is not None:
+        if isinstance(self.threshold, str):  # a rule: from the noise rate estimated by EM
             rate = noise.estimate_noise_rate(p_label, n_classes)
             info["noise_rate"] = rate
-            return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
-        if self.threshold in ("dynamic", "batch"):  # "batch" without pool scores: per label
-            rate = noise.estimate_noise_rate(p_label, n_classes)
-            info["noise_rate"] = rate
-            return noise.bayes_threshold(rate, n_classes)
-        if self.threshold == "quantile":
-            rate = noise.estimate_noise_rate(p_label, n_classes)
-            info["noise_rate"] = rate
-            return noise.quantile_threshold(p_label, rate)
+            if self.threshold == "quantile":
+                return noise.quantile_threshold(p_label, rate)
+            if self.threshold == "batch" and scores is not None:
+                return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
+            return noise.bayes_threshold(rate, n_classes)  # "dynamic"; "batch" without pool scores
         if callable(self.threshold):
             tau = float(self.threshold(p_label, n_classes))
             if not 0 <= tau <= 1:
@@ -171,8 +166,11 @@ class NoiseFilter(StrategyDecorator):
         strategy with pool scores, ``p̄`` takes a pass of its own.
         ``fill_priority`` is ``p̄(y_pool | x)``.
         """
-        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = self._setup(
-            estimator, X_pool, n_instances, y_pool, kwargs)
+        setup = self._setup(estimator, X_pool, n_instances, y_pool, kwargs)
+        return self._pool_scores(estimator, setup, random_tie_break, random_state, kwargs)
+
+    def _pool_scores(self, estimator, setup, random_tie_break, random_state, kwargs) -> Optional[PoolScores]:
+        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = setup
         base = as_strategy(self.strategy)
         measure_for = getattr(base, "measure_for", None)
         if callable(measure_for):
@@ -199,28 +197,20 @@ class NoiseFilter(StrategyDecorator):
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
                 random_state=None, **kwargs) -> Acquisition:
-        ps = self.pool_scores(estimator, X_pool, n_instances, y_pool=y_pool, random_tie_break=random_tie_break,
-                              random_state=random_state, **kwargs)
-        if ps is not None:
-            n_instances = check_n_instances(n_instances, len(ps.order))
-            picks = ps.order[ps.eligible[ps.order]][:n_instances]
-            rejected = ps.rejected(picks, n_instances)
-            picks, n_filled = ps.fill(picks, n_instances, "noise_filter", "trusted",
-                                      "untrusted points whose labels the model finds most likely")
-            rejected = rejected[~np.isin(rejected, picks)]
-            info = {**ps.info, "n_rejected": int(len(rejected)), "rejected_indices": rejected,
-                    "n_filled": int(n_filled)}
-            return Acquisition(picks, ps.scores[picks], info)
-        return self._acquire_among_trusted(estimator, X_pool, n_instances, y_pool, random_tie_break, random_state,
-                                           kwargs)
+        setup = self._setup(estimator, X_pool, n_instances, y_pool, kwargs)
+        ps = self._pool_scores(estimator, setup, random_tie_break, random_state, kwargs)
+        if ps is None:
+            return self._acquire_among_trusted(estimator, setup, random_tie_break, random_state, kwargs)
+        n_instances = setup[1]
+        picks = ps.order[ps.eligible[ps.order]][:n_instances]
+        return ps.acquisition(picks, n_instances, "noise_filter", "trusted",
+                              "untrusted points whose labels the model finds most likely")
 
-    def _acquire_among_trusted(self, estimator, X_pool, n_instances, y_pool, random_tie_break, random_state,
-                               kwargs) -> Acquisition:
+    def _acquire_among_trusted(self, estimator, setup, random_tie_break, random_state, kwargs) -> Acquisition:
         """For a strategy without pool scores (a modAL function, a joint
         selection): it chooses among the trusted points, and the rejects are
         the untrusted points among what it would choose unfiltered."""
-        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = self._setup(
-            estimator, X_pool, n_instances, y_pool, kwargs)
+        X_pool, n_instances, y_pool, predictive, y_idx, n_classes = setup
         base = as_strategy(self.strategy)
         p_label = self._p_label(predictive, X_pool, y_idx)
         info = {}
@@ -234,15 +224,12 @@ class NoiseFilter(StrategyDecorator):
         if len(candidates):
             acq = acquire_among(base, estimator, X_pool, candidates, min(n_instances, len(candidates)), **call)
             picks, pick_scores = acq.indices, acq.scores
-        n_filled = n_instances - len(picks)
+        # too few trusted points: the untrusted ones whose labels the model finds most likely
+        by_p_label = np.argsort(-p_label, kind="stable")
+        picks, n_filled = PoolScores(p_label, by_p_label, trusted, p_label, {"threshold": tau}).fill(
+            picks, n_instances, "noise_filter", "trusted", "untrusted points whose labels the model finds most likely")
         if n_filled:
-            warnings.warn(f"noise_filter: only {len(picks)} of the {len(X_pool)} pool points are trusted "
-                          f"(threshold {tau:.3g}); the batch is filled with the {n_filled} untrusted points "
-                          "whose labels the model finds most likely", UserWarning, stacklevel=3)
-            untrusted = np.flatnonzero(~trusted)
-            fill = untrusted[np.argsort(-p_label[untrusted], kind="stable")][:n_filled]
-            picks = np.concatenate([picks, fill]).astype(np.intp)
-            rejected = np.setdiff1d(rejected, fill)
+            rejected = np.setdiff1d(rejected, picks[-n_filled:])
             pick_scores = None
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
