@@ -265,7 +265,7 @@ def _configurations(P, picked, n_samples: int, exact_limit: int, rng):
             Pi = np.asarray(P[:, i, :], dtype=np.float64)
             cdf = np.cumsum(Pi[t], axis=1)
             y = np.minimum((rng.random_sample(M)[:, None] * cdf[:, -1:] > cdf).sum(axis=1), C - 1)
-            logQ += logP(i)[:, y]
+            logQ += np.log(np.maximum(Pi, _TINY))[:, y]
         exact = False
     top = logQ.max(axis=0)
     Q = np.exp(logQ - top)

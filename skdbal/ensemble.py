@@ -145,10 +145,8 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "estimators_")
         T = self.samples_per_member if n_samples is None else n_samples
-        if T is None:
-            return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
-        if not all(hasattr(m, "predict_proba_samples") for m in self.estimators_):
-            # a strategy's n_samples override for members that do not sample: one pass each
+        # without T, or a strategy's T for members that do not sample: one pass each
+        if T is None or not all(hasattr(m, "predict_proba_samples") for m in self.estimators_):
             return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
         return np.concatenate([np.asarray(m.predict_proba_samples(X, n_samples=int(T)), dtype=np.float32)
                                for m in self.estimators_])

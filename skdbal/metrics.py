@@ -313,6 +313,11 @@ def expected_calibration_error(y, proba, n_bins: int = 15, *, classes=None) -> f
     0.4
     """
     conf, acc, counts, _ = reliability_curve(y, proba, n_bins, classes=classes)
+    return _ece_of_curve(conf, acc, counts)
+
+
+def _ece_of_curve(conf, acc, counts) -> float:
+    """ECE from a :func:`reliability_curve`: the count-weighted mean gap."""
     full = counts > 0
     return float(np.sum(counts[full] * np.abs(acc[full] - conf[full])) / counts.sum())
 
@@ -347,7 +352,7 @@ def plot_reliability_diagram(y, proba, n_bins: int = 15, *, classes=None, ax=Non
     import matplotlib.pyplot as plt
 
     conf, acc, counts, _ = reliability_curve(y, proba, n_bins, classes=classes)
-    ece = expected_calibration_error(y, proba, n_bins, classes=classes)
+    ece = _ece_of_curve(conf, acc, counts)
     if ax is None:
         _, ax = plt.subplots(figsize=(4.5, 4.5))
     ax.plot([0, 1], [0, 1], ":", color="gray", label="perfectly calibrated")
