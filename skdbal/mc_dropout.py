@@ -273,8 +273,17 @@ def _row_keyed_dropout(module: nn.Module, state: dict):
             m.training = flag
 
 
-def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: int, rows_per_call: int):
-    """Softmax outputs ``(T, b, C)`` of ``fn(x)`` with ``module``'s dropout masks
+def _softmax(z: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(z, dim=-1)
+
+
+def _identity(z: torch.Tensor) -> torch.Tensor:
+    return z
+
+
+def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: int, rows_per_call: int,
+                      link=_softmax):
+    """Outputs ``(T, b, K)`` of ``link(fn(x))`` with ``module``'s dropout masks
     drawn per row of ``x`` from generators seeded by ``seeds`` (see
     :func:`_row_keyed_dropout`): row ``i``'s passes depend on ``seeds[i]``
     and on its own values only."""
@@ -287,7 +296,7 @@ def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: in
             r1 = min(b, r0 + group)
             state["generators"] = [torch.Generator(device=x.device).manual_seed(s) for s in seeds[r0:r1]]
             rep = x[r0:r1].unsqueeze(1).expand(r1 - r0, T, *x.shape[1:]).reshape((r1 - r0) * T, *x.shape[1:])
-            p = torch.softmax(fn(rep), dim=-1).reshape(r1 - r0, T, -1)
+            p = link(fn(rep)).reshape(r1 - r0, T, -1)
             out.append(p.transpose(0, 1).cpu())
     return torch.cat(out, dim=1)
 
@@ -319,11 +328,12 @@ def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int
     return masks
 
 
-def _masked_head_passes(head: nn.Sequential, h: torch.Tensor, masks: list) -> torch.Tensor:
-    """Softmax outputs ``(T, b, C)`` of the head with fixed dropout masks."""
+def _masked_head_passes(head: nn.Sequential, h: torch.Tensor, masks: list, rows_per_call: int,
+                        link=_softmax) -> torch.Tensor:
+    """Outputs ``(T, b, K)`` of ``link(head(h))`` with fixed dropout masks."""
     T, b = masks[0].shape[0] if masks else 1, h.shape[0]
     out = []
-    per_call = max(1, MCDropoutClassifier._HEAD_ROWS // max(b, 1))
+    per_call = max(1, rows_per_call // max(b, 1))
     for t0 in range(0, T, per_call):
         t1 = min(T, t0 + per_call)
         x = h.unsqueeze(0).expand(t1 - t0, *h.shape)
@@ -335,11 +345,333 @@ def _masked_head_passes(head: nn.Sequential, h: torch.Tensor, masks: list) -> to
             else:
                 y = m(x.reshape((t1 - t0) * b, *x.shape[2:]))
                 x = y.reshape(t1 - t0, b, *y.shape[1:])
-        out.append(torch.softmax(x, dim=-1).cpu())
+        out.append(link(x).cpu())
     return torch.cat(out)
 
 
-class MCDropoutClassifier(NeuralNetClassifier):
+class _MCDropoutNet:
+    """What the MC-dropout classifier and regressor share: input checks, module
+    building, saving, training under a Ctrl-C watch, and trunk-cached MC
+    sampling of the raw outputs through a link (softmax, or none)."""
+
+    # ------------------------------------------------------------------ input
+    def _dataset_X(self, dataset) -> np.ndarray:
+        """The inputs of a torch ``Dataset`` (skorch's, or the ``Subset`` that
+        its ``ValidSplit`` makes), read with skorch's own iterator."""
+        parts = []
+        for Xb, _ in self.get_iterator(dataset, training=False):
+            if isinstance(Xb, dict):
+                raise TypeError(f"{type(self).__name__} takes array inputs; the dataset yields dicts")
+            parts.append(to_numpy(Xb))
+        if not parts:
+            raise ValueError("X is an empty dataset")
+        return np.concatenate(parts)
+
+    def _validate_X(self, X, reset: bool = False) -> np.ndarray:
+        """Check and cast X at our boundary: finite, 2-4 dims, float32, C order.
+
+        Through :func:`sklearn.utils.validation.validate_data`, so that ``fit``
+        (``reset=True``) records ``n_features_in_`` (``X.shape[1]``, as
+        scikit-learn counts) and, for a DataFrame, ``feature_names_in_``, and
+        prediction on flat input checks them. The per-sample shape is
+        recorded as ``input_shape_``; later inputs must have the same layout
+        (``(H, W)`` and ``(1, H, W)`` are one layout, and flat rows of as many
+        values fit any). A torch ``Dataset`` (what skorch passes to its
+        scoring callbacks) is read as its inputs.
+        """
+        internal = isinstance(X, torch.utils.data.Dataset)
+        if internal:
+            X = self._dataset_X(X)
+        if isinstance(X, torch.Tensor):
+            X = X.detach().cpu().numpy()
+        kwargs = dict(allow_nd=True, dtype="numeric", ensure_all_finite=True, order="C")
+        fitted = getattr(self, "input_shape_", None)
+        ndim = len(X.shape) if hasattr(X, "shape") else np.asarray(X).ndim
+        tabular = reset or (fitted is not None and len(fitted) == 1 and ndim == 2)
+        if tabular and not internal:  # feature names and counts, as scikit-learn checks them
+            X = validate_data(self, X, reset=reset, **kwargs)
+        else:  # images, or arrays skorch made from our own inputs (checked on the way in)
+            X = check_array(X, input_name="X", **kwargs)
+        if X.ndim not in (2, 3, 4):
+            raise ValueError(
+                "X must be flat (n_samples, n_features), images "
+                "(n_samples, H, W) or (n_samples, C, H, W); got an array with "
+                f"{X.ndim} dimensions, shape {X.shape}"
+            )
+        if X.dtype.kind not in "fiub":
+            raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+        if reset:
+            self.input_shape_ = tuple(X.shape[1:])
+        elif fitted is not None and not _same_layout(tuple(X.shape[1:]), fitted):
+            raise ValueError(f"X has samples of shape {tuple(X.shape[1:])}, but {type(self).__name__} was fitted "
+                             f"on samples of shape {fitted}")
+        if X.dtype == np.uint8:
+            return X.astype(np.float32) / np.float32(255.0)
+        return X.astype(np.float32, copy=False)
+
+    def _input_size_kwargs(self, X: np.ndarray) -> dict:
+        """The input size for the module, from the data: ``input_shape`` for
+        images (and square flat rows), ``n_features`` always."""
+        inferred = {}
+        if X.ndim == 4:
+            shape = tuple(X.shape[1:])
+        elif X.ndim == 3:
+            shape = (1,) + tuple(X.shape[1:])
+        else:
+            side = math.isqrt(X.shape[1])
+            shape = (1, side, side) if side * side == X.shape[1] else None
+        if shape is not None:
+            inferred["input_shape"] = shape
+        inferred["n_features"] = int(np.prod(X.shape[1:]))
+        return inferred
+
+    def initialize_module(self):
+        kwargs = self.get_params_for("module")
+        module = self.module
+        if isinstance(module, type) or (callable(module) and not isinstance(module, nn.Module)):
+            try:
+                accepted = inspect.signature(module).parameters
+            except (TypeError, ValueError):
+                accepted = {}
+            for key, value in getattr(self, "module_kwargs_inferred_", {}).items():
+                if key in accepted and key not in kwargs:
+                    kwargs[key] = value
+        self.module_ = self.initialized_instance(module, kwargs)
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # transform gives the penultimate features, as float32
+        tags.transformer_tags = TransformerTags(preserves_dtype=["float32"])
+        tags.input_tags.three_d_array = True  # images (N, H, W); (N, C, H, W) too
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+    # ------------------------------------------------------------ saving
+    def load_params(self, f_params=None, *args, **kwargs):
+        """Load parameters saved by :meth:`save_params`, as skorch does.
+
+        The sizes that :meth:`fit` infers from the data (input shape, number
+        of classes) travel in the saved state of :mod:`skdbal.nets` modules,
+        so a new estimator can load them after a bare :meth:`initialize`: the
+        module is rebuilt with the saved sizes first. Sizes set explicitly as
+        ``module__*`` parameters win. Other arguments are skorch's.
+
+        Raises
+        ------
+        ValueError
+            If the saved parameters do not fit the module, naming the
+            mismatched sizes.
+        """
+        if f_params is not None and self.initialized_ and not kwargs.get("use_safetensors"):
+            f_params = self._rebuild_for(f_params)
+        try:
+            return super().load_params(f_params, *args, **kwargs)
+        except RuntimeError as exc:
+            if "size mismatch" not in str(exc):
+                raise
+            raise ValueError(
+                f"the saved parameters do not fit this {type(self.module_).__name__}: {exc}\n"
+                "Build the module with the sizes it was saved with (module__input_shape=..., "
+                "module__n_features=..., classes=...), or pickle the fitted estimator instead") from None
+
+    def _rebuild_for(self, f_params):
+        """Rebuild ``module_`` with the sizes saved in ``f_params`` where they
+        differ from its own; return ``f_params``, readable again."""
+        if isinstance(f_params, (str, os.PathLike)):
+            with open(f_params, "rb") as f:
+                data = f.read()
+        else:
+            data = f_params.read()
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        extra = state.get("_extra_state") if isinstance(state, dict) else None
+        sizes = extra.get("sizes") if isinstance(extra, dict) else None
+        own = self.module_.get_extra_state().get("sizes") if hasattr(self.module_, "_sizes") else None
+        if isinstance(sizes, dict) and own is not None and sizes != own:
+            given = self.get_params_for("module")
+            self.module_kwargs_inferred_ = {**getattr(self, "module_kwargs_inferred_", {}),
+                                            **{k: v for k, v in sizes.items() if k not in given}}
+            self.initialize()
+        return io.BytesIO(data)
+
+    # -------------------------------------------------------------- training
+    def _check_params(self):
+        """Validate the parameters that are used only after training, so that a
+        bad one fails before the network trains, not at predict."""
+        T = self.n_samples
+        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
+        if self.predict_method not in ("mc", "deterministic"):
+            raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
+        if self.mask_seeding not in ("row", "stream"):
+            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+
+    def _train_loop(self, X, y, routing_method: str, **fit_params):
+        """skorch's ``partial_fit``, but a Ctrl-C (SIGINT) stops the program.
+
+        skorch catches ``KeyboardInterrupt`` in training: its own callbacks
+        (``EarlyStopping``) raise it to end training, and a user's Ctrl-C
+        ends training early too, after which the program carries on with a
+        half-trained network. Inside an active-learning loop or a grid that
+        would give a step (and a saved row) from a model that did not train,
+        so a real SIGINT received during training is raised again once
+        skorch has stopped.
+        """
+        with _sigint_watch() as interrupted:
+            super(_MCDropoutNet, self).partial_fit(X, y, _routing_method=routing_method, **fit_params)
+        if interrupted():
+            raise KeyboardInterrupt
+        return self
+
+    # ------------------------------------------------------------ prediction
+    def _batches(self, X: np.ndarray, with_start: bool = False):
+        bs = self.batch_size if self.batch_size and self.batch_size > 0 else len(X)
+        bs = self.get_params_for("iterator_valid").get("batch_size", bs)
+        for start in range(0, len(X), bs):
+            xb = torch.as_tensor(X[start:start + bs], device=self.device)
+            yield (start, xb) if with_start else xb
+
+    def _sample_outputs(self, X, T: int, link) -> np.ndarray:
+        """``T`` MC passes ``(T, N, K)`` of ``link(module(X))``, float32: the sampling
+        behind :meth:`predict_proba_samples` (``link`` a softmax) and the
+        regressor's ``predict_samples`` (no link)."""
+        self.check_is_fitted()
+        X = self._validate_X(X)
+        if self.mc_dropout and T > 1 and not any(isinstance(m, _DROPOUT) for m in self.module_.modules()):
+            warnings.warn(
+                f"{type(self.module_).__name__} has no dropout layers, so the {T} MC passes "
+                "are identical; add nn.Dropout to the module, or use mc_dropout=False",
+                UserWarning, stacklevel=2)
+        if self.mask_seeding not in ("row", "stream"):
+            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+        by_row = self.mask_seeding == "row" and not self.consistent_masks
+        chunks, masks, split = [], None, None
+        with _torch_seeded(_seed_from(self.random_state, offset=2)), \
+                mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
+            # the key of every row's generator: from random_state (torch is seeded above by an int)
+            base = int(torch.randint(2**62, (1,)).item()) if by_row and self.mc_dropout else None
+            for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
+                if i == 0 and self.mc_dropout:
+                    split = verified_split(self.module_, xb)
+                if by_row and self.mc_dropout:
+                    seeds = row_seeds(X[start:start + len(xb)], base)
+                    if split is not None:
+                        h = split[0](xb)
+                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link))
+                    else:  # no trunk/head split: T full passes, masks drawn per row in every layer
+                        chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS, link))
+                elif not self.mc_dropout:
+                    p = link(net(xb)).cpu()
+                    chunks.append(p.unsqueeze(0).expand(T, *p.shape))
+                elif self.consistent_masks:
+                    if split is None:
+                        raise TypeError("consistent_masks=True needs a module with `trunk` and `head` "
+                                        f"such that forward(x) == head(trunk(x)) (see skdbal.nets); "
+                                        f"{type(self.module_).__name__} has none")
+                    h = split[0](xb)
+                    if masks is None:
+                        masks = _draw_masks(split[1], h, T, _seed_from(self.random_state, offset=3))
+                    chunks.append(_masked_head_passes(split[1], h, masks, self._HEAD_ROWS, link))
+                elif split is not None:
+                    chunks.append(self._head_passes(*split, xb, T, link))
+                else:  # no trunk/head split: T full passes
+                    chunks.append(torch.stack([link(net(xb)).cpu() for _ in range(T)]))
+        return np.ascontiguousarray(torch.cat(chunks, dim=1).numpy(), dtype=np.float32)
+
+
+    @property
+    def stochastic_samples(self) -> bool:
+        """Whether :meth:`predict_proba_samples` draws different passes (``mc_dropout``).
+
+        Part of the predictive interface (:mod:`skdbal.predictive`): with
+        ``mc_dropout=False`` the passes are identical, so strategies score
+        one pass.
+        """
+        return bool(self.mc_dropout)
+
+    #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
+    #: small enough for the CPU caches, large enough for efficient matrix products.
+    _HEAD_ROWS = 1024
+
+    def _head_passes(self, trunk, head, xb, T, link=_softmax):
+        """T passes of the stochastic head over one deterministic trunk output.
+
+        The trunk has no dropout, so running it once is exact: every pass
+        sees the same trunk output, and the head draws independent masks for
+        each of the T·b rows (see :func:`stochastic_head`).
+        """
+        h = trunk(xb)
+        b = h.shape[0]
+        per_call = max(1, min(T, self._HEAD_ROWS // max(b, 1)))
+        passes = []
+        for start in range(0, T, per_call):
+            t = min(per_call, T - start)
+            rep = h.unsqueeze(0).expand(t, *h.shape).reshape(t * b, *h.shape[1:])
+            passes.append(link(stochastic_head(head, rep)).reshape(t, b, -1).cpu())
+        return torch.cat(passes)
+
+    def _deterministic(self, X, link=_softmax) -> np.ndarray:
+        X = self._validate_X(X)
+        with mc_dropout_mode(self.module_, dropout=False) as net:
+            out = [link(net(xb)).cpu() for xb in self._batches(X)]
+        return torch.cat(out).numpy()
+
+    def fit_transform(self, X, y=None, **fit_params) -> np.ndarray:
+        """:meth:`fit`, then :meth:`transform` of the same ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+        y : array-like of shape (N,)
+        **fit_params :
+            Passed to :meth:`fit`.
+
+        Returns
+        -------
+        features : ndarray of shape (N, n_hidden), dtype float32
+        """
+        return self.fit(X, y, **fit_params).transform(X)
+
+    def transform(self, X) -> np.ndarray:
+        """Penultimate-layer features (dropout off), shape ``(N, n_hidden)``.
+
+        Requires a split module (``trunk`` and ``head`` attributes, see
+        :mod:`skdbal.nets`).
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+            Inputs, as in :meth:`fit`.
+
+        Returns
+        -------
+        features : ndarray of shape (N, n_hidden), dtype float32
+            The input of the last layer of ``head``, flattened per row:
+            128 features for :class:`~skdbal.nets.BayesianCNN`, 84 for
+            :class:`~skdbal.nets.LeNet5`.
+
+        Raises
+        ------
+        TypeError
+            If the module has no ``trunk``/``head`` split with
+            ``forward(x) == head(trunk(x))``.
+        """
+        self.check_is_fitted()
+        X = self._validate_X(X)
+        split = verified_split(self.module_, torch.as_tensor(X[:8], device=self.device))
+        if split is None:
+            raise TypeError(
+                f"transform needs a module with `trunk` and `head` attributes such that "
+                f"forward(x) == head(trunk(x)) (see skdbal.nets); "
+                f"{type(self.module_).__name__} has none"
+            )
+        trunk, head = split
+        with mc_dropout_mode(self.module_, dropout=False):
+            out = [head[:-1](trunk(xb)).reshape(len(xb), -1).cpu() for xb in self._batches(X)]
+        return torch.cat(out).numpy()
+
+
+class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
     """A skorch classifier that samples predictions with MC dropout.
 
     A :class:`skorch.NeuralNetClassifier` whose
@@ -478,60 +810,6 @@ class MCDropoutClassifier(NeuralNetClassifier):
         self.mask_seeding = mask_seeding
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ input
-    def _dataset_X(self, dataset) -> np.ndarray:
-        """The inputs of a torch ``Dataset`` (skorch's, or the ``Subset`` that
-        its ``ValidSplit`` makes), read with skorch's own iterator."""
-        parts = []
-        for Xb, _ in self.get_iterator(dataset, training=False):
-            if isinstance(Xb, dict):
-                raise TypeError(f"{type(self).__name__} takes array inputs; the dataset yields dicts")
-            parts.append(to_numpy(Xb))
-        if not parts:
-            raise ValueError("X is an empty dataset")
-        return np.concatenate(parts)
-
-    def _validate_X(self, X, reset: bool = False) -> np.ndarray:
-        """Check and cast X at our boundary: finite, 2-4 dims, float32, C order.
-
-        Through :func:`sklearn.utils.validation.validate_data`, so that ``fit``
-        (``reset=True``) records ``n_features_in_`` (``X.shape[1]``, as
-        scikit-learn counts) and, for a DataFrame, ``feature_names_in_``, and
-        prediction on flat input checks them. The per-sample shape is
-        recorded as ``input_shape_``; later inputs must have the same layout
-        (``(H, W)`` and ``(1, H, W)`` are one layout, and flat rows of as many
-        values fit any). A torch ``Dataset`` (what skorch passes to its
-        scoring callbacks) is read as its inputs.
-        """
-        internal = isinstance(X, torch.utils.data.Dataset)
-        if internal:
-            X = self._dataset_X(X)
-        if isinstance(X, torch.Tensor):
-            X = X.detach().cpu().numpy()
-        kwargs = dict(allow_nd=True, dtype="numeric", ensure_all_finite=True, order="C")
-        fitted = getattr(self, "input_shape_", None)
-        ndim = len(X.shape) if hasattr(X, "shape") else np.asarray(X).ndim
-        tabular = reset or (fitted is not None and len(fitted) == 1 and ndim == 2)
-        if tabular and not internal:  # feature names and counts, as scikit-learn checks them
-            X = validate_data(self, X, reset=reset, **kwargs)
-        else:  # images, or arrays skorch made from our own inputs (checked on the way in)
-            X = check_array(X, input_name="X", **kwargs)
-        if X.ndim not in (2, 3, 4):
-            raise ValueError(
-                "X must be flat (n_samples, n_features), images "
-                "(n_samples, H, W) or (n_samples, C, H, W); got an array with "
-                f"{X.ndim} dimensions, shape {X.shape}"
-            )
-        if X.dtype.kind not in "fiub":
-            raise TypeError(f"X must be numeric; got dtype {X.dtype}")
-        if reset:
-            self.input_shape_ = tuple(X.shape[1:])
-        elif fitted is not None and not _same_layout(tuple(X.shape[1:]), fitted):
-            raise ValueError(f"X has samples of shape {tuple(X.shape[1:])}, but {type(self).__name__} was fitted "
-                             f"on samples of shape {fitted}")
-        if X.dtype == np.uint8:
-            return X.astype(np.float32) / np.float32(255.0)
-        return X.astype(np.float32, copy=False)
 
     def _encode_y(self, y) -> np.ndarray:
         y = column_or_1d(y, warn=True)
@@ -565,100 +843,9 @@ class MCDropoutClassifier(NeuralNetClassifier):
 
     def _infer_module_kwargs(self, X: np.ndarray) -> dict:
         """``n_classes`` and input size for the module, from the data."""
-        inferred = {"n_classes": len(self.classes_)}
-        if X.ndim == 4:
-            shape = tuple(X.shape[1:])
-        elif X.ndim == 3:
-            shape = (1,) + tuple(X.shape[1:])
-        else:
-            side = math.isqrt(X.shape[1])
-            shape = (1, side, side) if side * side == X.shape[1] else None
-        if shape is not None:
-            inferred["input_shape"] = shape
-        inferred["n_features"] = int(np.prod(X.shape[1:]))
-        return inferred
-
-    def initialize_module(self):
-        kwargs = self.get_params_for("module")
-        module = self.module
-        if isinstance(module, type) or (callable(module) and not isinstance(module, nn.Module)):
-            try:
-                accepted = inspect.signature(module).parameters
-            except (TypeError, ValueError):
-                accepted = {}
-            for key, value in getattr(self, "module_kwargs_inferred_", {}).items():
-                if key in accepted and key not in kwargs:
-                    kwargs[key] = value
-        self.module_ = self.initialized_instance(module, kwargs)
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # transform gives the penultimate features, as float32
-        tags.transformer_tags = TransformerTags(preserves_dtype=["float32"])
-        tags.input_tags.three_d_array = True  # images (N, H, W); (N, C, H, W) too
-        tags.non_deterministic = self.random_state is None
-        return tags
-
-    # ------------------------------------------------------------ saving
-    def load_params(self, f_params=None, *args, **kwargs):
-        """Load parameters saved by :meth:`save_params`, as skorch does.
-
-        The sizes that :meth:`fit` infers from the data (input shape, number
-        of classes) travel in the saved state of :mod:`skdbal.nets` modules,
-        so a new estimator can load them after a bare :meth:`initialize`: the
-        module is rebuilt with the saved sizes first. Sizes set explicitly as
-        ``module__*`` parameters win. Other arguments are skorch's.
-
-        Raises
-        ------
-        ValueError
-            If the saved parameters do not fit the module, naming the
-            mismatched sizes.
-        """
-        if f_params is not None and self.initialized_ and not kwargs.get("use_safetensors"):
-            f_params = self._rebuild_for(f_params)
-        try:
-            return super().load_params(f_params, *args, **kwargs)
-        except RuntimeError as exc:
-            if "size mismatch" not in str(exc):
-                raise
-            raise ValueError(
-                f"the saved parameters do not fit this {type(self.module_).__name__}: {exc}\n"
-                "Build the module with the sizes it was saved with (module__input_shape=..., "
-                "module__n_features=..., classes=...), or pickle the fitted estimator instead") from None
-
-    def _rebuild_for(self, f_params):
-        """Rebuild ``module_`` with the sizes saved in ``f_params`` where they
-        differ from its own; return ``f_params``, readable again."""
-        if isinstance(f_params, (str, os.PathLike)):
-            with open(f_params, "rb") as f:
-                data = f.read()
-        else:
-            data = f_params.read()
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-        extra = state.get("_extra_state") if isinstance(state, dict) else None
-        sizes = extra.get("sizes") if isinstance(extra, dict) else None
-        own = self.module_.get_extra_state().get("sizes") if hasattr(self.module_, "_sizes") else None
-        if isinstance(sizes, dict) and own is not None and sizes != own:
-            given = self.get_params_for("module")
-            self.module_kwargs_inferred_ = {**getattr(self, "module_kwargs_inferred_", {}),
-                                            **{k: v for k, v in sizes.items() if k not in given}}
-            self.initialize()
-        return io.BytesIO(data)
+        return {"n_classes": len(self.classes_), **self._input_size_kwargs(X)}
 
     # -------------------------------------------------------------- training
-    def _check_params(self):
-        """Validate the parameters that are used only after training, so that a
-        bad one fails before the network trains, not at predict."""
-        T = self.n_samples
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
-        if self.predict_method not in ("mc", "deterministic"):
-            raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
-        if self.mask_seeding not in ("row", "stream"):
-            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
-
     def _prepare_fit(self, X, y, keep_classes: bool = False, fit_params=None):
         self._check_params()
         if fit_params and "sample_weight" in fit_params:
@@ -704,23 +891,6 @@ class MCDropoutClassifier(NeuralNetClassifier):
             # skorch's fit would route through our partial_fit and prepare twice
             return self._train_loop(X, y, "fit", **fit_params)
 
-    def _train_loop(self, X, y, routing_method: str, **fit_params):
-        """skorch's ``partial_fit``, but a Ctrl-C (SIGINT) stops the program.
-
-        skorch catches ``KeyboardInterrupt`` in training: its own callbacks
-        (``EarlyStopping``) raise it to end training, and a user's Ctrl-C
-        ends training early too, after which the program carries on with a
-        half-trained network. Inside an active-learning loop or a grid that
-        would give a step (and a saved row) from a model that did not train,
-        so a real SIGINT received during training is raised again once
-        skorch has stopped.
-        """
-        with _sigint_watch() as interrupted:
-            NeuralNetClassifier.partial_fit(self, X, y, _routing_method=routing_method, **fit_params)
-        if interrupted():
-            raise KeyboardInterrupt
-        return self
-
     def partial_fit(self, X, y=None, classes=None, **fit_params):
         """Continue training for ``max_epochs`` without re-initialising.
 
@@ -752,13 +922,6 @@ class MCDropoutClassifier(NeuralNetClassifier):
             return self._train_loop(X, y, "partial_fit", **fit_params)
 
     # ------------------------------------------------------------ prediction
-    def _batches(self, X: np.ndarray, with_start: bool = False):
-        bs = self.batch_size if self.batch_size and self.batch_size > 0 else len(X)
-        bs = self.get_params_for("iterator_valid").get("batch_size", bs)
-        for start in range(0, len(X), bs):
-            xb = torch.as_tensor(X[start:start + bs], device=self.device)
-            yield (start, xb) if with_start else xb
-
     def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
         """Class probabilities from ``T`` stochastic forward passes.
 
@@ -781,86 +944,7 @@ class MCDropoutClassifier(NeuralNetClassifier):
         if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
             raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
         T = int(T)
-        self.check_is_fitted()
-        X = self._validate_X(X)
-        if self.mc_dropout and T > 1 and not any(isinstance(m, _DROPOUT) for m in self.module_.modules()):
-            warnings.warn(
-                f"{type(self.module_).__name__} has no dropout layers, so the {T} MC passes "
-                "are identical; add nn.Dropout to the module, or use mc_dropout=False",
-                UserWarning, stacklevel=2)
-        if self.mask_seeding not in ("row", "stream"):
-            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
-        by_row = self.mask_seeding == "row" and not self.consistent_masks
-        chunks, masks, split = [], None, None
-        with _torch_seeded(_seed_from(self.random_state, offset=2)), \
-                mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
-            # the key of every row's generator: from random_state (torch is seeded above by an int)
-            base = int(torch.randint(2**62, (1,)).item()) if by_row and self.mc_dropout else None
-            for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
-                if i == 0 and self.mc_dropout:
-                    split = verified_split(self.module_, xb)
-                if by_row and self.mc_dropout:
-                    seeds = row_seeds(X[start:start + len(xb)], base)
-                    if split is not None:
-                        h = split[0](xb)
-                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS))
-                    else:  # no trunk/head split: T full passes, masks drawn per row in every layer
-                        chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS))
-                elif not self.mc_dropout:
-                    p = torch.softmax(net(xb), dim=-1).cpu()
-                    chunks.append(p.unsqueeze(0).expand(T, *p.shape))
-                elif self.consistent_masks:
-                    if split is None:
-                        raise TypeError("consistent_masks=True needs a module with `trunk` and `head` "
-                                        f"such that forward(x) == head(trunk(x)) (see skdbal.nets); "
-                                        f"{type(self.module_).__name__} has none")
-                    h = split[0](xb)
-                    if masks is None:
-                        masks = _draw_masks(split[1], h, T, _seed_from(self.random_state, offset=3))
-                    chunks.append(_masked_head_passes(split[1], h, masks))
-                elif split is not None:
-                    chunks.append(self._head_passes(*split, xb, T))
-                else:  # no trunk/head split: T full passes
-                    chunks.append(torch.stack([torch.softmax(net(xb), dim=-1).cpu() for _ in range(T)]))
-        return np.ascontiguousarray(torch.cat(chunks, dim=1).numpy(), dtype=np.float32)
-
-    @property
-    def stochastic_samples(self) -> bool:
-        """Whether :meth:`predict_proba_samples` draws different passes (``mc_dropout``).
-
-        Part of the predictive interface (:mod:`skdbal.predictive`): with
-        ``mc_dropout=False`` the passes are identical, so strategies score
-        one pass.
-        """
-        return bool(self.mc_dropout)
-
-    #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
-    #: small enough for the CPU caches, large enough for efficient matrix products.
-    _HEAD_ROWS = 1024
-
-    @staticmethod
-    def _head_passes(trunk, head, xb, T):
-        """T passes of the stochastic head over one deterministic trunk output.
-
-        The trunk has no dropout, so running it once is exact: every pass
-        sees the same trunk output, and the head draws independent masks for
-        each of the T·b rows (see :func:`stochastic_head`).
-        """
-        h = trunk(xb)
-        b = h.shape[0]
-        per_call = max(1, min(T, MCDropoutClassifier._HEAD_ROWS // max(b, 1)))
-        passes = []
-        for start in range(0, T, per_call):
-            t = min(per_call, T - start)
-            rep = h.unsqueeze(0).expand(t, *h.shape).reshape(t * b, *h.shape[1:])
-            passes.append(torch.softmax(stochastic_head(head, rep), dim=-1).reshape(t, b, -1).cpu())
-        return torch.cat(passes)
-
-    def _deterministic(self, X) -> np.ndarray:
-        X = self._validate_X(X)
-        with mc_dropout_mode(self.module_, dropout=False) as net:
-            out = [torch.softmax(net(xb), dim=-1).cpu() for xb in self._batches(X)]
-        return torch.cat(out).numpy()
+        return self._sample_outputs(X, T, _softmax)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: the MC average, or one deterministic pass.
@@ -906,57 +990,3 @@ class MCDropoutClassifier(NeuralNetClassifier):
         """
         proba = self.predict_proba(X)  # first: before fit, NotInitializedError, not classes_'s AttributeError
         return self.classes_[proba.argmax(axis=1)]
-
-    def fit_transform(self, X, y=None, **fit_params) -> np.ndarray:
-        """:meth:`fit`, then :meth:`transform` of the same ``X``.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
-        y : array-like of shape (N,)
-        **fit_params :
-            Passed to :meth:`fit`.
-
-        Returns
-        -------
-        features : ndarray of shape (N, n_hidden), dtype float32
-        """
-        return self.fit(X, y, **fit_params).transform(X)
-
-    def transform(self, X) -> np.ndarray:
-        """Penultimate-layer features (dropout off), shape ``(N, n_hidden)``.
-
-        Requires a split module (``trunk`` and ``head`` attributes, see
-        :mod:`skdbal.nets`).
-
-        Parameters
-        ----------
-        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
-            Inputs, as in :meth:`fit`.
-
-        Returns
-        -------
-        features : ndarray of shape (N, n_hidden), dtype float32
-            The input of the last layer of ``head``, flattened per row:
-            128 features for :class:`~skdbal.nets.BayesianCNN`, 84 for
-            :class:`~skdbal.nets.LeNet5`.
-
-        Raises
-        ------
-        TypeError
-            If the module has no ``trunk``/``head`` split with
-            ``forward(x) == head(trunk(x))``.
-        """
-        self.check_is_fitted()
-        X = self._validate_X(X)
-        split = verified_split(self.module_, torch.as_tensor(X[:8], device=self.device))
-        if split is None:
-            raise TypeError(
-                f"transform needs a module with `trunk` and `head` attributes such that "
-                f"forward(x) == head(trunk(x)) (see skdbal.nets); "
-                f"{type(self.module_).__name__} has none"
-            )
-        trunk, head = split
-        with mc_dropout_mode(self.module_, dropout=False):
-            out = [head[:-1](trunk(xb)).reshape(len(xb), -1).cpu() for xb in self._batches(X)]
-        return torch.cat(out).numpy()
