@@ -18,9 +18,11 @@ _CLASSES = {
     "DeepEnsembleClassifier": "ensemble",
     "NetFeatures": "features",
     "MCDropoutClassifier": "mc_dropout",
+    "MCDropoutRegressor": "mc_regression",
 }
 _SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
-               "noise", "diversity", "batchbald", "datasets", "ensemble", "egl")
+               "noise", "diversity", "batchbald", "datasets", "ensemble", "egl",
+               "mc_regression")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 

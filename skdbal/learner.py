@@ -36,6 +36,18 @@ def _wrapped_kind(kind: str) -> Callable:
     return check
 
 
+def _wrapped_source(source: str) -> Callable:
+    """``available_if`` check: the wrapped model is read through ``source`` (no fit is triggered)."""
+
+    def check(self) -> bool:
+        try:
+            return as_predictive(self._model_or_template()).source == source
+        except TypeError:
+            return False
+
+    return check
+
+
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     """Pool-based active learning around any scikit-learn estimator.
 
@@ -534,6 +546,52 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             The trace of each row's predictive covariance.
         """
         return as_predictive(self._fitted()).variance(X)
+
+    @available_if(_wrapped_source("regression_samples"))
+    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False):
+        """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
+
+        Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
+        ending in a :class:`~skdbal.MCDropoutRegressor` works. Available
+        only when the wrapped model has ``predict_samples``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        n_samples : int, optional
+            Number of passes ``T``; by default the model's own.
+        return_var : bool, default=False
+            Also return the aleatoric variances.
+
+        Returns
+        -------
+        means : ndarray of shape (T, N, D)
+        variances : ndarray of shape (T, N, D)
+            Only with ``return_var=True``.
+        """
+        means, var = as_predictive(self._fitted(), n_samples=n_samples).regression_samples(X)
+        return (means, var) if return_var else means
+
+    @available_if(_wrapped_source("regression_samples"))
+    def output_gradient_gram(self, X, *, return_output: bool = False):
+        """Output-gradient Gram matrices of ``estimator_``, for expected gradient length.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        return_output : bool, default=False
+            Also return the outputs the gradients are taken at.
+
+        Returns
+        -------
+        gram : ndarray of shape (N, D, D)
+        output : ndarray of shape (N, D)
+            Only with ``return_output=True``.
+        """
+        gram, out = as_predictive(self._fitted()).gradient_gram(X)
+        return (gram, out) if return_output else gram
 
     @property
     def stochastic_samples(self) -> bool:

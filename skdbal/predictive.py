@@ -18,6 +18,14 @@ interfaces:
 
 ``predictive_variance(X) -> ndarray of shape (N,)``
     The trace of the predictive covariance of each row.
+``predict_samples(X, n_samples=None, return_var=False)`` (optional)
+    ``T`` sampled means ``(T, N)`` or ``(T, N, D)`` and, with
+    ``return_var=True``, their aleatoric variances (e.g.
+    :class:`~skdbal.MCDropoutRegressor`). A model with it needs no
+    ``predictive_variance``.
+``output_gradient_gram(X, return_output=False)`` (optional)
+    The Gram matrices ``(N, D, D)`` of the output gradients, and the output
+    they are taken at: what expected gradient length needs.
 
 A third-party model that implements only one of these works with every
 strategy. Everything else goes through the same adapter:
@@ -61,7 +69,7 @@ from sklearn.utils.validation import check_is_fitted
 __all__ = ["Predictive", "as_predictive"]
 
 #: How a Predictive reads its model.
-_SOURCES = ("samples", "proba", "variance", "std")
+_SOURCES = ("samples", "proba", "variance", "std", "regression_samples")
 
 
 class Predictive:
@@ -76,9 +84,10 @@ class Predictive:
     ----------
     model : estimator
         The object whose interface is read.
-    source : {"samples", "proba", "variance", "std"}
+    source : {"samples", "proba", "variance", "std", "regression_samples"}
         Which interface: ``predict_proba_samples``, ``predict_proba``,
-        ``predictive_variance`` or ``predict(return_std=True)``.
+        ``predictive_variance``, ``predict(return_std=True)`` or
+        ``predict_samples``.
     stochastic : bool
         Whether the samples differ from one another.
     transforms : sequence of transformers, default=()
@@ -177,8 +186,12 @@ class Predictive:
             raise TypeError(f"{self.name} is a classifier: predictive_variance needs a "
                             "probabilistic regressor such as skdbal.BayesianLinearRegression")
         X = self._prepare(X)
-        if self.source == "variance":
+        if self.source == "variance" or (self.source == "regression_samples"
+                                         and hasattr(self.model, "predictive_variance")):
             return np.asarray(self.model.predictive_variance(X), dtype=np.float64).reshape(-1)
+        if self.source == "regression_samples":
+            means, var = self._samples(X)
+            return (means.var(axis=0) + var.mean(axis=0)).sum(axis=1)
         try:
             _, std = self.model.predict(X, return_std=True)
         except TypeError:
@@ -187,6 +200,44 @@ class Predictive:
                 "probabilistic regressor such as skdbal.BayesianLinearRegression") from None
         std = np.asarray(std, dtype=np.float64)
         return (std ** 2).reshape(len(std), -1).sum(axis=1)
+
+    def _samples(self, X):
+        """``predict_samples`` of already transformed ``X``, as float64 ``(T, N, D)``."""
+        if self.source != "regression_samples":
+            raise TypeError(f"{self.name} has no predict_samples: sampled regression needs a model such as "
+                            "skdbal.MCDropoutRegressor")
+        kwargs = {} if self.n_samples is None else {"n_samples": self.n_samples}
+        means, var = self.model.predict_samples(X, return_var=True, **kwargs)
+        means = np.asarray(means, dtype=np.float64)
+        means = means.reshape(means.shape[0], means.shape[1], -1)
+        var = np.broadcast_to(np.asarray(var, dtype=np.float64).reshape(
+            np.shape(var) + ((1,) if np.ndim(var) == 2 else ())), means.shape)
+        return means, var
+
+    def regression_samples(self, X):
+        """Sampled means and their aleatoric variances, each ``(T, n, D)``.
+
+        Raises
+        ------
+        TypeError
+            If the model has no ``predict_samples``.
+        """
+        return self._samples(self._prepare(X))
+
+    def gradient_gram(self, X):
+        """Output-gradient Gram matrices ``(n, D, D)`` and the outputs ``(n, D)`` they are taken at.
+
+        Raises
+        ------
+        TypeError
+            If the model has no ``output_gradient_gram``.
+        """
+        if not hasattr(self.model, "output_gradient_gram"):
+            raise TypeError(f"{self.name} has no output_gradient_gram: expected gradient length needs the "
+                            "gradients of a network regressor such as skdbal.MCDropoutRegressor")
+        gram, out = self.model.output_gradient_gram(self._prepare(X), return_output=True)
+        out = np.asarray(out, dtype=np.float64)
+        return np.asarray(gram, dtype=np.float64), out.reshape(len(out), -1)
 
 
 def _is_fitted(est) -> bool:
@@ -241,6 +292,9 @@ def _resolve(est, n_samples, transforms) -> Predictive:
     if hasattr(est, "predict_proba_samples"):
         return Predictive(est, "samples", stochastic=getattr(est, "stochastic_samples", True),
                           transforms=transforms, n_samples=n_samples)
+    if hasattr(est, "predict_samples"):
+        return Predictive(est, "regression_samples", stochastic=getattr(est, "stochastic_samples", True),
+                          transforms=transforms, n_samples=n_samples)
     if hasattr(est, "predictive_variance"):
         return Predictive(est, "variance", stochastic=True, transforms=transforms)
     steps = getattr(est, "steps", None)
@@ -258,4 +312,5 @@ def _resolve(est, n_samples, transforms) -> Predictive:
         return Predictive(est, "std", stochastic=True, transforms=transforms)
     raise TypeError(
         f"estimator must provide predict_proba_samples or predict_proba (a classifier), or "
-        f"predictive_variance or predict(return_std=True) (a regressor); got {type(est).__name__}")
+        f"predict_samples, predictive_variance or predict(return_std=True) (a regressor); "
+        f"got {type(est).__name__}")

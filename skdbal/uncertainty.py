@@ -32,6 +32,7 @@ __all__ = [
     "least_confidence",
     "Decomposition",
     "decompose",
+    "decompose_gaussian",
 ]
 
 _SUM_TOL = 1e-3
@@ -207,10 +208,11 @@ def mutual_information(P) -> np.ndarray:
 
 
 class Decomposition(NamedTuple):
-    """Total, aleatoric and epistemic uncertainty of each input, in nats.
+    """Total, aleatoric and epistemic uncertainty of each input.
 
     ``total = aleatoric + epistemic`` (up to round-off; ``epistemic`` is
-    clipped at 0). Returned by :func:`decompose`.
+    clipped at 0). Returned by :func:`decompose` (entropies, in nats) and
+    :func:`decompose_gaussian` (variances).
 
     Examples
     --------
@@ -264,6 +266,60 @@ def decompose(P) -> Decomposition:
     total = entropy(P.mean(axis=0))
     aleatoric = entropy(P).mean(axis=0)
     return Decomposition(total, aleatoric, np.maximum(total - aleatoric, 0.0))
+
+
+def decompose_gaussian(means, variances=0.0) -> Decomposition:
+    """Split the predictive variance of a Gaussian mixture (Kendall and Gal).
+
+    For ``T`` passes that each predict ``N(μ_t, σ_t²)``, the mixture's
+    variance is ``Var_t[μ_t] + E_t[σ_t²]``: the passes' disagreement
+    (epistemic) plus the noise each pass predicts (aleatoric). The
+    regression counterpart of :func:`decompose`; per output, no sum.
+
+    Parameters
+    ----------
+    means : array-like of shape (T, ...)
+        The passes' predicted means.
+    variances : array-like broadcastable to ``means``, default=0.0
+        Their predicted (aleatoric) variances; a float for one noise
+        variance.
+
+    Returns
+    -------
+    Decomposition
+        ``(total, aleatoric, epistemic)``, each of shape ``means.shape[1:]``.
+
+    Raises
+    ------
+    ValueError
+        If ``means`` has no pass axis, holds NaN or inf, or a variance is
+        negative.
+
+    References
+    ----------
+    .. [1] A. Kendall and Y. Gal, "What uncertainties do we need in Bayesian
+       deep learning for computer vision?", NeurIPS 2017.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.uncertainty import decompose_gaussian
+    >>> means = np.array([[0.0, 1.0], [2.0, 1.0]])      # 2 passes, 2 inputs
+    >>> d = decompose_gaussian(means, [[0.5, 3.0], [1.5, 3.0]])
+    >>> d.epistemic.tolist(), d.aleatoric.tolist(), d.total.tolist()
+    ([1.0, 0.0], [1.0, 3.0], [2.0, 3.0])
+    """
+    M = np.asarray(means, dtype=np.float64)
+    if M.ndim < 2 or M.shape[0] < 1:
+        raise ValueError(f"means must have shape (T, N, ...) with T >= 1; got {M.shape}")
+    if not np.isfinite(M).all():
+        raise ValueError("means must be finite")
+    V = np.broadcast_to(np.asarray(variances, dtype=np.float64), M.shape)
+    if not np.isfinite(V).all() or (V < 0).any():
+        raise ValueError("variances must be finite and >= 0")
+    epistemic = M.var(axis=0)
+    aleatoric = V.mean(axis=0)
+    return Decomposition(epistemic + aleatoric, aleatoric, epistemic)
 
 
 def variation_ratio(P) -> np.ndarray:

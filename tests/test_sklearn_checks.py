@@ -40,3 +40,14 @@ def test_the_expected_failures_are_skorchs():
             check_no_attributes_set_in_init("NeuralNetClassifier", net)
         with pytest.raises(AttributeError, match="'float' object has no attribute 'add'"):
             check_set_params("NeuralNetClassifier", net)
+
+
+def tabular_regressor():
+    from skdbal import MCDropoutRegressor
+
+    return MCDropoutRegressor(MLP, max_epochs=20, n_samples=5, random_state=0)
+
+
+@parametrize_with_checks([tabular_regressor()], expected_failed_checks=lambda est: SKORCH_BY_DESIGN)
+def test_mc_dropout_regressor_passes_sklearn_checks(estimator, check):
+    check(estimator)

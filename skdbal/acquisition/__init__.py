@@ -38,7 +38,7 @@ from ._names import DECORATORS, get_strategy
 from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._batchbald import BatchBALD
-from ._regression import PredictiveVariance
+from ._regression import ExpectedGradientLength, PredictiveVariance
 
 __all__ = [
     # strategies, as instances (modAL-style callables)
@@ -48,6 +48,7 @@ __all__ = [
     "mean_std",
     "random_sampling",
     "predictive_variance",
+    "expected_gradient_length",
     "batch_bald",
     "STRATEGIES",
     "get_strategy",
@@ -64,6 +65,7 @@ __all__ = [
     "MeanStd",
     "RandomSampling",
     "PredictiveVariance",
+    "ExpectedGradientLength",
     "BatchBALD",
     "Strategy",
     "StrategyDecorator",
@@ -90,6 +92,7 @@ variation_ratios = VariationRatios()
 mean_std = MeanStd()
 random_sampling = RandomSampling()
 predictive_variance = PredictiveVariance()
+expected_gradient_length = ExpectedGradientLength()
 batch_bald = BatchBALD()
 
 #: Strategies by name, as used by the command line and the experiment runner.
@@ -100,5 +103,6 @@ STRATEGIES = {
     "mean_std": mean_std,
     "random": random_sampling,
     "predictive_variance": predictive_variance,
+    "egl": expected_gradient_length,
     "batch_bald": batch_bald,
 }
