@@ -233,3 +233,21 @@ def test_egl_needs_gradients():
     br = BayesianRidge().fit(X2, Y2)
     with pytest.raises(TypeError, match="no output_gradient_gram"):
         expected_gradient_length(br, X2)
+
+
+def test_predictive_variance_parts():
+    from skdbal.acquisition import PredictiveVariance
+
+    reg = fixed(module__p=0.5, mc_dropout=True, n_samples=50, heteroscedastic=True).fit(X2, Y2)
+    means, var = reg.predict_samples(X2, return_var=True)   # the same passes: row-seeded, fixed random_state
+    means, var = means.astype(np.float64), var.astype(np.float64)
+    np.testing.assert_allclose(PredictiveVariance(part="epistemic").score(reg, X2), means.var(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(PredictiveVariance(part="aleatoric").score(reg, X2), var.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(PredictiveVariance().score(reg, X2), means.var(axis=0) + var.mean(axis=0), rtol=1e-5)
+    with pytest.raises(ValueError, match="part must be"):
+        PredictiveVariance(part="both").score(reg, X2)
+    from skdbal import BayesianLinearRegression
+
+    blr = BayesianLinearRegression().fit(X2, Y2)
+    with pytest.raises(TypeError, match="needs predict_samples"):
+        PredictiveVariance(part="epistemic").score(blr, X2)

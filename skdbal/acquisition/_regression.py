@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import egl
 from ..predictive import as_predictive
+from ..uncertainty import decompose_gaussian
 from ._base import Strategy
 from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
 
@@ -25,8 +26,18 @@ class PredictiveVariance(Strategy):
     (:class:`~sklearn.linear_model.BayesianRidge`,
     :class:`~sklearn.gaussian_process.GaussianProcessRegressor`).
 
+    With ``part="epistemic"`` (or ``"aleatoric"``) it scores one part of
+    Kendall and Gal's split instead (:func:`skdbal.uncertainty.decompose_gaussian`),
+    summed over outputs, for a model with ``predict_samples``
+    (:class:`~skdbal.MCDropoutRegressor`). The epistemic part is the
+    regression counterpart of BALD: under input-dependent noise the total
+    variance keeps acquiring where the labels are noisy, and the epistemic
+    part does not.
+
     Parameters
     ----------
+    part : {"total", "epistemic", "aleatoric"}, default="total"
+        Which variance to score.
     chunk_size : int, default=2048
         Pool rows scored at a time (may also be given per call).
 
@@ -47,17 +58,30 @@ class PredictiveVariance(Strategy):
     2
     """
 
-    def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+    def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE):
+        self.part = part
         self.chunk_size = chunk_size
 
     def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, **kwargs) -> np.ndarray:
-        """Total predictive variance of every pool row, shape ``(N,)``."""
+        """The predictive variance (``part``) of every pool row, shape ``(N,)``."""
+        if self.part not in ("total", "epistemic", "aleatoric"):
+            raise ValueError(f"part must be 'total', 'epistemic' or 'aleatoric'; got {self.part!r}")
         predictive = as_predictive(estimator)
         if predictive.kind != "regressor":
             raise TypeError(f"{predictive.name} is a classifier: predictive_variance needs a "
                             "probabilistic regressor such as skdbal.BayesianLinearRegression")
-        return map_chunks(predictive.variance, X_pool,
-                          chunk_size=self.chunk_size if chunk_size is None else chunk_size)
+        fn = predictive.variance
+        if self.part != "total":
+            if predictive.source != "regression_samples":
+                raise TypeError(f"predictive_variance(part={self.part!r}) needs predict_samples, which "
+                                f"{predictive.name} lacks; use a sampling regressor such as "
+                                "skdbal.MCDropoutRegressor, or part='total'")
+
+            def fn(X):
+                d = decompose_gaussian(*predictive.regression_samples(X))
+                return getattr(d, self.part).sum(axis=1)
+
+        return map_chunks(fn, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size)
 
 
 class ExpectedGradientLength(Strategy):
