@@ -71,7 +71,7 @@ def _experiment(args) -> int:
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
     run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
-             n_jobs=args.n_jobs,
+             ensemble=args.ensemble, n_jobs=args.n_jobs,
              torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device)
     from .report import write_report
 
@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="initial labelled sets, each a run of its own: balanced_random (default; Gal et al.), "
                          "kmeans_per_class (the points nearest k-means centroids within each class; needs the "
                          "pool's labels) or kmeans (label-free, over the whole pool)")
+    ex.add_argument("--ensemble", type=int, default=0, metavar="M",
+                    help="run a deep ensemble of M of the preset's networks instead of MC dropout (variant "
+                         "ensembleM): the members, with dropout off at prediction, are the samples; M times "
+                         "the training cost")
     ex.add_argument("--dataset", default=None, choices=["mnist", "repeated_mnist", "digits"],
                     help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
                          "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise")

@@ -37,6 +37,7 @@ from typing import Iterable, List, Optional, Sequence, Union
 import numpy as np
 import torch
 from joblib import Parallel, delayed
+from sklearn.base import clone
 from skorch.callbacks import EarlyStopping
 from skorch.dataset import Dataset
 from skorch.helper import predefined_split
@@ -100,6 +101,8 @@ class RunSpec:
     'gal2017__filter-bald-dynamic__bayesian__seed1__noise0.2'
     >>> RunSpec(get_preset("gal2017"), "bald", 2, initial_set="kmeans_per_class").variant
     'bayesian-init-kmeans_per_class'
+    >>> RunSpec(get_preset("gal2017"), "bald", 1, ensemble=5).variant   # 5 deterministic networks
+    'ensemble5'
     """
 
     preset: Preset
@@ -109,11 +112,14 @@ class RunSpec:
     last_layer: Optional[str] = None
     noise_rate: float = 0.0
     initial_set: str = "balanced_random"
+    ensemble: int = 0
 
     @property
     def variant(self) -> str:
         if self.last_layer is not None:
             base = f"blr_{self.last_layer}"
+        elif self.ensemble:
+            base = f"ensemble{self.ensemble}"
         else:
             base = "bayesian" if self.mc_dropout else "deterministic"
         return base if self.initial_set == "balanced_random" else f"{base}-init-{self.initial_set}"
@@ -136,6 +142,8 @@ class RunSpec:
             config["noise_rate"] = self.noise_rate
         if self.initial_set != "balanced_random":
             config["initial_set"] = self.initial_set
+        if self.ensemble:
+            config["ensemble"] = self.ensemble
         return config
 
 
@@ -843,6 +851,30 @@ def _read_run_file(csv_path: Path, warn: bool = False) -> list:
         return rows
 
 
+def _fit_ensemble(spec, step, X, y, states, device, valid, n_train):
+    """A :class:`~skdbal.DeepEnsembleClassifier` of ``spec.ensemble`` of the
+    preset's networks with dropout off at prediction (each member trains with
+    dropout as usual), seeded by the step; with ``states`` (one module state
+    per member), the members are rebuilt from them instead of trained."""
+    from ..ensemble import DeepEnsembleClassifier
+
+    template = make_estimator(spec.preset, mc_dropout=False, device=device, valid=valid, n_train=n_train)
+    ens = DeepEnsembleClassifier(template, n_members=spec.ensemble, random_state=_step_seed(spec.seed, step))
+    if states is None:
+        return ens.fit(X, y)
+    if not isinstance(states, list) or len(states) != spec.ensemble:
+        raise KeyError(f"the cache holds no {spec.ensemble} member states")
+    seeds = np.random.RandomState(ens.random_state).randint(np.iinfo(np.int32).max, size=spec.ensemble)
+    members = []
+    for seed, state in zip(seeds, states):
+        member = clone(template).set_params(random_state=int(seed), max_epochs=0, callbacks=None)
+        member.fit(X[:1], y[:1])  # builds the module only
+        member.module_.load_state_dict(state)
+        members.append(member)
+    ens.estimators_, ens.classes_, ens.seeds_ = members, members[0].classes_, seeds
+    return ens
+
+
 def _load_weights(path: Path, step: int):
     """The cached model state of ``step`` from ``path``, or None (missing, of
     another step, or unreadable: then the model is refitted from its labels)."""
@@ -897,6 +929,9 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
     def fit_model(step, labelled, state=None):
         """The step's model: the network (from ``state`` if given) and, with a
         Bayesian last layer, the pipeline of its features and the layer."""
+        if spec.ensemble:
+            return _fit_ensemble(spec, step, X_train[labelled], y_given[labelled], state, device,
+                                 valid, len(labelled))
         net = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
                              device=device,
                              valid=valid, n_train=len(labelled))
@@ -944,7 +979,9 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
 
     def save(rows, est):
         buf = io.BytesIO()
-        torch.save({"step": rows[-1]["step"], "model_state": _net_of(est).module_.state_dict()}, buf)
+        state = ([m.module_.state_dict() for m in est.estimators_] if spec.ensemble
+                 else _net_of(est).module_.state_dict())
+        torch.save({"step": rows[-1]["step"], "model_state": state}, buf)
         _atomic_write(weights_path, buf.getvalue())  # cache first: a stale cache is detected
         _atomic_write(csv_path, _csv_bytes(rows))
         assemble_results(out_dir)
@@ -1015,6 +1052,7 @@ def run_grid(
     last_layer: Sequence[str] = (),
     noise_rates: Sequence[float] = (0.0,),
     initial_sets: Sequence[str] = ("balanced_random",),
+    ensemble: int = 0,
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -1065,6 +1103,13 @@ def run_grid(
         (:func:`skdbal.initial.kmeans_representative`). Runs from a k-means
         set have the variant ``"<variant>-init-<initial_set>"``, so they sit
         beside the others in one folder and one report.
+    ensemble : int, default=0
+        With ``M >= 1``, run a deep ensemble of ``M`` of the preset's
+        networks *instead of* the MC-dropout network
+        (:class:`~skdbal.DeepEnsembleClassifier`; variant ``"ensembleM"``):
+        each member trains with dropout from its own seed and predicts with
+        dropout off, and the ``M`` members are the strategies' samples.
+        Training costs ``M`` times as much.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -1125,7 +1170,14 @@ def run_grid(
     bad = [v for v in last_layer if v not in LAST_LAYERS]
     if bad:
         raise ValueError(f"unknown last_layer {bad}; choose from {list(LAST_LAYERS)}")
-    if last_layer:
+    if isinstance(ensemble, bool) or not isinstance(ensemble, (int, np.integer)) or ensemble < 0:
+        raise ValueError(f"ensemble must be an int >= 0 (the number of members; 0: none); got {ensemble!r}")
+    if ensemble and last_layer:
+        raise ValueError("ensemble and last_layer cannot be combined: each replaces the MC-dropout network")
+    if ensemble:
+        specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, ensemble=int(ensemble))
+                 for i in initial_sets for r in noise_rates for seed in seeds for s in strategies]
+    elif last_layer:
         specs = [RunSpec(preset, s, int(seed), last_layer=v, noise_rate=r, initial_set=i)
                  for i in initial_sets for r in noise_rates for v in last_layer for seed in seeds for s in strategies]
     else:

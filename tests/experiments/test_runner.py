@@ -650,3 +650,26 @@ def test_rows_record_test_calibration(tmp_path):
         assert last["nll"] == pytest.approx(log_loss(y_test[test], proba, labels=net.classes_), rel=1e-5)
     assert last["accuracy"] == pytest.approx(np.mean(net.classes_[proba.argmax(1)] == y_test[test]))
     assert 0 < last["ece"] < 1 and last["nll"] > 0
+
+
+def test_ensemble_grid_and_resume_from_its_cache(tmp_path):
+    """A 3-member ensemble replaces the MC-dropout network: its own variant, ECE/NLL
+    recorded, and a run cut after step 1 resumes from the members' cached states
+    to the same rows as an uncut one."""
+    kw = dict(verbose=False, torch_threads=1, ensemble=3, **{**TINY, "n_queries": 2})
+    rows = run_grid("gal2017", ["bald"], [1], tmp_path / "full", **kw)
+    assert {r["variant"] for r in rows} == {"ensemble3"} and len(rows) == 3
+    assert all(0 <= r["ece"] <= 1 and r["nll"] > 0 for r in rows)
+    cfg = json.loads(next((tmp_path / "full" / "runs").glob("*.json")).read_text())
+    assert cfg["ensemble"] == 3 and cfg["mc_dropout"] is True
+    run_grid("gal2017", ["bald"], [1], tmp_path / "part", **{**kw, "n_queries": 1})
+    run_grid("gal2017", ["bald"], [1], tmp_path / "part", **kw)
+    assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
+
+
+def test_ensemble_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="ensemble must be an int >= 0"):
+        run_grid("gal2017", ["bald"], [1], tmp_path, verbose=False, ensemble=-1, **TINY)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, ensemble=2, last_layer=["mfvi"], **TINY)
+    assert not (tmp_path / "runs").exists()
