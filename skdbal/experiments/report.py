@@ -418,6 +418,41 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     return "\n".join(lines)
 
 
+def calibration_markdown(rows: List[dict], at_labels: Sequence = (20, 120, 270, 520, 1020)) -> str:
+    """Test accuracy, ECE and NLL at a few label counts, by strategy and variant.
+
+    Rows without ECE (runs written before the runner recorded it) are left
+    out. Means ± population std over the seeds that reached the count.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import calibration_markdown
+    >>> rows = [dict(preset="gal2017", strategy="bald", variant=v, seed=s, step=i, n_labels=20 + 100 * i,
+    ...              n_acquired=100 * i, accuracy=0.8 + 0.1 * i, ece=e / (1 + i), nll=0.5 / (1 + i) + 0.01 * s,
+    ...              noise_rate=None)
+    ...         for v, e in (("bayesian", 0.1), ("ensemble5", 0.05)) for s in (1, 2) for i in range(2)]
+    >>> print(calibration_markdown(rows, at_labels=(120,)))
+    | strategy | variant | runs (steps done) | labels | accuracy | ECE | NLL (nats) |
+    |---|---|---|---|---|---|---|
+    | BALD | bayesian | 2 (1, 1) | 120 | 90.00 ± 0.00% | 0.0500 ± 0.0000 | 0.2650 ± 0.0050 |
+    | BALD | ensemble5 | 2 (1, 1) | 120 | 90.00 ± 0.00% | 0.0250 ± 0.0000 | 0.2650 ± 0.0050 |
+    """
+    lines = ["| strategy | variant | runs (steps done) | labels | accuracy | ECE | NLL (nats) |",
+             "|---|---|---|---|---|---|---|"]
+    rows = [r for r in rows if r.get("ece") is not None and r.get("nll") is not None]
+    for (_, strategy, variant), runs in sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0])):
+        steps = ", ".join(str(len(r) - 1) for r in runs)
+        for n in at_labels:
+            at = [next(r for r in run if r["n_labels"] == n) for run in runs if any(r["n_labels"] == n for r in run)]
+            if not at:
+                continue
+            acc, ece, nll = (np.array([r[k] for r in at], dtype=float) for k in ("accuracy", "ece", "nll"))
+            lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | {n} | "
+                         f"{100 * acc.mean():.2f} ± {100 * acc.std():.2f}% | {ece.mean():.4f} ± {ece.std():.4f} | "
+                         f"{nll.mean():.4f} ± {nll.std():.4f} |")
+    return "\n".join(lines)
+
+
 #: Seed 000's rejects per acquisition step (its Tables 2 and 3, its own
 #: thresholds), by (strategy, noise rate), beside ours in :func:`noise_markdown`.
 SEED000_REJECTS = {("filter(bald,dynamic)", 0.0): 0.39, ("filter(bald,dynamic)", 0.1): 1.47,
@@ -795,4 +830,17 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
                     strategies=("max_entropy", "variation_ratios"),
                     title="Bayesian (solid) vs deterministic (dashed) CNN")
         paths.append(det)
+    if any(r["variant"].startswith("ensemble") for r in rows):
+        cal = out_dir / "calibration.md"
+        cal.write_text(
+            f"# {out_dir.name}: calibration during active learning\n\n"
+            "Test accuracy, top-label expected calibration error (15 equal-width bins) and negative log "
+            "likelihood of the test predictions (the preset's eval_method) at a few label counts, mean ± "
+            "population std over seeds. A deep ensemble (`ensembleM`) predicts with the mean of its "
+            "members.\n\n" + calibration_markdown(rows) + "\n")
+        paths.append(cal)
+        ens = out_dir / "ensemble.png"
+        variants = tuple(sorted({r["variant"] for r in rows if r["variant"].startswith(("bayesian", "ensemble"))}))
+        plot_curves(rows, ens, variants=variants, title=f"{dataset}: MC dropout against a deep ensemble")
+        paths.append(ens)
     return paths

@@ -665,6 +665,12 @@ def test_ensemble_grid_and_resume_from_its_cache(tmp_path):
     run_grid("gal2017", ["bald"], [1], tmp_path / "part", **{**kw, "n_queries": 1})
     run_grid("gal2017", ["bald"], [1], tmp_path / "part", **kw)
     assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
+    paths = write_report(tmp_path / "full")
+    assert [p.name for p in paths] == ["table.md", "learning_curves.png", "calibration.md", "ensemble.png"]
+    r = next(r for r in rows if r["step"] == 0)   # 20 labels: one of the default label counts
+    line = (f"| BALD | ensemble3 | 1 (2) | {r['n_labels']} | {100 * r['accuracy']:.2f} ± 0.00% | "
+            f"{r['ece']:.4f} ± 0.0000 | {r['nll']:.4f} ± 0.0000 |")
+    assert line in (tmp_path / "full" / "calibration.md").read_text()
 
 
 def test_ensemble_bad_input(tmp_path):
