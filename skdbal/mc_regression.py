@@ -74,7 +74,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
 
     Parameters
     ----------
-    module : torch module class or instance, default=:class:`~skdbal.nets.MLP`
+    module : torch module class or instance, default=skdbal.nets.MLP
         Pass a class so that ``fit`` re-initialises it. Its output size
         (``n_outputs``, or ``n_classes`` for :mod:`skdbal.nets` modules) is
         filled in from ``y``: ``D`` outputs, or ``2·D`` with
