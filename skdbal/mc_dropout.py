@@ -498,13 +498,18 @@ class _MCDropoutNet:
     def _check_params(self):
         """Validate the parameters that are used only after training, so that a
         bad one fails before the network trains, not at predict."""
-        T = self.n_samples
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
+        self._n_passes()
         if self.predict_method not in ("mc", "deterministic"):
             raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
         if self.mask_seeding not in ("row", "stream"):
             raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+
+    def _n_passes(self, n_samples=None) -> int:
+        """The number of MC passes ``T``: ``n_samples``, or the parameter; checked."""
+        T = self.n_samples if n_samples is None else n_samples
+        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
+        return int(T)
 
     def _train_loop(self, X, y, routing_method: str, **fit_params):
         """skorch's ``partial_fit``, but a Ctrl-C (SIGINT) stops the program.
@@ -940,10 +945,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         P : ndarray of shape (T, N, n_classes), dtype float32
             ``P[t]`` is pass ``t``; each row sums to 1.
         """
-        T = self.n_samples if n_samples is None else n_samples
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
-        T = int(T)
+        T = self._n_passes(n_samples)
         return self._sample_outputs(X, T, _softmax)
 
     def predict_proba(self, X) -> np.ndarray:

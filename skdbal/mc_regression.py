@@ -311,12 +311,6 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
     def predict_proba(self, X):  # skorch's raw module output: not a regressor's method
         raise AttributeError("MCDropoutRegressor has no predict_proba")
 
-    def _check_T(self, n_samples) -> int:
-        T = self.n_samples if n_samples is None else n_samples
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
-        return int(T)
-
     def _shape_out(self, a: np.ndarray) -> np.ndarray:
         """``(..., N, D)`` to ``(..., N)`` when ``y`` was 1-d."""
         return a[..., 0] if self.y_ndim_ == 1 else a
@@ -340,7 +334,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         variances : ndarray of the same shape
             Only with ``return_var=True``.
         """
-        T = self._check_T(n_samples)
+        T = self._n_passes(n_samples)
         self.check_is_fitted()
         out = self._sample_outputs(X, T, _identity)
         D = self.n_outputs_
