@@ -405,8 +405,9 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         self.check_is_fitted()
         if self.predict_method == "mc" and self.mc_dropout:
             means, var = self.predict_samples(X, return_var=True)
-            d = decompose_gaussian(means, var)
             mean = means.mean(axis=0)
+            if return_std:
+                d = decompose_gaussian(means, var)
         else:
             mean = self._shape_out(self._deterministic(X, _identity)[:, :self.n_outputs_])
             if return_std:
