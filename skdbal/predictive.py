@@ -209,10 +209,9 @@ class Predictive:
         kwargs = {} if self.n_samples is None else {"n_samples": self.n_samples}
         means, var = self.model.predict_samples(X, return_var=True, **kwargs)
         means = np.asarray(means, dtype=np.float64)
-        means = means.reshape(means.shape[0], means.shape[1], -1)
-        var = np.broadcast_to(np.asarray(var, dtype=np.float64).reshape(
-            np.shape(var) + ((1,) if np.ndim(var) == 2 else ())), means.shape)
-        return means, var
+        var = np.broadcast_to(np.asarray(var, dtype=np.float64), means.shape)  # shaped like means, or one value
+        shape = means.shape[:2] + (-1,)
+        return means.reshape(shape), var.reshape(shape)
 
     def regression_samples(self, X):
         """Sampled means and their aleatoric variances, each ``(T, n, D)``.
