@@ -355,7 +355,8 @@ def plot_reliability_diagram(y, proba, n_bins: int = 15, *, classes=None, ax=Non
     ece = _ece_of_curve(conf, acc, counts)
     if ax is None:
         _, ax = plt.subplots(figsize=(4.5, 4.5))
-    ax.plot([0, 1], [0, 1], ":", color="gray", label="perfectly calibrated")
+    if not any(line.get_label() == "perfectly calibrated" for line in ax.get_lines()):  # once per axes
+        ax.plot([0, 1], [0, 1], ":", color="gray", label="perfectly calibrated")
     full = counts > 0
     ax.plot(conf[full], acc[full], "o-", label=f"{label or 'model'} (ECE {ece:.3f})")
     ax.set_xlim(0, 1)

@@ -65,3 +65,23 @@ def test_calibrated_classifier_cv_around_the_mc_net(digits, small_net, method):
     assert 0 <= after <= 1 and 0 <= before <= 1
     if method == "temperature":  # one parameter: the ranking, hence the accuracy, is unchanged
         np.testing.assert_array_equal(proba.argmax(1), net.predict_proba(X[600:900]).argmax(1))
+
+
+def test_reliability_diagram_points_and_one_diagonal_per_axes():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from skdbal.metrics import plot_reliability_diagram
+
+    proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.4, 0.6]])
+    ax = plot_reliability_diagram([0, 1, 0, 1], proba, n_bins=10, label="a")
+    plot_reliability_diagram([0, 0, 0, 1], proba, n_bins=10, label="b", ax=ax)
+    labels = [line.get_label() for line in ax.get_lines()]
+    # top labels 0, 0, 0, 1 at confidences 0.9, 0.9, 0.6, 0.6. "a": the 0.6 bin is right twice, the 0.9
+    # bin once in two: ECE = 0.5 * |1 - 0.6| + 0.5 * |0.5 - 0.9| = 0.4. "b": all four right:
+    # ECE = 0.5 * 0.4 + 0.5 * 0.1 = 0.25
+    assert labels == ["perfectly calibrated", "a (ECE 0.400)", "b (ECE 0.250)"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_xdata(), [0.6, 0.9])
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [1.0, 0.5])
+    np.testing.assert_allclose(ax.get_lines()[2].get_ydata(), [1.0, 1.0])
+    plt.close(ax.figure)

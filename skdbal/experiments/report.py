@@ -418,11 +418,31 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
     return "\n".join(lines)
 
 
-def calibration_markdown(rows: List[dict], at_labels: Sequence = (20, 120, 270, 520, 1020)) -> str:
+def _calibration_rows(rows: List[dict]) -> List[dict]:
+    """The rows that carry ECE and NLL (runs written before the runner
+    recorded them have none)."""
+    return [r for r in rows if r.get("ece") is not None and r.get("nll") is not None]
+
+
+def _spread_labels(rows: List[dict], n: int = 5) -> Tuple[int, ...]:
+    """``n`` label counts spread evenly over those that every run reached."""
+    runs = [run for group in group_runs(rows).values() for run in group]
+    if not runs:
+        return ()
+    common = sorted(set.intersection(*({r["n_labels"] for r in run} for run in runs)))
+    if not common:
+        return ()
+    picks = np.unique(np.round(np.linspace(0, len(common) - 1, min(n, len(common)))).astype(int))
+    return tuple(int(common[i]) for i in picks)
+
+
+def calibration_markdown(rows: List[dict], at_labels: Optional[Sequence] = None) -> str:
     """Test accuracy, ECE and NLL at a few label counts, by strategy and variant.
 
     Rows without ECE (runs written before the runner recorded it) are left
     out. Means ± population std over the seeds that reached the count.
+    ``at_labels=None`` takes five counts spread evenly over those that every
+    run reached, first and last included.
 
     Examples
     --------
@@ -439,7 +459,9 @@ def calibration_markdown(rows: List[dict], at_labels: Sequence = (20, 120, 270, 
     """
     lines = ["| strategy | variant | runs (steps done) | labels | accuracy | ECE | NLL (nats) |",
              "|---|---|---|---|---|---|---|"]
-    rows = [r for r in rows if r.get("ece") is not None and r.get("nll") is not None]
+    rows = _calibration_rows(rows)
+    if at_labels is None:
+        at_labels = _spread_labels(rows)
     for (_, strategy, variant), runs in sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0])):
         steps = ", ".join(str(len(r) - 1) for r in runs)
         for n in at_labels:
@@ -451,6 +473,57 @@ def calibration_markdown(rows: List[dict], at_labels: Sequence = (20, 120, 270, 
                          f"{100 * acc.mean():.2f} ± {100 * acc.std():.2f}% | {ece.mean():.4f} ± {ece.std():.4f} | "
                          f"{nll.mean():.4f} ± {nll.std():.4f} |")
     return "\n".join(lines)
+
+
+def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
+    """Test accuracy, ECE and NLL against labels (mean ± std over seeds), one
+    line per strategy and variant, for the runs that recorded ECE and NLL.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_calibration
+    >>> rows = [dict(preset="gal2017", strategy="bald", variant=v, seed=s, step=i, n_labels=20 + 10 * i,
+    ...              n_acquired=10 * i, accuracy=0.6 + 0.1 * i, ece=e / (1 + i), nll=1.0 / (1 + i),
+    ...              noise_rate=None)
+    ...         for v, e in (("bayesian", 0.2), ("ensemble5", 0.1)) for s in (1, 2) for i in range(3)]
+    >>> fig = plot_calibration(rows, None, title="calibration")
+    >>> [ax.get_ylabel() for ax in fig.axes]
+    ['test accuracy', 'ECE (top label, 15 bins)', 'NLL (nats)']
+    >>> ece_lines = fig.axes[1].get_lines()
+    >>> [line.get_label() for line in ece_lines]
+    ['BALD (bayesian), 2 run(s)', 'BALD (ensemble5), 2 run(s)']
+    >>> [round(float(v), 4) for v in ece_lines[1].get_ydata()]
+    [0.1, 0.05, 0.0333]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close(fig)
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = _calibration_rows(rows)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
+    groups = sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0]))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, ((_, strategy, variant), runs) in enumerate(groups):
+        runs = _longest(runs)
+        name = f"{_LABEL.get(strategy, strategy)} ({variant}), {len(runs)} run(s)"
+        for ax, key in zip(axes, ("accuracy", "ece", "nll")):
+            labels, values = curves_from_histories(runs, y=key)
+            mean, std = values.mean(axis=0), values.std(axis=0)
+            ax.plot(labels, mean, "-" if variant == "bayesian" else "--", color=colors[k % len(colors)],
+                    label=name)
+            ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=colors[k % len(colors)])
+    for ax, ylabel in zip(axes, ("test accuracy", "ECE (top label, 15 bins)", "NLL (nats)")):
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("labelled images")
+        ax.grid(alpha=0.3)
+    if groups:
+        axes[0].legend(loc="lower right", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 #: Seed 000's rejects per acquisition step (its Tables 2 and 3, its own
@@ -835,10 +908,15 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
         cal.write_text(
             f"# {out_dir.name}: calibration during active learning\n\n"
             "Test accuracy, top-label expected calibration error (15 equal-width bins) and negative log "
-            "likelihood of the test predictions (the preset's eval_method) at a few label counts, mean ± "
-            "population std over seeds. A deep ensemble (`ensembleM`) predicts with the mean of its "
-            "members.\n\n" + calibration_markdown(rows) + "\n")
-        paths.append(cal)
+            "likelihood of the test predictions at a few label counts, mean ± population std over seeds. "
+            "The MC-dropout network (`bayesian`) predicts as the preset's eval_method says (`mc`: the mean "
+            "of its T passes; `deterministic`: dropout off), the deterministic baseline with dropout off, "
+            "and a deep ensemble (`ensembleM`) with the mean of its members.\n\n"
+            + calibration_markdown(rows) + "\n")
+        cal_figure = out_dir / "calibration.png"
+        plot_calibration(rows, cal_figure, title=f"{dataset}: accuracy and calibration during active learning "
+                                                 "(mean ± std over seeds)")
+        paths += [cal, cal_figure]
         ens = out_dir / "ensemble.png"
         variants = tuple(sorted({r["variant"] for r in rows if r["variant"].startswith(("bayesian", "ensemble"))}))
         plot_curves(rows, ens, variants=variants, title=f"{dataset}: MC dropout against a deep ensemble")

@@ -666,11 +666,13 @@ def test_ensemble_grid_and_resume_from_its_cache(tmp_path):
     run_grid("gal2017", ["bald"], [1], tmp_path / "part", **kw)
     assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
     paths = write_report(tmp_path / "full")
-    assert [p.name for p in paths] == ["table.md", "learning_curves.png", "calibration.md", "ensemble.png"]
-    r = next(r for r in rows if r["step"] == 0)   # 20 labels: one of the default label counts
-    line = (f"| BALD | ensemble3 | 1 (2) | {r['n_labels']} | {100 * r['accuracy']:.2f} ± 0.00% | "
-            f"{r['ece']:.4f} ± 0.0000 | {r['nll']:.4f} ± 0.0000 |")
-    assert line in (tmp_path / "full" / "calibration.md").read_text()
+    assert [p.name for p in paths] == ["table.md", "learning_curves.png", "calibration.md", "calibration.png",
+                                       "ensemble.png"]
+    text = (tmp_path / "full" / "calibration.md").read_text()
+    for r in rows:   # three steps: every label count is one of the five spread over those reached
+        line = (f"| BALD | ensemble3 | 1 (2) | {r['n_labels']} | {100 * r['accuracy']:.2f} ± 0.00% | "
+                f"{r['ece']:.4f} ± 0.0000 | {r['nll']:.4f} ± 0.0000 |")
+        assert line in text
 
 
 def test_ensemble_bad_input(tmp_path):
@@ -679,3 +681,24 @@ def test_ensemble_bad_input(tmp_path):
     with pytest.raises(ValueError, match="cannot be combined"):
         run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, ensemble=2, last_layer=["mfvi"], **TINY)
     assert not (tmp_path / "runs").exists()
+
+
+def test_calibration_table_spreads_label_counts_and_figure_values():
+    """With no label counts given, the table takes five spread over the counts
+    every run reached; the figure, like plot_curves, draws the runs that got
+    furthest."""
+    from skdbal.experiments.report import calibration_markdown, plot_calibration
+
+    rows = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=s, step=i, n_labels=20 + 10 * i,
+                 n_acquired=10 * i, accuracy=0.5, ece=0.1 * s + 0.01 * i, nll=1.0, noise_rate=None)
+            for s in (1, 2) for i in range(9 if s == 1 else 7)]   # seed 2 stopped at 80 labels
+    text = calibration_markdown(rows)
+    counts = [int(line.split(" | ")[3]) for line in text.splitlines()[2:]]
+    assert counts == [20, 40, 50, 60, 80]   # round(linspace(0, 6, 5)) = 0, 2, 3, 4, 6 over 20..80
+    assert "| 50 | 50.00 ± 0.00% | 0.1800 ± 0.0500 | 1.0000 ± 0.0000 |" in text   # (0.13 + 0.23) / 2
+    fig = plot_calibration(rows, None)
+    ece = fig.axes[1].get_lines()[0].get_ydata()
+    np.testing.assert_allclose(ece, 0.1 + 0.01 * np.arange(9))   # the run that got furthest, as plot_curves
+    assert fig.axes[1].get_lines()[0].get_label() == "BALD (bayesian), 1 run(s)"
+    import matplotlib.pyplot as plt
+    plt.close(fig)
