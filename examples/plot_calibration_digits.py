@@ -1,7 +1,7 @@
 """
-=====================================================================
+======================================================================
 Calibration: MC dropout, a deep ensemble and the deterministic network
-=====================================================================
+======================================================================
 
 Active learning ranks the pool by the model's probabilities, and a user
 reads them as confidence, so it matters whether "90% sure" is right nine
@@ -48,7 +48,8 @@ def predictions(n_labels):
     """Test probabilities of the four models trained on the first n_labels of a random order."""
     X, y = X_pool[order[:n_labels]], y_pool[order[:n_labels]]
     net = digits_classifier(random_state=0).fit(X, y)
-    ensemble = DeepEnsembleClassifier(digits_classifier(mc_dropout=False), n_members=5, random_state=0).fit(X, y)
+    members = digits_classifier(mc_dropout=False)
+    ensemble = DeepEnsembleClassifier(members, n_members=5, random_state=0).fit(X, y)
     scaled = CalibratedClassifierCV(FrozenEstimator(net), method="temperature").fit(X_cal, y_cal)
     proba = {
         "deterministic": net.predict_proba(X_test),
@@ -57,7 +58,8 @@ def predictions(n_labels):
         "temperature-scaled (+200 labels)": scaled.predict_proba(X_test),
     }
     # float32 rows sum to 1 within 1e-7, short of log_loss's float64 check
-    return {name: p / p.sum(axis=1, keepdims=True) for name, p in ((k, np.float64(v)) for k, v in proba.items())}
+    proba = {name: np.float64(p) for name, p in proba.items()}
+    return {name: p / p.sum(axis=1, keepdims=True) for name, p in proba.items()}
 
 
 at_100 = predictions(100)
@@ -70,8 +72,8 @@ for name, proba in at_100.items():
 # %%
 # Reliability diagrams at 100 labels (15 bins; empty bins are not drawn): points below the
 # diagonal are over-confident bins, points above it under-confident ones
-fig, axes = plt.subplots(1, 4, figsize=(15, 4), sharey=True)
-for ax, (name, proba) in zip(axes, at_100.items()):
+fig, axes = plt.subplots(2, 2, figsize=(9, 9))
+for ax, (name, proba) in zip(axes.ravel(), at_100.items()):
     plot_reliability_diagram(y_test, proba, classes=np.arange(10), ax=ax, label=name)
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(name)
