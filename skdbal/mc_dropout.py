@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
-from .nets import MLP, BayesianCNN, LeNet5, split_module
+from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
 
@@ -30,7 +30,7 @@ _DROPOUT = nn.modules.dropout._DropoutNd
 #: Dropout layers whose masks we draw ourselves (exactly as torch would).
 _CHANNEL_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 #: forward() methods known to compute ``head(trunk(x))``.
-_SPLIT_FORWARDS = frozenset({BayesianCNN.forward, LeNet5.forward, MLP.forward})
+_SPLIT_FORWARDS = frozenset({BayesianCNN.forward, KirschCNN.forward, LeNet5.forward, MLP.forward})
 #: Modules whose split was checked numerically: module -> bool.
 _SPLIT_CHECKED: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
 

@@ -24,7 +24,7 @@ from typing import Sequence, Tuple, Union
 import torch
 from torch import nn
 
-__all__ = ["BayesianCNN", "LeNet5", "MLP", "ToImage", "split_module"]
+__all__ = ["BayesianCNN", "KirschCNN", "LeNet5", "MLP", "ToImage", "split_module"]
 
 ShapeLike = Union[int, Sequence[int]]
 
@@ -191,6 +191,86 @@ class BayesianCNN(_SizedNet):
             nn.Linear(n_flat, n_hidden),
             nn.ReLU(),
             nn.Dropout(dropout_fc),
+            nn.Linear(n_hidden, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.trunk(x))
+
+
+class KirschCNN(_SizedNet):
+    """The MNIST network of Kirsch, van Amersfoort & Gal (2019), BatchBALD.
+
+    conv 32×5×5 – channel dropout – maxpool 2 – ReLU – conv 64×5×5 – channel
+    dropout – maxpool 2 – ReLU – dense ``n_hidden`` – dropout – ReLU – dense
+    ``n_classes``. Outputs logits.
+
+    Dropout sits right after the first convolution, so the deterministic
+    trunk is that convolution alone, and MC sampling runs the rest of the
+    network ``T`` times (about 3.4 of its 3.9 MFLOP per 28×28 image; the
+    Gal CNN resamples only 0.5 of its 8.7). The channel dropout is
+    :class:`torch.nn.Dropout2d`, whose masks the sampler draws per row like
+    element dropout's.
+
+    Parameters
+    ----------
+    n_classes : int, default=10
+        Number of output classes.
+    input_shape : int or tuple of int, default=(1, 28, 28)
+        ``H`` (square), ``(H, W)`` or ``(C, H, W)``; at least 16×16.
+    n_hidden : int, default=128
+        Size of the penultimate (feature) layer.
+    dropout_conv : float, default=0.5
+        Channel-dropout probability after each convolution.
+    dropout_fc : float, default=0.5
+        Dropout probability after the first dense layer.
+
+    References
+    ----------
+    .. [1] A. Kirsch, J. van Amersfoort and Y. Gal, "BatchBALD: efficient and
+       diverse batch acquisition for deep Bayesian active learning",
+       NeurIPS 2019, arXiv:1906.08158.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.nets import KirschCNN
+    >>> net = KirschCNN()
+    >>> net(torch.zeros(2, 1, 28, 28)).shape
+    torch.Size([2, 10])
+    >>> net.head[-4].in_features, len(net.trunk)     # 64 channels of 4x4; the trunk is one conv
+    (1024, 2)
+    """
+
+    def __init__(
+        self,
+        n_classes: int = 10,
+        input_shape: ShapeLike = (1, 28, 28),
+        n_hidden: int = 128,
+        dropout_conv: float = 0.5,
+        dropout_fc: float = 0.5,
+    ):
+        super().__init__()
+        shape = _as_chw(input_shape)
+        self._sizes = {"n_classes": int(n_classes), "input_shape": shape}
+        self.trunk = nn.Sequential(ToImage(shape), nn.Conv2d(shape[0], 32, 5))
+        conv = nn.Sequential(
+            self.trunk,
+            nn.Dropout2d(dropout_conv),
+            nn.MaxPool2d(2),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 5),
+            nn.Dropout2d(dropout_conv),
+            nn.MaxPool2d(2),
+            nn.ReLU(),
+        )
+        n_flat = _flat_size(conv, shape, "KirschCNN")
+        self.head = nn.Sequential(
+            *conv[1:],
+            nn.Flatten(),
+            nn.Linear(n_flat, n_hidden),
+            nn.Dropout(dropout_fc),
+            nn.ReLU(),
             nn.Linear(n_hidden, n_classes),
         )
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from skdbal.nets import MLP, BayesianCNN, LeNet5, split_module
+from skdbal.nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 
 @pytest.mark.parametrize("shape, n_classes", [((8, 8), 10), ((1, 28, 28), 10), ((3, 16, 16), 4)])
@@ -65,3 +65,47 @@ def test_wrong_input_size_is_clear():
 
 def test_split_module_rejects_plain_modules():
     assert split_module(nn.Sequential(nn.Linear(2, 2))) is None
+
+
+def test_kirsch_cnn_matches_batchbald_and_samples_exactly():
+    """Kirsch et al.'s MNIST net: 28 -> conv5 24 -> pool 12 -> conv5 8 -> pool 4, 64*4*4 = 1024 features;
+    the trunk is the first convolution, and MC passes draw one mask value per channel and row."""
+    import numpy as np
+
+    from skdbal import MCDropoutClassifier
+    from skdbal.mc_dropout import row_seeds
+
+    net = KirschCNN()
+    convs = [m for m in [*net.trunk, *net.head] if isinstance(m, nn.Conv2d)]
+    assert [(c.in_channels, c.out_channels, c.kernel_size) for c in convs] == [(1, 32, (5, 5)), (32, 64, (5, 5))]
+    assert [type(m).__name__ for m in net.head if isinstance(m, nn.modules.dropout._DropoutNd)] == \
+        ["Dropout2d", "Dropout2d", "Dropout"]
+    assert [(m.in_features, m.out_features) for m in net.head if isinstance(m, nn.Linear)] == [(1024, 128), (128, 10)]
+    trunk, head = split_module(net)
+    assert [type(m).__name__ for m in trunk] == ["ToImage", "Conv2d"]
+    x = torch.rand(3, 784)
+    torch.testing.assert_close(net.eval()(x), head(trunk(x)))
+    with pytest.raises(ValueError, match="cannot process inputs"):
+        KirschCNN(input_shape=(8, 8))
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(30, 1, 28, 28).astype(np.float32)
+    y = np.arange(30) % 3
+    clf = MCDropoutClassifier(KirschCNN, max_epochs=1, random_state=0, n_samples=4).fit(X, y)
+    T, xb = 4, X[:3]
+    P = clf.predict_proba_samples(xb)
+    module = clf.module_.eval()
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(clf.random_state + 2)  # the sampling seed
+        base = int(torch.randint(2**62, (1,)).item())
+        for i, seed in enumerate(row_seeds(xb, base)):
+            gen = torch.Generator().manual_seed(seed)
+            h = module.trunk(torch.as_tensor(xb[i:i + 1])).expand(T, -1, -1, -1)
+            for m in module.head:
+                if isinstance(m, nn.modules.dropout._DropoutNd):
+                    shape = (T, h.shape[1]) + (1,) * (h.dim() - 2)  # Dropout2d: one value per channel
+                    h = h * (torch.rand(shape, generator=gen) < 1 - m.p) / (1 - m.p)
+                else:
+                    h = m(h)
+            np.testing.assert_allclose(P[:, i], torch.softmax(h, -1).numpy(), atol=1e-6)
+    assert not np.allclose(P[0], P[1])  # the passes differ

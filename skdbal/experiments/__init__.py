@@ -5,7 +5,7 @@ package imports it.
 
 - :mod:`skdbal.experiments.runner`: resumable grids of (preset, strategy,
   seed) runs, :func:`run_grid`, with a tidy ``results.csv``;
-- :mod:`skdbal.experiments.presets`: the ``gal2017`` and ``pilz2025``
+- :mod:`skdbal.experiments.presets`: the ``gal2017``, ``pilz2025`` and ``kirsch2019``
   protocols, every number a field;
 - :mod:`skdbal.experiments.report`: tables and figures from ``results.csv``;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;

@@ -89,7 +89,7 @@ def _report(args) -> int:
 
 
 _DATA_HELP = (
-    "MNIST (the gal2017 and pilz2025 presets) is read from $SKDBAL_DATA/mnist when SKDBAL_DATA is set, "
+    "MNIST (the gal2017, pilz2025 and kirsch2019 presets) is read from $SKDBAL_DATA/mnist when SKDBAL_DATA is set, "
     "else from ~/skdbal_data/mnist, where it is downloaded on first use (the four IDX .gz files, from "
     "mirrors of Yann LeCun's site, SHA-256 checked). --set dataset='digits' uses scikit-learn's "
     "bundled digits instead (no download).")
@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
                         epilog=_LAZY_EPILOG, formatter_class=_ExperimentHelp)
-    ex.add_argument("--preset", default="gal2017", help="gal2017 (default) or pilz2025")
+    ex.add_argument("--preset", default="gal2017", help="gal2017 (default), pilz2025 or kirsch2019")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
                          "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")

@@ -47,6 +47,7 @@ from ..acquisition import get_strategy
 from ..callbacks import ScaledL2
 from ..datasets import make_noisy_labels
 from ..initial import balanced_random
+from ..loaders import FixedLengthLoader
 from ..mc_dropout import MCDropoutClassifier
 from ..metrics import expected_calibration_error
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
@@ -286,6 +287,9 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
             raise ValueError("batch_split='even' needs n_train, the size of the training set")
         batch_size = even_batch_size(n_train, preset.batch_size)
         params["iterator_valid__batch_size"] = preset.batch_size  # predict and score in batches as with "fixed"
+    if preset.epoch_samples:
+        params["iterator_train"] = FixedLengthLoader
+        params["iterator_train__n_samples"] = preset.epoch_samples
     if preset.scaled_l2:
         callbacks.append(("scaled_l2", ScaledL2(c=preset.scaled_l2)))
     if preset.selection in ("best_valid_loss", "early_stopping"):
@@ -1065,7 +1069,7 @@ def run_grid(
     Parameters
     ----------
     preset : str or Preset
-        ``"gal2017"``, ``"pilz2025"`` or a :class:`~skdbal.experiments.Preset`.
+        ``"gal2017"``, ``"pilz2025"``, ``"kirsch2019"`` or a :class:`~skdbal.experiments.Preset`.
     strategies : sequence of str
         Names in :data:`skdbal.acquisition.STRATEGIES`, or decorated names
         read by :func:`skdbal.acquisition.get_strategy`, such as

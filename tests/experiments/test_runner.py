@@ -40,6 +40,12 @@ def test_presets_document_the_protocols():
     assert (pilz.optimizer, pilz.lr, pilz.weight_decay, pilz.batch_size, pilz.max_epochs, pilz.pool_subsample,
             pilz.scaled_l2, pilz.n_initial_per_class, pilz.n_instances) == \
         ("adamw", 1e-3, 0.01, None, 400, 5000, None, 2, 10)
+    kirsch = PRESETS["kirsch2019"]
+    # Kirsch et al.'s net, batches of 64, 4096 x 6 draws a step in one epoch, no Gal l2, T = 100
+    assert (kirsch.module, kirsch.batch_size, kirsch.max_epochs, kirsch.epoch_samples, kirsch.scaled_l2,
+            kirsch.n_samples, kirsch.selection, kirsch.pool_subsample, kirsch.n_instances) == \
+        ("KirschCNN", 64, 1, 24576, None, 100, "last", 2000, 10)
+    assert gal.epoch_samples is None and pilz.epoch_samples is None
     with pytest.raises(ValueError, match=r"unknown preset field\(s\) \['n_querys'\]"):
         get_preset("gal2017", n_querys=3)
     with pytest.raises(ValueError, match="unknown preset"):
@@ -85,6 +91,26 @@ def test_scaled_l2_sets_weight_decay_2c_over_n(digits):
     assert len(scaled) == 1 and scaled[0]["weight_decay"] == pytest.approx(2 * 3.5 / 40)
     assert scaled[0]["params"][0] is est.module_.head[2].weight
     assert all(est.module_.head[2].weight is not p for g in groups if g not in scaled for p in g["params"])
+
+
+def test_epoch_samples_trains_on_fixed_length_epochs(digits):
+    X, y = digits
+    preset = get_preset("gal2017", dataset="digits", module_params={"kernel_size": 3}, max_epochs=2, batch_size=64,
+                        epoch_samples=640, scaled_l2=None)
+    est = make_estimator(preset, random_state=0).fit(X[:40], y[:40])
+    # 640 draws of the 40 labels, 64 a batch: 10 steps an epoch instead of 1
+    assert [len(h["batches"]) for h in est.history] == [10, 10]
+    plain = make_estimator(preset.replace(epoch_samples=None), random_state=0).fit(X[:40], y[:40])
+    assert [len(h["batches"]) for h in plain.history] == [1, 1]
+    with pytest.raises(ValueError, match="epoch_samples must be >= 1"):
+        preset.replace(epoch_samples=0)
+    # a run stored before the field existed reads as epoch_samples=None
+    from skdbal.experiments.runner import _same_config
+    current = json.loads(json.dumps(RunSpec(get_preset("gal2017"), "bald", 1).config(), default=str))
+    stored = {**current, "preset": {k: v for k, v in current["preset"].items() if k != "epoch_samples"}}
+    assert _same_config(stored, current)
+    assert not _same_config(stored, json.loads(json.dumps(
+        RunSpec(get_preset("gal2017", epoch_samples=640), "bald", 1).config(), default=str)))
 
 
 def test_best_valid_loss_selection(digits):

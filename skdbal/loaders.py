@@ -1,0 +1,109 @@
+"""Training-data loaders for small labelled sets.
+
+With 20 labels and batches of 64, an epoch is a single gradient step, so
+"epochs" stop meaning an amount of training. Kirsch et al. (2019) therefore
+train on epochs of a fixed number of draws (5,056 on MNIST) whatever the
+labelled set's size; :class:`FixedLengthLoader` does that as a drop-in
+``iterator_train`` for skorch nets.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+__all__ = ["FixedLengthLoader", "FixedLengthSampler"]
+
+
+def _check_n_samples(n_samples) -> int:
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        raise ValueError(f"n_samples (draws per epoch) must be an int >= 1; got {n_samples!r}")
+    return n_samples
+
+
+class FixedLengthSampler(Sampler):
+    """Indices of a fixed-length epoch over ``n`` items.
+
+    When ``n >= n_samples``, one ordinary epoch: a random permutation of all
+    ``n`` indices (no item is ever left out). Otherwise ``n_samples`` indices
+    in random order in which every item appears ``n_samples // n`` or
+    ``n_samples // n + 1`` times: a random permutation of ``range(n_samples)``
+    taken modulo ``n``.
+
+    Parameters
+    ----------
+    n : int
+        Number of items (the dataset's length).
+    n_samples : int
+        Draws per epoch.
+    generator : torch.Generator, optional
+        Source of randomness; torch's global generator by default, so a net
+        seeded by ``random_state`` draws the same epochs.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.loaders import FixedLengthSampler
+    >>> idx = list(FixedLengthSampler(3, 8, generator=torch.Generator().manual_seed(0)))
+    >>> len(idx), sorted(idx.count(i) for i in range(3))    # 8 draws of 3 items: 2, 3, 3 times
+    (8, [2, 3, 3])
+    >>> sorted(FixedLengthSampler(5, 2))                    # more items than draws: a full epoch
+    [0, 1, 2, 3, 4]
+    """
+
+    def __init__(self, n: int, n_samples: int, generator: Optional[torch.Generator] = None):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n (the number of items) must be an int >= 1; got {n!r}")
+        self.n = n
+        self.n_samples = _check_n_samples(n_samples)
+        self.generator = generator
+
+    def __len__(self) -> int:
+        return max(self.n, self.n_samples)
+
+    def __iter__(self) -> Iterator[int]:
+        if self.n >= self.n_samples:
+            return iter(torch.randperm(self.n, generator=self.generator).tolist())
+        return iter((torch.randperm(self.n_samples, generator=self.generator) % self.n).tolist())
+
+
+class FixedLengthLoader(DataLoader):
+    """A :class:`~torch.utils.data.DataLoader` whose epochs draw ``n_samples`` items.
+
+    Pass the class as a skorch net's ``iterator_train`` and ``n_samples``
+    as ``iterator_train__n_samples``. skorch's ``shuffle`` is accepted and
+    ignored: the epochs are always drawn in random order
+    (:class:`FixedLengthSampler`).
+
+    Parameters
+    ----------
+    dataset : torch Dataset
+    n_samples : int
+        Draws per epoch; an epoch is ``ceil(max(len(dataset), n_samples) / batch_size)``
+        gradient steps.
+    batch_size : int, default=1
+    shuffle : bool, optional
+        Ignored (skorch passes it).
+    **kwargs :
+        Other :class:`~torch.utils.data.DataLoader` arguments
+        (``num_workers``, ``collate_fn``...); not ``sampler``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal import MCDropoutClassifier
+    >>> from skdbal.loaders import FixedLengthLoader
+    >>> from skdbal.nets import MLP
+    >>> X = np.random.RandomState(0).rand(20, 4).astype(np.float32); y = np.arange(20) % 2
+    >>> net = MCDropoutClassifier(MLP, batch_size=64, max_epochs=2, random_state=0,
+    ...                           iterator_train=FixedLengthLoader, iterator_train__n_samples=640).fit(X, y)
+    >>> len(net.get_iterator(net.get_dataset(X, y), training=True))     # 640 draws of 20 items
+    10
+    """
+
+    def __init__(self, dataset, n_samples: int, batch_size: int = 1, shuffle: Optional[bool] = None, **kwargs):
+        if "sampler" in kwargs or "batch_sampler" in kwargs:
+            raise TypeError("FixedLengthLoader draws its own sampler; do not pass sampler or batch_sampler")
+        super().__init__(dataset, batch_size=batch_size,
+                         sampler=FixedLengthSampler(len(dataset), _check_n_samples(n_samples)), **kwargs)
