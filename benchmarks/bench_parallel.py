@@ -48,10 +48,11 @@ def worker(threads: int, n_labels: int) -> dict:
 def launch(n_procs: int, threads: int, n_labels: int) -> list:
     cmd = [sys.executable, __file__, "--worker", "--threads", str(threads), "--labels", str(n_labels)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(n_procs)]
-    out = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+    outputs = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):
-        raise RuntimeError("a worker failed")
-    return out
+        raise RuntimeError(f"a worker failed (exit codes {[p.returncode for p in procs]}); run it alone: "
+                           f"{' '.join(cmd)}")
+    return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
 def main(argv=None):

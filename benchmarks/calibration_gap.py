@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from skdbal.experiments import RunSpec, get_preset, load_data, make_estimator, read_results
-from skdbal.experiments.runner import _fit_ensemble, _split, _step_seed
+from skdbal.experiments.runner import _IMPLICIT_BEFORE, _fit_ensemble, _split, _step_seed
 from skdbal.metrics import expected_calibration_error
 
 
@@ -31,6 +31,7 @@ def rebuild(out_dir: Path, run_id: str, step=None):
     runs = out_dir / "runs"
     config = json.loads((runs / f"{run_id}.json").read_text())
     fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
+    fields = {**_IMPLICIT_BEFORE, **fields}  # fields a run stored before they existed held these values
     preset = get_preset(config["preset"]["name"], **fields)
     spec = RunSpec(preset, config["strategy"], int(config["seed"]), mc_dropout=config["mc_dropout"],
                    ensemble=int(config.get("ensemble", 0)))

@@ -34,13 +34,16 @@ def main(argv=None):
     print(f"{'preset':12s} {'seed':>4s} {'labels':>6s} {'accuracy':>8s} {'train':>7s} {'test':>6s} {'score':>7s}")
     for seed in args.seeds:
         rng = np.random.RandomState(seed)
-        pool = rng.permutation(len(X))[:2000]
+        pool = rng.permutation(len(X) - 1000)[:2000]
         for n in args.labels:
-            idx = np.concatenate([rng.choice(np.flatnonzero(y == c), n // 10, replace=False) for c in range(10)])
+            idx = np.concatenate([rng.choice(np.flatnonzero(y[:-1000] == c), n // 10, replace=False)
+                                  for c in range(10)])
             for name in args.presets:
                 preset = get_preset(name)
                 t0 = time.perf_counter()
-                net = make_estimator(preset, random_state=seed).fit(X[idx], y[idx])
+                # the last 1,000 training images validate, for presets that select by validation loss
+                net = make_estimator(preset, random_state=seed, valid=(X[-1000:], y[-1000:]),
+                                     n_train=len(idx)).fit(X[idx], y[idx])
                 t1 = time.perf_counter()
                 accuracy = np.mean(net.predict(X_test) == y_test)
                 t2 = time.perf_counter()

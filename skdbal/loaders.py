@@ -2,24 +2,29 @@
 
 With 20 labels and batches of 64, an epoch is a single gradient step, so
 "epochs" stop meaning an amount of training. Kirsch et al. (2019) therefore
-train on epochs of a fixed number of draws (5,056 on MNIST) whatever the
-labelled set's size; :class:`FixedLengthLoader` does that as a drop-in
-``iterator_train`` for skorch nets.
+train on epochs of a fixed number of draws (5,056 in their original code,
+4096 × 6 = 24,576 in their later example, which the ``kirsch2019`` preset
+follows: see docs/decisions.md) whatever the labelled set's size;
+:class:`FixedLengthLoader` does that as a drop-in ``iterator_train`` for
+skorch nets.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Iterator, Optional
 
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 __all__ = ["FixedLengthLoader", "FixedLengthSampler"]
 
 
-def _check_n_samples(n_samples) -> int:
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
-        raise ValueError(f"n_samples (draws per epoch) must be an int >= 1; got {n_samples!r}")
-    return n_samples
+def _check_count(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int; got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1; got {value!r}")
+    return int(value)
 
 
 class FixedLengthSampler(Sampler):
@@ -29,7 +34,9 @@ class FixedLengthSampler(Sampler):
     ``n`` indices (no item is ever left out). Otherwise ``n_samples`` indices
     in random order in which every item appears ``n_samples // n`` or
     ``n_samples // n + 1`` times: a random permutation of ``range(n_samples)``
-    taken modulo ``n``.
+    taken modulo ``n``, mapped through a random permutation of the items, so
+    that which items get the extra draw is random too (not always the first
+    ones, which in an active-learning run are the initial labels).
 
     Parameters
     ----------
@@ -53,19 +60,18 @@ class FixedLengthSampler(Sampler):
     """
 
     def __init__(self, n: int, n_samples: int, generator: Optional[torch.Generator] = None):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n (the number of items) must be an int >= 1; got {n!r}")
-        self.n = n
-        self.n_samples = _check_n_samples(n_samples)
+        self.n = _check_count("n (the number of items)", n)
+        self.n_samples = _check_count("n_samples (draws per epoch)", n_samples)
         self.generator = generator
 
     def __len__(self) -> int:
         return max(self.n, self.n_samples)
 
     def __iter__(self) -> Iterator[int]:
+        items = torch.randperm(self.n, generator=self.generator)
         if self.n >= self.n_samples:
-            return iter(torch.randperm(self.n, generator=self.generator).tolist())
-        return iter((torch.randperm(self.n_samples, generator=self.generator) % self.n).tolist())
+            return iter(items.tolist())
+        return iter(items[torch.randperm(self.n_samples, generator=self.generator) % self.n].tolist())
 
 
 class FixedLengthLoader(DataLoader):
@@ -78,7 +84,8 @@ class FixedLengthLoader(DataLoader):
 
     Parameters
     ----------
-    dataset : torch Dataset
+    dataset : torch.utils.data.Dataset
+        The training data, as skorch passes it.
     n_samples : int
         Draws per epoch; an epoch is ``ceil(max(len(dataset), n_samples) / batch_size)``
         gradient steps.
@@ -87,7 +94,8 @@ class FixedLengthLoader(DataLoader):
         Ignored (skorch passes it).
     **kwargs :
         Other :class:`~torch.utils.data.DataLoader` arguments
-        (``num_workers``, ``collate_fn``...); not ``sampler``.
+        (``num_workers``, ``collate_fn``...); not ``sampler``. A
+        ``generator`` also draws the epochs.
 
     Examples
     --------
@@ -102,8 +110,9 @@ class FixedLengthLoader(DataLoader):
     10
     """
 
-    def __init__(self, dataset, n_samples: int, batch_size: int = 1, shuffle: Optional[bool] = None, **kwargs):
+    def __init__(self, dataset: Dataset, n_samples: int, batch_size: int = 1, shuffle: Optional[bool] = None,
+                 **kwargs):
         if "sampler" in kwargs or "batch_sampler" in kwargs:
             raise TypeError("FixedLengthLoader draws its own sampler; do not pass sampler or batch_sampler")
-        super().__init__(dataset, batch_size=batch_size,
-                         sampler=FixedLengthSampler(len(dataset), _check_n_samples(n_samples)), **kwargs)
+        sampler = FixedLengthSampler(len(dataset), n_samples, generator=kwargs.get("generator"))
+        super().__init__(dataset, batch_size=batch_size, sampler=sampler, **kwargs)

@@ -217,7 +217,9 @@ class KirschCNN(_SizedNet):
     n_classes : int, default=10
         Number of output classes.
     input_shape : int or tuple of int, default=(1, 28, 28)
-        ``H`` (square), ``(H, W)`` or ``(C, H, W)``; at least 16×16.
+        ``H`` (square), ``(H, W)`` or ``(C, H, W)``, at least 16×16.
+        :class:`MCDropoutClassifier` infers it from the training data when
+        it is not given.
     n_hidden : int, default=128
         Size of the penultimate (feature) layer.
     dropout_conv : float, default=0.5
@@ -264,7 +266,8 @@ class KirschCNN(_SizedNet):
             nn.MaxPool2d(2),
             nn.ReLU(),
         )
-        n_flat = _flat_size(conv, shape, "KirschCNN")
+        n_flat = _flat_size(conv.eval(), shape, "KirschCNN")  # eval: no dropout draws while sizing
+        conv.train()
         self.head = nn.Sequential(
             *conv[1:],
             nn.Flatten(),

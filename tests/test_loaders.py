@@ -31,10 +31,25 @@ def test_sampler_order_is_random_and_seeded():
     assert a != [i % 4 for i in range(40)]
 
 
-@pytest.mark.parametrize("n, n_samples", [(0, 5), (3, 0), (3, 2.5), (3, True)])
-def test_sampler_bad_input(n, n_samples):
-    with pytest.raises(ValueError, match="must be an int >= 1"):
+@pytest.mark.parametrize("n, n_samples, error, match", [
+    (0, 5, ValueError, r"n \(the number of items\) must be >= 1; got 0"),
+    (3, 0, ValueError, r"n_samples \(draws per epoch\) must be >= 1; got 0"),
+    (3, 2.5, TypeError, r"n_samples \(draws per epoch\) must be an int; got 2.5"),
+    (3, True, TypeError, "must be an int; got True"),
+])
+def test_sampler_bad_input(n, n_samples, error, match):
+    with pytest.raises(error, match=match):
         FixedLengthSampler(n, n_samples)
+    assert len(FixedLengthSampler(np.int64(3), np.int64(8))) == 8  # numpy ints are ints
+
+
+def test_which_items_get_the_extra_draw_is_random():
+    # 8 draws of 3 items: one item is drawn twice; over seeds, each item is sometimes that one
+    twice = set()
+    for seed in range(30):
+        idx = list(FixedLengthSampler(3, 8, generator=torch.Generator().manual_seed(seed)))
+        twice |= {i for i in range(3) if idx.count(i) == 2}
+    assert twice == {0, 1, 2}
 
 
 def _data():
@@ -59,6 +74,18 @@ def test_loader_gives_fixed_length_epochs_to_a_skorch_net():
                                 iterator_train__n_samples=640).fit(X, y)
     for p, q in zip(net.module_.parameters(), again.module_.parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0)
+    other = MCDropoutClassifier(MLP, batch_size=64, max_epochs=3, random_state=1, iterator_train=FixedLengthLoader,
+                                iterator_train__n_samples=640).fit(X, y)
+    assert not torch.equal(net.module_.head[-1].weight, other.module_.head[-1].weight)
+    # a generator passed to the loader draws the epochs
+    dataset = torch.utils.data.TensorDataset(torch.arange(5))
+    first = [b[0].tolist() for b in FixedLengthLoader(dataset, 12, batch_size=4,
+                                                      generator=torch.Generator().manual_seed(3))]
+    second = [b[0].tolist() for b in FixedLengthLoader(dataset, 12, batch_size=4,
+                                                       generator=torch.Generator().manual_seed(3))]
+    drawn = sum(first, [])
+    assert first == second and len(first) == 3  # 12 draws in batches of 4
+    assert sorted(drawn.count(i) for i in range(5)) == [2, 2, 2, 3, 3]
 
 
 def test_loader_bad_input():

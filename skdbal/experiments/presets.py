@@ -1,7 +1,8 @@
 """Documented experiment protocols, every number a field.
 
 ``gal2017`` follows Gal et al. (2017, §5.1) [1]_ as in their Keras code,
-``pilz2025`` the reproduction of Pilz (2025, §3.1) [2]_.
+``pilz2025`` the reproduction of Pilz (2025, §3.1) [2]_, ``kirsch2019``
+the training of Kirsch et al. (2019) [3]_ on Gal's acquisition protocol.
 
 References
 ----------
@@ -10,6 +11,9 @@ References
 .. [2] P. Pilz, "Deep active learning for image data", preprint (Practical
    Work in AI, Institute for Machine Learning, Johannes Kepler University
    Linz), 2025.
+.. [3] A. Kirsch, J. van Amersfoort and Y. Gal, "BatchBALD: efficient and
+   diverse batch acquisition for deep Bayesian active learning", NeurIPS
+   2019, arXiv:1906.08158.
 """
 from __future__ import annotations
 
