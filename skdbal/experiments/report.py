@@ -677,22 +677,25 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
 
 
 def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
-    """Share of flipped labels in the training set against labels, one line per
-    (strategy, noise rate): mean over the runs that got furthest.
+    """Share of flipped labels in the training set against labels: one panel
+    per noise rate, one line per strategy (one colour per strategy across
+    panels), mean over the runs that got furthest.
 
     Examples
     --------
     >>> from skdbal.experiments.report import plot_flipped
     >>> flips = {"bald": [0, 3, 2], "filter(bald,0.1)": [0, 1, 0]}   # flipped labels acquired per step
     >>> rows = [dict(preset="gal2017", strategy=name, variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
-    ...              n_acquired=10 * i, accuracy=0.7, noise_rate=0.2, n_flipped_acquired=f)
-    ...         for name, per_step in flips.items() for i, f in enumerate(per_step)]
+    ...              n_acquired=10 * i, accuracy=0.7, noise_rate=rate, n_flipped_acquired=f)
+    ...         for rate in (0.1, 0.2) for name, per_step in flips.items() for i, f in enumerate(per_step)]
     >>> fig = plot_flipped(rows, None, title="flipped labels")
-    >>> ax = fig.axes[0]
-    >>> ax.get_ylabel()
-    'flipped labels in the training set (%)'
+    >>> [ax.get_title() for ax in fig.axes], fig.axes[0].get_ylabel()
+    (['10% label noise', '20% label noise'], 'flipped labels in the training set (%)')
+    >>> ax = fig.axes[1]
     >>> [(t.get_text(), float(line.get_ydata()[-1])) for t, line in zip(ax.get_legend().get_texts(), ax.get_lines())]
-    [('BALD, 20% noise', 12.5), ('filter(bald,0.1), 20% noise', 2.5)]
+    [('BALD', 12.5), ('filter(bald,0.1)', 2.5)]
+    >>> fig.axes[0].get_lines()[1].get_color() == ax.get_lines()[1].get_color()   # a strategy keeps its colour
+    True
     >>> import matplotlib.pyplot as plt
     >>> plt.close(fig)
     """
@@ -701,11 +704,13 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     rates = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
-    for k, rate in enumerate(rates):
+    strategies = sorted({r["strategy"] for r in rows if r["noise_rate"]})
+    fig, axes = plt.subplots(1, max(1, len(rates)), figsize=(3.6 * max(1, len(rates)) + 2.6, 4), sharey=True,
+                             squeeze=False)
+    handles = {}
+    for ax, rate in zip(axes[0], rates):
         groups = group_runs([r for r in rows if r["noise_rate"] == rate])
-        others = sorted({key[1] for key in groups})
         for key in sorted(groups, key=_sort_key):
             strategy = key[1]
             runs = _longest(groups[key])
@@ -713,14 +718,16 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
             share = np.mean([np.cumsum([r["n_flipped_acquired"] or 0 for r in run[:n]])
                              / np.array([r["n_labels"] for r in run[:n]]) for run in runs], axis=0)
             labels = [r["n_labels"] for r in runs[0][:n]]
-            color = _color(strategy, others)
-            ax.plot(labels, 100 * share, ["-", "--", ":", "-."][k % 4], color=color,
-                    label=f"{_LABEL.get(strategy, strategy)}, {100 * rate:g}% noise")
-    ax.set_xlabel("labelled images (20 initial + acquired)")
-    ax.set_ylabel("flipped labels in the training set (%)")
-    ax.grid(alpha=0.3)
-    _legend_outside(ax)
-    ax.set_title(title)
+            line, = ax.plot(labels, 100 * share, color=_color(strategy, strategies))
+            handles.setdefault(_LABEL.get(strategy, strategy), line)
+        ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
+        ax.set_xlabel("labelled images")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("flipped labels in the training set (%)")
+    if handles:
+        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
 
