@@ -258,11 +258,13 @@ def _legend_outside(ax, **kwargs) -> None:
 
 
 def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "",
-                ylim=None) -> "Optional[Figure]":
+                ylim=None, color_strategies: Optional[Sequence[str]] = None) -> "Optional[Figure]":
     """Mean ± std test accuracy against labels, one band per strategy (and
     variant), over the runs that got furthest (see :func:`table_markdown`).
     The y range fits the bands unless ``ylim`` is given; the legend sits to
-    the right of the plot. Every ``plot_*`` function of this module saves
+    the right of the plot. Colours are assigned over ``color_strategies``
+    (default: the strategies in ``rows``), so that figures of parts of a
+    grid can share them. Every ``plot_*`` function of this module saves
     its figure to ``path`` and closes it, or, with ``path=None``, returns
     the open figure.
 
@@ -278,8 +280,14 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     >>> ax = fig.axes[0]
     >>> ax.get_title(), ax.get_xlabel(), len(ax.get_lines())
     ('BALD against random', 'labelled images (20 initial + acquired)', 2)
+    >>> rows += run("filter(bald,0.1)", 1, [0.5, 0.8, 0.9]) + run("filter(bald,0.25)", 1, [0.5, 0.8, 0.9])
+    >>> part = [r for r in rows if r["strategy"] == "filter(bald,0.25)"]    # a part of the grid
+    >>> alone = plot_curves(part, None)
+    >>> shared = plot_curves(part, None, color_strategies=["filter(bald,0.1)", "filter(bald,0.25)"])
+    >>> alone.axes[0].get_lines()[0].get_color(), shared.axes[0].get_lines()[0].get_color()
+    ('C5', 'C6')
     >>> import matplotlib.pyplot as plt
-    >>> plt.close(fig)
+    >>> plt.close("all")
     """
     import matplotlib
 
@@ -288,7 +296,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
 
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
     groups = group_runs(rows)
-    others = sorted({k[1] for k in groups})
+    others = sorted(set(color_strategies) if color_strategies is not None else {k[1] for k in groups})
     lows, highs = [], []
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
@@ -622,10 +630,11 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
 
 
 def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald", "filter(bald,dynamic)", "random"),
-                      title: str = "") -> "Optional[Figure]":
+                      title: str = "", color_strategies: Optional[Sequence[str]] = None) -> "Optional[Figure]":
     """Seed 000's Figs 4 and 5: test accuracy (mean ± std over seeds) of
     ``strategies``, one panel per noise rate (rows without one count as
-    clean).
+    clean). Colours are assigned over ``color_strategies`` (default:
+    ``strategies``), as in :func:`plot_curves`.
 
     Examples
     --------
@@ -656,7 +665,7 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             runs = _longest(groups[key])
             labels, acc = curves_from_histories(runs)
             mean, std = acc.mean(axis=0), acc.std(axis=0)
-            color = _color(strategy, sorted(strategies))
+            color = _color(strategy, sorted(color_strategies if color_strategies is not None else strategies))
             line, = ax.plot(labels, mean, color=color)
             handles.setdefault(_LABEL.get(strategy, strategy), line)
             ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
@@ -824,7 +833,8 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
             "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
         figure = out_dir / f"{name}_curves.png"
         plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                        "(mean ± std over seeds)")
+                                        "(mean ± std over seeds)",
+                    color_strategies={r["strategy"] for r in rows if r["noise_rate"]})
         paths += [table, figure]
     flipped = out_dir / "noise_flipped.png"
     plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
@@ -850,7 +860,8 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         # BALD, random and the adaptive filters of BALD that the grid ran (the fixed ones are in Fig 6)
         adaptive = sorted({r["strategy"] for r in levels if r["strategy"] in _ADAPTIVE_FILTERS})
         plot_noise_levels(levels, figure, strategies=("bald", *adaptive, "random"),
-                          title="MNIST: BALD, filtered BALD and random under label noise")
+                          title="MNIST: BALD, filtered BALD and random under label noise",
+                          color_strategies={r["strategy"] for r in rows if r["noise_rate"]})
         paths += [table, figure]
     rows = [r for r in rows if not r["noise_rate"]]
     if not rows:
