@@ -7,7 +7,7 @@ from torch import nn
 
 from skdbal import MCDropoutClassifier
 from skdbal.mc_dropout import stochastic_head
-from skdbal.nets import MLP
+from skdbal.nets import MLP, BayesianCNN
 
 
 
@@ -432,3 +432,59 @@ def test_row_keyed_masks_match_dropout_in_distribution():
     assert abs(zero_channels.float().mean().item() - (0.5 + 0.5 * 0.25 ** 4)) < 0.02
     assert all(m.training for m in head)  # modes restored, hooks removed
     assert torch.equal(head.eval()(torch.ones(2, 3, 2, 2)), torch.ones(2, 3, 2, 2))
+
+
+def test_factored_first_convolution_detection():
+    """The first convolution after a channel dropout is factored only through layers that commute
+    with scaling a channel by a number >= 0, and only for a plain convolution with a kernel > 1x1."""
+    from skdbal.mc_dropout import _factored_conv
+    from skdbal.nets import KirschCNN
+
+    assert _factored_conv(KirschCNN().head) == 3  # Dropout2d, MaxPool2d, ReLU, Conv2d
+    assert _factored_conv(BayesianCNN().head) == 0  # element dropout first
+    conv = nn.Conv2d(4, 2, 3)
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.5), conv)) == 1
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.5), nn.BatchNorm2d(4), conv)) == 0  # shifts: not homogeneous
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.5), nn.Tanh(), conv)) == 0
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.5), nn.Conv2d(4, 2, 1))) == 0  # 1x1: nothing saved
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.5), nn.Conv2d(4, 2, 3, groups=2))) == 0
+    assert _factored_conv(nn.Sequential(nn.Dropout2d(0.0), conv)) == 0  # no draws to mirror
+
+
+def test_channel_contributions_by_hand():
+    """conv(u ⊙ m) = Σ_c m_c conv_c(u_c) + bias, with conv_c the convolution of channel c alone."""
+    from skdbal.mc_dropout import _channel_contributions
+
+    torch.manual_seed(0)
+    head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(), nn.Conv2d(3, 2, 2, bias=True))
+    h = torch.randn(4, 3, 5, 5)
+    U = _channel_contributions(head, 2, h)
+    assert U.shape == (4, 3, 2, 4, 4)
+    u = torch.relu(h)
+    conv = head[2]
+    for c in range(3):  # channel c alone: zero the other input channels and drop the bias
+        only = torch.zeros_like(u)
+        only[:, c] = u[:, c]
+        torch.testing.assert_close(U[:, c], torch.nn.functional.conv2d(only, conv.weight), rtol=1e-5, atol=1e-6)
+    m = torch.tensor([2.0, 0.0, 2.0])  # keep, drop, keep at p = 0.5
+    torch.testing.assert_close((m.view(1, 3, 1, 1, 1) * U).sum(1) + conv.bias.view(1, 2, 1, 1),
+                               conv(u * m.view(1, 3, 1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("consistent", [False, True])
+def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
+    """KirschCNN's passes with the first convolution factored equal the plain passes with the same masks."""
+    import skdbal.mc_dropout as md
+    from skdbal.nets import KirschCNN
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(40, 1, 28, 28).astype(np.float32)
+    clf = MCDropoutClassifier(KirschCNN, max_epochs=1, random_state=0, n_samples=7,
+                              consistent_masks=consistent).fit(X, np.arange(40) % 4)
+    P = clf.predict_proba_samples(X)
+    monkeypatch.setattr(md, "_factored_conv", lambda head: 0)
+    Q = clf.predict_proba_samples(X)
+    np.testing.assert_allclose(P, Q, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(P[0], P[1])  # still T different passes
+    if consistent:  # the same masks for every row: a row's passes do not depend on its neighbours
+        np.testing.assert_allclose(clf.predict_proba_samples(X[5:6]), Q[:, 5:6], rtol=1e-5, atol=1e-6)
