@@ -317,11 +317,19 @@ def _channel_contributions(head: nn.Sequential, k: int, h: torch.Tensor) -> torc
     input channel alone, on the deterministic layers ``head[1:k]`` of ``h``
     (see :func:`_factored_conv`); one grouped convolution."""
     conv = head[k]
-    u = head[1:k](h)
+    inplace = any(getattr(m, "inplace", False) for m in head[1:k])
+    u = head[1:k](h.clone() if inplace else h)  # an in-place ReLU must not change the trunk's output
     C, O = conv.in_channels, conv.out_channels
     w = conv.weight.transpose(0, 1).reshape(C * O, 1, *conv.weight.shape[2:])
     U = torch.nn.functional.conv2d(u, w, None, conv.stride, conv.padding, conv.dilation, groups=C)
     return U.reshape(u.shape[0], C, O, *U.shape[2:])
+
+
+def _contribution_bytes(head: nn.Sequential, k: int, h: torch.Tensor) -> int:
+    """Bytes of one row's :func:`_channel_contributions`, from one row's output size."""
+    conv = head[k]
+    area = math.prod(conv(head[1:k](h[:1].clone())).shape[2:])
+    return conv.in_channels * conv.out_channels * max(1, area) * h.element_size()
 
 
 def _sum_channels(masks: torch.Tensor, U: torch.Tensor, conv: nn.Conv2d, spec: str) -> torch.Tensor:
@@ -340,8 +348,7 @@ def _row_keyed_factored_passes(head: nn.Sequential, k: int, h: torch.Tensor, see
     would draw them, and the layers after the convolution draw theirs next."""
     b, conv, rest = h.shape[0], head[k], head[k + 1:]
     keep = 1.0 - head[0].p
-    per_row = conv.in_channels * conv.out_channels * 4 * max(1, math.prod(conv(head[1:k](h[:1])).shape[2:]))
-    group = max(1, min(rows_per_call // T, _FACTORED_BYTES // per_row))
+    group = max(1, min(rows_per_call // T, _FACTORED_BYTES // _contribution_bytes(head, k, h)))
     state = {"T": T}
     out = []
     with _row_keyed_dropout(rest, state):
@@ -416,10 +423,10 @@ def _masked_head_passes(head: nn.Sequential, h: torch.Tensor, masks: list, rows_
     out = []
     per_call = max(1, rows_per_call // max(b, 1))
     f = _factored_conv(head) if masks else 0
+    if f and b * _contribution_bytes(head, f, h) > _FACTORED_BYTES:
+        f = 0  # too many rows at once to hold their contributions: plain passes
     if f:
         U = _channel_contributions(head, f, h)
-        if U.numel() * U.element_size() > _FACTORED_BYTES:
-            f = 0
     for t0 in range(0, T, per_call):
         t1 = min(T, t0 + per_call)
         if f:  # the first channel dropout and convolution as a sum of per-channel convolutions

@@ -488,3 +488,15 @@ def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
     assert not np.allclose(P[0], P[1])  # still T different passes
     if consistent:  # the same masks for every row: a row's passes do not depend on its neighbours
         np.testing.assert_allclose(clf.predict_proba_samples(X[5:6]), Q[:, 5:6], rtol=1e-5, atol=1e-6)
+
+
+def test_factored_contributions_leave_the_trunk_output_alone():
+    """An in-place ReLU between the channel dropout and the convolution must not change its input."""
+    from skdbal.mc_dropout import _channel_contributions, _factored_conv
+
+    head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(inplace=True), nn.Conv2d(2, 3, 3))
+    assert _factored_conv(head) == 2
+    h = torch.randn(2, 2, 5, 5)
+    before = h.clone()
+    _channel_contributions(head, 2, h)
+    torch.testing.assert_close(h, before, rtol=0, atol=0)
