@@ -63,3 +63,38 @@ def mnist_home():
     pytest.skip("MNIST not found in " + ", ".join(f"{p}/mnist" for p in mnist_candidates())
                 + "; set SKDBAL_DATA to a folder holding mnist/, or run "
                 "`python -c \"from skdbal.datasets import load_mnist; load_mnist()\"` once to download it")
+
+
+@pytest.fixture(scope="session")
+def row_keyed_reference():
+    """:func:`_row_keyed_reference`, for tests."""
+    return _row_keyed_reference
+
+
+def _row_keyed_reference(clf, xb, T):
+    """The ``(T, len(xb), C)`` passes that per-row masks must give, built by hand: each row's trunk
+    output through the head, its masks drawn in layer order from a generator seeded by a hash of the
+    row and the sampling seed (``random_state + 2``); one draw per element for ``nn.Dropout``, one per
+    channel for ``nn.Dropout2d``."""
+    from torch import nn
+
+    from skdbal.mc_dropout import row_seeds
+
+    module = clf.module_.eval()
+    out = []
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(clf.random_state + 2)  # the sampling seed
+        base = int(torch.randint(2**62, (1,)).item())
+        for i, seed in enumerate(row_seeds(xb, base)):
+            gen = torch.Generator().manual_seed(seed)
+            h = module.trunk(torch.as_tensor(xb[i:i + 1]))
+            h = h.expand(T, *h.shape[1:])
+            for m in module.head:
+                if isinstance(m, nn.modules.dropout._DropoutNd):
+                    channel = type(m) is not nn.Dropout
+                    shape = (T, h.shape[1]) + (1,) * (h.dim() - 2) if channel else (T,) + tuple(h.shape[1:])
+                    h = h * (torch.rand(shape, generator=gen) < 1 - m.p) / (1 - m.p)
+                else:
+                    h = m(h)
+            out.append(torch.softmax(h, -1))
+    return torch.stack(out, dim=1).numpy()

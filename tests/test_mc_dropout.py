@@ -381,27 +381,13 @@ def test_module_without_dropout_warns(small_net, digits):
     np.testing.assert_array_equal(P[0], P[1])
 
 
-def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(fitted_net, digits):
+def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(fitted_net, digits, row_keyed_reference):
     """Each row's T passes: its trunk output through the head, with masks drawn in layer order from a
     generator seeded by a hash of the row and the sampling seed; nothing else."""
-    from skdbal.mc_dropout import row_seeds
     X, _ = digits
     xb, T = X[:7], 5
     P = fitted_net.predict_proba_samples(xb, n_samples=T)
-    net = fitted_net.module_.eval()
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(fitted_net.random_state + 2)  # the sampling seed
-        base = int(torch.randint(2**62, (1,)).item())
-        for i, seed in enumerate(row_seeds(xb, base)):
-            gen = torch.Generator().manual_seed(seed)
-            x = net.trunk(torch.as_tensor(xb[i:i + 1])).expand(T, -1, -1, -1)
-            for m in net.head:
-                if isinstance(m, nn.Dropout):
-                    keep = 1 - m.p
-                    x = x * (torch.rand((T,) + tuple(x.shape[1:]), generator=gen) < keep) / keep
-                else:
-                    x = m(x)
-            np.testing.assert_allclose(P[:, i], torch.softmax(x, -1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(P, row_keyed_reference(fitted_net, xb, T), atol=1e-6)
     # the same rows anywhere: reversed, in other batches, among other rows, alone (the same masks; the
     # matrix products of other batch compositions may round differently in the last bits)
     perm = np.arange(300)[::-1]

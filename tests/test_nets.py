@@ -67,13 +67,12 @@ def test_split_module_rejects_plain_modules():
     assert split_module(nn.Sequential(nn.Linear(2, 2))) is None
 
 
-def test_kirsch_cnn_matches_batchbald_and_samples_exactly():
+def test_kirsch_cnn_matches_batchbald_and_samples_exactly(row_keyed_reference):
     """Kirsch et al.'s MNIST net: 28 -> conv5 24 -> pool 12 -> conv5 8 -> pool 4, 64*4*4 = 1024 features;
     the trunk is the first convolution, and MC passes draw one mask value per channel and row."""
     import numpy as np
 
     from skdbal import MCDropoutClassifier
-    from skdbal.mc_dropout import row_seeds
 
     net = KirschCNN()
     convs = [m for m in [*net.trunk, *net.head] if isinstance(m, nn.Conv2d)]
@@ -95,18 +94,5 @@ def test_kirsch_cnn_matches_batchbald_and_samples_exactly():
     clf = MCDropoutClassifier(KirschCNN, max_epochs=1, random_state=0, n_samples=4).fit(X, y)
     T, xb = 4, X[:3]
     P = clf.predict_proba_samples(xb)
-    module = clf.module_.eval()
-    with torch.random.fork_rng(), torch.no_grad():
-        torch.manual_seed(clf.random_state + 2)  # the sampling seed
-        base = int(torch.randint(2**62, (1,)).item())
-        for i, seed in enumerate(row_seeds(xb, base)):
-            gen = torch.Generator().manual_seed(seed)
-            h = module.trunk(torch.as_tensor(xb[i:i + 1])).expand(T, -1, -1, -1)
-            for m in module.head:
-                if isinstance(m, nn.modules.dropout._DropoutNd):
-                    shape = (T, h.shape[1]) + (1,) * (h.dim() - 2)  # Dropout2d: one value per channel
-                    h = h * (torch.rand(shape, generator=gen) < 1 - m.p) / (1 - m.p)
-                else:
-                    h = m(h)
-            np.testing.assert_allclose(P[:, i], torch.softmax(h, -1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(P, row_keyed_reference(clf, xb, T), atol=1e-6)  # Dropout2d: a draw per channel
     assert not np.allclose(P[0], P[1])  # the passes differ
