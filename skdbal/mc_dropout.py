@@ -233,6 +233,17 @@ def row_seeds(X: np.ndarray, seed: int) -> list:
             for row in X]
 
 
+def _draw_row_masks(generators: list, T: int, feat: tuple, keep: float, device) -> torch.Tensor:
+    """``(len(generators), T) + feat`` inverted-dropout masks: row ``r``'s ``T``
+    masks drawn as ``uniform < keep`` from ``generators[r]``, kept units
+    scaled by ``1 / keep``. The one place per-row masks are drawn, so that
+    every sampling path consumes each row's generator the same way."""
+    masks = torch.empty((len(generators), T) + tuple(feat), device=device)
+    for r, gen in enumerate(generators):  # generators live on the input's device
+        torch.rand((T,) + tuple(feat), generator=gen, device=device, out=masks[r])
+    return masks.lt_(keep).mul_(1.0 / keep)
+
+
 @contextlib.contextmanager
 def _row_keyed_dropout(module: nn.Module, state: dict):
     """Inside, every dropout layer of ``module`` that :func:`_mask_kind` knows
@@ -253,10 +264,7 @@ def _row_keyed_dropout(module: nn.Module, state: dict):
         feat = tuple(x.shape[1:])
         if _mask_kind(m) == "channel":
             feat = feat[:1] + (1,) * (len(feat) - 1)
-        masks = torch.empty((len(gens), T) + feat, device=x.device)
-        for r, gen in enumerate(gens):  # generators live on the input's device
-            torch.rand((T,) + feat, generator=gen, device=x.device, out=masks[r])
-        masks = masks.lt_(keep).mul_(1.0 / keep).reshape((len(gens) * T,) + feat)
+        masks = _draw_row_masks(gens, T, feat, keep, x.device).reshape((len(gens) * T,) + feat)
         return x * masks.to(dtype=x.dtype)
 
     layers = [m for m in module.modules() if _mask_kind(m) is not None]
@@ -355,11 +363,7 @@ def _row_keyed_factored_passes(head: nn.Sequential, k: int, h: torch.Tensor, see
         for r0 in range(0, b, group):
             r1 = min(b, r0 + group)
             gens = [torch.Generator(device=h.device).manual_seed(s) for s in seeds[r0:r1]]
-            C = conv.in_channels
-            masks = torch.empty((r1 - r0, T, C, 1, 1), device=h.device)
-            for r, gen in enumerate(gens):  # the draws of the dropout hook, in the same order
-                torch.rand((T, C, 1, 1), generator=gen, device=h.device, out=masks[r])
-            masks = masks.lt_(keep).mul_(1.0 / keep).reshape(r1 - r0, T, C)
+            masks = _draw_row_masks(gens, T, (conv.in_channels, 1, 1), keep, h.device).reshape(r1 - r0, T, -1)
             U = _channel_contributions(head, k, h[r0:r1])
             z = _sum_channels(masks, U, conv, "rtc,rcx->rtx")  # (R, T, O, H', W')
             state["generators"] = gens
@@ -647,7 +651,7 @@ class _MCDropoutNet:
         if self.mask_seeding not in ("row", "stream"):
             raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
         by_row = self.mask_seeding == "row" and not self.consistent_masks
-        chunks, masks, split = [], None, None
+        chunks, masks, split, factored = [], None, None, 0
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
             # the key of every row's generator: from random_state (torch is seeded above by an int)
@@ -655,11 +659,12 @@ class _MCDropoutNet:
             for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
                 if i == 0 and self.mc_dropout:
                     split = verified_split(self.module_, xb)
+                    factored = _factored_conv(split[1]) if split is not None and T > 1 else 0
                 if by_row and self.mc_dropout:
                     seeds = row_seeds(X[start:start + len(xb)], base)
-                    if split is not None and _factored_conv(split[1]) and T > 1:
-                        chunks.append(_row_keyed_factored_passes(split[1], _factored_conv(split[1]), split[0](xb),
-                                                                 seeds, T, self._HEAD_ROWS, link))
+                    if factored:
+                        chunks.append(_row_keyed_factored_passes(split[1], factored, split[0](xb), seeds, T,
+                                                                 self._HEAD_ROWS, link))
                     elif split is not None:
                         h = split[0](xb)
                         chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link))
