@@ -251,10 +251,28 @@ def _data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
     return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
 
 
-def _legend_outside(ax, **kwargs) -> None:
-    """The legend to the right of the axes, off the curves."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+def _legend_outside(ax, handles: Optional[dict] = None, **kwargs) -> None:
+    """The legend to the right of the axes, off the curves: of ``handles``
+    (``{label: artist}``, e.g. gathered over several panels) if given, else of
+    the axes' own labelled artists."""
+    args = (list(handles.values()), list(handles.keys())) if handles else ()
+    if args or (handles is None and ax.get_legend_handles_labels()[0]):
+        ax.legend(*args, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def _noise_panels(rates: Sequence[float], legend_width: float):
+    """A figure with one titled, gridded panel per noise rate, sharing the y
+    axis, and ``legend_width`` inches to the right for the legend; returns
+    the figure and its row of axes."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(1, len(rates)), figsize=(3.6 * max(1, len(rates)) + legend_width, 4),
+                             sharey=True, squeeze=False)
+    for ax, rate in zip(axes[0], rates):
+        ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
+        ax.set_xlabel("labelled images")
+        ax.grid(alpha=0.3)
+    return fig, axes[0]
 
 
 def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None, title: str = "",
@@ -651,12 +669,10 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rates = sorted({_rate(r) for r in rows})
-    fig, axes = plt.subplots(1, len(rates), figsize=(3.6 * len(rates) + 2.2, 4), sharey=True, squeeze=False)
+    fig, axes = _noise_panels(rates, legend_width=2.2)
     lows, highs, handles = [], [], {}
-    for ax, rate in zip(axes[0], rates):
+    for ax, rate in zip(axes, rates):
         groups = group_runs([r for r in rows if _rate(r) == rate])
         for key in sorted(groups, key=_sort_key):
             strategy, variant = key[1], key[2]
@@ -671,15 +687,10 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
             lows.append(mean - std)
             highs.append(mean + std)
-        ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
-        ax.set_xlabel("labelled images")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy (mean ± std over seeds)")
+    axes[0].set_ylabel("test accuracy (mean ± std over seeds)")
     if lows:
-        axes[0][0].set_ylim(*_data_ylim(lows, highs))
-    if handles:
-        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left",
-                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        axes[0].set_ylim(*_data_ylim(lows, highs))
+    _legend_outside(axes[-1], handles=handles)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
@@ -711,14 +722,11 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rates = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     strategies = sorted({r["strategy"] for r in rows if r["noise_rate"]})
-    fig, axes = plt.subplots(1, max(1, len(rates)), figsize=(3.6 * max(1, len(rates)) + 2.6, 4), sharey=True,
-                             squeeze=False)
+    fig, axes = _noise_panels(rates, legend_width=2.6)
     handles = {}
-    for ax, rate in zip(axes[0], rates):
+    for ax, rate in zip(axes, rates):
         groups = group_runs([r for r in rows if r["noise_rate"] == rate])
         for key in sorted(groups, key=_sort_key):
             strategy = key[1]
@@ -729,13 +737,8 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
             labels = [r["n_labels"] for r in runs[0][:n]]
             line, = ax.plot(labels, 100 * share, color=_color(strategy, strategies))
             handles.setdefault(_LABEL.get(strategy, strategy), line)
-        ax.set_title(f"{100 * rate:g}% label noise", fontsize=10)
-        ax.set_xlabel("labelled images")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("flipped labels in the training set (%)")
-    if handles:
-        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=8, loc="upper left",
-                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    axes[0].set_ylabel("flipped labels in the training set (%)")
+    _legend_outside(axes[-1], handles=handles)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
