@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from skdbal.experiments import RunSpec, get_preset, load_data, make_estimator, read_results
-from skdbal.experiments.runner import _IMPLICIT_BEFORE, _fit_ensemble, _split, _step_seed
+from skdbal.experiments import RunSpec, load_data, read_results
+from skdbal.experiments.runner import _fit_step_model, _labelled_indices, _split, _stored_preset
 from skdbal.metrics import expected_calibration_error
 
 
@@ -30,9 +30,7 @@ def rebuild(out_dir: Path, run_id: str, step=None):
     """The run's model at ``step`` (default: its last), its test set and its row."""
     runs = out_dir / "runs"
     config = json.loads((runs / f"{run_id}.json").read_text())
-    fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
-    fields = {**_IMPLICIT_BEFORE, **fields}  # fields a run stored before they existed held these values
-    preset = get_preset(config["preset"]["name"], **fields)
+    preset = _stored_preset(config)
     spec = RunSpec(preset, config["strategy"], int(config["seed"]), mc_dropout=config["mc_dropout"],
                    ensemble=int(config.get("ensemble", 0)))
     if config.get("noise_rate") or config.get("last_layer") or config.get("initial_set"):
@@ -40,15 +38,9 @@ def rebuild(out_dir: Path, run_id: str, step=None):
     rows = read_results(runs / f"{run_id}.csv")
     step = rows[-1]["step"] if step is None else step
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset)
-    val, _, initial, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
-    labelled = np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows[:step + 1]])
-    valid = (X_train[val], y_train[val])
-    if spec.ensemble:
-        est = _fit_ensemble(spec, step, X_train[labelled], y_train[labelled], None, "cpu", valid, len(labelled))
-    else:
-        est = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
-                             valid=valid, n_train=len(labelled))
-        est.fit(X_train[labelled], y_train[labelled])
+    val, _, _, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
+    labelled = _labelled_indices(rows[:step + 1])
+    est = _fit_step_model(spec, step, X_train[labelled], y_train[labelled], (X_train[val], y_train[val]))
     return est, X_test_all[test], y_test_all[test], rows[step]
 
 

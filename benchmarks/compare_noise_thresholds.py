@@ -21,8 +21,8 @@ import torch
 
 from skdbal.acquisition import get_strategy
 from skdbal.datasets import make_noisy_labels
-from skdbal.experiments import get_preset, load_data, make_estimator, read_results
-from skdbal.experiments.runner import _split
+from skdbal.experiments import load_data, make_estimator, read_results
+from skdbal.experiments.runner import _labelled_indices, _split, _stored_preset
 
 
 def main(argv=None):
@@ -38,9 +38,7 @@ def main(argv=None):
     runs = Path(args.out_dir) / "runs"
     for run_id in args.runs:
         config = json.loads((runs / f"{run_id}.json").read_text())
-        fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
-        fields.setdefault("mask_seeding", "stream")  # runs of results version 2 drew masks by stream
-        preset = get_preset(config["preset"]["name"], **fields)
+        preset = _stored_preset(config)  # runs of results version 2 drew masks by stream
         seed, rate = int(config["seed"]), float(config["noise_rate"])
         X_train, y_train, _, y_test_all = load_data(preset.dataset)
         val, pool, initial, _ = _split(preset, seed, y_train, len(y_test_all))
@@ -48,7 +46,7 @@ def main(argv=None):
                                              random_state=np.random.RandomState([seed, 7907]))
         y_given[initial], flipped[initial] = y_train[initial], False
         rows = read_results(runs / f"{run_id}.csv")
-        labelled = np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows])
+        labelled = _labelled_indices(rows)
         state = torch.load(runs / f"{run_id}.pt", weights_only=True)
         net = make_estimator(preset, random_state=0, valid=(X_train[val], y_train[val]), n_train=len(labelled))
         net.set_params(max_epochs=0, callbacks=None)

@@ -855,6 +855,38 @@ def _read_run_file(csv_path: Path, warn: bool = False) -> list:
         return rows
 
 
+def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", state=None):
+    """Step ``step``'s model of ``spec``'s run on its labelled set ``(X, y)``:
+    the network (rebuilt from the cached ``state`` if given, else trained with
+    the step's seed, so that it is the same model every time) and, with a
+    Bayesian last layer, the pipeline of its features and the layer."""
+    if spec.ensemble:
+        return _fit_ensemble(spec, step, X, y, state, device, valid, len(X))
+    net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
+                         device=device, valid=valid, n_train=len(X))
+    if state is not None:
+        net.set_params(max_epochs=0, callbacks=None)
+        net.fit(X[:1], y[:1])  # builds the module only
+        net.module_.load_state_dict(state)
+    else:
+        net.fit(X, y)
+    if spec.last_layer is None:
+        return net
+    return make_last_layer(spec.preset, net, spec.last_layer).fit(X, _one_hot(y))
+
+
+def _labelled_indices(rows: list) -> np.ndarray:
+    """The labelled set after ``rows``: the initial set, then each step's queries, in order."""
+    return np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows])
+
+
+def _stored_preset(config: dict) -> Preset:
+    """The preset of a run's stored ``config``; fields added since it was
+    written hold the values they implicitly had (``_IMPLICIT_BEFORE``)."""
+    fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
+    return get_preset(config["preset"]["name"], **{**_IMPLICIT_BEFORE, **fields})
+
+
 def _fit_ensemble(spec, step, X, y, states, device, valid, n_train):
     """A :class:`~skdbal.DeepEnsembleClassifier` of ``spec.ensemble`` of the
     preset's networks with dropout off at prediction (each member trains with
@@ -931,23 +963,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
         y_given[initial], flipped[initial] = y_train[initial], False
 
     def fit_model(step, labelled, state=None):
-        """The step's model: the network (from ``state`` if given) and, with a
-        Bayesian last layer, the pipeline of its features and the layer."""
-        if spec.ensemble:
-            return _fit_ensemble(spec, step, X_train[labelled], y_given[labelled], state, device,
-                                 valid, len(labelled))
-        net = make_estimator(preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
-                             device=device,
-                             valid=valid, n_train=len(labelled))
-        if state is not None:
-            net.set_params(max_epochs=0, callbacks=None)
-            net.fit(X_train[labelled[:1]], y_given[labelled[:1]])  # builds the module only
-            net.module_.load_state_dict(state)
-        else:
-            net.fit(X_train[labelled], y_given[labelled])
-        if spec.last_layer is None:
-            return net
-        return make_last_layer(preset, net, spec.last_layer).fit(X_train[labelled], _one_hot(y_given[labelled]))
+        return _fit_step_model(spec, step, X_train[labelled], y_given[labelled], valid, device, state)
 
     def record(step, labelled, est, query, t_train, t_query, rejected=None, info=None):
         t0 = time.perf_counter()
@@ -1000,7 +1016,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
             print(f"{spec.run_id}: step 0/{preset.n_queries}, {rows[0]['n_labels']} labels, "
                   f"accuracy {rows[0]['accuracy']:.4f} ({rows[0]['time']:.1f} s)", flush=True)
     else:
-        labelled = np.concatenate([np.array(r["query_indices"].split(), dtype=np.intp) for r in rows])
+        labelled = _labelled_indices(rows)
         if not np.array_equal(labelled[:len(initial)], initial):
             raise ValueError(f"{csv_path} does not start from this seed's initial set")
         last = rows[-1]["step"]
