@@ -127,7 +127,10 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        strategy = re.sub(r"[^A-Za-z0-9_.]+", "-", self.strategy).strip("-")  # filter(bald,0.1) -> filter-bald-0.1
+        # filter(bald,0.1) -> filter-bald-0.1; a minus sign is spelled out, so diverse(bald,-0.1) and
+        # diverse(bald,0.1) get different files (diverse-bald-neg0.1, diverse-bald-0.1)
+        strategy = re.sub(r"-(?=[0-9.])", "neg", self.strategy)
+        strategy = re.sub(r"[^A-Za-z0-9_.]+", "-", strategy).strip("-")
         noise = f"__noise{self.noise_rate:g}" if self.noise_rate else ""
         return f"{self.preset.name}__{strategy}__{self.variant}__seed{self.seed}{noise}"
 
@@ -1213,6 +1216,12 @@ def run_grid(
         torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
     device = resolve_device(device)
+    seen = {}
+    for spec in specs:  # two runs of one grid must not share files
+        other = seen.setdefault(spec.run_id, spec)
+        if other is not spec:
+            raise ValueError(f"strategies {other.strategy!r} and {spec.strategy!r} would write the same run files "
+                             f"({spec.run_id}); name one of them differently")
     for spec in specs:  # refuse a clashing folder before writing anything
         _check_run_config(spec, out_dir / "runs")
     done, resumed, new = [], [], []
