@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -337,6 +338,143 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     ax.grid(alpha=0.3)
     _legend_outside(ax)
     ax.set_title(title)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+_DIVERSE = re.compile(r"diverse\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*\)")
+
+
+def _weight_sweep(rows: List[dict]) -> Dict[float, Tuple[str, np.ndarray]]:
+    """``{weight: (strategy, gains)}`` of the ``diverse(base,weight)`` runs
+    against their undecorated base (weight 0), seed by seed: ``gains[i, k]``
+    is the accuracy of the
+    i-th common seed at step k minus the base's (weight 0: zeros). Only the
+    Bayesian runs of one base (the first with two weights) count, over the
+    seeds and steps that every strategy of the sweep has."""
+    runs = defaultdict(dict)  # strategy -> seed -> {step: accuracy}
+    for r in rows:
+        if r["variant"] == "bayesian":
+            runs[r["strategy"]].setdefault(r["seed"], {})[r["step"]] = r["accuracy"]
+    by_base = defaultdict(dict)
+    for strategy in runs:
+        match = _DIVERSE.fullmatch(strategy)
+        if match and match.group(1) in runs:
+            by_base[match.group(1)][float(match.group(2))] = strategy
+    bases = [b for b in sorted(by_base) if len(by_base[b]) >= 2]
+    if not bases:
+        return {}
+    base = bases[0]
+    sweep = {0.0: base, **by_base[base]}
+    seeds = sorted(set.intersection(*(set(runs[s]) for s in sweep.values())))
+    steps = sorted(set.intersection(*(set(runs[s][seed]) for s in sweep.values() for seed in seeds))) if seeds else []
+    if not steps:
+        return {}
+    base_acc = np.array([[runs[base][seed][k] for k in steps] for seed in seeds])
+    return {w: (s, np.array([[runs[s][seed][k] for k in steps] for seed in seeds]) - base_acc)
+            for w, s in sorted(sweep.items())}
+
+
+def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((1, 5), (1, 10))) -> str:
+    """Seed 000's Fig 7 as a table: the accuracy that a diversity weight adds
+    to its base strategy, paired seed by seed.
+
+    For each ``diverse(base,weight)`` of the grid (and the base itself as
+    weight 0): the mean over the steps of each window (and of the whole run)
+    of accuracy minus the base's accuracy at the same seed and step, in
+    percentage points, ± the population std over seeds of that per-seed mean.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import diversity_markdown
+    >>> def run(strategy, seed, accuracies):
+    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = (run("bald", 1, [0.5, 0.6, 0.7]) + run("bald", 2, [0.5, 0.7, 0.8])
+    ...         + run("diverse(bald,0.1)", 1, [0.5, 0.62, 0.7]) + run("diverse(bald,0.1)", 2, [0.5, 0.74, 0.8])
+    ...         + run("diverse(bald,-0.5)", 1, [0.5, 0.6, 0.6]) + run("diverse(bald,-0.5)", 2, [0.5, 0.7, 0.7]))
+    >>> print(diversity_markdown(rows, windows=[(1, 1)]))
+    | weight | strategy | seeds | steps 1–1 | whole run (steps 1–2) |
+    |---|---|---|---|---|
+    | -0.5 | diverse(bald,-0.5) | 2 | +0.00 ± 0.00 | -5.00 ± 0.00 |
+    | 0 | bald | 2 | +0.00 ± 0.00 | +0.00 ± 0.00 |
+    | 0.1 | diverse(bald,0.1) | 2 | +3.00 ± 1.00 | +1.50 ± 0.50 |
+    """
+    sweep = _weight_sweep(rows)
+    if not sweep:
+        return ""
+    n_steps = next(iter(sweep.values()))[1].shape[1] - 1
+    windows = [(a, min(b, n_steps)) for a, b in windows if a <= n_steps] + [(1, n_steps)]
+    head = [f"steps {a}–{b}" for a, b in windows[:-1]] + [f"whole run (steps 1–{n_steps})"]
+    lines = ["| weight | strategy | seeds | " + " | ".join(head) + " |", "|---" * (3 + len(head)) + "|"]
+    for w, (strategy, gains) in sweep.items():
+        cells = []
+        for a, b in windows:
+            per_seed = 100 * gains[:, a:b + 1].mean(axis=1)
+            cells.append(f"{per_seed.mean():+.2f} ± {per_seed.std():.2f}")
+        lines.append(f"| {w:g} | {strategy} | {len(gains)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
+                           title: str = "") -> "Optional[Figure]":
+    """Seed 000's Fig 7: accuracy gain of each diversity weight over its base
+    strategy (mean over seeds of the seed-by-seed difference, percentage
+    points) against labelled images, over the first ``first_steps`` steps
+    (left) and the whole run (right). Negative weights are blue, positive
+    ones red, darker as they grow; the base is the dashed black line at 0.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import plot_diversity_weights
+    >>> def run(strategy, seed, accuracies):
+    ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
+    ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = (run("bald", 1, [0.5, 0.6, 0.7]) + run("diverse(bald,0.1)", 1, [0.5, 0.62, 0.7])
+    ...         + run("diverse(bald,-0.5)", 1, [0.5, 0.6, 0.6]))
+    >>> fig = plot_diversity_weights(rows, None, first_steps=1)
+    >>> [len(ax.get_lines()) for ax in fig.axes]
+    [3, 3]
+    >>> fig.axes[1].get_lines()[2].get_ydata().round(6).tolist()     # weight 0.1: +2 points at step 1
+    [0.0, 2.0, 0.0]
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close("all")
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweep = _weight_sweep(rows)
+    if not sweep:
+        return None
+    n_initial = min(r["n_labels"] for r in rows)
+    n_per_step = sorted({r["n_labels"] for r in rows})
+    step_size = n_per_step[1] - n_per_step[0] if len(n_per_step) > 1 else 1
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    cmap = plt.get_cmap("coolwarm")
+    shade = {}  # by rank of |weight| on each side: light for the smallest, full for the largest
+    for side in ([w for w in sweep if w > 0], sorted((w for w in sweep if w < 0), reverse=True)):
+        for i, w in enumerate(sorted(side, key=abs)):
+            depth = 0.45 + 0.55 * i / max(1, len(side) - 1)
+            shade[w] = cmap(0.5 + 0.5 * depth * np.sign(w))
+    handles = {}
+    for ax, last, name in ((axes[0], first_steps, f"first {first_steps} steps"), (axes[1], None, "whole run")):
+        for w, (_, gains) in sweep.items():
+            k = gains.shape[1] if last is None else min(last + 1, gains.shape[1])
+            labels = n_initial + step_size * np.arange(k)
+            color = "black" if w == 0 else shade[w]
+            line, = ax.plot(labels, 100 * gains[:, :k].mean(axis=0), "-" if w else "--", color=color,
+                            marker="o" if last is not None else None, markersize=3)
+            handles[f"weight {w:g}" + (" (base)" if w == 0 else "")] = line
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("labelled images")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy − base's (points, mean over seeds)")
+    _legend_outside(axes[1], handles=handles)
+    fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -910,6 +1048,18 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
     plot_curves(rows, curves, variants=variants,
                 title=f"{dataset}, Bayesian CNN: test accuracy (mean ± std over seeds)")
     paths.append(curves)
+    sweep = diversity_markdown(rows)
+    if sweep:
+        div_table = out_dir / "diversity_weights.md"
+        div_table.write_text(
+            f"# {out_dir.name}: diversity weights\n\n"
+            "What a diversity weight adds to its base strategy (Anonymous, n.d., Fig 7): test accuracy minus the "
+            "base's at the same seed and step, in percentage points, averaged over the steps of each window, "
+            "mean ± population std over seeds.\n\n" + sweep + "\n")
+        div_figure = out_dir / "diversity_weights.png"
+        plot_diversity_weights(rows, div_figure, title=f"{dataset}: accuracy gain of the diversity penalty "
+                                                       "over its base strategy")
+        paths += [div_table, div_figure]
     if any(r["variant"] == "deterministic" for r in rows):
         det_table = out_dir / "deterministic.md"
         det_table.write_text(

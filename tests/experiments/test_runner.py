@@ -611,11 +611,12 @@ def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     from skdbal.initial import kmeans_representative
 
     kw = dict(verbose=False, torch_threads=1, **{**TINY, "n_queries": 2})
-    rows = run_grid("gal2017", ["bald", "diverse(bald,0.2)", "batch_bald"], [1], tmp_path / "g",
+    rows = run_grid("gal2017", ["bald", "diverse(bald,0.2)", "diverse(bald,-0.2)", "batch_bald"], [1], tmp_path / "g",
                     initial_sets=["balanced_random", "kmeans_per_class"], **kw)
     runs = sorted(p.name for p in (tmp_path / "g" / "runs").glob("*.csv"))
     assert "gal2017__bald__bayesian-init-kmeans_per_class__seed1.csv" in runs
-    assert "gal2017__diverse-bald-0.2__bayesian__seed1.csv" in runs and len(runs) == 6
+    assert "gal2017__diverse-bald-0.2__bayesian__seed1.csv" in runs and len(runs) == 8
+    assert "gal2017__diverse-bald-neg0.2__bayesian__seed1.csv" in runs
     X, y, _, y_test = load_data("digits")
     preset = get_preset("gal2017", **TINY)
     val, pool, random_initial, _ = _split(preset, 1, y, len(y_test))
@@ -637,6 +638,12 @@ def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     write_report(tmp_path / "g")
     table = (tmp_path / "g" / "table.md").read_text()
     assert "| BALD | bayesian-init-kmeans_per_class | 1 (2) |" in table
+    # Fig 7's table: each weight's accuracy minus BALD's, same seed and step, over steps 1-2
+    acc = {(r["strategy"], r["step"]): r["accuracy"] for r in rows if r["variant"] == "bayesian"}
+    gain = 100 * np.mean([acc["diverse(bald,-0.2)", k] - acc["bald", k] for k in (1, 2)])
+    weights = (tmp_path / "g" / "diversity_weights.md").read_text()
+    assert f"| -0.2 | diverse(bald,-0.2) | 1 | {gain:+.2f} ± 0.00 |" in weights
+    assert "| 0 | bald | 1 | +0.00 ± 0.00 |" in weights and (tmp_path / "g" / "diversity_weights.png").exists()
     with pytest.raises(ValueError, match="unknown initial_sets"):
         run_grid("gal2017", ["bald"], [1], tmp_path / "h", initial_sets=["kmeans++"], **kw)
     assert not (tmp_path / "h").exists()
