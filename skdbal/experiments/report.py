@@ -324,7 +324,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         runs = _longest(groups[key])
         labels, acc = curves_from_histories(runs)
         mean, std = acc.mean(axis=0), acc.std(axis=0)
-        style = "-" if variant == "bayesian" else "--"
+        style = ("-", "--", ":", "-.")[list(variants).index(variant) % 4]  # bayesian first: solid
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
         color = _color(strategy, others)
         line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
