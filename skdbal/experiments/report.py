@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -342,37 +341,54 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     return _save(fig, path)
 
 
-_DIVERSE = re.compile(r"diverse\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?)\s*\)")
+def _diverse_parts(strategy: str) -> Optional[Tuple[str, float]]:
+    """``(base, weight)`` of a name ``"diverse(base,weight)"`` (default
+    features), read with the tokenizer that :func:`~skdbal.acquisition.get_strategy`
+    uses; None for any other name."""
+    from ..acquisition._names import _tokens, _value
+
+    try:
+        tokens = _tokens(strategy)
+    except ValueError:
+        return None
+    if len(tokens) < 6 or tokens[:2] != ["diverse", "("] or tokens[-3] != "," or tokens[-1] != ")":
+        return None
+    weight = _value(tokens[-2])
+    return ("".join(tokens[2:-3]), float(weight)) if isinstance(weight, (int, float)) else None
 
 
-def _weight_sweep(rows: List[dict]) -> Dict[float, Tuple[str, np.ndarray]]:
-    """``{weight: (strategy, gains)}`` of the ``diverse(base,weight)`` runs
-    against their undecorated base (weight 0), seed by seed: ``gains[i, k]``
-    is the accuracy of the
-    i-th common seed at step k minus the base's (weight 0: zeros). Only the
-    Bayesian runs of one base (the first with two weights) count, over the
-    seeds and steps that every strategy of the sweep has."""
-    runs = defaultdict(dict)  # strategy -> seed -> {step: accuracy}
+def _weight_sweep(rows: List[dict]) -> Tuple[np.ndarray, Dict[float, Tuple[str, np.ndarray]]]:
+    """``(n_labels, {weight: (strategy, gains)})`` of the ``diverse(base,weight)``
+    runs against their undecorated base (weight 0), seed by seed:
+    ``gains[i, k]`` is the accuracy of the i-th common seed at the k-th common
+    step minus the base's (weight 0: zeros), and ``n_labels[k]`` the base's
+    labels there. Only the Bayesian runs of one base (the first with two
+    weights) count, over the seeds and steps that every strategy of the sweep
+    has; the dict is empty where the rows hold no sweep."""
+    runs = defaultdict(dict)  # strategy -> seed -> {step: row}
     for r in rows:
         if r["variant"] == "bayesian":
-            runs[r["strategy"]].setdefault(r["seed"], {})[r["step"]] = r["accuracy"]
+            runs[r["strategy"]].setdefault(r["seed"], {})[r["step"]] = r
     by_base = defaultdict(dict)
     for strategy in runs:
-        match = _DIVERSE.fullmatch(strategy)
-        if match and match.group(1) in runs:
-            by_base[match.group(1)][float(match.group(2))] = strategy
+        parts = _diverse_parts(strategy)
+        if parts and parts[0] in runs:
+            by_base[parts[0]][parts[1]] = strategy
     bases = [b for b in sorted(by_base) if len(by_base[b]) >= 2]
     if not bases:
-        return {}
+        return np.empty(0), {}
     base = bases[0]
     sweep = {0.0: base, **by_base[base]}
     seeds = sorted(set.intersection(*(set(runs[s]) for s in sweep.values())))
     steps = sorted(set.intersection(*(set(runs[s][seed]) for s in sweep.values() for seed in seeds))) if seeds else []
     if not steps:
-        return {}
-    base_acc = np.array([[runs[base][seed][k] for k in steps] for seed in seeds])
-    return {w: (s, np.array([[runs[s][seed][k] for k in steps] for seed in seeds]) - base_acc)
-            for w, s in sorted(sweep.items())}
+        return np.empty(0), {}
+
+    def accuracy(strategy):
+        return np.array([[runs[strategy][seed][k]["accuracy"] for k in steps] for seed in seeds])
+
+    n_labels = np.array([runs[base][seeds[0]][k]["n_labels"] for k in steps])
+    return n_labels, {w: (s, accuracy(s) - accuracy(base)) for w, s in sorted(sweep.items())}
 
 
 def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((1, 5), (1, 10))) -> str:
@@ -401,7 +417,7 @@ def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((
     | 0 | bald | 2 | +0.00 ± 0.00 | +0.00 ± 0.00 |
     | 0.1 | diverse(bald,0.1) | 2 | +3.00 ± 1.00 | +1.50 ± 0.50 |
     """
-    sweep = _weight_sweep(rows)
+    _, sweep = _weight_sweep(rows)
     if not sweep:
         return ""
     n_steps = next(iter(sweep.values()))[1].shape[1] - 1
@@ -447,13 +463,10 @@ def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sweep = _weight_sweep(rows)
+    n_labels, sweep = _weight_sweep(rows)
     if not sweep:
         return None
-    n_initial = min(r["n_labels"] for r in rows)
-    n_per_step = sorted({r["n_labels"] for r in rows})
-    step_size = n_per_step[1] - n_per_step[0] if len(n_per_step) > 1 else 1
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     cmap = plt.get_cmap("coolwarm")
     shade = {}  # by rank of |weight| on each side: light for the smallest, full for the largest
     for side in ([w for w in sweep if w > 0], sorted((w for w in sweep if w < 0), reverse=True)):
@@ -464,9 +477,8 @@ def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
     for ax, last, name in ((axes[0], first_steps, f"first {first_steps} steps"), (axes[1], None, "whole run")):
         for w, (_, gains) in sweep.items():
             k = gains.shape[1] if last is None else min(last + 1, gains.shape[1])
-            labels = n_initial + step_size * np.arange(k)
             color = "black" if w == 0 else shade[w]
-            line, = ax.plot(labels, 100 * gains[:, :k].mean(axis=0), "-" if w else "--", color=color,
+            line, = ax.plot(n_labels[:k], 100 * gains[:, :k].mean(axis=0), "-" if w else "--", color=color,
                             marker="o" if last is not None else None, markersize=3)
             handles[f"weight {w:g}" + (" (base)" if w == 0 else "")] = line
         ax.set_title(name, fontsize=10)
