@@ -644,6 +644,12 @@ def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     weights = (tmp_path / "g" / "diversity_weights.md").read_text()
     assert f"| -0.2 | diverse(bald,-0.2) | 1 | {gain:+.2f} ± 0.00 |" in weights
     assert "| 0 | bald | 1 | +0.00 ± 0.00 |" in weights and (tmp_path / "g" / "diversity_weights.png").exists()
+    # no sweep (a single weight, or no base run): no table, no figure, no report files
+    from skdbal.experiments.report import diversity_markdown, plot_diversity_weights
+    one_weight = [r for r in rows if r["strategy"] != "diverse(bald,-0.2)"]
+    no_base = [r for r in rows if r["strategy"] != "bald"]
+    for part in (one_weight, no_base, []):
+        assert diversity_markdown(part) == "" and plot_diversity_weights(part, None) is None
     with pytest.raises(ValueError, match="unknown initial_sets"):
         run_grid("gal2017", ["bald"], [1], tmp_path / "h", initial_sets=["kmeans++"], **kw)
     assert not (tmp_path / "h").exists()
