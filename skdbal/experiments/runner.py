@@ -11,6 +11,9 @@ is seeded from ``(seed, step)`` alone, so the model of the last finished step
 can be rebuilt exactly from the labelled set when the weights cache is
 missing or stale, and a resumed run ends with the rows of an uninterrupted
 one. Only the CSV and JSON files need to be kept (e.g. committed) to resume.
+Since every row is written with its line terminator, a last row without one
+is torn (a cut copy) even when its fields still parse: a resume drops and
+recomputes it, with a warning, and :func:`read_results` refuses it.
 
 The tidy ``results.csv`` (one row per run and step) is assembled from the
 run files after every step, again atomically.
@@ -531,12 +534,15 @@ def _parse_row(row: dict, where: str = "", index: Optional[int] = None) -> dict:
 def read_results(path: Union[str, os.PathLike]) -> List[dict]:
     """Rows of a results.csv (or of one run's CSV), with numeric columns parsed.
 
-    Every run in the file is checked with :func:`check_run_rows`.
+    Every run in the file is checked with :func:`check_run_rows`. A last row
+    without its line terminator is torn and refused, even when its fields
+    still parse (a query index cut at a digit, ``... 231 1`` for
+    ``... 231 1235``, keeps the count of indices right).
 
     Raises
     ------
     DamagedResultsError
-        (a ValueError) naming the file and line of a row that is cut,
+        (a ValueError) naming the file and line of a row that is cut, torn,
         malformed or does not fit its run's history.
 
     Examples
@@ -562,16 +568,35 @@ def read_results(path: Union[str, os.PathLike]) -> List[dict]:
         ...
     skdbal.experiments.runner.DamagedResultsError: ...line 3 (step 1): n_labels is 4 and n_acquired 1, but the query indices so far add up to 3 labels, 1 acquired; the row is cut or damaged
     """
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        # line numbers count the header as line 1
-        rows = [_parse_row(row, f"{path}, line {i + 2}", i) for i, row in enumerate(reader)]
+    raw, torn = _read_csv(path)
+    # line numbers count the header as line 1
+    rows = [_parse_row(row, f"{path}, line {i + 2}", i) for i, row in enumerate(raw)]
+    if torn:
+        raise _torn_row_error(path, rows)
     runs = defaultdict(list)
     for i, row in enumerate(rows):
         runs[(row["preset"], row["strategy"], row["variant"], row["seed"], row["noise_rate"] or 0.0)].append(i)
     for positions in runs.values():
         check_run_rows([rows[i] for i in positions], path, lines=[i + 2 for i in positions])
     return rows
+
+
+def _read_csv(path) -> tuple:
+    """The raw rows of the CSV file ``path``, and whether its last row is
+    torn: written without its line terminator. The runner writes whole files
+    atomically with every row terminated, so a last row without a terminator
+    was cut (in a copy, a commit, a transfer), whether or not it still parses."""
+    with open(path, newline="") as f:
+        text = f.read()
+    raw = list(csv.DictReader(io.StringIO(text)))
+    return raw, bool(raw) and not text.endswith(("\n", "\r"))
+
+
+def _torn_row_error(path, rows: list) -> DamagedResultsError:
+    """The error for ``path``'s torn last row (``rows`` parsed, one per line)."""
+    return DamagedResultsError(
+        f"{path}, line {len(rows) + 1} (step {rows[-1]['step']}): the row has no line terminator, so it is torn "
+        "(the file was cut while it was written or copied), even though its fields parse", len(rows) - 1)
 
 
 def check_run_rows(rows: List[dict], path, initial=None, lines: Optional[Sequence[int]] = None) -> None:
@@ -836,13 +861,15 @@ def _read_run_file(csv_path: Path, warn: bool = False) -> list:
 
     A damaged last row, which is what a cut write leaves, is dropped (with a
     RuntimeWarning if ``warn``): its step is computed again from the rows
-    before it, which check out. Damage anywhere else raises
+    before it, which check out. A torn last row (no line terminator) is
+    damaged even when its fields check out. Damage anywhere else raises
     :class:`DamagedResultsError`, since the run cannot be trusted.
     """
-    with open(csv_path, newline="") as f:
-        raw = list(csv.DictReader(f))
+    raw, torn = _read_csv(csv_path)
     try:
         rows = [_parse_row(row, f"{csv_path}, line {i + 2}", i) for i, row in enumerate(raw)]
+        if torn:
+            raise _torn_row_error(csv_path, rows)
         check_run_rows(rows, csv_path)
         return rows
     except DamagedResultsError as exc:

@@ -49,6 +49,26 @@ def test_a_last_row_cut_inside_its_query_indices_is_recomputed(grid):
     assert no_times(again) == no_times(rows)  # the same run as the uninterrupted one
 
 
+def test_a_last_row_torn_at_a_digit_boundary_is_recomputed(grid):
+    # "... 231 1235\n" cut to "... 231 1": the count of indices still matches, so only the missing line
+    # terminator shows that the row is torn
+    out, rows = grid
+    path = out / "runs" / f"{RUN}.csv"
+    text = path.read_text()
+    assert text.endswith("\n")
+    body, last = text[:-1].rsplit(" ", 1)
+    labelled = {int(i) for r in rows for i in r["query_indices"].split()}
+    keep = next(k for k in range(len(last) - 1, 0, -1) if int(last[:k]) not in labelled)  # not a repeat
+    path.write_text(f"{body} {last[:keep]}")
+    with pytest.raises(DamagedResultsError, match=rf"{RUN}.csv, line 5 \(step 3\): .*no line terminator"):
+        read_results(path)
+    with pytest.warns(RuntimeWarning, match=r"line 5 \(step 3\).*no line terminator.*step 3 will be computed again"):
+        again = resume(out)
+    assert no_times(again) == no_times(rows)  # the same run as the uninterrupted one
+    assert path.read_text().endswith("\n")  # rewritten whole
+    assert no_times(read_results(path)) == no_times(rows)
+
+
 def test_a_file_cut_mid_row_is_named(grid):
     out, rows = grid
     path = out / "runs" / f"{RUN}.csv"
