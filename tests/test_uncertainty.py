@@ -147,3 +147,24 @@ def test_decompose_reproduces_seed_003_table():
         assert got[0] == printed[name][0], name
         np.testing.assert_allclose(got[1:], printed[name][1:], atol=5e-4, err_msg=name)
         np.testing.assert_allclose(d.total, d.aleatoric + d.epistemic)
+
+
+def test_mean_std_of_identical_passes_is_exactly_zero():
+    """20 identical passes have no spread: exactly 0, not the round-off of E[P²] − E[P]² (issue 27)."""
+    rng = np.random.default_rng(3)
+    one = rng.dirichlet(np.full(10, 0.1), size=500)          # peaked rows, many near 1
+    for dtype in (np.float32, np.float64):                   # float64: the one-pass formula gave up to 4e-9
+        for T in (20, 100):
+            P = np.broadcast_to(one.astype(dtype), (T,) + one.shape)
+            assert np.all(mean_standard_deviation(P) == 0.0), (dtype, T)
+
+
+def test_mean_std_of_a_near_certain_point_by_hand():
+    # passes (1 − a_t, a_t), a_t = 1e-7 · (0, 1, 2, 3): mean 1.5e-7, squared deviations
+    # (2.25, 0.25, 0.25, 2.25)e-14, population variance 1.25e-14 in both classes
+    a = 1e-7 * np.arange(4.0)
+    P = np.stack([1 - a, a], axis=-1)[:, None, :]
+    assert mean_standard_deviation(P)[0] == pytest.approx(np.sqrt(1.25e-14), rel=1e-7)  # one-pass: 1e-3 off
+    # a certain point ranks below it, and by exactly 0
+    P2 = np.concatenate([P, np.tile([[[1.0, 0.0]]], (4, 1, 1))], axis=1)
+    np.testing.assert_array_equal(mean_standard_deviation(P2)[1:], [0.0])
