@@ -228,7 +228,12 @@ def reliability_curve(y, proba, n_bins: int = 15, *, classes=None):
     """Top-label confidence against accuracy, in equal-width confidence bins.
 
     Each prediction goes to the bin ``((m−1)/M, m/M]`` of its largest
-    probability (the first bin also takes 0).
+    probability: the bins are right-closed, as in Guo et al. (2017), and the
+    first also takes 0. A confidence on an edge goes to the bin below it
+    (0.6 to ``(0.5, 0.6]`` with ``M = 10``), and a confidence of exactly 1.0
+    to the last bin. The edges are ``m/M`` rounded to float64
+    (``np.arange(M + 1) / M``), and confidences are compared at their exact
+    values: a float32 0.6 is 0.60000002, in ``(0.6, 0.7]``.
 
     Parameters
     ----------
@@ -262,7 +267,7 @@ def reliability_curve(y, proba, n_bins: int = 15, *, classes=None):
     ([nan, nan, 0.575, 0.8, 0.9], [nan, nan, 0.5, 0.0, 1.0])
     """
     confidence, correct = _top_label(y, proba, n_bins, classes)
-    edges = np.linspace(0.0, 1.0, int(n_bins) + 1)
+    edges = np.arange(int(n_bins) + 1) / int(n_bins)  # m/M exactly rounded: linspace's m·(1/M) can fall below it
     which = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, int(n_bins) - 1)
     counts = np.bincount(which, minlength=int(n_bins))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -277,6 +282,14 @@ def expected_calibration_error(y, proba, n_bins: int = 15, *, classes=None) -> f
     ``ECE = Σ_m (n_m / n) · |accuracy_m − confidence_m|`` over ``M`` equal-width
     bins of the top-label probability (:func:`reliability_curve`). For any
     number of classes: scikit-learn's ``calibration_curve`` is binary only.
+
+    The bins are right-closed, ``((m−1)/M, m/M]``, as in Guo et al. (2017):
+    a confidence on an edge goes to the bin below it, and a confidence of
+    exactly 1.0 (a saturated float32 softmax gives it) to the last bin,
+    ``((M−1)/M, 1]``. torchmetrics' ``calibration_error`` bins are
+    left-closed, with 1.0 in a bin of its own, so the two differ when
+    confidences lie on edges: in the second example below, theirs puts 0.6
+    with 0.65 in ``[0.6, 0.7)`` and gives 0.4333, ours 0.1667.
 
     Parameters
     ----------
@@ -311,6 +324,10 @@ def expected_calibration_error(y, proba, n_bins: int = 15, *, classes=None) -> f
     >>> # bin (0.8, 1]: confidence 0.9, accuracy 1/2; bin (0.5, 0.6]: confidence 0.6, accuracy 1
     >>> round(expected_calibration_error([0, 1, 0, 1], proba, n_bins=10), 4)   # (2·0.4 + 2·0.4) / 4
     0.4
+    >>> proba = np.array([[0.6, 0.4], [0.55, 0.45], [0.65, 0.35]])
+    >>> # 0.6 is on an edge: bin (0.5, 0.6] with 0.55 (accuracy 1/2), and 0.65 alone in (0.6, 0.7]
+    >>> round(expected_calibration_error([0, 1, 0], proba, n_bins=10), 4)   # (2·0.075 + 0.35) / 3
+    0.1667
     """
     conf, acc, counts, _ = reliability_curve(y, proba, n_bins, classes=classes)
     return _ece_of_curve(conf, acc, counts)

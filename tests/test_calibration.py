@@ -32,6 +32,70 @@ def test_ece_of_a_calibrated_predictor_is_small():
     assert expected_calibration_error(y, overconfident) > 0.15
 
 
+def _bin_of_each(proba, n_bins):
+    """The bin of each row's top-label confidence, read from reliability_curve one row at a time."""
+    return [int(np.argmax(reliability_curve([0], p[None], n_bins)[2])) for p in np.asarray(proba)]
+
+
+def test_ece_bins_are_right_closed_at_the_edges():
+    """Bins ((m−1)/M, m/M]: a confidence on an edge goes to the bin below it, 1.0 to the last bin."""
+    def row(c, C=10):                    # top-label confidence c in column 0
+        return [c] + [(1 - c) / (C - 1)] * (C - 1)
+
+    # float64 edges: 0.1, 0.5, 0.6 and 1.0 go to the bins they close
+    proba = np.array([row(0.1), row(0.5), row(0.6), row(1.0), row(0.95), row(0.3), row(0.7)])
+    assert _bin_of_each(proba, 10) == [0, 4, 5, 9, 9, 2, 6]
+    y = [0, 1, 0, 1, 0, 0, 1]            # right, wrong, right, wrong, right, right, wrong
+    # bins: 0 {0.1 right}: 0.9; 4 {0.5 wrong}: 0.5; 5 {0.6 right}: 0.4; 9 {1.0 wrong, 0.95 right}:
+    # 2 · |0.5 − 0.975| = 0.95; 2 {0.3 right}: 0.7; 6 {0.7 wrong}: 0.7
+    assert expected_calibration_error(y, proba, n_bins=10) == pytest.approx((0.9 + 0.5 + 0.4 + 0.95 + 0.7 + 0.7) / 7)
+    # (torchmetrics' left-closed bins, with 1.0 in a bin of its own, give (0.9 + 0.5 + 0.4 + 1 + 0.05 + 0.7
+    # + 0.7) / 7 here: the two conventions differ exactly at the edges)
+
+    # float32 confidences are compared at their exact values: float32(0.6) = 0.60000002 is above 0.6,
+    # float32(0.1) = 0.100000001 above 0.1, float32(0.7) = 0.69999999 below 0.7, float32(0.5) is 0.5
+    f32 = np.array([row(0.6), row(0.1), row(0.7), row(0.5)], dtype=np.float32)
+    assert [float(np.float32(c)) > c for c in (0.6, 0.1)] == [True, True] and float(np.float32(0.7)) < 0.7
+    assert _bin_of_each(f32, 10) == [6, 1, 6, 4]
+    # 6 {0.60000002 right, 0.69999999 wrong}: 2 · |0.5 − 0.65|; 1 {0.1 right}: 0.9; 4 {0.5 right}: 0.5
+    assert expected_calibration_error([0, 0, 1, 0], f32, n_bins=10) == pytest.approx((0.3 + 0.9 + 0.5) / 4)
+
+    # a saturated float32 softmax gives exactly 1.0: the last bin, (0.9, 1]
+    logits = np.array([[30.0, 0.0, -5.0], [2.0, 0.0, 0.0]], dtype=np.float32)
+    sat = np.exp(logits - logits.max(1, keepdims=True))
+    sat /= sat.sum(1, keepdims=True)
+    assert sat.dtype == np.float32 and sat[0].max() == 1.0
+    assert _bin_of_each(sat, 10) == [9, 7]        # 1.0 and e²/(e² + 2) = 0.787
+    # 9 {1.0 wrong}: 1; 7 {0.787 right}: 1 − 0.787
+    conf1 = np.exp(2.0) / (np.exp(2.0) + 2)
+    assert expected_calibration_error([1, 0], sat, n_bins=10) == pytest.approx((1.0 + (1 - conf1)) / 2)
+
+
+@pytest.mark.parametrize("n_bins", range(1, 31))
+def test_an_edge_m_over_M_closes_bin_m(n_bins):
+    """The float64 value of m/M is in bin m − 1 for every M, as ``((m−1)/M, m/M]`` says."""
+    C = n_bins + 1                       # the other columns stay below m/M, so it is the top label
+    proba = np.array([[m / n_bins] + [(1 - m / n_bins) / (C - 1)] * (C - 1) for m in range(1, n_bins + 1)])
+    assert _bin_of_each(proba, n_bins) == list(range(n_bins))
+
+
+def test_ece_example_of_the_docstring_against_left_closed_bins():
+    """Issue 27's example: 0.1667 with right-closed bins (ours); torchmetrics' left-closed bins give 0.4333."""
+    proba = np.array([[0.6, 0.4], [0.55, 0.45], [0.65, 0.35]])
+    # (0.5, 0.6] holds 0.6 (right) and 0.55 (wrong): 2 · |0.5 − 0.575|; (0.6, 0.7] holds 0.65 (right): 0.35
+    assert expected_calibration_error([0, 1, 0], proba, n_bins=10) == pytest.approx((0.15 + 0.35) / 3)
+    # torchmetrics' binning, in float32 as it runs (bucketize(conf, linspace(0, 1, M + 1), right=True) − 1:
+    # [b_m, b_m+1), 1.0 alone in an (M+1)-th bin): 0.6 joins 0.65, so 2 · |1 − 0.625| + |0 − 0.55|
+    import torch
+    conf, right = proba.max(1), proba.argmax(1) == [0, 1, 0]
+    which = (torch.bucketize(torch.tensor(conf, dtype=torch.float32), torch.linspace(0, 1, 11), right=True)
+             - 1).numpy()
+    assert which.tolist() == [6, 5, 6]
+    left_closed = sum(abs(right[which == b].mean() - conf[which == b].mean()) * (which == b).sum()
+                      for b in np.unique(which)) / 3
+    assert left_closed == pytest.approx((0.75 + 0.55) / 3) == pytest.approx(0.4333, abs=1e-4)
+
+
 @pytest.mark.parametrize("y, proba, kwargs, match", [
     ([0, 1], [[0.7, 0.2], [0.5, 0.5]], {}, "rows of proba must sum to 1; row 0 sums to 0.9"),
     ([0, 1], [[0.5, 0.5], [0.5, 0.5]], dict(n_bins=0), "n_bins must be an int >= 1"),
