@@ -22,3 +22,18 @@ def test_readme_commands_match_ci():
     positions = [ci.index(f"\n{cmd}\n") for cmd in install + ("python -m pytest",)]
     assert positions == sorted(positions)
     assert README.index("## Set up") < README.index(install[0]) < README.index("## Main job")
+
+
+def test_the_test_extra_installs_what_the_dask_test_needs():
+    """CI installs only the ``test`` extra (``.ci/run``), and the Dask test imports ``distributed``
+    without a skip, so that the claim that pools score on a dask.distributed cluster is tested there."""
+    import configparser
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = configparser.ConfigParser()
+    cfg.read(root / "setup.cfg")
+    test_extra = [Requirement(line) for line in cfg["options.extras_require"]["test"].splitlines() if line.strip()]
+    assert any(r.name == "dask" and "distributed" in r.extras for r in test_extra)
+    assert "importorskip" not in (root / "tests" / "acquisition" / "test_pointwise.py").read_text()
