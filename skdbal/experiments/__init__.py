@@ -9,7 +9,12 @@ package imports it.
   protocols, every number a field;
 - :mod:`skdbal.experiments.report`: tables and figures from ``results.csv``;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
+- :mod:`skdbal.experiments.data`: the bundled digits as images, read by the
+  runner and the quickstart;
 - :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
+
+Imports point one way, function-level ones included: cli → quickstart →
+report → runner → presets, data (``tests/test_structure.py`` checks it).
 
 The runner's public names are importable from here.
 """

@@ -10,33 +10,13 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 from ..acquisition import STRATEGIES
 from ..learner import ActiveLearner
 from ..mc_dropout import MCDropoutClassifier
+from .data import load_digits_images  # defined there, below the runner; importable from here too
 
 __all__ = ["STRATEGIES", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]
-
-def load_digits_images(test_size: int = 500, random_state: int = 0):
-    """Digits as float32 8×8 images in [0, 1], split into pool and test sets.
-
-    Returns
-    -------
-    X_pool, X_test, y_pool, y_test : ndarray
-
-    Examples
-    --------
-    >>> from skdbal.experiments.quickstart import load_digits_images
-    >>> X_pool, X_test, y_pool, y_test = load_digits_images()
-    >>> X_pool.shape, X_test.shape, X_pool.dtype, float(X_pool.max())
-    ((1297, 8, 8), (500, 8, 8), dtype('float32'), 1.0)
-    """
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
-    return train_test_split(X, y, test_size=test_size, stratify=y, random_state=random_state)
-
 
 def digits_classifier(random_state: Optional[int] = None, **params) -> MCDropoutClassifier:
     """The Bayesian CNN configured for 8×8 digits and tiny labelled sets.

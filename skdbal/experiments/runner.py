@@ -182,7 +182,7 @@ def load_data(dataset: str, data_home: Optional[str] = None):
                                      random_state=20190618)
         return X_rep, y_rep, X_test, y_test
     if dataset == "digits":
-        from .quickstart import load_digits_images
+        from .data import load_digits_images
 
         X_pool, X_test, y_pool, y_test = load_digits_images()
         return X_pool, y_pool, X_test, y_test

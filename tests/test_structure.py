@@ -1,0 +1,77 @@
+"""The package's house rules: imports point one way, sources are cited by name, checks live in one place."""
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+
+import skdbal
+import skdbal.experiments
+
+PACKAGE = Path(skdbal.__file__).resolve().parent
+
+
+def _intra_package_imports(path: Path, module: str, package: str) -> set:
+    """The modules of ``package`` that ``module`` (the file ``path``) imports,
+    at any level: module level, in functions, in ``if`` blocks."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolved against the module's package
+                base = module.rsplit(".", node.level)[0]
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            names = [target] + [f"{target}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:  # ``from . import runner`` names the module runner, not the package
+            if name.startswith(package + ".") and name.count(".") == package.count(".") + 1:
+                found.add(name)
+    found.discard(module)
+    return found
+
+
+def test_every_experiments_module_imports():
+    names = [m.name for m in pkgutil.iter_modules(skdbal.experiments.__path__, "skdbal.experiments.")]
+    assert {"skdbal.experiments.runner", "skdbal.experiments.report", "skdbal.experiments.quickstart"} <= set(names)
+    for name in names:
+        if name != "skdbal.experiments.__main__":
+            importlib.import_module(name)
+
+
+def test_the_experiments_package_has_no_import_cycle():
+    package = "skdbal.experiments"
+    folder = PACKAGE / "experiments"
+    graph = {f"{package}.{p.stem}": _intra_package_imports(p, f"{package}.{p.stem}", package)
+             for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {m: {t for t in targets if t in graph} for m, targets in graph.items()}
+    assert graph["skdbal.experiments.runner"], "the scan must see the runner's imports"
+
+    def cycle_from(start):
+        stack, path = [(start, iter(sorted(graph[start])))], [start]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+            elif child == start:
+                return path + [start]
+            elif child not in path:
+                stack.append((child, iter(sorted(graph[child]))))
+                path.append(child)
+        return None
+
+    cycles = [c for c in map(cycle_from, sorted(graph)) if c]
+    assert not cycles, "import cycles (function-level imports included): " + "; ".join(
+        " -> ".join(m.rsplit(".", 1)[1] for m in c) for c in cycles)
+
+
+def test_the_cycle_scan_sees_function_level_imports(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("def f():\n    from .b import g\n    from . import c\n    from .. import nets\n")
+    assert _intra_package_imports(path, "pkg.sub.a", "pkg.sub") == {"pkg.sub.b", "pkg.sub.c"}
+
