@@ -110,25 +110,89 @@ def test_ece_bad_input(y, proba, kwargs, match):
         expected_calibration_error(y, proba, **kwargs)
 
 
+def _ece_by_definition(y, proba, n_bins):
+    """Top-label ECE written out bin by bin from Guo et al.'s definition: bins ((m−1)/M, m/M]."""
+    conf, right = proba.max(axis=1).astype(float), proba.argmax(axis=1) == y
+    total = 0.0
+    for m in range(1, n_bins + 1):
+        inside = (conf <= m / n_bins) & ((conf > (m - 1) / n_bins) if m > 1 else True)
+        if inside.any():
+            total += inside.sum() * abs(right[inside].mean() - conf[inside].mean())
+    return total / len(y)
+
+
+def _platt(f, positive):
+    """Platt (1999) scaling fitted from scratch: p = 1 / (1 + exp(a·f + b)), cross-entropy against his
+    prior-corrected targets (N₊ + 1) / (N₊ + 2) and 1 / (N₋ + 2), minimised by BFGS from a = 0."""
+    from scipy.optimize import minimize
+    from scipy.special import expit
+
+    f = f.astype(float)
+    n_pos, n_neg = positive.sum(), (~positive).sum()
+    t = np.where(positive, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+    def loss_grad(ab):
+        z = -(ab[0] * f + ab[1])                    # p = expit(z)
+        loss = np.sum(np.logaddexp(0, z) - t * z)   # −t log p − (1 − t) log(1 − p)
+        dz = expit(z) - t
+        return loss, np.array([-np.sum(dz * f), -np.sum(dz)])
+
+    a, b = minimize(loss_grad, [0.0, np.log((n_neg + 1) / (n_pos + 1))], jac=True, method="BFGS",
+                    options={"gtol": 1e-10}).x
+    return lambda g: expit(-(a * g.astype(float) + b))
+
+
+def _temperature(p_cal, y_cal, eps=1e-12):
+    """Temperature scaling (Guo et al., 2017) fitted from scratch: softmax(β · log p), β minimising the
+    calibration set's mean negative log-likelihood."""
+    from scipy.optimize import minimize_scalar
+    from scipy.special import log_softmax
+
+    logp = np.log(p_cal.astype(float) + eps)
+
+    def nll(log_beta):
+        return -log_softmax(np.exp(log_beta) * logp, axis=1)[np.arange(len(y_cal)), y_cal].mean()
+
+    beta = np.exp(minimize_scalar(nll, bounds=(-10, 10), method="bounded", options={"xatol": 1e-12}).x)
+    return lambda p: np.exp(log_softmax(beta * np.log(p.astype(float) + eps), axis=1))
+
+
 @pytest.mark.parametrize("method", ["temperature", "sigmoid"])
 def test_calibrated_classifier_cv_around_the_mc_net(digits, small_net, method):
+    """scikit-learn's calibrators read our net as any classifier: its calibrated probabilities equal the
+    calibration method refitted here on the net's own predict_proba, and the ECE is the definition's."""
     from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.frozen import FrozenEstimator
     from sklearn.model_selection import train_test_split
 
     X, y = digits
     X_train, X_cal, y_train, y_cal = train_test_split(X[:600], y[:600], test_size=0.5, random_state=0,
                                                       stratify=y[:600])
+    X_test, y_test = X[600:900], y[600:900]
     net = small_net(max_epochs=8).fit(X_train, y_train)
-    from sklearn.frozen import FrozenEstimator
-
     calibrated = CalibratedClassifierCV(FrozenEstimator(net), method=method).fit(X_cal, y_cal)
-    proba = calibrated.predict_proba(X[600:900])
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
-    before = expected_calibration_error(y[600:900], net.predict_proba(X[600:900]), classes=net.classes_)
-    after = expected_calibration_error(y[600:900], proba, classes=calibrated.classes_)
-    assert 0 <= after <= 1 and 0 <= before <= 1
-    if method == "temperature":  # one parameter: the ranking, hence the accuracy, is unchanged
-        np.testing.assert_array_equal(proba.argmax(1), net.predict_proba(X[600:900]).argmax(1))
+    proba = calibrated.predict_proba(X_test)
+
+    p_cal, p_test = net.predict_proba(X_cal), net.predict_proba(X_test)
+    if method == "sigmoid":   # one-vs-rest Platt scaling of each column, then rows renormalised
+        expected = np.column_stack([_platt(p_cal[:, k], y_cal == c)(p_test[:, k])
+                                    for k, c in enumerate(net.classes_)])
+        expected /= expected.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(proba, expected, atol=2e-4)
+    else:                      # one inverse temperature for all classes: the ranking is unchanged
+        expected = _temperature(p_cal, y_cal)(p_test)
+        np.testing.assert_allclose(proba, expected, atol=1e-4)   # theirs runs in float32: 2e-5 apart
+        np.testing.assert_array_equal(proba.argmax(1), p_test.argmax(1))
+        # β = 1 is a candidate, so the fitted one cannot raise the calibration set's NLL
+        nll = lambda p: -np.log(p[np.arange(len(y_cal)), y_cal]).mean()   # noqa: E731
+        assert nll(calibrated.predict_proba(X_cal)) <= nll(p_cal.astype(float)) + 1e-9
+    assert np.abs(proba - p_test).max() > 0.01   # calibration changed something
+    assert calibrated.score(X_test, y_test) > 0.6  # columns and labels line up (the net alone: 0.76; chance 0.1)
+
+    before = expected_calibration_error(y_test, p_test, classes=net.classes_)
+    after = expected_calibration_error(y_test, proba, classes=calibrated.classes_)
+    assert before == pytest.approx(_ece_by_definition(y_test, p_test, 15), abs=1e-12)
+    assert after == pytest.approx(_ece_by_definition(y_test, proba, 15), abs=1e-12)
 
 
 def test_reliability_diagram_points_and_one_diagonal_per_axes():
