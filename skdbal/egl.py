@@ -1,4 +1,4 @@
-"""Expected gradient length for regression, in closed form (seed 004).
+"""Expected gradient length for regression, in closed form (Shukla, 2022).
 
 For a regression network ``f_z`` trained with the squared loss
 ``l = ½‖y − f_z(x)‖²``, the gradient at a new label is
@@ -11,13 +11,18 @@ members). In closed form:
 ``EGL(x) = tr(G(x) S(x))``, with ``G_{dd'} = ⟨∇_θ f_z,d, ∇_θ f_z,d'⟩`` the
 Gram matrix of the output gradients and
 ``S = (1/K) Σ_k [diag σ_k² + (μ_k − f_z)(μ_k − f_z)ᵀ]`` the expected outer
-product of the residual. For one output it is seed 004's
+product of the residual. For one output it is Shukla's (2022)
 ``‖∇_θ f_z(x)‖² · (1/K) Σ_k [σ_k²(x) + (μ_k(x) − f_z(x))²]``: the gradient's
 length times the predictive variance around ``f_z`` (aleatoric plus
 epistemic), which is why EGL and Bayesian uncertainty are "two sides of the
-same coin".
+same coin" [1]_.
 
 Plain NumPy over arrays; the gradients come from the network.
+
+References
+----------
+.. [1] M. Shukla, "Bayesian uncertainty and expected gradient length —
+   regression: two sides of the same coin?", WACV 2022, arXiv:2104.09493.
 
 Examples
 --------
@@ -66,8 +71,8 @@ def expected_gradient_length(gram, means, variances=None, *, reference=None) -> 
     ----------
     .. [1] W. Cai, Y. Zhang and J. Zhou, "Maximizing expected model change
        for active learning in regression", ICDM 2013.
-    .. [2] "Bayesian uncertainty and expected gradient length — regression:
-       two sides of the same coin?" (seed 004 of this project).
+    .. [2] M. Shukla, "Bayesian uncertainty and expected gradient length —
+       regression: two sides of the same coin?", WACV 2022, arXiv:2104.09493.
 
     Examples
     --------

@@ -2,8 +2,8 @@
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
-
 
 import skdbal
 import skdbal.experiments
@@ -75,3 +75,12 @@ def test_the_cycle_scan_sees_function_level_imports(tmp_path):
     path.write_text("def f():\n    from .b import g\n    from . import c\n    from .. import nets\n")
     assert _intra_package_imports(path, "pkg.sub.a", "pkg.sub") == {"pkg.sub.b", "pkg.sub.c"}
 
+
+def test_no_docstring_cites_a_seed_by_number():
+    """Sources are cited by author, title and year, never as the seed files ("seed 004") they came in:
+    grep-style over the whole package source, docstrings, comments and messages alike."""
+    offenders = [f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 for number, line in enumerate(path.read_text().splitlines(), 1)
+                 if re.search(r"\bseed\s+00\d", line, re.IGNORECASE)]
+    assert not offenders, "\n".join(offenders)

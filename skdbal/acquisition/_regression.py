@@ -89,7 +89,7 @@ class ExpectedGradientLength(Strategy):
 
     EGL (Cai et al., 2013) scores a pool point by the expected squared norm
     of the gradient that its label would give the squared loss, the label
-    drawn from the model's own predictive distribution. Seed 004's closed
+    drawn from the model's own predictive distribution. Shukla's (2022) closed
     form, :func:`skdbal.egl.expected_gradient_length`, is
     ``tr(G(x) S(x))``: ``G`` the Gram matrix of the output gradients of the
     network with dropout off, ``S`` the expected outer product of the
@@ -112,6 +112,8 @@ class ExpectedGradientLength(Strategy):
     ----------
     .. [1] W. Cai, Y. Zhang and J. Zhou, "Maximizing expected model change
        for active learning in regression", ICDM 2013.
+    .. [2] M. Shukla, "Bayesian uncertainty and expected gradient length —
+       regression: two sides of the same coin?", WACV 2022, arXiv:2104.09493.
 
     Examples
     --------

@@ -252,9 +252,9 @@ PRESETS = {
         n_samples=64,
         selection="best_valid_loss",
         notes=(
-            "Seed 001's reproduction: LeNet-5 with dropout, 1,000 validation points for "
+            "Pilz's (2025) reproduction: LeNet-5 with dropout, 1,000 validation points for "
             "best-validation-loss selection over 400 full-batch epochs, AdamW (lr 1e-3, weight decay "
-            "0.01), 5,000 pool points scored per step, T=64. Seed 001 tested on 3,000 random test "
+            "0.01), 5,000 pool points scored per step, T=64. Pilz tested on 3,000 random test "
             "images; we keep the full 10k test set (set n_test=3000 to match)."
         ),
     ),

@@ -392,7 +392,7 @@ def _weight_sweep(rows: List[dict]) -> Tuple[np.ndarray, Dict[float, Tuple[str, 
 
 
 def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((1, 5), (1, 10))) -> str:
-    """Seed 000's Fig 7 as a table: the accuracy that a diversity weight adds
+    """Fig 7 of Anonymous (n.d.) as a table: the accuracy that a diversity weight adds
     to its base strategy, paired seed by seed.
 
     For each ``diverse(base,weight)`` of the grid (and the base itself as
@@ -435,7 +435,7 @@ def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((
 
 def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
                            title: str = "") -> "Optional[Figure]":
-    """Seed 000's Fig 7: accuracy gain of each diversity weight over its base
+    """Fig 7 of Anonymous (n.d.): accuracy gain of each diversity weight over its base
     strategy (mean over seeds of the seed-by-seed difference, percentage
     points) against labelled images, over the first ``first_steps`` steps
     (left) and the whole run (right). Negative weights are blue, positive
@@ -702,8 +702,8 @@ def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figur
     return _save(fig, path)
 
 
-#: Seed 000's rejects per acquisition step (its Tables 2 and 3, its own
-#: thresholds), by (strategy, noise rate), beside ours in :func:`noise_markdown`.
+#: The rejects per acquisition step of Anonymous (n.d., Tables 2 and 3, its
+#: own thresholds), by (strategy, noise rate), beside ours in :func:`noise_markdown`.
 SEED000_REJECTS = {("filter(bald,dynamic)", 0.0): 0.39, ("filter(bald,dynamic)", 0.1): 1.47,
                    ("filter(bald,dynamic)", 0.2): 2.98, ("filter(bald,dynamic)", 0.3): 4.96,
                    ("filter(bald,0.1)", 0.2): 3.18, ("filter(bald,0.25)", 0.2): 5.10}
@@ -799,7 +799,7 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
 
 def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald", "filter(bald,dynamic)", "random"),
                       title: str = "", color_strategies: Optional[Sequence[str]] = None) -> "Optional[Figure]":
-    """Seed 000's Figs 4 and 5: test accuracy (mean ± std over seeds) of
+    """Figs 4 and 5 of Anonymous (n.d.): test accuracy (mean ± std over seeds) of
     ``strategies``, one panel per noise rate (rows without one count as
     clean). Colours are assigned over ``color_strategies`` (default:
     ``strategies``), as in :func:`plot_curves`.
