@@ -126,6 +126,40 @@ def test_random_strategy_with_learner(flat_digits):
     learner = ActiveLearner(LogisticRegression(max_iter=300), random_sampling, random_state=1, verbose=False)
     h = learner.simulate(X[:500], y[:500], n_queries=2, n_instances=3, initial_idx=np.arange(30))
     assert [r["n_labels"] for r in h] == [30, 33, 36]
+    # by hand: each query draws one seed from the learner's generator (RandomState(1): the initial set is
+    # given, so nothing else draws); the strategy scores the unlabelled rows, in pool order, uniformly
+    # from that seed, and takes the 3 largest
+    gen, labelled = np.random.RandomState(1), list(range(30))
+    for r in h[1:]:
+        unlabelled = np.setdiff1d(np.arange(500), labelled)
+        scores = np.random.RandomState(gen.randint(2**31 - 1)).random_sample(len(unlabelled))
+        expected = unlabelled[np.argsort(-scores)[:3]]
+        np.testing.assert_array_equal(r["query_indices"], expected)
+        labelled += expected.tolist()
+    np.testing.assert_array_equal(learner.labelled_idx_, labelled)
+    np.testing.assert_array_equal(learner.y_training_, y[labelled])   # the oracle's labels, in order
+    np.testing.assert_array_equal(learner.X_training_, X[labelled])
+
+
+def test_each_query_takes_the_strategy_s_top_scores(flat_digits):
+    """Step by step, the learner queries the unlabelled rows with the largest entropy of the model it
+    holds, computed here by hand, and is taught the oracle's labels for them."""
+    X, y = flat_digits
+    pool_X, pool_y = X[:400], y[:400]
+    learner = lr_learner()
+    learner.simulate(pool_X, pool_y, n_queries=0, initial_idx=np.arange(0, 400, 40))
+    for step in (1, 2, 3):
+        labelled = learner.labelled_idx_.copy()
+        unlabelled = np.setdiff1d(np.arange(400), labelled)
+        p = learner.estimator_.predict_proba(pool_X[unlabelled])
+        entropy = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0), axis=1)
+        expected = unlabelled[np.argsort(-entropy, kind="stable")[:4]]
+        row = learner.simulate(pool_X, pool_y, n_queries=1, n_instances=4, warm_start=True)[-1]
+        assert row["step"] == step
+        np.testing.assert_array_equal(row["query_indices"], expected)
+        np.testing.assert_array_equal(learner.labelled_idx_, np.r_[labelled, expected])
+        np.testing.assert_array_equal(learner.y_training_, pool_y[learner.labelled_idx_])
+        np.testing.assert_array_equal(learner.X_training_, pool_X[learner.labelled_idx_])
 
 
 def test_delegation(small_net, fitted_net, digits):
