@@ -1,7 +1,7 @@
 """Input checks shared by the strategies and the learner (package-internal)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 from sklearn.utils import _safe_indexing
@@ -69,10 +69,14 @@ def check_n_instances(n_instances, n_pool: int) -> int:
     return int(n_instances)
 
 
-def check_positive_int(value, name: str) -> int:
-    """``value`` as an int >= 1, else a ValueError naming ``name``."""
+def check_positive_int(value, name: str, *, allow_none: bool = False) -> Optional[int]:
+    """``value`` as an int >= 1 (or None, with ``allow_none``), else a
+    ValueError naming ``name``: the package's one "int >= 1" check. A bool
+    is refused, although Python counts it as an int."""
+    if allow_none and value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+        raise ValueError(f"{name} must be {'None or ' if allow_none else ''}an int >= 1; got {value!r}")
     return int(value)
 
 

@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import linear_posterior as posterior
+from ._validation import check_positive_int
 
 __all__ = ["BayesianLinearRegression"]
 
@@ -165,8 +166,7 @@ class BayesianLinearRegression(RegressorMixin, BaseEstimator):
             if value < np.finfo(float).tiny:  # subnormal: its reciprocal overflows
                 raise ValueError(f"{name} must be at least {np.finfo(float).tiny:.3g} (the smallest normal "
                                  f"float), got {value!r}")
-        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1:
-            raise ValueError(f"max_iter must be a positive int, got {self.max_iter!r}")
+        check_positive_int(self.max_iter, "max_iter")
         cov = self.output_covariance
         if isinstance(cov, str):
             if cov not in ("identity", "residual"):

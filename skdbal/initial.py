@@ -55,8 +55,7 @@ def balanced_random(y, n_per_class: int = 2, random_state=None) -> np.ndarray:
     6
     """
     y = column_or_1d(y)
-    if isinstance(n_per_class, bool) or not isinstance(n_per_class, (int, np.integer)) or n_per_class < 1:
-        raise ValueError(f"n_per_class must be an int >= 1; got {n_per_class!r}")
+    check_positive_int(n_per_class, "n_per_class")
     if len(y) == 0:
         raise ValueError("y is empty")
     rng = check_random_state(random_state)

@@ -9,8 +9,8 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from ._validation import (check_candidates, check_n_instances, check_pool, concat_rows, is_frame, pool_kwargs,
-                          take_rows)
+from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, is_frame,
+                          pool_kwargs, take_rows)
 from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
 from .loop import ActiveLearningLoop
@@ -202,9 +202,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _check_params(self):
         if self.retrain not in ("scratch", "warm"):
             raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
-        ps = self.pool_subsample
-        if ps is not None and (isinstance(ps, bool) or not isinstance(ps, (int, np.integer)) or ps < 1):
-            raise ValueError(f"pool_subsample must be None or an int >= 1; got {ps!r}")
+        check_positive_int(self.pool_subsample, "pool_subsample", allow_none=True)
         self._strategy()  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")

@@ -10,21 +10,14 @@ skorch nets.
 """
 from __future__ import annotations
 
-import numbers
 from typing import Iterator, Optional
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ._validation import check_positive_int
+
 __all__ = ["FixedLengthLoader", "FixedLengthSampler"]
-
-
-def _check_count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int; got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1; got {value!r}")
-    return int(value)
 
 
 class FixedLengthSampler(Sampler):
@@ -60,8 +53,8 @@ class FixedLengthSampler(Sampler):
     """
 
     def __init__(self, n: int, n_samples: int, generator: Optional[torch.Generator] = None):
-        self.n = _check_count("n (the number of items)", n)
-        self.n_samples = _check_count("n_samples (draws per epoch)", n_samples)
+        self.n = check_positive_int(n, "n (the number of items)")
+        self.n_samples = check_positive_int(n_samples, "n_samples (draws per epoch)")
         self.generator = generator
 
     def __len__(self) -> int:

@@ -22,6 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
+from ._validation import check_positive_int
 from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
@@ -608,9 +609,7 @@ class _MCDropoutNet:
     def _n_passes(self, n_samples=None) -> int:
         """The number of MC passes ``T``: ``n_samples``, or the parameter; checked."""
         T = self.n_samples if n_samples is None else n_samples
-        if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-            raise ValueError(f"n_samples (the number of MC passes T) must be an int >= 1; got {T!r}")
-        return int(T)
+        return check_positive_int(T, "n_samples (the number of MC passes T)")
 
     def _train_loop(self, X, y, routing_method: str, **fit_params):
         """skorch's ``partial_fit``, but a Ctrl-C (SIGINT) stops the program.

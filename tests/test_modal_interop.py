@@ -48,11 +48,26 @@ def test_modal_strategies_inside_our_learner(strategy, measure, digits):
 
 
 def test_modal_strategy_in_our_simulation_with_mc_net(small_net, digits):
+    """Step by step, modAL's uncertainty sampling picks the unlabelled rows whose top class the held net
+    is least sure of, computed here by hand (1 − max p), and the learner is taught their labels."""
     X, y = digits
+    pool_X, pool_y = X[:300], y[:300]
     learner = ActiveLearner(small_net(max_epochs=2), uncertainty_sampling, random_state=0, verbose=False)
-    history = learner.simulate(X[:300], y[:300], n_queries=2, n_instances=3)
+    history = learner.simulate(pool_X, pool_y, n_queries=0)
+    for step in (1, 2):
+        labelled = learner.labelled_idx_.copy()
+        unlabelled = np.setdiff1d(np.arange(300), labelled)
+        uncertainty = 1 - learner.estimator_.predict_proba(pool_X[unlabelled]).max(axis=1)
+        order = np.argsort(-uncertainty, kind="stable")
+        assert uncertainty[order[2]] > uncertainty[order[3]]   # no tie at the cut: the top 3 are one set
+        expected = unlabelled[order[:3]]
+        history = learner.simulate(pool_X, pool_y, n_queries=1, n_instances=3, warm_start=True)
+        assert history[-1]["step"] == step
+        # modAL's multi_argmax returns the top 3 in no particular order
+        assert sorted(np.asarray(history[-1]["query_indices"]).tolist()) == sorted(expected.tolist())
+        np.testing.assert_array_equal(learner.labelled_idx_[:-3], labelled)
+        np.testing.assert_array_equal(learner.y_training_, pool_y[learner.labelled_idx_])
     assert [r["n_labels"] for r in history] == [20, 23, 26]
-    assert len(set(learner.labelled_idx_.tolist())) == 26
 
 
 def test_noise_filter_through_modal_query_with_y_pool(fitted_net, digits):
