@@ -64,15 +64,16 @@ def _experiment(args) -> int:
         overrides = _parse_overrides(args.set)
         if args.dataset is not None:
             overrides["dataset"] = args.dataset
-        preset = get_preset(args.preset, **overrides)
+        get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
         raise ValueError(str(exc)) from None
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
-    run_grid(preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
+    # the preset by name and the --set values as overrides, so that grid.json records them as given
+    run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
              ensemble=args.ensemble, n_jobs=args.n_jobs,
-             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device)
+             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device, **overrides)
     from .report import write_report
 
     paths = write_report(args.out)

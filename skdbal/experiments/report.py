@@ -17,6 +17,7 @@ References
 """
 from __future__ import annotations
 
+import csv
 import json
 import os
 import warnings
@@ -105,7 +106,8 @@ def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
         f"{value:.1f} ({value - n_initial:.1f})"
 
 
-def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000, anchors: bool = True) -> str:
+def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000, anchors: bool = True,
+                   end_labels: Optional[int] = None) -> str:
     """The Table 1 equivalent: labels to 90% and 95% accuracy, both methods, and
     accuracy at ``at_labels`` labels, beside the anchors.
 
@@ -115,7 +117,10 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     counted and the others are listed as in progress, so that a run that has
     just started does not blank out the finished ones. ``anchors=False``
     leaves out the published columns (for runs under other conditions, such
-    as label noise).
+    as label noise). ``end_labels``, the labels at which the grid's runs end
+    (``n_initial + n_queries · n_instances``), says whether a run without
+    ``at_labels`` labels is still to reach them or ends before by design;
+    without it the cell gives where the runs stop.
 
     Examples
     --------
@@ -130,6 +135,10 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     |---|---|---|---|---|---|---|---|
     | BALD | bayesian | 2 (2, 2) | 40 (20) | 35 (15) ± 5.0 | > 40 | 1/2 runs reached | 94.00 ± 2.00% |
     | Random | bayesian | 1 (2) | > 40 | 0/1 runs reached | > 40 | 0/1 runs reached | 85.00 ± 0.00% |
+    >>> print(table_markdown(rows, at_labels=1000, anchors=False, end_labels=40).splitlines()[2])
+    | BALD | bayesian | 2 (2, 2) | 40 (20) | 35 (15) ± 5.0 | > 40 | 1/2 runs reached | n/a (runs end at 40 labels) |
+    >>> print(table_markdown(rows, at_labels=1000, anchors=False, end_labels=1020).splitlines()[2])
+    | BALD | bayesian | 2 (2, 2) | 40 (20) | 35 (15) ± 5.0 | > 40 | 1/2 runs reached | n/a (not reached yet) |
     """
     groups = group_runs(rows)
     lines = [
@@ -154,7 +163,8 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
             else:
                 cells.append(f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
         mean, std = accuracy_at(runs, at_labels)
-        acc = "n/a (not reached yet)" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%"
+        acc = _missing_accuracy(labels[-1], at_labels, end_labels) if np.isnan(mean) else \
+            f"{100 * mean:.2f} ± {100 * std:.2f}%"
         published = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
         anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in published]
         steps = ", ".join(str(len(r) - 1) for r in runs)
@@ -164,6 +174,16 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
                      + " | ".join(cells) + f" | {acc} |" + (" " + " | ".join(anchor_cells) + " |" if anchors else ""))
     return "\n".join(lines)
+
+
+def _missing_accuracy(last_labels: int, at_labels: int, end_labels: Optional[int]) -> str:
+    """Why a table has no accuracy at ``at_labels``: the runs end before by
+    design (``end_labels``), have not got there yet, or have no step there."""
+    if last_labels >= at_labels:
+        return f"n/a (no step at {at_labels} labels)"
+    if end_labels is None:
+        return f"n/a (the runs stop at {last_labels} labels)"
+    return f"n/a (runs end at {end_labels} labels)" if end_labels < at_labels else "n/a (not reached yet)"
 
 
 def deterministic_markdown(rows: List[dict], n_initial: int = 20,
@@ -719,6 +739,47 @@ def _excess(per_step: float, optimal: float) -> str:
     return f"{100 * (per_step / optimal - 1):+.0f}%" if optimal else f"+{per_step:.2f}"
 
 
+def _seed_list(seeds) -> str:
+    seeds = sorted(seeds)
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
+
+
+def _devices_by_seed(runs) -> str:
+    """The device of a group's runs: ``"cpu"``, or ``"cpu (seed 1), cuda (seeds 2, 3)"``."""
+    seeds = defaultdict(set)
+    for run in runs:
+        seeds[run[0].get("device", "unknown")].add(run[0]["seed"])
+    if len(seeds) == 1:
+        return next(iter(seeds))
+    return ", ".join(f"{device} ({_seed_list(s)})" for device, s in sorted(seeds.items(), key=lambda kv: min(kv[1])))
+
+
+def _device_note(runs_by_name: Dict[str, List[List[dict]]]) -> str:
+    """Which of the runs ran on which device, for a figure that sets them side
+    by side: ``""`` when they carry no device or share one, else by seed
+    (``"seed 1: cpu; seeds 2, 3: cuda"``) when every seed ran on one device,
+    else by name (``"BALD, Random: cpu; filter(bald,batch): cuda"``)."""
+    device = {(name, run[0]["seed"]): run[0]["device"] for name, runs in runs_by_name.items() for run in runs
+              if "device" in run[0]}
+    if len(set(device.values())) < 2:
+        return ""
+    by_seed, by_name = defaultdict(set), defaultdict(set)
+    for (name, seed), d in device.items():
+        by_seed[seed].add(d)
+        by_name[name].add(d)
+    if all(len(d) == 1 for d in by_seed.values()):
+        groups = defaultdict(set)
+        for seed, (d,) in by_seed.items():
+            groups[d].add(seed)
+        return "; ".join(f"{_seed_list(s)}: {d}" for d, s in sorted(groups.items(), key=lambda kv: min(kv[1])))
+    if all(len(d) == 1 for d in by_name.values()):
+        groups = defaultdict(list)
+        for name, (d,) in by_name.items():
+            groups[d].append(name)
+        return "; ".join(f"{', '.join(names)}: {d}" for d, names in groups.items())
+    return "; ".join(f"{name}: {_devices_by_seed(runs)}" for name, runs in runs_by_name.items())
+
+
 def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence = (500, 1000)) -> str:
     """Label-noise table: what the filters reject, per strategy and noise rate
     (Anonymous, n.d., Tables 2 and 3).
@@ -732,7 +793,10 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
     final training set, the mean threshold and noise estimate of the
     dynamic rule, Anonymous (n.d.)'s rejects per step where it reports them
     (:data:`SEED000_REJECTS`), and test accuracy at ``at_labels``. Rows
-    without a noise rate count as clean (0%).
+    without a noise rate count as clean (0%). Where the rows carry the
+    ``device`` of their run (:func:`write_report` adds it from the run
+    files), a last column says which seeds ran on which device, since runs
+    of one seed on a CPU and on a GPU give different numbers.
 
     Examples
     --------
@@ -754,6 +818,9 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
              "flipped acquired / step | flipped in training set | mean τ | mean ε̂ | "
              "Anonymous (n.d.): rejects / step | " + " | ".join(f"accuracy at {n}" for n in at_labels) + " |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(at_labels)]
+    with_devices = any("device" in r for r in rows)
+    if with_devices:
+        lines = [lines[0] + " device |", lines[1] + "---|"]
     for rate in sorted({_rate(r) for r in rows}):
         groups = group_runs([r for r in rows if _rate(r) == rate])
         for key in sorted(groups, key=_sort_key):
@@ -791,6 +858,8 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
             for n in at_labels:
                 mean, std = accuracy_at(runs, n)
                 cells.append("n/a" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%")
+            if with_devices:
+                cells.append(_devices_by_seed(runs))
             done = ", ".join(str(len(r) - 1) for r in runs)
             lines.append(f"| {_LABEL.get(strategy, strategy)} | {100 * rate:g}% | {len(runs)} ({done}) | "
                          + " | ".join(cells) + " |")
@@ -802,7 +871,9 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     """Figs 4 and 5 of Anonymous (n.d.): test accuracy (mean ± std over seeds) of
     ``strategies``, one panel per noise rate (rows without one count as
     clean). Colours are assigned over ``color_strategies`` (default:
-    ``strategies``), as in :func:`plot_curves`.
+    ``strategies``), as in :func:`plot_curves`. Where the rows carry the
+    ``device`` of their run and the curves come from more than one device,
+    each panel's title says which runs ran where.
 
     Examples
     --------
@@ -821,14 +892,17 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
     matplotlib.use("Agg")
     rates = sorted({_rate(r) for r in rows})
     fig, axes = _noise_panels(rates, legend_width=2.2)
-    lows, highs, handles = [], [], {}
+    lows, highs, handles, panels = [], [], {}, []
     for ax, rate in zip(axes, rates):
         groups = group_runs([r for r in rows if _rate(r) == rate])
+        plotted = {}
+        panels.append(plotted)
         for key in sorted(groups, key=_sort_key):
             strategy, variant = key[1], key[2]
             if variant != "bayesian" or strategy not in strategies:
                 continue
             runs = _longest(groups[key])
+            plotted[_LABEL.get(strategy, strategy)] = runs
             labels, acc = curves_from_histories(runs)
             mean, std = acc.mean(axis=0), acc.std(axis=0)
             color = _color(strategy, sorted(color_strategies if color_strategies is not None else strategies))
@@ -837,6 +911,13 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
             lows.append(mean - std)
             highs.append(mean + std)
+    devices = {run[0]["device"] for plotted in panels for runs in plotted.values() for run in runs
+               if "device" in run[0]}
+    for ax, plotted in zip(axes, panels):
+        if len(devices) > 1:  # runs of one seed differ between a CPU and a GPU: say which ran where
+            note = _device_note(plotted) or "all on " + ", ".join(
+                {run[0]["device"] for runs in plotted.values() for run in runs})
+            ax.set_title(ax.get_title() + "\n" + note.replace("; ", "\n"), fontsize=8)
     axes[0].set_ylabel("test accuracy (mean ± std over seeds)")
     if lows:
         axes[0].set_ylim(*_data_ylim(lows, highs))
@@ -965,14 +1046,17 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     ['learning_curves.png', 'table.md']
     """
     out_dir = Path(out_dir)
-    rows = _read_grid_rows(out_dir)
+    rows = _with_devices(_read_grid_rows(out_dir), out_dir)
     preset = _grid_preset(out_dir)
     n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
+    end_labels = None
     if preset.get("n_queries") is not None:  # steps beyond the grid's latest protocol (a longer earlier run)
         rows = [r for r in rows if r["step"] <= preset["n_queries"]]
+        end_labels = n_initial + preset["n_queries"] * n_instances
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
-        return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"))
+        return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
+                                  end_labels)
     paths = []
     for rate in noisy:  # one table and figure per noise rate; the clean rows go on as usual
         part = [r for r in rows if r["noise_rate"] == rate]
@@ -983,10 +1067,11 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
             f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
             "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
             "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
-            "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False) + "\n")
+            "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False, end_labels=end_labels) + "\n")
         figure = out_dir / f"{name}_curves.png"
+        note = _device_note({key[1]: runs for key, runs in group_runs(part).items()})
         plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                        "(mean ± std over seeds)",
+                                        "(mean ± std over seeds)" + (f"\n{note}" if note else ""),
                     color_strategies={r["strategy"] for r in rows if r["noise_rate"]})
         paths += [table, figure]
     flipped = out_dir / "noise_flipped.png"
@@ -998,7 +1083,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         reached = max(r["n_labels"] for r in noisy_rows)
         wanted = {(r["preset"], r["strategy"], r["variant"]) for r in noisy_rows} \
             - {(r["preset"], r["strategy"], r["variant"]) for r in rows if not r["noise_rate"]}
-        levels += [r for r in read_results(Path(clean_dir) / "results.csv")
+        levels += [r for r in _with_devices(read_results(Path(clean_dir) / "results.csv"), Path(clean_dir))
                    if not r.get("noise_rate") and (r["preset"], r["strategy"], r["variant"]) in wanted
                    and r["n_labels"] <= reached]
     if len({_rate(r) for r in levels}) > 1:
@@ -1019,13 +1104,42 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     rows = [r for r in rows if not r["noise_rate"]]
     if not rows:
         return paths
-    return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"))
+    return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
+                                      end_labels)
 
 
 _DATASET_LABEL = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "digits": "digits"}
 
 
-def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset: str = "MNIST") -> List[Path]:
+def _run_devices(out_dir: Path) -> Dict[tuple, str]:
+    """``{(preset, strategy, variant, seed, noise rate): device}`` of the runs
+    in ``out_dir/runs``, from each run's file (``"unknown"`` where it records
+    no device); the key is read from the first row of the run's CSV."""
+    devices = {}
+    for config_path in sorted((out_dir / "runs").glob("*.json")):
+        try:
+            device = json.loads(config_path.read_text()).get("device", "unknown")
+            with open(config_path.with_suffix(".csv"), newline="") as f:
+                first = next(csv.DictReader(f))
+            key = (first["preset"], first["strategy"], first["variant"], int(first["seed"]),
+                   float(first.get("noise_rate") or 0.0))
+        except (OSError, ValueError, KeyError, StopIteration):
+            continue  # a run without rows, or damaged: nothing of it is reported
+        devices[key] = device
+    return devices
+
+
+def _with_devices(rows: List[dict], out_dir: Path) -> List[dict]:
+    """``rows``, each with the ``device`` of its run where the run files record one."""
+    devices = _run_devices(out_dir)
+    if not devices:
+        return rows
+    return [{**r, "device": devices.get((r["preset"], r["strategy"], r["variant"], r["seed"], _rate(r)), "unknown")}
+            for r in rows]
+
+
+def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset: str = "MNIST",
+                       end_labels: Optional[int] = None) -> List[Path]:
     """The report of rows without label noise (see :func:`write_report`)."""
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
@@ -1051,7 +1165,7 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
         "*step-average* is the mean over seeds of where each seed's curve first reaches it, ± the population "
         "standard deviation (Pilz, 2025, Appendix A, defines both). The last column is test accuracy at 1,000 "
         "labels; the published columns give acquired images, as the papers report them.\n\n"
-        + table_markdown(rows, n_initial) + "\n"
+        + table_markdown(rows, n_initial, end_labels=end_labels) + "\n"
     )
     paths.append(table)
     curves = out_dir / "learning_curves.png"

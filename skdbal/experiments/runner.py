@@ -689,7 +689,7 @@ _FREE_FIELDS = ("n_queries", "notes")
 
 
 #: Run-file keys recorded for the record, not compared when resuming.
-_RECORDED_ONLY = ("torch_threads", "strategy_object", "device")
+_RECORDED_ONLY = ("torch_threads", "strategy_object", "device", "device_steps")
 
 
 def _check_run_config(spec: RunSpec, runs: Path) -> dict:
@@ -839,6 +839,7 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
         rows = _stored_rows(spec, runs, warn=warn)
         if _finished(spec, rows):
             return rows
+        _record_device(config_path, len(rows), device)
         message = _thread_mismatch(spec, runs, run_threads, rows) if warn else None
         if message:
             warnings.warn(message, RuntimeWarning)
@@ -847,6 +848,31 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
             return _run_steps(spec, out_dir, rows, data_home, verbose, device)
         finally:
             torch.set_num_threads(threads)
+
+
+def _record_device(config_path: Path, first_step: int, device: str) -> None:
+    """Record in a run's file that its steps from ``first_step`` on are computed on ``device``.
+
+    ``device`` names the run's device. When a run is resumed on another
+    device, or its file was written before the runner recorded devices (then
+    ``"unknown"`` for the steps before), ``device_steps`` lists
+    ``[first step, device]`` pairs and ``device`` spells them out, e.g.
+    ``"cpu (steps 0-11), cuda (steps 12-)"``; rows of one run then come from
+    two devices, which compute different numbers.
+    """
+    stored = json.loads(config_path.read_text())
+    steps = [list(s) for s in stored.get("device_steps") or [[0, stored.get("device", "unknown")]]
+             if s[0] < first_step]  # entries past first_step belong to dropped rows
+    if not steps or steps[-1][1] != device:
+        steps.append([first_step, device])
+    record = {"device": steps[0][1]} if len(steps) == 1 else {
+        "device": ", ".join(f"{d} (steps {a}-{'' if b is None else b - 1})"
+                            for (a, d), b in zip(steps, [s[0] for s in steps[1:]] + [None])),
+        "device_steps": steps}
+    if any(stored.get(key) != value for key, value in record.items()) or \
+            ("device_steps" in stored and "device_steps" not in record):
+        stored.pop("device_steps", None)
+        _atomic_write(config_path, json.dumps({**stored, **record}, indent=1).encode())
 
 
 def _stored_rows(spec: RunSpec, runs: Path, warn: bool = False) -> list:
@@ -1125,7 +1151,7 @@ def run_grid(
         initial set and every step's randomness).
     out_dir : path
         Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``
-        (the preset, the machine, and every call made on the folder). One
+        (the preset, the machines, and every call made on the folder). One
         grid at a time may write a folder: a second one raises RuntimeError.
     deterministic_baseline : bool, default=False
         Also run the ``mc_dropout=False`` baseline of Gal et al. (2017, §5.2)
@@ -1173,9 +1199,10 @@ def run_grid(
         Print one line per finished step of each run.
     device : str, default="cpu"
         torch device of the networks: ``"cpu"``, ``"cuda"``, or ``"auto"``
-        (CUDA when torch sees a GPU). Recorded in each run's JSON; a GPU's
-        kernels and random numbers differ from the CPU's, so rows computed
-        on one do not equal rows computed on the other.
+        (CUDA when torch sees a GPU). Recorded in ``grid.json`` and in each
+        run's JSON, with the steps of each device when a run is resumed on
+        another one; a GPU's kernels and random numbers differ from the
+        CPU's, so rows computed on one do not equal rows computed on the other.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
 
@@ -1272,8 +1299,8 @@ def run_grid(
         _record_invocation(out_dir, preset, {
             "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
-            "noise_rates": noise_rates, "initial_sets": initial_sets,
-            "n_jobs": n_jobs, "torch_threads": torch_threads})
+            "noise_rates": noise_rates, "initial_sets": initial_sets, "ensemble": int(ensemble),
+            "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides})
         jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False, device=device)
                 for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)
@@ -1282,8 +1309,9 @@ def run_grid(
 
 def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
     """Append this call (its arguments and preset, the machine, the time) to ``grid.json``,
-    which also holds the latest preset; earlier calls are kept, so the file
-    says how every run in the folder was started."""
+    which also holds the latest preset and every machine that made a call
+    (``machines``); earlier calls are kept, so the file says how every run in
+    the folder was started."""
     path = out_dir / "grid.json"
     meta = {}
     if path.exists():
@@ -1302,5 +1330,10 @@ def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
                "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
     invocation = {**invocation, "preset": preset.as_dict(), "machine": machine,
                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    meta = {"preset": preset.as_dict(), "machine": machine, "invocations": invocations + [invocation]}
+    invocations = invocations + [invocation]
+    machines = []
+    for entry in invocations:  # not only the latest: a folder's runs may come from several machines
+        if entry.get("machine") is not None and entry["machine"] not in machines:
+            machines.append(entry["machine"])
+    meta = {"preset": preset.as_dict(), "machines": machines, "invocations": invocations}
     _atomic_write(path, json.dumps(meta, indent=2, default=str).encode())

@@ -206,6 +206,66 @@ def test_grid_json_keeps_every_invocation(tmp_path):
     assert run_json["torch_threads"] == 1
 
 
+def test_grid_json_records_the_full_invocation(tmp_path):
+    """Every flag of the command is in grid.json (--ensemble, --device and the --set values were not), and
+    the top level names every machine that made a call, not only the latest (issue 27, item 19)."""
+    from skdbal.experiments.cli import main
+
+    out = tmp_path / "grid"
+    cli = [a for a in TINY_CLI if a != "--quiet"]
+    cli[cli.index("n_queries=6")] = "n_queries=1"
+    assert main(["experiment", "--preset", "gal2017", "--n-jobs", "1", "--ensemble", "2", "--device", "cpu",
+                 "--quiet", "--out", str(out)] + cli) == 0
+    meta = json.loads((out / "grid.json").read_text())
+    (call,) = meta["invocations"]
+    assert (call["ensemble"], call["device"], call["strategies"], call["seeds"]) == (2, "cpu", ["bald", "random"], [1])
+    assert call["overrides"] == {"dataset": "digits", "max_epochs": 25, "module_params": {"kernel_size": 3},
+                                 "n_samples": 5, "pool_subsample": 150, "n_validation": 50, "n_queries": 1}
+    assert meta["machines"] == [call["machine"]] and "machine" not in meta
+    run_json = json.loads((out / "runs" / "gal2017__random__ensemble2__seed1.json").read_text())
+    assert (run_json["ensemble"], run_json["device"]) == (2, "cpu")
+    # a call from another machine is added to the list, the first one kept
+    here, other = call["machine"], {**call["machine"], "platform": "elsewhere"}
+    meta["invocations"][0]["machine"] = other
+    (out / "grid.json").write_text(json.dumps(meta))
+    run_grid("gal2017", ["random"], [1], out, verbose=False, torch_threads=1, ensemble=2,
+             **{**TINY, "n_queries": 1, "max_epochs": 25})
+    meta = json.loads((out / "grid.json").read_text())
+    assert meta["machines"] == [other, here]
+    assert meta["invocations"][1]["overrides"] == {**TINY, "n_queries": 1, "max_epochs": 25}
+
+
+def test_run_file_records_the_device_of_every_step(tmp_path):
+    """A run resumed from a file without a device (written before devices were recorded), or on another
+    device, says which steps came from which device instead of keeping silent (issue 27, item 19)."""
+    runs = tmp_path / "runs"
+    path = runs / "gal2017__random__bayesian__seed1.json"
+
+    def extend(n_queries):
+        run_one(RunSpec(get_preset("gal2017", **{**TINY, "n_queries": n_queries}), "random", 1), tmp_path,
+                torch_threads=1)
+        return json.loads(path.read_text())
+
+    assert extend(1)["device"] == "cpu" and "device_steps" not in extend(1)
+    stored = json.loads(path.read_text())
+    del stored["device"]  # as the files of the runs made before the runner recorded a device
+    path.write_text(json.dumps(stored, indent=1))
+    record = extend(2)
+    assert (record["device"], record["device_steps"]) == ("unknown (steps 0-1), cpu (steps 2-)",
+                                                          [[0, "unknown"], [2, "cpu"]])
+    assert extend(3)["device_steps"] == [[0, "unknown"], [2, "cpu"]]  # same device: nothing to add
+    stored = json.loads(path.read_text())
+    stored.pop("device_steps")
+    stored["device"] = "cuda"  # started on a GPU, resumed here
+    path.write_text(json.dumps(stored, indent=1))
+    record = extend(4)
+    assert (record["device"], record["device_steps"]) == ("cuda (steps 0-3), cpu (steps 4-)",
+                                                          [[0, "cuda"], [4, "cpu"]])
+    finished = path.read_text()
+    extend(4)  # finished: read back, the file untouched
+    assert path.read_text() == finished
+
+
 def test_resume_with_other_thread_count_warns(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **{**TINY, "n_queries": 1})
     with pytest.warns(RuntimeWarning, match="started with 1 torch thread") as record:
@@ -305,6 +365,54 @@ def test_report_values_by_hand():
     lines = table_markdown(rows("bald", {1: [0.8, 0.91, 0.96]}), at_labels=30, anchors=False).splitlines()
     assert "145 / 335" not in "\n".join(lines)
     assert {line.count("|") for line in lines} == {9}
+
+
+def test_report_says_why_a_table_has_no_accuracy_at_1000_labels(tmp_path):
+    """A grid that ends before 1,000 labels by design is not "not reached yet" (issue 27, item 20)."""
+    run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **TINY)  # 3 steps: 50 labels
+    write_report(tmp_path)
+    text = (tmp_path / "table.md").read_text()
+    assert "| n/a (runs end at 50 labels) |" in text and "not reached yet" not in text
+    rows = [{"preset": "p", "strategy": "bald", "variant": "bayesian", "seed": 1, "step": i, "n_labels": 20 + 10 * i,
+             "accuracy": a} for i, a in enumerate([0.5, 0.7, 0.9])]
+    cell = lambda **kw: table_markdown(rows, anchors=False, **kw).splitlines()[2].rsplit("|", 2)[1].strip()
+    assert cell(at_labels=1000, end_labels=40) == "n/a (runs end at 40 labels)"
+    assert cell(at_labels=1000, end_labels=1020) == "n/a (not reached yet)"  # a grid still running
+    assert cell(at_labels=1000) == "n/a (the runs stop at 40 labels)"  # no plan known: only the fact
+    assert cell(at_labels=35, end_labels=40) == "n/a (no step at 35 labels)"
+    assert cell(at_labels=30, end_labels=40) == "70.00 ± 0.00%"
+
+
+def test_noise_reports_mark_the_device_where_runs_mix_devices():
+    """Rows of a CPU run and a GPU run are not compared silently: the noise table names each group's devices
+    and the cross-rate figure says, panel by panel, which runs ran where (issue 27, item 17)."""
+    import matplotlib.pyplot as plt
+
+    from skdbal.experiments.report import noise_markdown, plot_noise_levels
+
+    def run(strategy, seed, rate, device, accs=(0.5, 0.6, 0.7)):
+        return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i, n_labels=20 + 10 * i,
+                     n_acquired=10 * i, accuracy=a, noise_rate=rate, n_flipped_acquired=0, device=device)
+                for i, a in enumerate(accs)]
+
+    rows = (run("bald", 1, 0.0, "cpu") + run("random", 1, 0.0, "cpu") + run("filter(bald,dynamic)", 1, 0.0, "cuda")
+            + run("bald", 1, 0.1, "cpu") + run("random", 1, 0.1, "cpu") + run("bald", 1, 0.3, "cpu") + run("bald", 2, 0.3, "cuda") + run("bald", 3, 0.3, "cuda")
+            + run("random", 1, 0.3, "cpu") + run("random", 2, 0.3, "cuda") + run("random", 3, 0.3, "cuda"))
+    lines = noise_markdown(rows, at_labels=(40,)).splitlines()
+    assert lines[0].endswith("| accuracy at 40 | device |")
+    assert lines[2].startswith("| BALD | 0% |") and lines[2].endswith("| 70.00 ± 0.00% | cpu |")
+    assert [line for line in lines if line.startswith("| BALD | 30% |")][0].endswith(
+        "| cpu (seed 1), cuda (seeds 2, 3) |")
+    assert "device" not in noise_markdown([{k: v for k, v in r.items() if k != "device"} for r in rows])
+    fig = plot_noise_levels(rows, None, strategies=("bald", "filter(bald,dynamic)", "random"))
+    assert [ax.get_title() for ax in fig.axes] == [
+        "0% label noise\nBALD, Random: cpu\nfilter(bald,dynamic): cuda", "10% label noise\nall on cpu",
+        "30% label noise\nseed 1: cpu\nseeds 2, 3: cuda"]
+    plt.close(fig)
+    same = [r for r in rows if r["device"] == "cpu"]
+    fig = plot_noise_levels(same, None, strategies=("bald", "random"))
+    assert [ax.get_title() for ax in fig.axes] == ["0% label noise", "10% label noise", "30% label noise"]
+    plt.close(fig)
 
 
 def test_deterministic_table_by_hand():
@@ -543,6 +651,7 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
                      "noise_levels.md", "noise_levels.png", "table.md"]
     noise_table = (tmp_path / "a" / "noise0.3.md").read_text()
     assert "| filter(bald,0.1) | 30% | 1 (3) |" in noise_table and "| BALD | 30% | 1 (3) | — |" in noise_table
+    assert "| device |" in noise_table and noise_table.count("| cpu |") == 2  # from the run files
     levels = (tmp_path / "a" / "noise_levels.md").read_text()
     assert "| filter(bald,0.1) | 0% | 1 (3) |" in levels and "| BALD | 0% | 1 (3) |" in levels
     # the clean runs of another grid stand for 0% noise where this one has none: its 2-step filtered
