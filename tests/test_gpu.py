@@ -9,9 +9,40 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch sees none)")]
 
 
-def _net(**params):
+def _net(device="cuda", **params):
     return MCDropoutClassifier(max_epochs=5, module__kernel_size=3, classes=np.arange(10), random_state=0,
-                               device="cuda", **params)
+                               device=device, **params)
+
+
+def _entropy(p):
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=-1)
+
+
+def _check_loop_queries_bald_s_top_points(digits, device):
+    """Step by step, the learner (default strategy: BALD) queries the unlabelled rows with the largest
+    mutual information of the net it holds, computed here from the net's own passes, and is taught the
+    oracle's labels for them. Device-independent, so it can be tried on the CPU."""
+    X, y = digits
+    pool_X, pool_y, X_test, y_test = X[:400], y[:400], X[1000:], y[1000:]
+    learner = ActiveLearner(_net(device), random_state=0, verbose=False)
+    history = learner.simulate(pool_X, pool_y, n_queries=0, X_test=X_test, y_test=y_test)
+    for step in (1, 2):
+        labelled = learner.labelled_idx_.copy()
+        unlabelled = np.setdiff1d(np.arange(400), labelled)
+        P = learner.estimator_.predict_proba_samples(pool_X[unlabelled]).astype(np.float64)  # BALD's T
+        mi = _entropy(P.mean(axis=0)) - _entropy(P).mean(axis=0)
+        history = learner.simulate(pool_X, pool_y, n_queries=1, n_instances=5, warm_start=True,
+                                   X_test=X_test, y_test=y_test)
+        picked = np.asarray(history[-1]["query_indices"])
+        assert history[-1]["step"] == step and np.isin(picked, unlabelled).all()
+        # the picks are the top 5 by mutual information, up to round-off (CUDA sums are not bit-repeatable)
+        at = np.searchsorted(unlabelled, picked)
+        rest = np.delete(mi, at)
+        assert mi[at].min() >= rest.max() - 1e-5 and mi[at].min() > np.median(mi)
+        np.testing.assert_array_equal(learner.labelled_idx_, np.r_[labelled, picked])
+        np.testing.assert_array_equal(learner.y_training_, pool_y[learner.labelled_idx_])
+    assert [r["n_labels"] for r in history] == [20, 25, 30]
+    assert history[-1]["accuracy"] == pytest.approx(learner.score(X_test, y_test))
 
 
 def test_sampling_on_cuda_matches_its_own_seeding(digits):
@@ -35,7 +66,4 @@ def test_sampling_on_cuda_matches_its_own_seeding(digits):
 
 
 def test_the_loop_on_cuda(digits):
-    X, y = digits
-    learner = ActiveLearner(_net(), random_state=0, verbose=False)
-    history = learner.simulate(X[:400], y[:400], n_queries=2, n_instances=5, X_test=X[1000:], y_test=y[1000:])
-    assert [r["n_labels"] for r in history] == [20, 25, 30]
+    _check_loop_queries_bald_s_top_points(digits, "cuda")
