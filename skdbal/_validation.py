@@ -8,7 +8,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
 __all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int", "check_candidates", "check_query_result",
-           "pool_kwargs", "subset_pool_kwargs"]
+           "label_columns", "pool_kwargs", "subset_pool_kwargs"]
 
 
 def is_frame(X) -> bool:
@@ -78,6 +78,84 @@ def check_positive_int(value, name: str, *, allow_none: bool = False) -> Optiona
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be {'None or ' if allow_none else ''}an int >= 1; got {value!r}")
     return int(value)
+
+
+def label_columns(classes, y, name: str = "y", *, n_columns: Optional[int] = None,
+                  classes_name: str = "classes") -> np.ndarray:
+    """The column of each label of ``y`` in ``classes``: the package's one label lookup.
+
+    Parameters
+    ----------
+    classes : array-like of shape (C,) or None
+        The label of each column (an estimator's ``classes_``), in any order
+        and of any type. None: ``y`` holds the column indices already.
+    y : array-like of shape (n,)
+        Labels.
+    name : str, default="y"
+        What ``y`` is called in error messages.
+    n_columns : int, optional
+        With ``classes=None``, the number of columns the indices must fall in.
+    classes_name : str, default="classes"
+        What ``classes`` is called in error messages.
+
+    Returns
+    -------
+    ndarray of intp, shape (n,)
+        ``classes[out[i]] == y[i]``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and (up to 10 of) its labels that are not in
+        ``classes``, or its indices outside ``[0, n_columns)`` when
+        ``classes`` is None.
+    TypeError
+        If ``classes`` is None and ``y`` does not hold integers.
+
+    Examples
+    --------
+    >>> from skdbal._validation import label_columns
+    >>> label_columns(["dog", "cat"], ["cat", "cat", "dog"]).tolist()
+    [1, 1, 0]
+    >>> label_columns(["dog", "cat"], ["cat", "emu"])
+    Traceback (most recent call last):
+        ...
+    ValueError: y contains labels not in classes: ['emu'] (classes: ['dog', 'cat'])
+    """
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {y.shape}")
+    if classes is None:
+        if len(y) and y.dtype.kind not in "iu":
+            raise TypeError(f"{name} must hold integer class indices when classes is not given; got dtype "
+                            f"{y.dtype}")
+        bad = (y < 0) | (y >= n_columns) if n_columns is not None else y < 0
+        if bad.any():
+            span = f"[0, {n_columns})" if n_columns is not None else "[0, n_classes)"
+            raise ValueError(f"{name} must hold class indices in {span} when classes is not given (the columns, "
+                             f"in order); pass classes=estimator.classes_ for other labels; got "
+                             f"{np.unique(y[bad])[:10].tolist()}")
+        return y.astype(np.intp)
+    classes = np.asarray(classes)
+    if classes.ndim != 1 or len(classes) == 0:
+        raise ValueError(f"{classes_name} must be 1-D and non-empty; got shape {classes.shape}")
+    kinds = {classes.dtype.kind, y.dtype.kind if len(y) else classes.dtype.kind}
+    if kinds <= set("biuf") or kinds in ({"U"}, {"S"}):  # comparable: sort the classes, search the labels
+        order = np.argsort(classes, kind="stable")
+        pos = np.clip(np.searchsorted(classes[order], y), 0, len(classes) - 1)
+        bad = classes[order][pos] != y
+        unknown = np.unique(y[bad]).tolist()
+        columns = order[pos]
+    else:  # object arrays, or labels of another type than the classes: compare by value
+        lookup = {c: i for i, c in enumerate(classes.tolist())}
+        values = y.tolist()
+        unknown = sorted({v for v in values if v not in lookup}, key=str)
+        columns = np.array([lookup.get(v, 0) for v in values], dtype=np.intp)
+    if unknown:
+        listed = classes.tolist()
+        raise ValueError(f"{name} contains labels not in {classes_name}: {unknown[:10]} "
+                         f"({classes_name}: {listed[:20]}{' ...' if len(listed) > 20 else ''})")
+    return np.asarray(columns, dtype=np.intp)
 
 
 def check_candidates(candidates, n_pool: int) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import column_or_1d
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, label_columns
 
 __all__ = ["get_data_home", "load_mnist", "make_noisy_labels", "make_repeated", "MNIST_FILES", "MNIST_MIRRORS"]
 
@@ -284,13 +284,7 @@ def make_noisy_labels(y, noise_rate: float, *, classes=None, transition_matrix=N
     classes = np.unique(y) if classes is None else np.asarray(classes)
     if classes.ndim != 1 or len(classes) < 2:
         raise ValueError(f"classes must hold at least 2 labels; got {classes!r}")
-    order = np.argsort(classes, kind="stable")
-    pos = np.searchsorted(classes[order], y)
-    pos = np.clip(pos, 0, len(classes) - 1)
-    if np.any(classes[order][pos] != y):
-        unknown = np.unique(y[classes[order][pos] != y])[:10].tolist()
-        raise ValueError(f"y contains labels not in classes: {unknown}")
-    idx = order[pos]  # position of each label in `classes`
+    idx = label_columns(classes, y)  # position of each label in `classes`
     C = len(classes)
     if transition_matrix is None:
         rate = float(noise_rate)

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, label_columns
 from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
@@ -921,17 +921,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
 
 
     def _encode_y(self, y) -> np.ndarray:
-        y = column_or_1d(y, warn=True)
-        classes = self.classes_
-        idx = np.searchsorted(classes, y)
-        idx = np.clip(idx, 0, len(classes) - 1)
-        bad = classes[idx] != y
-        if bad.any():
-            raise ValueError(
-                f"y contains labels not in classes: {np.unique(y[bad])[:10].tolist()}; "
-                f"classes are {classes.tolist()}"
-            )
-        return idx.astype(np.int64)
+        return label_columns(self.classes_, column_or_1d(y, warn=True)).astype(np.int64)
 
     @property
     def classes_(self):

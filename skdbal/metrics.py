@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, label_columns
 
 __all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at", "reliability_curve",
            "expected_calibration_error", "plot_reliability_diagram"]
@@ -205,20 +205,9 @@ def _top_label(y, proba, n_bins, classes):
     if not np.allclose(sums, 1.0, atol=1e-3):
         worst = int(np.argmax(np.abs(sums - 1)))
         raise ValueError(f"the rows of proba must sum to 1; row {worst} sums to {sums[worst]:.6g}")
-    if classes is None:
-        if y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= proba.shape[1]:
-            raise ValueError(f"y must hold class indices in [0, {proba.shape[1]}) when classes is not given "
-                             "(the columns of proba); pass classes=estimator.classes_ for other labels")
-        index = y.astype(np.intp)
-    else:
-        classes = np.asarray(classes)
-        if len(classes) != proba.shape[1]:
-            raise ValueError(f"classes has {len(classes)} labels for {proba.shape[1]} columns of proba")
-        lookup = {c: i for i, c in enumerate(classes.tolist())}
-        unknown = sorted({v for v in y.tolist() if v not in lookup}, key=str)
-        if unknown:
-            raise ValueError(f"y holds labels not in classes: {unknown[:10]}")
-        index = np.array([lookup[v] for v in y.tolist()], dtype=np.intp)
+    if classes is not None and len(classes) != proba.shape[1]:
+        raise ValueError(f"classes has {len(classes)} labels for {proba.shape[1]} columns of proba")
+    index = label_columns(classes, y, n_columns=proba.shape[1])
     confidence = proba.max(axis=1)
     correct = proba.argmax(axis=1) == index
     return confidence, correct

@@ -6,7 +6,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from .. import noise
-from .._validation import check_n_instances, check_pool, pool_kwargs, take_rows
+from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
 from ._base import (Acquisition, PoolScores, StrategyDecorator, acquire_among, as_strategy, pool_scores_of,
                     select_top)
@@ -151,7 +151,7 @@ class NoiseFilter(StrategyDecorator):
         predictive = as_predictive(estimator, n_samples=self.n_samples)
         if predictive.kind != "classifier":
             raise TypeError(f"noise_filter needs a classifier's probabilities; {predictive.name} is a regressor")
-        y_idx = self._label_columns(predictive, y_pool)
+        y_idx = label_columns(predictive.classes, y_pool, "y_pool", classes_name="the model's classes")
         n_classes = len(predictive.classes) if predictive.classes is not None else \
             int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1])
         return X_pool, n_instances, y_pool, predictive, y_idx, n_classes
@@ -234,21 +234,6 @@ class NoiseFilter(StrategyDecorator):
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
         return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
-
-    @staticmethod
-    def _label_columns(predictive, y_pool) -> np.ndarray:
-        classes = predictive.classes
-        if classes is None:
-            if y_pool.dtype.kind not in "iu":
-                raise TypeError("y_pool must hold integer class indices when the model has no classes_")
-            return y_pool.astype(np.intp)
-        order = np.argsort(classes, kind="stable")
-        pos = np.clip(np.searchsorted(classes[order], y_pool), 0, len(classes) - 1)
-        bad = classes[order][pos] != y_pool
-        if bad.any():
-            raise ValueError(f"y_pool contains labels not in the model's classes: "
-                             f"{np.unique(y_pool[bad])[:10].tolist()}")
-        return order[pos].astype(np.intp)
 
 
 def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwargs) -> NoiseFilter:

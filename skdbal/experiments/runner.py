@@ -46,6 +46,7 @@ from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
 from .. import nets
+from .._validation import label_columns
 from ..acquisition import get_strategy
 from ..callbacks import ScaledL2
 from ..datasets import make_noisy_labels
@@ -1038,7 +1039,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
             proba = np.asarray(est.predict_proba(X_test), dtype=np.float64)
             accuracy = float(np.mean(est.classes_[proba.argmax(axis=1)] == y_test))
             extra["ece"] = expected_calibration_error(y_test, proba, classes=est.classes_)
-            p_true = proba[np.arange(len(y_test)), np.searchsorted(est.classes_, y_test)]
+            p_true = proba[np.arange(len(y_test)), label_columns(est.classes_, y_test, "y_test")]
             extra["nll"] = float(-np.mean(np.log(np.maximum(p_true, 1e-12))))  # nats; float32 rows
         else:
             F = est[0].transform(X_test)
