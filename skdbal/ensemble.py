@@ -5,10 +5,10 @@ from typing import Optional
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import check_positive_int
+from ._validation import check_positive_int, is_frame
 
 __all__ = ["DeepEnsembleClassifier"]
 
@@ -53,6 +53,10 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
     estimators_ : list of fitted classifiers
     classes_ : ndarray of shape (C,)
     seeds_ : ndarray of shape (M,)
+    n_features_in_ : int
+        Number of features (``X.shape[1]``) seen in ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names, when ``X`` was a DataFrame with string column names.
 
     References
     ----------
@@ -115,6 +119,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         from sklearn.utils.multiclass import check_classification_targets
 
         self._check_params()
+        X = self._check_X(X, reset=True)
         check_classification_targets(y)
         seeds = check_random_state(self.random_state).randint(np.iinfo(np.int32).max, size=int(self.n_members))
         members = Parallel(n_jobs=self.n_jobs)(
@@ -129,27 +134,77 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         self.seeds_ = seeds
         return self
 
-    def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
+    def _check_X(self, X, reset: bool = False):
+        """``X`` checked (features against those seen in ``fit``, at least 2-d,
+        sparse only if the members take it) but not converted: a DataFrame or
+        an image array goes to the members as given, and they check its values."""
+        if not is_frame(X):
+            check_array(X, accept_sparse=self.__sklearn_tags__().input_tags.sparse, allow_nd=True, dtype=None,
+                        ensure_all_finite=False, ensure_min_samples=1)
+        validate_data(self, X, reset=reset, skip_check_array=True)  # n_features_in_, feature_names_in_
+        return X
+
+    def __sklearn_tags__(self):
+        """The members' input tags (sparse input, NaN): the ensemble passes ``X`` on to them."""
+        tags = super().__sklearn_tags__()
+        try:
+            inner = get_tags(self.estimator)
+        except (TypeError, AttributeError, ValueError):
+            return tags
+        tags.input_tags.sparse = inner.input_tags.sparse
+        tags.input_tags.allow_nan = inner.input_tags.allow_nan
+        return tags
+
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *,
+                              consistent: bool = False) -> np.ndarray:
         """The members' class probabilities, one sample per member (or ``T`` each).
 
         Parameters
         ----------
         X : array-like
         n_samples : int, optional
-            Passes per member when the members sample themselves; by default
-            ``samples_per_member`` (None: one ``predict_proba`` per member).
+            ``T``, passes *per member*: the result has ``M·T`` samples. By
+            default ``samples_per_member`` (None: one ``predict_proba`` per
+            member, ``M`` samples). Members without ``predict_proba_samples``
+            give one sample each, so for them only ``n_samples=1`` is
+            accepted; any other value is refused, not ignored.
+        consistent : bool, default=False
+            Ask for consistent samples (sample ``t`` one function for every
+            input). One ``predict_proba`` per member is consistent by
+            nature; with ``T`` passes per member the request is passed on to
+            each member, and a member that cannot honour it raises.
 
         Returns
         -------
         ndarray of shape (M, N, C), or (M·T, N, C)
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not an int >= 1, or is more than 1 for
+            members that do not sample.
+        TypeError
+            If ``consistent=True`` and a member cannot honour it.
         """
+        from .predictive import as_predictive
+
         check_is_fitted(self, "estimators_")
+        X = self._check_X(X)
+        if n_samples is not None:
+            n_samples = check_positive_int(n_samples, "n_samples")
+        if not isinstance(consistent, (bool, np.bool_)):
+            raise TypeError(f"consistent must be a bool; got {consistent!r}")
+        sampling = all(hasattr(m, "predict_proba_samples") for m in self.estimators_)
+        if n_samples is not None and n_samples > 1 and not sampling:
+            raise ValueError(f"n_samples={n_samples} asks for {n_samples} passes per member, but the members "
+                             f"({type(self.estimators_[0]).__name__}) have no predict_proba_samples: they give one "
+                             "sample each; leave n_samples unset (or 1), or use sampling members")
         T = self.samples_per_member if n_samples is None else n_samples
-        # without T, or a strategy's T for members that do not sample: one pass each
-        if T is None or not all(hasattr(m, "predict_proba_samples") for m in self.estimators_):
+        if T is None or not sampling:  # one predict_proba per member
             return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
-        return np.concatenate([np.asarray(m.predict_proba_samples(X, n_samples=int(T)), dtype=np.float32)
-                               for m in self.estimators_])
+        return np.concatenate([
+            np.asarray(as_predictive(m, n_samples=int(T)).proba_samples(X, consistent=bool(consistent)),
+                       dtype=np.float32) for m in self.estimators_])
 
     @property
     def stochastic_samples(self) -> bool:
@@ -172,4 +227,5 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (N,)
         """
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # NotFittedError before fit, not an AttributeError on classes_
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -7,7 +7,9 @@ from typing import Optional, Union
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from ._validation import is_frame
 
 __all__ = ["NetFeatures"]
 
@@ -48,6 +50,8 @@ class NetFeatures(TransformerMixin, BaseEstimator):
         (shared, never modified), else the fitted clone.
     n_features_out_ : int
         Number of features ``transform`` returns.
+    n_features_in_ : int
+        Number of input features (``X.shape[1]``) seen in :meth:`fit`.
 
     Notes
     -----
@@ -133,7 +137,11 @@ class NetFeatures(TransformerMixin, BaseEstimator):
         TypeError
             If the network has no ``transform`` method.
         """
-        if self._check_refit():
+        refit = self._check_refit()
+        if not is_frame(X):  # at least 2-d, any dtype: the network checks the values
+            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=False)
+        validate_data(self, X, skip_check_array=True)  # n_features_in_; the network checks the values
+        if refit:
             if y is None:
                 raise ValueError("NetFeatures needs y to train its network (or pass a fitted net)")
             y = np.asarray(y)
@@ -149,7 +157,8 @@ class NetFeatures(TransformerMixin, BaseEstimator):
             self.net_ = self.net
         if not hasattr(self.net_, "transform"):
             raise TypeError(f"net must provide transform(X); {type(self.net_).__name__} does not")
-        self.n_features_out_ = int(np.asarray(self.net_.transform(X[:1])).shape[1])
+        first = X.iloc[:1] if hasattr(X, "iloc") else X[:1]
+        self.n_features_out_ = int(np.asarray(self.net_.transform(first)).shape[1])
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -166,6 +175,9 @@ class NetFeatures(TransformerMixin, BaseEstimator):
             ``net_.transform(X)``, cast to float64.
         """
         check_is_fitted(self, "net_")
+        if not is_frame(X):
+            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=False)
+        validate_data(self, X, reset=False, skip_check_array=True)
         return np.asarray(self.net_.transform(X), dtype=np.float64)
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:

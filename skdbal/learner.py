@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, is_frame,
                           pool_kwargs, take_rows)
@@ -109,6 +109,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         ``None`` and :meth:`simulate` knew them.
     X_training_, y_training_ : ndarray
         Every label received so far, in arrival order.
+    n_features_in_ : int
+        Number of features (``X.shape[1]``) of the labelled set; predictions
+        on inputs with another number raise a ``ValueError``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names, when the labelled set is a DataFrame with string
+        column names.
     last_acquisition_ : :class:`~skdbal.acquisition.Acquisition`
         The latest query: indices into the ``X_pool`` it was given, scores,
         and what the strategy reported about it (``info``).
@@ -210,6 +216,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
         if not is_frame(X):  # a DataFrame is kept as it is: its columns are the estimator's to check
             X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
+            if X.dtype.kind == "O":  # objects that are numbers become float64, as scikit-learn's estimators do
+                X = check_array(X, allow_nd=True, dtype=np.float64, ensure_all_finite=True, input_name="X")
             if X.dtype.kind not in "fiub":
                 raise TypeError(f"X must be numeric; got dtype {X.dtype}")
         template = self._template() if template is None else template
@@ -312,6 +320,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.estimator_ = est
         self.X_training_ = _copy(X)
         self.y_training_ = np.array(y, copy=True)
+        validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         self._get_rng()
         return self
 
@@ -360,7 +369,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         try:
             if bootstrap:
                 rows = rng.randint(len(y_fit), size=len(y_fit)) if len(y_fit) else np.arange(0)
-                X_fit, y_fit = X_fit[rows], y_fit[rows]
+                X_fit, y_fit = take_rows(X_fit, rows), y_fit[rows]
             est = self._train(X_fit, y_fit, template, **fit_params)
         except BaseException:
             rng.set_state(state)
@@ -369,6 +378,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.estimator_ = est
         self.X_training_ = _copy(X_all) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
+        validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
 
     # ------------------------------------------------------------- queries
@@ -438,9 +448,15 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         return acq.indices, take_rows(X_pool, acq.indices)
 
     # ---------------------------------------------------------- delegation
-    def _fitted(self):
+    def _fitted(self, X=None):
+        """The fitted model (fitting the initial set first); with ``X``, after
+        checking that it has the labelled set's number of features."""
         self._ensure_initial_fit()
         check_is_fitted(self, "estimator_")
+        if X is not None and hasattr(self, "n_features_in_"):
+            if not is_frame(X):  # at least 2-d; the values are the model's to check
+                check_array(X, accept_sparse=True, allow_nd=True, dtype=None, ensure_all_finite=False)
+            validate_data(self, X, reset=False, skip_check_array=True)
         return self.estimator_
 
     @property
@@ -468,7 +484,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         sklearn.exceptions.NotFittedError
             If nothing has been fitted and there is no initial set.
         """
-        return self._fitted().predict(X)
+        return self._fitted(X).predict(X)
 
     def predict_proba(self, X):
         """Delegate to ``estimator_.predict_proba``.
@@ -493,10 +509,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         AttributeError
             If ``estimator_`` has no ``predict_proba``.
         """
-        return self._fitted().predict_proba(X)
+        return self._fitted(X).predict_proba(X)
 
     @available_if(_wrapped_kind("classifier"))
-    def predict_proba_samples(self, X, n_samples: Optional[int] = None):
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *, consistent: bool = False):
         """Predictive samples ``(T, N, C)`` of ``estimator_``.
 
         Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
@@ -513,6 +529,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             default its own ``n_samples``, or 1 when its passes are
             identical (``stochastic_samples`` False). Ignored by a plain
             classifier, which gives one sample.
+        consistent : bool, default=False
+            Ask for consistent samples (one function per pass for every
+            input), passed on to ``estimator_`` through the predictive
+            interface; a ``TypeError`` if it cannot honour it.
 
         Returns
         -------
@@ -520,7 +540,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
             estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
         """
-        return as_predictive(self._fitted(), n_samples=n_samples).proba_samples(X)
+        return as_predictive(self._fitted(X), n_samples=n_samples).proba_samples(X, consistent=consistent)
 
     @available_if(_wrapped_kind("regressor"))
     def predictive_variance(self, X):
@@ -543,10 +563,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         variance : ndarray of shape (N,), dtype float64
             The trace of each row's predictive covariance.
         """
-        return as_predictive(self._fitted()).variance(X)
+        return as_predictive(self._fitted(X)).variance(X)
 
     @available_if(_wrapped_source("regression_samples"))
-    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False):
+    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
+                        consistent: bool = False):
         """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
 
         Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
@@ -561,14 +582,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             Number of passes ``T``; by default the model's own.
         return_var : bool, default=False
             Also return the aleatoric variances.
+        consistent : bool, default=False
+            Ask for consistent samples, passed on to ``estimator_``.
 
         Returns
         -------
-        means : ndarray of shape (T, N, D)
-        variances : ndarray of shape (T, N, D)
+        means : ndarray of shape (T, N) or (T, N, D)
+            As ``estimator_.predict_samples`` returns them: ``(T, N)`` for a
+            model fitted on 1-d targets.
+        variances : ndarray of the same shape
             Only with ``return_var=True``.
         """
-        means, var = as_predictive(self._fitted(), n_samples=n_samples).regression_samples(X)
+        predictive = as_predictive(self._fitted(X), n_samples=n_samples)
+        means, var = predictive.regression_samples(X, consistent=consistent, keep_shape=True)
         return (means, var) if return_var else means
 
     @available_if(_wrapped_source("regression_samples"))
@@ -588,7 +614,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         output : ndarray of shape (N, D)
             Only with ``return_output=True``.
         """
-        gram, out = as_predictive(self._fitted()).gradient_gram(X)
+        gram, out = as_predictive(self._fitted(X)).gradient_gram(X)
         return (gram, out) if return_output else gram
 
     @property
@@ -615,7 +641,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         score : float
             Mean accuracy for a classifier, R² for a scikit-learn regressor.
         """
-        return self._fitted().score(X, y, sample_weight=sample_weight)
+        return self._fitted(X).score(X, y, sample_weight=sample_weight)
 
     def __sklearn_tags__(self):
         """The wrapped estimator's type and target tags, so that scikit-learn

@@ -636,10 +636,14 @@ class _MCDropoutNet:
             xb = torch.as_tensor(X[start:start + bs], device=self.device)
             yield (start, xb) if with_start else xb
 
-    def _sample_outputs(self, X, T: int, link) -> np.ndarray:
+    def _sample_outputs(self, X, T: int, link, consistent: bool = False) -> np.ndarray:
         """``T`` MC passes ``(T, N, K)`` of ``link(module(X))``, float32: the sampling
         behind :meth:`predict_proba_samples` (``link`` a softmax) and the
-        regressor's ``predict_samples`` (no link)."""
+        regressor's ``predict_samples`` (no link). ``consistent`` asks for
+        ``consistent_masks=True`` for this call."""
+        if not isinstance(consistent, (bool, np.bool_)):
+            raise TypeError(f"consistent must be a bool; got {consistent!r}")
+        consistent = bool(consistent) or bool(self.consistent_masks)
         self.check_is_fitted()
         X = self._validate_X(X)
         if self.mc_dropout and T > 1 and not any(isinstance(m, _DROPOUT) for m in self.module_.modules()):
@@ -649,7 +653,7 @@ class _MCDropoutNet:
                 UserWarning, stacklevel=2)
         if self.mask_seeding not in ("row", "stream"):
             raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
-        by_row = self.mask_seeding == "row" and not self.consistent_masks
+        by_row = self.mask_seeding == "row" and not consistent
         chunks, masks, split, factored = [], None, None, 0
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
@@ -672,9 +676,9 @@ class _MCDropoutNet:
                 elif not self.mc_dropout:
                     p = link(net(xb)).cpu()
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
-                elif self.consistent_masks:
+                elif consistent:
                     if split is None:
-                        raise TypeError("consistent_masks=True needs a module with `trunk` and `head` "
+                        raise TypeError("consistent masks (consistent_masks=True, or consistent=True) need a module with `trunk` and `head` "
                                         f"such that forward(x) == head(trunk(x)) (see skdbal.nets); "
                                         f"{type(self.module_).__name__} has none")
                     h = split[0](xb)
@@ -1021,7 +1025,8 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
             return self._train_loop(X, y, "partial_fit", **fit_params)
 
     # ------------------------------------------------------------ prediction
-    def predict_proba_samples(self, X, n_samples: Optional[int] = None) -> np.ndarray:
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *,
+                              consistent: bool = False) -> np.ndarray:
         """Class probabilities from ``T`` stochastic forward passes.
 
         Dropout is active (unless ``mc_dropout=False``) and every other layer
@@ -1033,6 +1038,11 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
         n_samples : int, optional
             Number of passes ``T``; defaults to the ``n_samples`` parameter.
+        consistent : bool, default=False
+            Draw the passes with one set of ``T`` masks for every input, as
+            ``consistent_masks=True`` does, for this call only: the request
+            of the predictive interface (:mod:`skdbal.predictive`) that
+            BatchBALD makes. Needs a split module, as ``consistent_masks``.
 
         Returns
         -------
@@ -1040,7 +1050,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
             ``P[t]`` is pass ``t``; each row sums to 1.
         """
         T = self._n_passes(n_samples)
-        return self._sample_outputs(X, T, _softmax)
+        return self._sample_outputs(X, T, _softmax, consistent=consistent)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: the MC average, or one deterministic pass.

@@ -315,7 +315,8 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         """``(..., N, D)`` to ``(..., N)`` when ``y`` was 1-d."""
         return a[..., 0] if self.y_ndim_ == 1 else a
 
-    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False):
+    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
+                        consistent: bool = False):
         """Predicted means from ``T`` stochastic forward passes.
 
         Parameters
@@ -326,6 +327,9 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         return_var : bool, default=False
             Also return each pass's aleatoric variances: the predicted ones
             with a heteroscedastic head, else ``noise_variance_``.
+        consistent : bool, default=False
+            One set of ``T`` masks for every input, for this call (as
+            ``consistent_masks=True``).
 
         Returns
         -------
@@ -336,7 +340,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         """
         T = self._n_passes(n_samples)
         self.check_is_fitted()
-        out = self._sample_outputs(X, T, _identity)
+        out = self._sample_outputs(X, T, _identity, consistent=consistent)
         D = self.n_outputs_
         means = out[..., :D]
         if not return_var:

@@ -14,6 +14,23 @@ interfaces:
     with ``mc_dropout=False``). A deterministic model is scored with one
     pass, and scores that need ``T > 1`` (BALD, mean std) warn.
 
+**Consistent samples.** Joint scores (BatchBALD) need sample ``t`` to be one
+function for every input: one dropout mask per pass across the whole pool,
+not one per row. They ask for it with ``consistent=True``
+(:meth:`Predictive.proba_samples`), and the request goes to the model:
+
+``predict_proba_samples(X, n_samples=None, consistent=False)``
+    A model whose method takes a ``consistent`` keyword is asked with
+    ``consistent=True`` (:class:`~skdbal.MCDropoutClassifier`, and every
+    wrapper of ours, which passes the request on: the learner, the ensemble).
+``consistent_samples : bool`` (optional attribute, default False)
+    A model whose samples are always consistent (an ensemble of
+    deterministic members, each sample one member) says so here.
+
+A deterministic model (one pass) is consistent trivially. Any other model
+cannot honour the request, and :meth:`Predictive.proba_samples` raises a
+``TypeError`` rather than return per-row samples as if they were consistent.
+
 **Regressors** implement
 
 ``predictive_variance(X) -> ndarray of shape (N,)``
@@ -60,6 +77,7 @@ Examples
 """
 from __future__ import annotations
 
+import inspect
 from typing import Optional, Sequence
 
 import numpy as np
@@ -152,26 +170,48 @@ class Predictive:
             X = step.transform(X)
         return X
 
-    def proba_samples(self, X) -> np.ndarray:
+    def _consistent_kwargs(self, method, consistent: bool) -> dict:
+        """The keywords that ask ``method`` for consistent samples; raises if it cannot honour them."""
+        if not _check_bool(consistent, "consistent") or not self.stochastic:
+            return {}  # not asked, or one deterministic pass: consistent trivially
+        if _takes_keyword(method, "consistent"):
+            return {"consistent": True}
+        if getattr(self.model, "consistent_samples", False):
+            return {}
+        raise TypeError(
+            f"{self.name} cannot be asked for consistent samples (one function per pass for every "
+            f"input, as BatchBALD needs): its {method.__name__} takes no `consistent` keyword and it "
+            "does not declare consistent_samples=True; see skdbal.predictive")
+
+    def proba_samples(self, X, *, consistent: bool = False) -> np.ndarray:
         """Class-probability samples of shape ``(T, n, C)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, ...)
+        consistent : bool, default=False
+            Ask for consistent samples: sample ``t`` one function of the
+            input for every row (see the module docstring).
 
         Raises
         ------
         TypeError
-            If the model is a regressor.
+            If the model is a regressor, or cannot honour ``consistent=True``.
         """
         if self.kind != "classifier":
             raise TypeError(f"{self.name} is a regressor: it gives predictive variances, "
                             "not class probabilities; use the predictive_variance strategy")
+        if self.source == "proba":  # one deterministic pass: consistent trivially
+            _check_bool(consistent, "consistent")
+            return np.asarray(self.model.predict_proba(self._prepare(X)))[np.newaxis]
+        extra = self._consistent_kwargs(self.model.predict_proba_samples, consistent)
         X = self._prepare(X)
-        if self.source == "proba":
-            return np.asarray(self.model.predict_proba(X))[np.newaxis]
         T = self.n_samples
         if T is None and not self.stochastic:
             T = 1  # one deterministic pass, not T identical ones
         if T is None:  # third-party samplers need not take n_samples
-            return np.asarray(self.model.predict_proba_samples(X))
-        return np.asarray(self.model.predict_proba_samples(X, n_samples=T))
+            return np.asarray(self.model.predict_proba_samples(X, **extra))
+        return np.asarray(self.model.predict_proba_samples(X, n_samples=T, **extra))
 
     def variance(self, X) -> np.ndarray:
         """Total predictive variance of shape ``(n,)``: the trace of the covariance.
@@ -201,27 +241,45 @@ class Predictive:
         std = np.asarray(std, dtype=np.float64)
         return (std ** 2).reshape(len(std), -1).sum(axis=1)
 
-    def _samples(self, X):
-        """``predict_samples`` of already transformed ``X``, as float64 ``(T, N, D)``."""
+    def _raw_samples(self, X, consistent: bool = False):
+        """``predict_samples(X, return_var=True)`` of already transformed ``X``, as the model gives them."""
         if self.source != "regression_samples":
             raise TypeError(f"{self.name} has no predict_samples: sampled regression needs a model such as "
                             "skdbal.MCDropoutRegressor")
         kwargs = {} if self.n_samples is None else {"n_samples": self.n_samples}
-        means, var = self.model.predict_samples(X, return_var=True, **kwargs)
+        kwargs.update(self._consistent_kwargs(self.model.predict_samples, consistent))
+        return self.model.predict_samples(X, return_var=True, **kwargs)
+
+    def _samples(self, X, consistent: bool = False):
+        """``predict_samples`` of already transformed ``X``, as float64 ``(T, N, D)``."""
+        means, var = self._raw_samples(X, consistent)
         means = np.asarray(means, dtype=np.float64)
         var = np.broadcast_to(np.asarray(var, dtype=np.float64), means.shape)  # shaped like means, or one value
         shape = means.shape[:2] + (-1,)
         return means.reshape(shape), var.reshape(shape)
 
-    def regression_samples(self, X):
+    def regression_samples(self, X, *, consistent: bool = False, keep_shape: bool = False):
         """Sampled means and their aleatoric variances, each ``(T, n, D)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, ...)
+        consistent : bool, default=False
+            Ask for consistent samples (see the module docstring).
+        keep_shape : bool, default=False
+            Return them as the model gives them (``(T, n)`` for a model
+            fitted on 1-d targets) instead of as float64 ``(T, n, D)``.
 
         Raises
         ------
         TypeError
-            If the model has no ``predict_samples``.
+            If the model has no ``predict_samples``, or cannot honour
+            ``consistent=True``.
         """
-        return self._samples(self._prepare(X))
+        X = self._prepare(X)
+        if keep_shape:
+            return self._raw_samples(X, consistent)
+        return self._samples(X, consistent)
 
     def gradient_gram(self, X):
         """Output-gradient Gram matrices ``(n, D, D)`` and the outputs ``(n, D)`` they are taken at.
@@ -237,6 +295,20 @@ class Predictive:
         gram, out = self.model.output_gradient_gram(self._prepare(X), return_output=True)
         out = np.asarray(out, dtype=np.float64)
         return np.asarray(gram, dtype=np.float64), out.reshape(len(out), -1)
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool; got {value!r}")
+    return bool(value)
+
+
+def _takes_keyword(method, name: str) -> bool:
+    """Whether ``method`` has a parameter called ``name`` (``**kwargs`` does not count)."""
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 def _is_fitted(est) -> bool:

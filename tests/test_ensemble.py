@@ -9,6 +9,7 @@ from sklearn.linear_model import SGDClassifier
 
 from skdbal import ActiveLearner, DeepEnsembleClassifier
 from skdbal.acquisition import bald, batch_bald, diversity_penalty, noise_filter
+from skdbal.batchbald import batch_bald_select
 from skdbal.uncertainty import mutual_information
 
 
@@ -53,8 +54,21 @@ def test_mc_members_strategies_learner_clone_pickle(digits, small_net):
     P = ens.predict_proba_samples(Xd[60:160])
     assert P.shape == (6, 100, 10)
     np.testing.assert_allclose(P[:3], ens.estimators_[0].predict_proba_samples(Xd[60:160], n_samples=3))
-    for strategy in (bald, batch_bald, diversity_penalty(bald, 0.1)):
+    for strategy in (bald, diversity_penalty(bald, 0.1)):
         assert len(set(strategy(ens, Xd[60:160], 4)[0].tolist())) == 4
+    # BatchBALD asks for consistent samples, and the ensemble passes the request to its members: its picks
+    # are those of the members' consistent passes (each member's masks shared by every input), not of
+    # their per-row passes
+    consistent = np.concatenate([m.set_params(consistent_masks=True).predict_proba_samples(Xd[60:160], n_samples=3)
+                                 for m in ens.estimators_])
+    for m in ens.estimators_:
+        m.set_params(consistent_masks=False)
+    np.testing.assert_array_equal(ens.predict_proba_samples(Xd[60:160], consistent=True), consistent)
+    assert not np.allclose(ens.predict_proba_samples(Xd[60:160]), consistent)
+    idx, gains = batch_bald(ens, Xd[60:160], 4, random_state=0)
+    ref_idx, ref_gains = batch_bald_select(consistent, 4, random_state=0)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np.testing.assert_allclose(gains, ref_gains)
     acq = noise_filter(bald, "dynamic").acquire(ens, Xd[60:160], 3, y_pool=yd[60:160])
     assert len(acq.indices) == 3 and "threshold" in acq.info
     learner = ActiveLearner(DeepEnsembleClassifier(small_net(max_epochs=2), n_members=2, random_state=0), bald,

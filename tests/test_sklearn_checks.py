@@ -51,3 +51,64 @@ def tabular_regressor():
 @parametrize_with_checks([tabular_regressor()], expected_failed_checks=lambda est: SKORCH_BY_DESIGN)
 def test_mc_dropout_regressor_passes_sklearn_checks(estimator, check):
     check(estimator)
+
+
+# ---------------------------------------------------------------- every public estimator (issue 27, item 8)
+#: What a float32 network's features cannot promise; listed so that an unexpected pass is noticed
+#: (``xfail_strict`` in setup.cfg).
+FLOAT32_NET = {
+    "check_methods_subset_invariance":
+        "a float32 network's matrix products over batches of other sizes differ in the last bit "
+        "(about 2e-7 relative on features of size 2), over the check's tolerance of 1e-7",
+}
+
+
+def _net_features():
+    from skdbal import NetFeatures
+
+    return NetFeatures(MCDropoutClassifier(MLP, max_epochs=5, n_samples=5, random_state=0))
+
+
+def _ensemble():
+    from skdbal import DeepEnsembleClassifier
+
+    return DeepEnsembleClassifier(MCDropoutClassifier(MLP, max_epochs=5, n_samples=5, random_state=0),
+                                  n_members=2, samples_per_member=2, random_state=0)
+
+
+def _learner():
+    from skdbal import ActiveLearner
+
+    return ActiveLearner(MCDropoutClassifier(MLP, max_epochs=5, n_samples=5, random_state=0), random_state=0,
+                         verbose=False)
+
+
+def _blr(inference):
+    from skdbal import BayesianLinearRegression
+
+    return BayesianLinearRegression(inference=inference)
+
+
+@parametrize_with_checks([_ensemble(), _learner(), _blr("analytic"), _blr("mfvi"), _net_features()],
+                         expected_failed_checks=lambda est: FLOAT32_NET if type(est).__name__ == "NetFeatures" else {})
+def test_public_estimators_pass_sklearn_checks(estimator, check):
+    check(estimator)
+
+
+def test_learner_checks_features_and_refuses_unconvertible_objects():
+    """The two failures check_estimator found in the learner, pinned by hand."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner
+
+    X = np.random.RandomState(0).normal(size=(20, 3))
+    y = (X[:, 0] > 0).astype(int)
+    learner = ActiveLearner(LogisticRegression(), verbose=False).fit(X.astype(object), y)
+    assert learner.n_features_in_ == 3 and learner.X_training_.dtype == np.float64
+    with pytest.raises(ValueError, match="X has 2 features, but ActiveLearner is expecting 3"):
+        learner.predict(X[:, :2])
+    bad = X.astype(object)
+    bad[0, 0] = {"a": 1}
+    with pytest.raises(TypeError, match="argument must be a string or a real number"):
+        ActiveLearner(LogisticRegression(), verbose=False).fit(bad, y)

@@ -1,8 +1,9 @@
 """The strategy base class, selection, and adapters for plain callables."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Tuple
+from typing import Callable, FrozenSet, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -12,7 +13,7 @@ from .._validation import (check_candidates, check_n_instances, check_pool, chec
                            subset_pool_kwargs, take_rows)
 
 __all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
-           "acquire_among", "select_top", "to_modal", "pool_scores_of"]
+           "acquire_among", "select_top", "to_modal", "pool_scores_of", "check_options"]
 
 
 @dataclass
@@ -266,6 +267,39 @@ def select_top(
     return ranked.astype(np.intp), scores[ranked]
 
 
+#: Keywords of the protocol itself, taken by every strategy.
+_PROTOCOL_KEYWORDS = frozenset({"random_tie_break", "random_state"})
+#: Parameters of acquire/score/pool_scores that are not per-call options.
+_POSITIONAL = frozenset({"self", "estimator", "X_pool", "n_instances"})
+
+
+def _keyword_names(method) -> FrozenSet[str]:
+    """The named parameters of ``method``, less the positional ones of the protocol."""
+    params = inspect.signature(method).parameters.values()
+    return frozenset(p.name for p in params
+                     if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in _POSITIONAL)
+
+
+def check_options(strategy, kwargs) -> None:
+    """Refuse keywords ``strategy`` does not take, with a ``TypeError`` naming them.
+
+    Accepted: the protocol's ``random_tie_break`` and ``random_state``,
+    pool-aligned keywords (``*_pool``, which decorators consume), and the
+    strategy's own per-call options (:meth:`Strategy.call_options`). A
+    strategy whose options are unknown (a plain callable) accepts anything.
+    """
+    options = strategy.call_options() if isinstance(strategy, Strategy) else None
+    if options is None:
+        return
+    unknown = sorted(k for k in kwargs
+                     if not k.endswith("_pool") and k not in _PROTOCOL_KEYWORDS and k not in options)
+    if unknown:
+        takes = sorted(options | _PROTOCOL_KEYWORDS)
+        raise TypeError(f"{type(strategy).__name__} got unexpected keyword argument(s) "
+                        f"{', '.join(map(repr, unknown))}; it takes {', '.join(takes)} and pool-aligned "
+                        "*_pool keywords")
+
+
 class Strategy(BaseEstimator):
     """Base class of query strategies: score the pool, then select a batch.
 
@@ -288,7 +322,10 @@ class Strategy(BaseEstimator):
     oracle's labels) holds one entry per row of ``X_pool``. Whoever subsets
     the pool (the learner's ``pool_subsample``, a decorator passing candidates
     to the strategy it wraps) subsets these keywords with the same indices.
-    Other keywords are accepted and ignored, as modAL's protocol requires.
+    A strategy that does not use one ignores it, since decorators consume
+    them. Any other keyword must be one of the strategy's per-call options
+    (:meth:`call_options`): a misspelt one (``n_sample=``) is a ``TypeError``
+    naming it, never silently ignored.
 
     Parameters are stored by ``__init__`` only, so ``get_params``,
     ``set_params``, ``clone``, ``repr`` and pickling work as for a
@@ -319,6 +356,32 @@ class Strategy(BaseEstimator):
 
     takes_random_state = True
 
+    def call_options(self) -> Optional[FrozenSet[str]]:
+        """The per-call options this strategy takes, besides ``random_tie_break``,
+        ``random_state`` and pool-aligned ``*_pool`` keywords; None if unknown
+        (anything is then passed on).
+
+        By default the named keyword parameters of :meth:`score` when the
+        strategy scores points one by one, else of :meth:`acquire`: declare an
+        option as a parameter and it is accepted; ``**kwargs`` accepts no name.
+
+        Returns
+        -------
+        frozenset of str or None
+
+        Examples
+        --------
+        >>> from skdbal.acquisition import bald, batch_bald
+        >>> sorted(bald.call_options())
+        ['chunk_size', 'n_jobs', 'n_samples']
+        >>> sorted(batch_bald.call_options())
+        ['chunk_size', 'n_joint_samples', 'n_samples']
+        """
+        names = _keyword_names(type(self).acquire)
+        if type(self).score is not Strategy.score:
+            names |= _keyword_names(type(self).score)
+        return frozenset(names - _PROTOCOL_KEYWORDS)
+
     def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Tuple[np.ndarray, np.ndarray]:
         acq = self.acquire(estimator, X_pool, n_instances, **kwargs)
         return acq.indices, acq.scores
@@ -348,13 +411,18 @@ class Strategy(BaseEstimator):
         random_state : int, RandomState instance or None, default=None
             Seeds the tie break and any randomness of the score.
         **kwargs :
-            Options of :meth:`score`, pool-aligned keywords (``*_pool``),
-            and anything else (ignored).
+            Options of :meth:`score` and pool-aligned keywords (``*_pool``).
 
         Returns
         -------
         Acquisition
+
+        Raises
+        ------
+        TypeError
+            For a keyword that is neither an option nor pool-aligned.
         """
+        check_options(self, kwargs)
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
@@ -383,6 +451,7 @@ class Strategy(BaseEstimator):
         """
         if type(self).acquire is not Strategy.acquire or type(self).score is Strategy.score:
             return None
+        check_options(self, kwargs)
         X_pool = check_pool(X_pool)
         check_n_instances(n_instances, len(X_pool))
         pool_kwargs(kwargs, len(X_pool))
@@ -445,6 +514,15 @@ class StrategyDecorator(Strategy):
 
     def __init__(self, strategy):
         self.strategy = strategy
+
+    def call_options(self) -> Optional[FrozenSet[str]]:
+        """The wrapped strategy's options and this decorator's own (None if the
+        wrapped strategy's are unknown)."""
+        inner = as_strategy(self.strategy).call_options()
+        if inner is None:
+            return None
+        own = _keyword_names(type(self).acquire) - {"y_pool"}
+        return frozenset((own | inner) - _PROTOCOL_KEYWORDS)
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
         return as_strategy(self.strategy).acquire(estimator, X_pool, n_instances, **kwargs)
@@ -516,6 +594,10 @@ class CallableStrategy(Strategy):
         self.func = func
         self.takes_random_state = takes_random_state
         self.takes_pool_keywords = takes_pool_keywords
+
+    def call_options(self) -> None:
+        """Unknown: the function checks its own keywords."""
+        return None
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
         if not self.takes_random_state:

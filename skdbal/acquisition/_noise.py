@@ -8,8 +8,8 @@ import numpy as np
 from .. import noise
 from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
-from ._base import (Acquisition, PoolScores, StrategyDecorator, acquire_among, as_strategy, pool_scores_of,
-                    select_top)
+from ._base import (Acquisition, PoolScores, StrategyDecorator, acquire_among, as_strategy, check_options,
+                    pool_scores_of, select_top)
 from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
@@ -30,6 +30,16 @@ class _FilterChunk:
         if self.measure is None:
             return p_label
         return np.asarray(self.measure(P), dtype=np.float64), p_label
+
+
+def _inner_n_samples(strategy) -> Optional[int]:
+    """The ``n_samples`` set on ``strategy`` or, down a stack of decorators, on the first that sets one."""
+    while strategy is not None:
+        T = getattr(strategy, "n_samples", None)
+        if T is not None:
+            return T
+        strategy = getattr(strategy, "strategy", None) if isinstance(strategy, StrategyDecorator) else None
+    return None
 
 
 class NoiseFilter(StrategyDecorator):
@@ -65,8 +75,10 @@ class NoiseFilter(StrategyDecorator):
         in the pool and the next one of the ranking takes its place, so it
         chooses the ``τ`` whose batch is worth the most, a point being worth
         its score above the pool's lowest times ``1 − 2·P(flipped)``; it
-        needs the wrapped strategy's pool scores, and falls back to
-        ``"dynamic"`` for a strategy without them. ``"quantile"`` distrusts the
+        needs the wrapped strategy's pool scores, and a strategy without them
+        (BatchBALD, a diversity penalty, a plain callable) is refused with a
+        ``ValueError`` (put the filter inside the diversity penalty instead).
+        ``"quantile"`` distrusts the
         expected number of wrong labels, the fraction ``ε̂`` of the pool
         whose labels the model finds least likely
         (``quantile_threshold``). A callable is called as
@@ -74,7 +86,10 @@ class NoiseFilter(StrategyDecorator):
     chunk_size : int, default=2048
         Pool rows scored at a time.
     n_samples : int, optional
-        Number of predictive samples ``T``, overriding the model's.
+        Number of predictive samples ``T``, overriding the model's. By
+        default the wrapped strategy's ``n_samples`` (``BALD(n_samples=50)``
+        is filtered on 50 passes), else the model's; a value set on both that
+        differs is a ``ValueError``. A call's ``n_samples=`` overrides both.
 
     Notes
     -----
@@ -130,9 +145,9 @@ class NoiseFilter(StrategyDecorator):
             info["noise_rate"] = rate
             if self.threshold == "quantile":
                 return noise.quantile_threshold(p_label, rate)
-            if self.threshold == "batch" and scores is not None:
+            if self.threshold == "batch":  # only reached with pool scores: refused without them
                 return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
-            return noise.bayes_threshold(rate, n_classes)  # "dynamic"; "batch" without pool scores
+            return noise.bayes_threshold(rate, n_classes)  # "dynamic"
         if callable(self.threshold):
             tau = float(self.threshold(p_label, n_classes))
             if not 0 <= tau <= 1:
@@ -140,7 +155,19 @@ class NoiseFilter(StrategyDecorator):
             return tau
         return float(self.threshold)
 
+    def _n_samples(self, kwargs) -> Optional[int]:
+        """``T`` of this query: the call's ``n_samples``, else this filter's, else the wrapped strategy's
+        (the filter and its strategy read the same samples, so the two must agree)."""
+        if kwargs.get("n_samples") is not None:
+            return kwargs["n_samples"]
+        inner = _inner_n_samples(self.strategy)
+        if self.n_samples is not None and inner is not None and inner != self.n_samples:
+            raise ValueError(f"noise_filter has n_samples={self.n_samples} but the strategy it wraps has "
+                             f"n_samples={inner}: they read the same samples, so set T in one place")
+        return self.n_samples if self.n_samples is not None else inner
+
     def _setup(self, estimator, X_pool, n_instances, y_pool, kwargs):
+        check_options(self, kwargs)
         self._check_threshold()
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
@@ -148,7 +175,7 @@ class NoiseFilter(StrategyDecorator):
             raise ValueError("noise_filter needs y_pool: the annotator's labels of X_pool, row by row")
         pool_kwargs({"y_pool": y_pool, **kwargs}, len(X_pool))
         y_pool = np.asarray(y_pool).reshape(-1)
-        predictive = as_predictive(estimator, n_samples=self.n_samples)
+        predictive = as_predictive(estimator, n_samples=self._n_samples(kwargs))
         if predictive.kind != "classifier":
             raise TypeError(f"noise_filter needs a classifier's probabilities; {predictive.name} is a regressor")
         y_idx = label_columns(predictive.classes, y_pool, "y_pool", classes_name="the model's classes")
@@ -173,10 +200,11 @@ class NoiseFilter(StrategyDecorator):
         X_pool, n_instances, y_pool, predictive, y_idx, n_classes = setup
         base = as_strategy(self.strategy)
         measure_for = getattr(base, "measure_for", None)
-        if callable(measure_for):
+        if callable(measure_for):  # the base's score and p̄(y | x) from the same samples, with its options
             scorer = _FilterChunk(predictive, measure_for(predictive))
-            scores, p_label = map_chunks(scorer, X_pool, chunk_size=getattr(base, "chunk_size", self.chunk_size),
-                                         n_jobs=getattr(base, "n_jobs", None), aligned={"y": y_idx})
+            chunk_size = kwargs.get("chunk_size") or getattr(base, "chunk_size", self.chunk_size)
+            n_jobs = kwargs["n_jobs"] if kwargs.get("n_jobs") is not None else getattr(base, "n_jobs", None)
+            scores, p_label = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=n_jobs, aligned={"y": y_idx})
             order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
             inner = PoolScores(scores, order)
         else:
@@ -212,6 +240,12 @@ class NoiseFilter(StrategyDecorator):
         the untrusted points among what it would choose unfiltered."""
         X_pool, n_instances, y_pool, predictive, y_idx, n_classes = setup
         base = as_strategy(self.strategy)
+        if self.threshold == "batch":
+            raise ValueError(
+                f"threshold='batch' chooses tau from the wrapped strategy's pool scores, and "
+                f"{type(base).__name__} has none (it chooses its batch jointly, or is a plain callable); "
+                "use threshold='dynamic' or 'quantile', or put the filter inside: "
+                "diversity_penalty(noise_filter(bald, 'batch'), w)")
         p_label = self._p_label(predictive, X_pool, y_idx)
         info = {}
         tau = self._tau(p_label, n_classes, info)

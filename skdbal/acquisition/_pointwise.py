@@ -368,7 +368,8 @@ class VariationRatios(SamplesStrategy):
 class MeanStd(SamplesStrategy):
     """Mean standard deviation of the class probabilities over the passes.
 
-    ``(1/C) Σ_c sqrt(E_t[P²] − E_t[P]²)``
+    ``(1/C) Σ_c sqrt(E_t[(P − E_t[P])²])``, the variance computed in two
+    passes, so identical passes score exactly 0
     (:func:`skdbal.uncertainty.mean_standard_deviation`).
 
     Parameters

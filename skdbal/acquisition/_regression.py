@@ -40,6 +40,9 @@ class PredictiveVariance(Strategy):
         Which variance to score.
     chunk_size : int, default=2048
         Pool rows scored at a time (may also be given per call).
+    n_jobs : int, optional
+        Chunks scored in parallel with joblib (may also be given per call);
+        the scores do not depend on it.
 
     References
     ----------
@@ -58,11 +61,13 @@ class PredictiveVariance(Strategy):
     2
     """
 
-    def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE):
+    def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.part = part
         self.chunk_size = chunk_size
+        self.n_jobs = n_jobs
 
-    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, **kwargs) -> np.ndarray:
+    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+              **kwargs) -> np.ndarray:
         """The predictive variance (``part``) of every pool row, shape ``(N,)``."""
         if self.part not in ("total", "epistemic", "aleatoric"):
             raise ValueError(f"part must be 'total', 'epistemic' or 'aleatoric'; got {self.part!r}")
@@ -70,18 +75,39 @@ class PredictiveVariance(Strategy):
         if predictive.kind != "regressor":
             raise TypeError(f"{predictive.name} is a classifier: predictive_variance needs a "
                             "probabilistic regressor such as skdbal.BayesianLinearRegression")
-        fn = predictive.variance
-        if self.part != "total":
-            if predictive.source != "regression_samples":
-                raise TypeError(f"predictive_variance(part={self.part!r}) needs predict_samples, which "
-                                f"{predictive.name} lacks; use a sampling regressor such as "
-                                "skdbal.MCDropoutRegressor, or part='total'")
+        if self.part != "total" and predictive.source != "regression_samples":
+            raise TypeError(f"predictive_variance(part={self.part!r}) needs predict_samples, which "
+                            f"{predictive.name} lacks; use a sampling regressor such as "
+                            "skdbal.MCDropoutRegressor, or part='total'")
+        return map_chunks(_VarianceChunk(predictive, self.part), X_pool,
+                          chunk_size=self.chunk_size if chunk_size is None else chunk_size,
+                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)
 
-            def fn(X):
-                d = decompose_gaussian(*predictive.regression_samples(X))
-                return getattr(d, self.part).sum(axis=1)
 
-        return map_chunks(fn, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size)
+class _VarianceChunk:
+    """``X_chunk -> variance (part)``: picklable, for joblib workers."""
+
+    def __init__(self, predictive, part: str):
+        self.predictive = predictive
+        self.part = part
+
+    def __call__(self, X):
+        if self.part == "total":
+            return self.predictive.variance(X)
+        d = decompose_gaussian(*self.predictive.regression_samples(X))
+        return getattr(d, self.part).sum(axis=1)
+
+
+class _EGLChunk:
+    """``X_chunk -> expected gradient length``: picklable, for joblib workers."""
+
+    def __init__(self, predictive):
+        self.predictive = predictive
+
+    def __call__(self, X):
+        gram, reference = self.predictive.gradient_gram(X)
+        means, variances = self.predictive.regression_samples(X)
+        return egl.expected_gradient_length(gram, means, variances, reference=reference)
 
 
 class ExpectedGradientLength(Strategy):
@@ -107,6 +133,8 @@ class ExpectedGradientLength(Strategy):
     ----------
     chunk_size : int, default=2048
         Pool rows scored at a time (may also be given per call).
+    n_jobs : int, optional
+        Chunks scored in parallel with joblib (may also be given per call).
 
     References
     ----------
@@ -128,19 +156,16 @@ class ExpectedGradientLength(Strategy):
     ((3,), True)
     """
 
-    def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+    def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.chunk_size = chunk_size
+        self.n_jobs = n_jobs
 
-    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, **kwargs) -> np.ndarray:
+    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+              **kwargs) -> np.ndarray:
         """Expected gradient length of every pool row, shape ``(N,)``."""
         predictive = as_predictive(estimator)
         if predictive.kind != "regressor":
             raise TypeError(f"{predictive.name} is a classifier: expected_gradient_length needs a network "
                             "regressor such as skdbal.MCDropoutRegressor")
-
-        def one(X):
-            gram, reference = predictive.gradient_gram(X)
-            means, variances = predictive.regression_samples(X)
-            return egl.expected_gradient_length(gram, means, variances, reference=reference)
-
-        return map_chunks(one, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size)
+        return map_chunks(_EGLChunk(predictive), X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size,
+                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)

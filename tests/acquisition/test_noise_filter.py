@@ -206,11 +206,9 @@ def test_batch_rule_chooses_the_batch_worth_most():
     trusted = p_label >= tau
     np.testing.assert_array_equal(acq.indices, order[trusted[order]][:2])
     assert acq.info["n_rejected"] == len(acq.info["rejected_indices"])
-    # a strategy without pool scores (a modAL function) gets the per-label rule
-    acq = noise_filter(uncertainty_sampling, "batch").acquire(LogisticRegression().fit(X, Y), X, 2, y_pool=Y)
-    dyn = noise_filter(uncertainty_sampling, "dynamic").acquire(LogisticRegression().fit(X, Y), X, 2, y_pool=Y)
-    assert acq.info["threshold"] == dyn.info["threshold"]
-    np.testing.assert_array_equal(acq.indices, dyn.indices)
+    # a strategy without pool scores (a modAL function) is refused, not given the per-label rule
+    with pytest.raises(ValueError, match="threshold='batch'.*CallableStrategy has none"):
+        noise_filter(uncertainty_sampling, "batch").acquire(LogisticRegression().fit(X, Y), X, 2, y_pool=Y)
 
 
 def test_batch_rule_skips_suspect_labels_that_the_per_label_rule_keeps():

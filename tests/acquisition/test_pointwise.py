@@ -248,7 +248,10 @@ def test_strategies_accept_protocol_kwargs_and_forward_n_samples():
 
     est = Recorder()
     X = np.zeros((10, 2))
-    idx, _ = bald(est, X, 2, some_decorator_option=True)  # **kwargs accepted
+    idx, _ = bald(est, X, 2, some_decorator_pool=np.ones(10))  # pool-aligned keywords accepted
     bald(est, X, 2, n_samples=7)
+    assert est.T == [None, 7]
+    with pytest.raises(TypeError, match="'some_decorator_option'"):  # anything else is refused
+        bald(est, X, 2, some_decorator_option=True)
     assert est.T == [None, 7]
     assert len(idx) == 2
