@@ -30,6 +30,11 @@ __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
 _DROPOUT = nn.modules.dropout._DropoutNd
 #: Dropout layers whose masks we draw ourselves (exactly as torch would).
 _CHANNEL_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
+#: Held while a module's mode flags and dropout hooks are changed for inference (mc_dropout_mode),
+#: and while torch's global RNG is seeded (_torch_seeded). Both are shared by every thread of the
+#: process, so calls from several threads (joblib's threading backend, a Dask worker's threads) on one
+#: network take turns instead of changing them under each other; re-entrant, as the two nest.
+_SHARED_STATE_LOCK = threading.RLock()
 #: forward() methods known to compute ``head(trunk(x))``.
 _SPLIT_FORWARDS = frozenset({BayesianCNN.forward, KirschCNN.forward, LeNet5.forward, MLP.forward})
 #: Modules whose split was checked numerically: module -> bool.
@@ -93,7 +98,8 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     BatchNorm and every other layer stay in eval mode, so running statistics
     are neither used from the batch nor updated. Each submodule's previous
     ``training`` flag is restored on exit, even when an exception is raised.
-    Autograd is disabled inside.
+    Autograd is disabled inside. The flags are shared by every thread that
+    uses the module, so one thread at a time holds this mode (others wait).
 
     Parameters
     ----------
@@ -117,18 +123,19 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     >>> [m.training for m in net]                   # restored on exit
     [True, True, True]
     """
-    saved = [(m, m.training) for m in module.modules()]
-    try:
-        module.eval()
-        if dropout:
-            for m in module.modules():
-                if isinstance(m, _DROPOUT):
-                    m.train()
-        with torch.no_grad():
-            yield module
-    finally:
-        for m, flag in saved:
-            m.training = flag
+    with _SHARED_STATE_LOCK:
+        saved = [(m, m.training) for m in module.modules()]
+        try:
+            module.eval()
+            if dropout:
+                for m in module.modules():
+                    if isinstance(m, _DROPOUT):
+                        m.train()
+            with torch.no_grad():
+                yield module
+        finally:
+            for m, flag in saved:
+                m.training = flag
 
 
 def _seed_from(random_state, offset: int = 0) -> Optional[int]:
@@ -164,12 +171,13 @@ def _sigint_watch():
 
 @contextlib.contextmanager
 def _torch_seeded(seed: Optional[int]):
-    """Seed torch's global RNG inside, leaving the caller's RNG state untouched."""
+    """Seed torch's global RNG inside, leaving the caller's RNG state untouched;
+    one thread at a time, as the global RNG is the process's."""
     if seed is None:
         yield
         return
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
+    with _SHARED_STATE_LOCK, torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         yield
 
