@@ -13,10 +13,15 @@ from ._validation import check_positive_int, is_frame
 __all__ = ["DeepEnsembleClassifier"]
 
 
+def _seed_keys(estimator) -> list:
+    """Every ``random_state`` parameter of ``estimator``, its own and its parts' (a pipeline's steps)."""
+    params = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else {}
+    return sorted(k for k in params if k == "random_state" or k.endswith("__random_state"))
+
+
 def _fit_member(estimator, seed, X, y, fit_params):
     member = clone(estimator)
-    if "random_state" in member.get_params(deep=False):
-        member.set_params(random_state=int(seed))
+    member.set_params(**{key: int(seed) for key in _seed_keys(member)})
     return member.fit(X, y, **fit_params)
 
 
@@ -35,8 +40,10 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     estimator : classifier
-        Any classifier with ``predict_proba``; its ``random_state``, if it
-        has one, is set per member.
+        Any classifier with ``predict_proba`` and a ``random_state``
+        parameter, its own or its parts' (a pipeline's steps): every one is
+        set to the member's seed. One without any is refused, since its
+        members would be identical.
     n_members : int, default=5
         ``M``, at least 1.
     samples_per_member : int, optional
@@ -55,7 +62,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
     seeds_ : ndarray of shape (M,)
     n_features_in_ : int
         Number of features (``X.shape[1]``) seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names, when ``X`` was a DataFrame with string column names.
 
     References
@@ -96,6 +103,9 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
             check_positive_int(T, "samples_per_member")
         if not hasattr(self.estimator, "fit") or not hasattr(self.estimator, "predict_proba"):
             raise TypeError(f"estimator must be a classifier with fit and predict_proba; got {self.estimator!r}")
+        if not _seed_keys(self.estimator):
+            raise TypeError(f"{type(self.estimator).__name__} has no random_state parameter (nor do its parts), so "
+                            "the members, which differ only by seed, would be identical copies")
         if T is not None and not hasattr(self.estimator, "predict_proba_samples"):
             raise TypeError(f"samples_per_member needs members with predict_proba_samples; "
                             f"{type(self.estimator).__name__} has none")
@@ -165,9 +175,11 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         n_samples : int, optional
             ``T``, passes *per member*: the result has ``M·T`` samples. By
             default ``samples_per_member`` (None: one ``predict_proba`` per
-            member, ``M`` samples). Members without ``predict_proba_samples``
-            give one sample each, so for them only ``n_samples=1`` is
-            accepted; any other value is refused, not ignored.
+            member, ``M`` samples). Without ``samples_per_member``,
+            ``n_samples=1`` is that one ``predict_proba`` per member too.
+            Members without ``predict_proba_samples`` give one sample each,
+            so for them only ``n_samples=1`` is accepted; any other value is
+            refused, not ignored.
         consistent : bool, default=False
             Ask for consistent samples (sample ``t`` one function for every
             input). One ``predict_proba`` per member is consistent by
@@ -200,7 +212,8 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                              f"({type(self.estimators_[0]).__name__}) have no predict_proba_samples: they give one "
                              "sample each; leave n_samples unset (or 1), or use sampling members")
         T = self.samples_per_member if n_samples is None else n_samples
-        if T is None or not sampling:  # one predict_proba per member
+        if T is None or not sampling or (T == 1 and self.samples_per_member is None):
+            # one predict_proba per member: the ensemble's own single sample of each
             return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
         return np.concatenate([
             np.asarray(as_predictive(m, n_samples=int(T)).proba_samples(X, consistent=bool(consistent)),

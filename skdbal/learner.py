@@ -24,6 +24,15 @@ def _copy(X):
     return X.copy() if is_frame(X) else np.array(X, copy=True)
 
 
+def _continues_training(model) -> bool:
+    """Whether refitting ``model`` continues its training: it has ``partial_fit``, or a
+    ``warm_start`` parameter set to True (its own, or a pipeline step's)."""
+    if hasattr(model, "partial_fit"):
+        return True
+    params = model.get_params(deep=True) if hasattr(model, "get_params") else {}
+    return any(v is True for k, v in params.items() if k == "warm_start" or k.endswith("__warm_start"))
+
+
 def _wrapped_kind(kind: str) -> Callable:
     """``available_if`` check: the wrapped model is read as a ``kind`` (no fit is triggered)."""
 
@@ -88,14 +97,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         :meth:`simulate` replace it.
     retrain : {"scratch", "warm"}, default="scratch"
         ``"scratch"`` fits a fresh clone of ``estimator`` on all labels after
-        every :meth:`teach`; ``"warm"`` continues training the current model
-        (``partial_fit`` when it has one).
+        every :meth:`teach`; ``"warm"`` continues training the current model:
+        ``partial_fit`` when it has one, else ``fit`` when it (or a pipeline
+        step) has ``warm_start=True``. Any other model is refused with a
+        ``ValueError``, since its ``fit`` would start from scratch.
     pool_subsample : int or None, default=None
         If set, each query scores only a seeded random subset of this many
         pool points; Gal et al. (2017) score 2,000 of the MNIST pool.
     random_state : int, RandomState instance or None, default=None
         Seeds pool subsampling, strategy tie breaks, random sampling and the
-        initial set of :meth:`simulate`.
+        initial set of :meth:`simulate`. The model's own randomness (weight
+        initialisation, MC-dropout masks) is seeded by the model's
+        ``random_state``; the default model (``estimator=None``) is given
+        the learner's when it is an int.
     verbose : bool, default=True
         Show a tqdm progress bar in :meth:`simulate`.
 
@@ -112,7 +126,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     n_features_in_ : int
         Number of features (``X.shape[1]``) of the labelled set; predictions
         on inputs with another number raise a ``ValueError``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names, when the labelled set is a DataFrame with string
         column names.
     last_acquisition_ : :class:`~skdbal.acquisition.Acquisition`
@@ -173,7 +187,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if self.estimator is None:
             from .mc_dropout import MCDropoutClassifier
 
-            template = MCDropoutClassifier()
+            # seeded by the learner's int seed, so that ActiveLearner(random_state=0) repeats its runs
+            seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else None
+            template = MCDropoutClassifier(random_state=seed)
         else:
             template = self.estimator
         if y_all is not None and not is_regressor(template) and hasattr(template, "get_params"):
@@ -208,6 +224,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _check_params(self):
         if self.retrain not in ("scratch", "warm"):
             raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
+        if self.retrain == "warm" and not _continues_training(self._model_or_template()):
+            model = self._model_or_template()
+            raise ValueError(
+                f"retrain='warm' continues training the current model, but {type(model).__name__} has no "
+                "partial_fit and no warm_start=True, so its fit would start again from scratch; set warm_start "
+                "(in a pipeline, on its network: net__warm_start=True) or use retrain='scratch'")
         check_positive_int(self.pool_subsample, "pool_subsample", allow_none=True)
         self._strategy()  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
@@ -289,7 +311,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             est = self.estimator_
             if hasattr(est, "partial_fit"):
                 return est.partial_fit(X, y, **fit_params)
-            return est.fit(X, y, **fit_params)
+            return est.fit(X, y, **fit_params)  # warm_start=True somewhere: checked by _check_params
         return clone(template).fit(X, y, **fit_params)
 
     # ------------------------------------------------------------ fitting
@@ -527,8 +549,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         n_samples : int, optional
             Number of passes ``T`` to ask a sampling estimator for. By
             default its own ``n_samples``, or 1 when its passes are
-            identical (``stochastic_samples`` False). Ignored by a plain
-            classifier, which gives one sample.
+            identical (``stochastic_samples`` False). A plain classifier
+            gives one sample (its ``predict_proba``), and refuses more with
+            a ``ValueError``.
         consistent : bool, default=False
             Ask for consistent samples (one function per pass for every
             input), passed on to ``estimator_`` through the predictive

@@ -407,6 +407,12 @@ def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int
     Shapes follow each layer's input (without the batch axis): element-wise
     for ``nn.Dropout``, one value per channel for ``nn.Dropout1d/2d/3d``.
     """
+    n_top = sum(isinstance(m, _DROPOUT) for m in head)
+    if sum(isinstance(m, _DROPOUT) for m in head.modules()) != n_top:
+        # a dropout inside a block of the head would draw its own mask per row and pass
+        raise TypeError("consistent masks need every dropout layer of the head at its top level (head = "
+                        "nn.Sequential(..., nn.Dropout(p), ...)); this head nests one inside a block, whose "
+                        "masks would be drawn per row")
     gen = torch.Generator(device=h.device)
     gen.manual_seed(seed if seed is not None else int(torch.randint(2**62, (1,)).item()))
     masks = []

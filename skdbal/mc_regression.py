@@ -100,7 +100,8 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         and the masks of :meth:`predict_samples`.
     criterion : torch criterion class, default=None
         ``torch.nn.MSELoss``, or :class:`GaussianNLLLoss` with
-        ``heteroscedastic=True``.
+        ``heteroscedastic=True``, which needs a :class:`GaussianNLLLoss` (or
+        a subclass): another criterion is refused with a ``ValueError``.
     optimizer, lr, max_epochs, batch_size, train_split, verbose :
         As in :class:`skorch.NeuralNetRegressor`, with defaults ``Adam``,
         ``1e-3``, ``200``, ``128``, ``None`` and ``0``.
@@ -212,6 +213,13 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         super()._check_params()
         if not isinstance(self.heteroscedastic, (bool, np.bool_)):
             raise TypeError(f"heteroscedastic must be a bool; got {self.heteroscedastic!r}")
+        crit = self.criterion
+        if self.heteroscedastic and crit is not None:
+            cls = crit if isinstance(crit, type) else type(crit)
+            if not issubclass(cls, GaussianNLLLoss):
+                # the head's second half would be trained as more means, then read as log variances
+                raise ValueError(f"heteroscedastic=True needs a Gaussian likelihood for the head's means and log "
+                                 f"variances: GaussianNLLLoss (or a subclass); got criterion={cls.__name__}")
 
     def _validate_y(self, y, n: int, reset: bool) -> np.ndarray:
         """Continuous targets as float32 ``(N, D)``."""

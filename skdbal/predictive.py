@@ -49,12 +49,14 @@ strategy. Everything else goes through the same adapter:
 
 - a scikit-learn :class:`~sklearn.pipeline.Pipeline` is read through its last
   step, after transforming ``X`` with the steps before it (``pipe[:-1]``);
+- a fitted hyper-parameter search (:class:`~sklearn.model_selection.GridSearchCV`,
+  refitted) is read through its ``best_estimator_``, with which it predicts;
 - a wrapper with an ``estimator`` attribute and no fitted state of its own
   (a modAL learner) is read through what it wraps, while a fitted
   scikit-learn meta-estimator (``CalibratedClassifierCV``) is read itself; :class:`skdbal.ActiveLearner` implements the
   interface itself by delegating to its fitted model;
 - a plain classifier with ``predict_proba`` gives one deterministic sample
-  (``T = 1``);
+  (``T = 1``), and a request for more (``n_samples > 1``) is refused;
 - a model that is not a classifier and whose ``predict`` takes ``return_std=True``
   (:class:`~sklearn.linear_model.BayesianRidge`,
   :class:`~sklearn.gaussian_process.GaussianProcessRegressor`) gives the sum
@@ -172,12 +174,12 @@ class Predictive:
 
     def _consistent_kwargs(self, method, consistent: bool) -> dict:
         """The keywords that ask ``method`` for consistent samples; raises if it cannot honour them."""
-        if not _check_bool(consistent, "consistent") or not self.stochastic:
-            return {}  # not asked, or one deterministic pass: consistent trivially
-        if _takes_keyword(method, "consistent"):
-            return {"consistent": True}
-        if getattr(self.model, "consistent_samples", False):
+        if not _check_bool(consistent, "consistent"):
             return {}
+        if _takes_keyword(method, "consistent"):  # asked whenever it can be, whatever stochastic says
+            return {"consistent": True}
+        if getattr(self.model, "consistent_samples", False) or not self.stochastic:
+            return {}  # declared consistent, or identical passes: consistent trivially
         raise TypeError(
             f"{self.name} cannot be asked for consistent samples (one function per pass for every "
             f"input, as BatchBALD needs): its {method.__name__} takes no `consistent` keyword and it "
@@ -203,6 +205,11 @@ class Predictive:
                             "not class probabilities; use the predictive_variance strategy")
         if self.source == "proba":  # one deterministic pass: consistent trivially
             _check_bool(consistent, "consistent")
+            if self.n_samples is not None and self.n_samples != 1:
+                raise ValueError(
+                    f"{self.name} gives one deterministic sample (its predict_proba), so n_samples="
+                    f"{self.n_samples} cannot be honoured; leave n_samples unset, or use a model with "
+                    "predict_proba_samples (an MC-dropout network, an ensemble)")
             return np.asarray(self.model.predict_proba(self._prepare(X)))[np.newaxis]
         extra = self._consistent_kwargs(self.model.predict_proba_samples, consistent)
         X = self._prepare(X)
@@ -368,6 +375,9 @@ def _resolve(est, n_samples, transforms) -> Predictive:
                           transforms=transforms, n_samples=n_samples)
     if hasattr(est, "predictive_variance"):
         return Predictive(est, "variance", stochastic=True, transforms=transforms)
+    best = getattr(est, "best_estimator_", None)
+    if best is not None:  # a fitted search (GridSearchCV): it predicts with its best estimator
+        return _resolve(best, n_samples, transforms)
     steps = getattr(est, "steps", None)
     if steps:  # a Pipeline: its own slicing transforms with all but the last step ("passthrough" too)
         head = (est[:-1],) if len(steps) > 1 else ()
@@ -378,7 +388,7 @@ def _resolve(est, n_samples, transforms) -> Predictive:
     if inner is not None and not _is_fitted(est):
         return _resolve(inner, n_samples, transforms)
     if hasattr(est, "predict_proba"):
-        return Predictive(est, "proba", stochastic=False, transforms=transforms)
+        return Predictive(est, "proba", stochastic=False, transforms=transforms, n_samples=n_samples)
     if hasattr(est, "predict") and not is_classifier(est):
         return Predictive(est, "std", stochastic=True, transforms=transforms)
     raise TypeError(

@@ -297,3 +297,210 @@ def test_learner_predict_samples_keeps_the_regressors_shape(tabular):
     dm, dv = learner.estimator_.predict_samples(X[30:40], return_var=True)
     assert v.shape == dv.shape == (5, 10)
     np.testing.assert_array_equal(v, dv)
+
+
+# ------------------------------------------------------------------ found by combining further (review of issue 27)
+def test_warm_retrain_of_a_model_that_cannot_continue_is_refused_and_changes_nothing(tabular):
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import make_pipeline
+
+    X, y = tabular
+    pipe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=200))
+    with pytest.raises(ValueError, match="retrain='warm'.*Pipeline has no partial_fit and no warm_start=True"):
+        ActiveLearner(pipe, retrain="warm", verbose=False).fit(X[:20], y[:20])
+    learner = ActiveLearner(pipe, retrain="scratch", verbose=False).fit(X[:20], y[:20])
+    learner.set_params(retrain="warm")
+    with pytest.raises(ValueError, match="retrain='warm'"):
+        learner.teach(X[20:25], y[20:25])
+    assert len(learner.y_training_) == 20  # no label lost, none added
+    with pytest.raises(ValueError, match="DeepEnsembleClassifier has no partial_fit"):
+        ActiveLearner(DeepEnsembleClassifier(SGDClassifier(loss="log_loss")), retrain="warm",
+                      verbose=False).fit(X[:20], y[:20])
+    # warm_start on the pipeline's model: fit continues from the current coefficients
+    warm = ActiveLearner(make_pipeline(StandardScaler(), LogisticRegression(max_iter=200, warm_start=True)),
+                         retrain="warm", verbose=False).fit(X[:20], y[:20])
+    model = warm.estimator_
+    warm.teach(X[20:25], y[20:25])
+    assert warm.estimator_ is model and len(warm.y_training_) == 25
+
+
+def test_ensemble_seeds_the_random_state_of_every_part(tabular):
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    X, y = tabular
+    ens = DeepEnsembleClassifier(make_pipeline(StandardScaler(), SGDClassifier(loss="log_loss", max_iter=5, tol=None)),
+                                 n_members=3, random_state=0).fit(X, y)
+    assert [m[-1].random_state for m in ens.estimators_] == ens.seeds_.tolist()
+    assert np.ptp(ens.predict_proba_samples(X), axis=0).max() > 0.05  # the members differ
+    with pytest.raises(TypeError, match="no random_state parameter.*identical"):
+        DeepEnsembleClassifier(KNeighborsClassifier(), n_members=2).fit(X, y)
+
+
+def test_noise_filter_keeps_a_subclasss_own_score():
+    class FavourFirstFeature(BALD):  # BALD divided by a cost: the points with x0 > 0 cost 100 times more
+        def score(self, estimator, X_pool, **kwargs):
+            return super().score(estimator, X_pool, **kwargs) / np.where(X_pool[:, 0] > 0, 100.0, 1.0)
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(40, 2))
+
+    class Passes:
+        classes_ = np.array([0, 1])
+
+        def predict_proba_samples(self, X, n_samples=None):
+            a = 1 / (1 + np.exp(-X[:, 1]))
+            return np.stack([np.c_[a, 1 - a], np.c_[1 - a, a]])
+
+    y = np.zeros(40, dtype=int)
+    alone = FavourFirstFeature().acquire(Passes(), X, 5).indices
+    filtered = noise_filter(FavourFirstFeature(), 1e-12).acquire(Passes(), X, 5, y_pool=y).indices
+    np.testing.assert_array_equal(filtered, alone)  # a threshold that trusts everything changes nothing
+    assert not np.array_equal(bald(Passes(), X, 5)[0], alone)
+
+
+def test_the_default_model_of_a_seeded_learner_is_seeded():
+    assert ActiveLearner(random_state=3, verbose=False)._template().random_state == 3
+    assert ActiveLearner(verbose=False)._template().random_state is None
+
+
+def test_shared_strategy_instances_refuse_set_params():
+    from skdbal.acquisition import STRATEGIES, get_strategy
+
+    with pytest.raises(ValueError, match="bald is the package's shared instance.*clone it first"):
+        ActiveLearner(query_strategy=noise_filter(bald)).set_params(query_strategy__strategy__n_samples=5)
+    assert bald.n_samples is None and STRATEGIES["bald"].n_samples is None and get_strategy("bald").n_samples is None
+    assert clone(bald).set_params(n_samples=5).n_samples == 5
+    learner = clone(ActiveLearner(query_strategy=noise_filter(bald)))  # what GridSearchCV does first
+    learner.set_params(query_strategy__strategy__n_samples=5)
+    assert learner.query_strategy.strategy.n_samples == 5 and bald.n_samples is None
+
+
+def test_one_pass_of_a_stochastic_model_warns_that_the_score_is_constant():
+    from skdbal.acquisition import DegenerateScoreWarning
+
+    with pytest.warns(DegenerateScoreWarning, match="n_samples=1"):
+        BALD(n_samples=1)(Tied(), np.zeros((5, 1)), 2)
+
+
+def test_a_constant_regression_score_warns():
+    from skdbal.acquisition import DegenerateScoreWarning
+
+    class SameVariance:
+        def predictive_variance(self, X):
+            return np.full(len(X), 0.3)
+
+    with pytest.warns(DegenerateScoreWarning, match="0.3 for every pool point"):
+        predictive_variance(SameVariance(), np.zeros((5, 1)), 2)
+
+
+def test_consistent_masks_refuse_a_dropout_nested_in_the_head(tabular):
+    import torch
+    from torch import nn
+
+    class NestedHead(nn.Module):
+        def __init__(self, n_features=6, n_classes=3):
+            super().__init__()
+            self.trunk = nn.Sequential(nn.Linear(n_features, 8), nn.ReLU())
+            self.head = nn.Sequential(nn.Sequential(nn.Dropout(0.5), nn.Linear(8, 8), nn.ReLU()),
+                                      nn.Linear(8, n_classes))
+
+        def forward(self, x):
+            return self.head(self.trunk(x))
+
+    X, y = tabular
+    net = MCDropoutClassifier(NestedHead, classes=np.arange(3), max_epochs=1, random_state=0).fit(X[:30], y[:30])
+    assert net.predict_proba_samples(X[:4], n_samples=3).shape == (3, 4, 3)  # per-row sampling still works
+    with pytest.raises(TypeError, match="nests one inside a block"):
+        net.predict_proba_samples(X[:4], n_samples=3, consistent=True)
+    with pytest.raises(TypeError, match="nests one inside a block"):
+        batch_bald(net, X, 2)
+    assert isinstance(torch.zeros(1), torch.Tensor)
+
+
+def test_a_fitted_search_is_read_through_its_best_estimator(tabular):
+    from sklearn.model_selection import GridSearchCV
+    from skdbal.acquisition import variation_ratios
+
+    X, y = tabular
+    search = GridSearchCV(mlp_net(), {"max_epochs": [2, 3]}, cv=2).fit(X[:60], y[:60])
+    P = search.best_estimator_.predict_proba_samples(X[60:])
+    assert P.shape[0] == 6  # T passes, not one predict_proba
+    np.testing.assert_array_equal(variation_ratios(search, X[60:], 4)[0],
+                                  variation_ratios(search.best_estimator_, X[60:], 4)[0])
+
+
+def test_a_one_member_ensemble_of_mc_members_reads_the_members_predict_proba(tabular):
+    X, y = tabular
+    one = DeepEnsembleClassifier(mlp_net(max_epochs=1), n_members=1, random_state=0).fit(X[:30], y[:30])
+    assert one.stochastic_samples is False
+    np.testing.assert_allclose(one.predict_proba_samples(X[:10], n_samples=1)[0],
+                               one.estimators_[0].predict_proba(X[:10]), rtol=1e-6)
+    # an explicit T asks the member for T passes, and the consistency request goes with it
+    np.testing.assert_array_equal(one.predict_proba_samples(X[:10], n_samples=4, consistent=True),
+                                  consistent_reference(one.estimators_[0], X[:10], 4))
+
+
+def test_noise_filter_honours_its_chunk_size():
+    class Rows(RecordsT):
+        def predict_proba_samples(self, X, n_samples=None):
+            self.asked.append(len(X))
+            return super().predict_proba_samples(X, n_samples)
+
+    X, y = np.zeros((7, 1)), np.array([0, 1, 0, 1, 0, 1, 0])
+    model = Rows()
+    noise_filter(bald, 0.1, chunk_size=3).acquire(model, X, 2, y_pool=y)
+    assert [n for n in model.asked if n != 7] and max(a for a in model.asked if a is not None) <= 3
+    model.asked.clear()
+    noise_filter(bald, 0.1).acquire(model, X, 2, y_pool=y, chunk_size=2)  # the call's overrides
+    assert max(a for a in model.asked if a is not None) <= 2
+
+
+def test_a_plain_classifier_refuses_more_than_one_sample(tabular):
+    X, y = tabular
+    learner = ActiveLearner(LogisticRegression(max_iter=200), verbose=False).fit(X[:30], y[:30])
+    with pytest.raises(ValueError, match="one deterministic sample.*n_samples=5"):
+        learner.predict_proba_samples(X, n_samples=5)
+    with pytest.raises(ValueError, match="n_samples=50 cannot be honoured"):
+        max_entropy.__class__(n_samples=50)(learner, X, 2)
+    np.testing.assert_allclose(learner.predict_proba_samples(X, n_samples=1)[0], learner.predict_proba(X))
+
+
+def test_deterministic_baseline_without_a_strategy_that_has_one_is_refused(tmp_path):
+    from skdbal.experiments import run_grid
+
+    with pytest.raises(ValueError, match="deterministic-baseline runs for max_entropy and variation_ratios only"):
+        run_grid("gal2017", ["bald", "random"], [1], tmp_path / "grid", deterministic_baseline=True, verbose=False)
+    assert not (tmp_path / "grid").exists()
+
+
+def test_heteroscedastic_head_refuses_a_criterion_that_is_not_a_likelihood(tabular):
+    import torch
+
+    X, _ = tabular
+    reg = MCDropoutRegressor(MLP, heteroscedastic=True, criterion=torch.nn.MSELoss, max_epochs=1)
+    with pytest.raises(ValueError, match="heteroscedastic=True needs a Gaussian likelihood.*MSELoss"):
+        reg.fit(X[:20], X[:20, 0])
+
+
+def test_to_modal_keeps_the_pool_scores_for_the_decorators():
+    from skdbal.acquisition import pool_scores_of, to_modal
+
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(30, 3))
+    y = rng.randint(2, size=30)
+
+    class Passes:
+        classes_ = np.array([0, 1])
+
+        def predict_proba_samples(self, X, n_samples=None):
+            a = 1 / (1 + np.exp(-X[:, 0])), 1 / (1 + np.exp(-X[:, 1]))
+            return np.stack([np.c_[p, 1 - p] for p in a])
+
+    old = to_modal(bald, "0.4.1")
+    np.testing.assert_array_equal(pool_scores_of(old, Passes(), X, 3).order, pool_scores_of(bald, Passes(), X, 3).order)
+    np.testing.assert_array_equal(diversity_penalty(old, 0.3)(Passes(), X, 4)[0],
+                                  diversity_penalty(bald, 0.3)(Passes(), X, 4)[0])
+    np.testing.assert_array_equal(noise_filter(old, "batch").acquire(Passes(), X, 3, y_pool=y).indices,
+                                  noise_filter(bald, "batch").acquire(Passes(), X, 3, y_pool=y).indices)

@@ -95,6 +95,13 @@ predictive_variance = PredictiveVariance()
 expected_gradient_length = ExpectedGradientLength()
 batch_bald = BatchBALD()
 
+for _name, _instance in [("bald", bald), ("max_entropy", max_entropy), ("variation_ratios", variation_ratios),
+                         ("mean_std", mean_std), ("random_sampling", random_sampling),
+                         ("predictive_variance", predictive_variance),
+                         ("expected_gradient_length", expected_gradient_length), ("batch_bald", batch_bald)]:
+    _instance._shared_name = _name  # set_params refuses to change it (clone it first)
+del _name, _instance
+
 #: Strategies by name, as used by the command line and the experiment runner.
 STRATEGIES = {
     "bald": bald,

@@ -356,6 +356,29 @@ class Strategy(BaseEstimator):
 
     takes_random_state = True
 
+    def set_params(self, **params):
+        """Set parameters, as a scikit-learn estimator.
+
+        Raises
+        ------
+        ValueError
+            On one of the shared instances of :mod:`skdbal.acquisition`
+            (``bald``, ...), which every other user of the name would see
+            changed: ``clone`` it first.
+        """
+        shared = self.__dict__.get("_shared_name")
+        if shared is not None and params:
+            raise ValueError(
+                f"{shared} is the package's shared instance, and set_params would change it for every user of "
+                f"skdbal.acquisition.{shared} (and the runner's strategy names); clone it first "
+                f"(sklearn.base.clone({shared}).set_params(...)) or make your own, e.g. {type(self).__name__}(...)")
+        return super().set_params(**params)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())  # object.__getstate__ returns __dict__ itself
+        state.pop("_shared_name", None)  # a copy (pickle, deepcopy) is no longer the shared instance
+        return state
+
     def call_options(self) -> Optional[FrozenSet[str]]:
         """The per-call options this strategy takes, besides ``random_tie_break``,
         ``random_state`` and pool-aligned ``*_pool`` keywords; None if unknown
@@ -409,7 +432,9 @@ class Strategy(BaseEstimator):
         random_tie_break : bool, default=False
             Break ties between equal scores at random instead of by index.
         random_state : int, RandomState instance or None, default=None
-            Seeds the tie break and any randomness of the score.
+            Seeds the tie break and the strategy's own randomness (random
+            sampling's scores). A model's predictive samples (MC-dropout
+            masks) are seeded by the model's ``random_state``, not by this.
         **kwargs :
             Options of :meth:`score` and pool-aligned keywords (``*_pool``).
 
@@ -526,6 +551,14 @@ class StrategyDecorator(Strategy):
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
         return as_strategy(self.strategy).acquire(estimator, X_pool, n_instances, **kwargs)
+
+    def pool_scores(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
+        """The wrapped strategy's pool scores, for a decorator that keeps its
+        selection (this base, :func:`to_modal`'s); None for one that
+        overrides :meth:`acquire` without overriding this method."""
+        if type(self).acquire is not StrategyDecorator.acquire:
+            return None
+        return pool_scores_of(as_strategy(self.strategy), estimator, X_pool, n_instances, **kwargs)
 
 
 class _ModalView:

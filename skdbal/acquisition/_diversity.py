@@ -68,6 +68,11 @@ class DiversityPenalty(StrategyDecorator):
 
     Notes
     -----
+    The batch is chosen from the wrapped strategy's *scores* (and its
+    ranking, for the candidates): a ``select`` of its own, such as a
+    stochastic sampler, does not choose the batch here, since the greedy
+    penalised selection replaces it.
+
     The cost beyond scoring is ``n_instances · K · d`` for ``K`` candidates
     of ``d`` features. For BALD on a 2,000-point MNIST pool at ``w = 0.1`` it
     is a few milliseconds, next to seconds of scoring (see

@@ -8,9 +8,9 @@ import numpy as np
 from .. import noise
 from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
-from ._base import (Acquisition, PoolScores, StrategyDecorator, acquire_among, as_strategy, check_options,
-                    pool_scores_of, select_top)
-from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
+from ._base import (Acquisition, PoolScores, Strategy, StrategyDecorator, acquire_among, as_strategy,
+                    check_options, pool_scores_of, select_top)
+from ._pointwise import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
 
@@ -30,6 +30,14 @@ class _FilterChunk:
         if self.measure is None:
             return p_label
         return np.asarray(self.measure(P), dtype=np.float64), p_label
+
+
+def _plain_measure(strategy) -> bool:
+    """Whether ``strategy`` scores with its measure and ranks by top-k, unchanged: then the
+    filter computes that measure and ``p̄(y | x)`` from the same samples. A subclass that
+    overrides ``score`` or ``select`` is read through its own pool scores instead."""
+    return (isinstance(strategy, SamplesStrategy) and type(strategy).score is SamplesStrategy.score
+            and type(strategy).select is Strategy.select)
 
 
 def _inner_n_samples(strategy) -> Optional[int]:
@@ -55,10 +63,12 @@ class NoiseFilter(StrategyDecorator):
 
     For a pointwise strategy of ours (BALD, max entropy, ...) the pool is
     scored once: the wrapped score and ``p̄(y_pool | x)`` come from the same
-    samples of each chunk. Any other strategy (a modAL function, another
-    decorator) chooses among the trusted points; its rejects are then the
-    untrusted points among what it would have picked unfiltered (a second
-    call).
+    samples of each chunk. A strategy with pool scores of its own (a
+    subclass that overrides ``score`` or ``select``, another filter) is
+    ranked by them, and ``p̄`` takes a pass of its own. Any other strategy
+    (a modAL function, BatchBALD, a diversity penalty) chooses among the
+    trusted points; its rejects are then the untrusted points among what it
+    would have picked unfiltered (a second call).
 
     Parameters
     ----------
@@ -83,8 +93,10 @@ class NoiseFilter(StrategyDecorator):
         whose labels the model finds least likely
         (``quantile_threshold``). A callable is called as
         ``threshold(p_label, n_classes)`` and returns ``τ``.
-    chunk_size : int, default=2048
-        Pool rows scored at a time.
+    chunk_size : int, optional
+        Pool rows scored at a time; by default the wrapped strategy's
+        ``chunk_size`` (2,048 if it has none). A call's ``chunk_size=``
+        overrides both.
     n_samples : int, optional
         Number of predictive samples ``T``, overriding the model's. By
         default the wrapped strategy's ``n_samples`` (``BALD(n_samples=50)``
@@ -122,7 +134,7 @@ class NoiseFilter(StrategyDecorator):
     """
 
     def __init__(self, strategy, threshold: Union[float, str, Callable] = 0.1, *,
-                 chunk_size: int = DEFAULT_CHUNK_SIZE, n_samples: Optional[int] = None):
+                 chunk_size: Optional[int] = None, n_samples: Optional[int] = None):
         super().__init__(strategy)
         self.threshold = threshold
         self.chunk_size = chunk_size
@@ -199,10 +211,9 @@ class NoiseFilter(StrategyDecorator):
     def _pool_scores(self, estimator, setup, random_tie_break, random_state, kwargs) -> Optional[PoolScores]:
         X_pool, n_instances, y_pool, predictive, y_idx, n_classes = setup
         base = as_strategy(self.strategy)
-        measure_for = getattr(base, "measure_for", None)
-        if callable(measure_for):  # the base's score and p̄(y | x) from the same samples, with its options
-            scorer = _FilterChunk(predictive, measure_for(predictive))
-            chunk_size = kwargs.get("chunk_size") or getattr(base, "chunk_size", self.chunk_size)
+        if _plain_measure(base):  # the base's score and p̄(y | x) from the same samples, with its options
+            scorer = _FilterChunk(predictive, base.measure_for(predictive))
+            chunk_size = self._chunk_size(kwargs)
             n_jobs = kwargs["n_jobs"] if kwargs.get("n_jobs") is not None else getattr(base, "n_jobs", None)
             scores, p_label = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=n_jobs, aligned={"y": y_idx})
             order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
@@ -212,7 +223,7 @@ class NoiseFilter(StrategyDecorator):
                                    random_tie_break=random_tie_break, random_state=random_state, **kwargs)
             if inner is None:
                 return None
-            p_label = self._p_label(predictive, X_pool, y_idx)
+            p_label = self._p_label(predictive, X_pool, y_idx, kwargs)
         info = dict(inner.info)
         tau = self._tau(p_label, n_classes, info, inner.scores, inner.order, n_instances)
         info["threshold"] = tau
@@ -220,8 +231,16 @@ class NoiseFilter(StrategyDecorator):
         eligible = trusted if inner.eligible is None else trusted & inner.eligible
         return PoolScores(inner.scores, inner.order, eligible, p_label, info)
 
-    def _p_label(self, predictive, X_pool, y_idx) -> np.ndarray:
-        return map_chunks(_FilterChunk(predictive, None), X_pool, chunk_size=self.chunk_size, aligned={"y": y_idx})
+    def _chunk_size(self, kwargs) -> int:
+        """Rows scored at a time: the call's ``chunk_size``, else this filter's, else its strategy's."""
+        for value in (kwargs.get("chunk_size"), self.chunk_size, getattr(as_strategy(self.strategy), "chunk_size", None)):
+            if value is not None:
+                return value
+        return DEFAULT_CHUNK_SIZE
+
+    def _p_label(self, predictive, X_pool, y_idx, kwargs) -> np.ndarray:
+        return map_chunks(_FilterChunk(predictive, None), X_pool, chunk_size=self._chunk_size(kwargs),
+                          aligned={"y": y_idx})
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
                 random_state=None, **kwargs) -> Acquisition:
@@ -246,7 +265,7 @@ class NoiseFilter(StrategyDecorator):
                 f"{type(base).__name__} has none (it chooses its batch jointly, or is a plain callable); "
                 "use threshold='dynamic' or 'quantile', or put the filter inside: "
                 "diversity_penalty(noise_filter(bald, 'batch'), w)")
-        p_label = self._p_label(predictive, X_pool, y_idx)
+        p_label = self._p_label(predictive, X_pool, y_idx, kwargs)
         info = {}
         tau = self._tau(p_label, n_classes, info)
         trusted = p_label >= tau

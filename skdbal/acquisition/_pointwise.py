@@ -171,6 +171,11 @@ class SamplesStrategy(Strategy):
         """The measure that scores ``predictive``'s samples (warns if it is constant)."""
         # a function set on a subclass without staticmethod is bound to self: unbind it
         measure = _unbound(self.measure, self)
+        if predictive.stochastic and predictive.n_samples == 1 and self.needs_stochastic:
+            warnings.warn(
+                f"n_samples=1: {predictive.name} is scored with one pass, so "
+                f"{getattr(measure, '__name__', 'this score')} is the same for every point; ask for more passes",
+                DegenerateScoreWarning, stacklevel=5)
         if not predictive.stochastic:
             if self.deterministic_measure is not None:
                 return _unbound(self.deterministic_measure, self)

@@ -1,6 +1,7 @@
 """Strategies for regressors: the predictive variance and expected gradient length."""
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -9,7 +10,7 @@ from .. import egl
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
 from ._base import Strategy
-from ._pointwise import DEFAULT_CHUNK_SIZE, map_chunks
+from ._pointwise import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
 
 __all__ = ["PredictiveVariance", "ExpectedGradientLength"]
 
@@ -79,9 +80,22 @@ class PredictiveVariance(Strategy):
             raise TypeError(f"predictive_variance(part={self.part!r}) needs predict_samples, which "
                             f"{predictive.name} lacks; use a sampling regressor such as "
                             "skdbal.MCDropoutRegressor, or part='total'")
-        return map_chunks(_VarianceChunk(predictive, self.part), X_pool,
-                          chunk_size=self.chunk_size if chunk_size is None else chunk_size,
-                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        scores = map_chunks(_VarianceChunk(predictive, self.part), X_pool,
+                            chunk_size=self.chunk_size if chunk_size is None else chunk_size,
+                            n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        return _warn_if_constant(scores, predictive, f"the {self.part} predictive variance")
+
+
+def _warn_if_constant(scores, predictive, what: str):
+    """``scores``, after a :class:`DegenerateScoreWarning` if they are one value for the whole pool
+    (a regressor without dropout, the aleatoric part of a homoscedastic one): the picks are then
+    the first rows, not a choice."""
+    scores = np.asarray(scores)
+    if len(scores) > 1 and np.all(scores == scores[0]):
+        warnings.warn(f"{what} of {predictive.name} is {scores[0]:.3g} for every pool point (a model without "
+                      "MC dropout, or a constant noise variance), so the picks are the first rows",
+                      DegenerateScoreWarning, stacklevel=4)
+    return scores
 
 
 class _VarianceChunk:
@@ -167,5 +181,7 @@ class ExpectedGradientLength(Strategy):
         if predictive.kind != "regressor":
             raise TypeError(f"{predictive.name} is a classifier: expected_gradient_length needs a network "
                             "regressor such as skdbal.MCDropoutRegressor")
-        return map_chunks(_EGLChunk(predictive), X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size,
-                          n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        scores = map_chunks(_EGLChunk(predictive), X_pool,
+                            chunk_size=self.chunk_size if chunk_size is None else chunk_size,
+                            n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+        return _warn_if_constant(scores, predictive, "the expected gradient length")

@@ -1156,7 +1156,9 @@ def run_grid(
         grid at a time may write a folder: a second one raises RuntimeError.
     deterministic_baseline : bool, default=False
         Also run the ``mc_dropout=False`` baseline of Gal et al. (2017, §5.2)
-        for the strategies among max_entropy and variation_ratios.
+        for the strategies among max_entropy and variation_ratios (spelt so:
+        a decorated one gets none). The others get none, with a warning
+        naming them; a grid with neither is refused (``ValueError``).
     last_layer : sequence of {"analytic", "mfvi"}, default=()
         Run these Bayesian-last-layer variants (Anonymous, n.d., §4) *instead
         of* the softmax CNN: each step trains the preset's network, fits
@@ -1264,6 +1266,13 @@ def run_grid(
     if "predictive_variance" in strategies and not last_layer:
         raise ValueError("the predictive_variance strategy needs a regressor: pass last_layer")
     if deterministic_baseline:
+        without = [s for s in strategies if s not in DETERMINISTIC_BASELINE]
+        if len(without) == len(strategies):
+            raise ValueError(f"--deterministic-baseline runs for {' and '.join(DETERMINISTIC_BASELINE)} only "
+                             f"(Gal et al. 2017, §5.2), and the grid has neither: {', '.join(strategies)}")
+        if without:
+            warnings.warn(f"the deterministic baseline runs for {' and '.join(DETERMINISTIC_BASELINE)} only "
+                          f"(Gal et al. 2017, §5.2); {', '.join(without)} get none", UserWarning, stacklevel=2)
         specs += [RunSpec(preset, s, int(seed), mc_dropout=False, noise_rate=r, initial_set=i)
                   for i in initial_sets for r in noise_rates for seed in seeds for s in strategies
                   if s in DETERMINISTIC_BASELINE]

@@ -195,12 +195,12 @@ def test_output_files_are_ordinary_and_no_locks_are_left(tmp_path):
 
 def test_grid_json_keeps_every_invocation(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, torch_threads=1, **TINY)
-    run_grid("gal2017", ["random"], [2], tmp_path, verbose=False, torch_threads=1, deterministic_baseline=True,
-             **TINY)
+    run_grid("gal2017", ["variation_ratios"], [2], tmp_path, verbose=False, torch_threads=1,
+             deterministic_baseline=True, **TINY)
     meta = json.loads((tmp_path / "grid.json").read_text())
     assert meta["preset"]["n_queries"] == TINY["n_queries"]
     assert [(i["strategies"], i["seeds"], i["deterministic_baseline"]) for i in meta["invocations"]] == \
-        [(["random"], [1], False), (["random"], [2], True)]
+        [(["random"], [1], False), (["variation_ratios"], [2], True)]
     assert all(i["preset"]["max_epochs"] == TINY["max_epochs"] for i in meta["invocations"])
     run_json = json.loads((tmp_path / "runs" / "gal2017__random__bayesian__seed1.json").read_text())
     assert run_json["torch_threads"] == 1
