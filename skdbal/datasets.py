@@ -250,7 +250,8 @@ def make_noisy_labels(y, noise_rate: float, *, classes=None, transition_matrix=N
         Probability that a label is flipped (symmetric noise). Ignored when
         ``transition_matrix`` is given.
     classes : array-like of shape (C,), optional
-        All classes, sorted; by default those in ``y``.
+        All classes, distinct, each representable in ``y``'s dtype (a
+        ``ValueError`` otherwise); by default those in ``y``.
     transition_matrix : array-like of shape (C, C), optional
         Class-dependent noise: row ``i`` is the distribution of the given
         label when the true class is ``classes[i]``. Rows must sum to 1.
@@ -284,6 +285,16 @@ def make_noisy_labels(y, noise_rate: float, *, classes=None, transition_matrix=N
     classes = np.unique(y) if classes is None else np.asarray(classes)
     if classes.ndim != 1 or len(classes) < 2:
         raise ValueError(f"classes must hold at least 2 labels; got {classes!r}")
+    if len(np.unique(classes)) != len(classes):
+        raise ValueError(f"classes must be distinct (a repeated class would draw more flips to it); got "
+                         f"{classes.tolist()}")
+    try:
+        fits = classes.dtype == y.dtype or np.array_equal(classes.astype(y.dtype), classes)
+    except (ValueError, TypeError, OverflowError):  # e.g. string classes for integer labels
+        fits = False
+    if not fits:
+        # a flip to such a class would be stored as another label (cut, wrapped or rounded)
+        raise ValueError(f"classes {classes.tolist()[:10]} do not all fit y's dtype {y.dtype}; convert y first")
     idx = label_columns(classes, y)  # position of each label in `classes`
     C = len(classes)
     if transition_matrix is None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional
 
+import joblib
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.utils import check_random_state, get_tags
@@ -685,15 +686,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     # ---------------------------------------------------------- simulation
     def _check_simulation_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
-                                warm_start, rng):
+                                warm_start, rng, pool_hash=None):
         """Validate the start of a simulation; return (labelled, initial_idx)."""
         if warm_start:
             if not hasattr(self, "labelled_idx_") or getattr(self, "n_pool_", None) != n_pool:
                 raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
                                  "this learner has none for a pool of this size")
+            if getattr(self, "_pool_hash", None) != pool_hash:
+                raise ValueError("warm_start=True continues a previous simulate() on the same pool, but X_pool "
+                                 "or y_pool differ from that simulation's (same size, other rows or labels)")
             if initial_idx is not None:
                 raise ValueError("initial_idx cannot be given with warm_start=True")
+            if n_initial_per_class is not None:
+                raise ValueError("n_initial_per_class cannot be given with warm_start=True: the labelled set "
+                                 "is the previous simulation's")
             return self.labelled_idx_, None
+        if initial_idx is not None and n_initial_per_class is not None:
+            raise ValueError("give initial_idx or n_initial_per_class, not both: n_initial_per_class draws "
+                             "the initial set that initial_idx names")
+        n_initial_per_class = 2 if n_initial_per_class is None else n_initial_per_class
         if initial_idx is None:
             if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
                 initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
@@ -723,7 +734,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         n_instances: int = 1,
         *,
         initial_idx=None,
-        n_initial_per_class: int = 2,
+        n_initial_per_class: Optional[int] = None,
         X_test=None,
         y_test=None,
         warm_start: bool = False,
@@ -745,12 +756,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             for 2-d targets (one-hot labels for a regressor) the class of a
             row is its argmax. A regressor with continuous 1-d targets needs
             ``initial_idx``.
-        n_initial_per_class : int, default=2
+        n_initial_per_class : int, optional
+            Points per class of the random initial set; 2 when neither it nor
+            ``initial_idx`` is given. Refused (``ValueError``) together with
+            ``initial_idx`` or ``warm_start``, which fix the initial set.
         X_test, y_test : array-like, optional
             Evaluated after every round.
         warm_start : bool, default=False
-            Continue a previous :meth:`simulate` on the same pool: its labels
-            stay labelled, are never queried again, and ``history_`` grows.
+            Continue a previous :meth:`simulate` on the same pool (the same
+            rows and labels, checked by a hash): its labels stay labelled,
+            are never queried again, and ``history_`` grows.
             Otherwise the simulation starts afresh from the initial set and
             forgets earlier labels (as :meth:`fit` does).
         query_kwargs : dict, optional
@@ -813,9 +828,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
         rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
         rng_state = rng.get_state()
+        pool_hash = joblib.hash((X_pool, y_pool))
         try:
             already, initial_idx = self._check_simulation_start(
-                n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng)
+                n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng, pool_hash)
             left = n_pool - len(already)
             if n_queries * n_instances > left:
                 raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
@@ -838,4 +854,5 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 self.history_ = loop.history
                 self.labelled_idx_ = np.asarray(loop.order, dtype=np.intp)
                 self.n_pool_ = n_pool
+                self._pool_hash = pool_hash
         return loop.history

@@ -504,3 +504,47 @@ def test_to_modal_keeps_the_pool_scores_for_the_decorators():
                                   diversity_penalty(bald, 0.3)(Passes(), X, 4)[0])
     np.testing.assert_array_equal(noise_filter(old, "batch").acquire(Passes(), X, 3, y_pool=y).indices,
                                   noise_filter(bald, "batch").acquire(Passes(), X, 3, y_pool=y).indices)
+
+
+# ------------------------------------------------------------------ the loop and the data (review of issue 27)
+def test_simulate_refuses_an_initial_set_given_twice_or_a_changed_pool(tabular):
+    X, y = tabular
+    learner = ActiveLearner(LogisticRegression(max_iter=200), max_entropy, random_state=0, verbose=False)
+    with pytest.raises(ValueError, match="initial_idx or n_initial_per_class, not both"):
+        learner.simulate(X, y, 1, 2, initial_idx=np.arange(6), n_initial_per_class=5)
+    history = learner.simulate(X, y, 1, 2, initial_idx=np.arange(6))
+    assert history[0]["n_labels"] == 6
+    with pytest.raises(ValueError, match="n_initial_per_class cannot be given with warm_start"):
+        learner.simulate(X, y, 1, 2, n_initial_per_class=5, warm_start=True)
+    other = X[::-1].copy()  # the same size, other rows
+    with pytest.raises(ValueError, match="X_pool or y_pool differ"):
+        learner.simulate(other, y, 1, 2, warm_start=True)
+    assert len(learner.history_) == 2 and len(learner.labelled_idx_) == 8  # nothing changed
+    learner.simulate(X, y, 1, 2, warm_start=True)
+    assert len(learner.labelled_idx_) == 10
+    assert learner.simulate(X, y, 0, 2)[0]["n_labels"] == 2 * len(np.unique(y))  # the default: 2 per class
+
+
+def test_make_noisy_labels_refuses_classes_it_would_store_as_others():
+    from skdbal.datasets import make_noisy_labels
+
+    y = np.repeat(np.arange(3), 50)
+    with pytest.raises(ValueError, match="classes must be distinct"):
+        make_noisy_labels(y, 0.2, classes=[0, 1, 1, 2])
+    with pytest.raises(ValueError, match="do not all fit y's dtype uint8"):
+        make_noisy_labels(y.astype(np.uint8), 0.2, classes=[0, 1, 300])
+    with pytest.raises(ValueError, match="do not all fit y's dtype int64"):
+        make_noisy_labels(y, 0.2, classes=[0, 1, 2.5])
+    with pytest.raises(ValueError, match="do not all fit"):
+        make_noisy_labels(np.array(["a", "b", "c"])[y], 0.2, classes=["a", "b", "c", "dddd"])
+    noisy, flipped = make_noisy_labels(y, 0.2, classes=np.array([0.0, 1.0, 2.0, 3.0]), random_state=0)
+    assert noisy.dtype == y.dtype and set(noisy.tolist()) <= {0, 1, 2, 3} and flipped.any()
+
+
+def test_quickstart_refuses_a_seed_counted_twice():
+    from skdbal.experiments.quickstart import run_quickstart
+
+    with pytest.raises(ValueError, match=r"seeds repeat \[0\]"):
+        run_quickstart(("random",), seeds=(0, 0), n_queries=1, verbose=False, n_jobs=1)
+    with pytest.raises(ValueError, match="strategies repeat"):
+        run_quickstart(("random", "random"), seeds=(0,), n_queries=1, verbose=False, n_jobs=1)

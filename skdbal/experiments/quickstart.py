@@ -98,6 +98,12 @@ def run_quickstart(
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {sorted(STRATEGIES)}")
+    for what, values in (("seeds", list(seeds)), ("strategies", list(strategies))):
+        if not values:
+            raise ValueError(f"give at least one of {what}")
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:  # one run counted twice would shrink the spread and inflate the count of seeds
+            raise ValueError(f"{what} repeat {repeated}: each run would be counted more than once")
     runs = [(name, seed) for seed in seeds for name in strategies]
     from .runner import resolve_device
 
