@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .runner import DamagedResultsError, assemble_results, read_results
+from .presets import PRESETS
+from .runner import DamagedResultsError, _comparable, _read_run_file, assemble_results, read_results
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -86,6 +87,69 @@ def _longest(runs):
     return [r for r in runs if len(r) == longest]
 
 
+def _not_counted(runs, counted) -> str:
+    """``"not counted: seed 3 at step 1"`` for the runs of a group left out of
+    ``counted`` (see :func:`_longest`), ``""`` when none is."""
+    left = [r for r in runs if not any(r is c for c in counted)]
+    return "not counted: " + ", ".join(f"seed {r[0]['seed']} at step {len(r) - 1}" for r in left) if left else ""
+
+
+def _devices_of(run) -> set:
+    """The devices whose steps make up ``run`` (rows carrying ``device`` and,
+    for a run resumed on another device, ``devices``; see :func:`write_report`)."""
+    first = run[0]
+    return set(first.get("devices") or ((first["device"],) if "device" in first else ()))
+
+
+def _devices_mixed(runs) -> bool:
+    """Whether ``runs`` come from more than one device, a run resumed on
+    another device included: CPU and GPU runs of one seed give other numbers."""
+    return len(set().union(*(_devices_of(run) for run in runs))) > 1 if runs else False
+
+
+def _seed_list(seeds) -> str:
+    seeds = sorted(seeds)
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
+
+
+def _devices_by_seed(runs) -> str:
+    """The device of a group's runs: ``"cpu"``, or ``"cpu (seed 1), cuda (seeds 2, 3)"``."""
+    seeds = defaultdict(set)
+    for run in runs:
+        seeds[run[0].get("device", "unknown")].add(run[0]["seed"])
+    if len(seeds) == 1:
+        return next(iter(seeds))
+    return ", ".join(f"{device} ({_seed_list(s)})" for device, s in sorted(seeds.items(), key=lambda kv: min(kv[1])))
+
+
+def _device_note(runs_by_name: Dict[str, List[List[dict]]]) -> str:
+    """Which of the runs ran on which device, for a figure that sets them side
+    by side: ``""`` when they carry no device or share one, else by seed
+    (``"seed 1: cpu; seeds 2, 3: cuda"``) when every seed ran on one device,
+    else by name (``"BALD, Random: cpu; filter(bald,batch): cuda"``). A run
+    resumed on another device counts as mixed (its device reads
+    ``"cpu (steps 0-11), cuda (steps 12-)"``)."""
+    device = {(name, run[0]["seed"]): run[0]["device"] for name, runs in runs_by_name.items() for run in runs
+              if "device" in run[0]}
+    if not _devices_mixed([run for runs in runs_by_name.values() for run in runs]):
+        return ""
+    by_seed, by_name = defaultdict(set), defaultdict(set)
+    for (name, seed), d in device.items():
+        by_seed[seed].add(d)
+        by_name[name].add(d)
+    if all(len(d) == 1 for d in by_seed.values()):
+        groups = defaultdict(set)
+        for seed, (d,) in by_seed.items():
+            groups[d].add(seed)
+        return "; ".join(f"{_seed_list(s)}: {d}" for d, s in sorted(groups.items(), key=lambda kv: min(kv[1])))
+    if all(len(d) == 1 for d in by_name.values()):
+        groups = defaultdict(list)
+        for name, (d,) in by_name.items():
+            groups[d].append(name)
+        return "; ".join(f"{', '.join(names)}: {d}" for d, names in groups.items())
+    return "; ".join(f"{name}: {_devices_by_seed(runs)}" for name, runs in runs_by_name.items())
+
+
 def _sort_key(key):
     preset, strategy, variant = key
     return (preset, variant != "bayesian", _ORDER.index(strategy) if strategy in _ORDER else 99, strategy)
@@ -107,7 +171,7 @@ def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
 
 
 def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000, anchors: bool = True,
-                   end_labels: Optional[int] = None) -> str:
+                   end_labels: Optional[int] = None, devices: bool = True) -> str:
     """The Table 1 equivalent: labels to 90% and 95% accuracy, both methods, and
     accuracy at ``at_labels`` labels, beside the anchors.
 
@@ -120,7 +184,11 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     as label noise). ``end_labels``, the labels at which the grid's runs end
     (``n_initial + n_queries · n_instances``), says whether a run without
     ``at_labels`` labels is still to reach them or ends before by design;
-    without it the cell gives where the runs stop.
+    without it the cell gives where the runs stop. Where the rows carry the
+    ``device`` of their run (:func:`write_report` adds it) and the table's
+    runs come from more than one device (or a run was resumed on another
+    one), a last column names each row's devices by seed (``devices=False``
+    leaves it to a page that names them already).
 
     Examples
     --------
@@ -141,16 +209,18 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
     | BALD | bayesian | 2 (2, 2) | 40 (20) | 35 (15) ± 5.0 | > 40 | 1/2 runs reached | n/a (not reached yet) |
     """
     groups = group_runs(rows)
+    mixed = devices and _devices_mixed([run for runs in groups.values() for run in _longest(runs)])
     lines = [
         "| strategy | variant | runs (steps done) | 90%: average-step | 90%: step-average | "
         "95%: average-step | 95%: step-average | accuracy at "
         f"{at_labels} labels |" + (" Gal et al. (2017), 90% / 95% | Anonymous (n.d.), 90% / 95% |" if anchors else ""),
         "|---|---|---|---|---|---|---|---|" + ("---|---|" if anchors else ""),
     ]
+    if mixed:
+        lines = [lines[0] + " device |", lines[1] + "---|"]
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
         runs = _longest(groups[key])
-        in_progress = [r for r in groups[key] if len(r) < len(runs[0])]
         labels, _ = curves_from_histories(runs)
         cells = []
         for thr in (0.90, 0.95):
@@ -167,12 +237,10 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
             f"{100 * mean:.2f} ± {100 * std:.2f}%"
         published = [ANCHORS[src].get(strategy) if variant == "bayesian" else None for src in ANCHORS]
         anchor_cells = ["—" if a is None else f"{a[0]} / {a[1]}" for a in published]
-        steps = ", ".join(str(len(r) - 1) for r in runs)
-        if in_progress:
-            steps += "; not counted: " + ", ".join(
-                f"seed {r[0]['seed']} at step {len(r) - 1}" for r in in_progress)
+        steps = "; ".join(filter(None, [", ".join(str(len(r) - 1) for r in runs), _not_counted(groups[key], runs)]))
         lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | "
-                     + " | ".join(cells) + f" | {acc} |" + (" " + " | ".join(anchor_cells) + " |" if anchors else ""))
+                     + " | ".join(cells) + f" | {acc} |" + (" " + " | ".join(anchor_cells) + " |" if anchors else "")
+                     + (f" {_devices_by_seed(runs)} |" if mixed else ""))
     return "\n".join(lines)
 
 
@@ -187,15 +255,22 @@ def _missing_accuracy(last_labels: int, at_labels: int, end_labels: Optional[int
 
 
 def deterministic_markdown(rows: List[dict], n_initial: int = 20,
-                           at_labels: Sequence = (220, 520, 1020)) -> str:
+                           at_labels: Sequence = (220, 520, 1020), end_labels: Optional[int] = None) -> str:
     """Bayesian against deterministic scoring (Gal et al., 2017, §5.2), per strategy.
 
-    For each strategy run in both variants, over the seeds finished in both
-    (so that the two rows average the same seeds): acquired images to 90% and
-    95% accuracy (Average-Step), mean ± population std accuracy at
-    ``at_labels``, and, on the deterministic row, the paired difference seed
-    by seed (deterministic minus Bayesian acquired images to 90% / 95%;
-    positive means the Bayesian run needed fewer labels).
+    For each strategy run in both variants, over the seeds that got furthest
+    in both (so that the two rows average the same seeds) and the steps
+    that all of these have (so that a run in progress is not set against a
+    longer one; the seeds cell then says ``(steps 0–k of n)``): acquired
+    images to 90% and 95% accuracy (Average-Step), mean ± population std
+    accuracy at ``at_labels``, and, on the deterministic row, the paired
+    difference seed by seed (deterministic minus Bayesian acquired images
+    to 90% / 95%; positive means the Bayesian run needed fewer labels).
+    An accuracy not reached reads ``> k`` (k acquired at the last step
+    compared), or ``never`` where the runs end at ``end_labels``, the
+    labels at which the grid's runs end. Seeds left out are listed as not
+    counted; where the rows carry devices that mix, a last column names
+    them (see :func:`table_markdown`).
 
     Examples
     --------
@@ -207,7 +282,7 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     >>> rows = (run("max_entropy", 1, [0.5, 0.91, 0.96]) + run("max_entropy", 2, [0.5, 0.8, 0.92])
     ...         + run("max_entropy", 1, [0.5, 0.7, 0.91], "deterministic")
     ...         + run("max_entropy", 2, [0.5, 0.7, 0.86], "deterministic"))
-    >>> print(deterministic_markdown(rows, n_initial=20, at_labels=(40,)))   # seed 1: 10 more labels to 90%
+    >>> print(deterministic_markdown(rows, at_labels=(40,), end_labels=40))   # seed 1: 10 more labels to 90%
     | strategy | variant | seeds | acquired to 90% / 95% | accuracy at 40 labels | deterministic − Bayesian by seed, 90% / 95% |
     |---|---|---|---|---|---|
     | Max Entropy | bayesian | 1, 2 | 20 / never | 94.0 ± 2.0% | — |
@@ -215,28 +290,38 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
     """
     groups = group_runs(rows)
     header_acc = " / ".join(str(n) for n in at_labels)
-    lines = [f"| strategy | variant | seeds | acquired to 90% / 95% | accuracy at {header_acc} labels | "
-             "deterministic − Bayesian by seed, 90% / 95% |",
-             "|---|---|---|---|---|---|"]
     pairs = sorted({(p, s) for (p, s, v) in groups if v == "deterministic" and (p, s, "bayesian") in groups},
                    key=lambda k: _sort_key((*k, "bayesian")))
+    mixed = _devices_mixed([run for p, s in pairs for v in ("bayesian", "deterministic")
+                            for run in _longest(groups[(p, s, v)])])
+    lines = [f"| strategy | variant | seeds | acquired to 90% / 95% | accuracy at {header_acc} labels | "
+             "deterministic − Bayesian by seed, 90% / 95% |" + (" device |" if mixed else ""),
+             "|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     for preset, strategy in pairs:
         finished = {v: {r[0]["seed"]: r for r in _longest(groups[(preset, strategy, v)])}
                     for v in ("bayesian", "deterministic")}
         common = sorted(set(finished["bayesian"]) & set(finished["deterministic"]))
         name = _LABEL.get(strategy, strategy)
         if not common:
-            lines.append(f"| {name} | both | — | no seed finished in both variants yet | | |")
+            lines.append(f"| {name} | both | — | no seed finished in both variants yet | | |"
+                         + (" |" if mixed else ""))
             continue
-        seeds = ", ".join(str(s) for s in common)
+        n_steps = min(len(finished[v][seed]) for v in finished for seed in common)  # the steps both have
+        longest = max(len(run) for v in finished for run in finished[v].values())
         per_run = {}  # variant -> labels at which each common seed first reaches 90%, 95%
         for variant in ("bayesian", "deterministic"):
-            runs = [finished[variant][seed] for seed in common]
+            runs = [finished[variant][seed][:n_steps] for seed in common]
+            counted = [finished[variant][seed] for seed in common]
+            seeds = ", ".join(str(s) for s in common) + (
+                f" (steps 0–{n_steps - 1} of {longest - 1})" if n_steps < longest else "")
+            seeds = "; ".join(filter(None, [seeds, _not_counted(groups[(preset, strategy, variant)], counted)]))
+            last = runs[0][-1]["n_labels"]
             per_run[variant] = [labels_to_accuracy(runs, thr, "step-average")["runs"] for thr in (0.90, 0.95)]
             reach = []
             for thr in (0.90, 0.95):
                 value = labels_to_accuracy(runs, thr)["value"] - n_initial
-                reach.append("never" if np.isnan(value) else f"{value:.0f}")
+                reach.append(f"{value:.0f}" if not np.isnan(value) else
+                             "never" if end_labels is not None and last >= end_labels else f"> {last - n_initial}")
             accs = []
             for n in at_labels:
                 mean, std = accuracy_at(runs, n)
@@ -246,7 +331,8 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
                 gaps = np.subtract(per_run["deterministic"], per_run["bayesian"])  # (threshold, seed)
                 diff = ", ".join(f"seed {seed}: " + " / ".join("n/a" if np.isnan(d) else f"{d:+.0f}" for d in col)
                                  for seed, col in zip(common, gaps.T))
-            lines.append(f"| {name} | {variant} | {seeds} | {' / '.join(reach)} | {' / '.join(accs)}% | {diff} |")
+            lines.append(f"| {name} | {variant} | {seeds} | {' / '.join(reach)} | {' / '.join(accs)}% | {diff} |"
+                         + (f" {_devices_by_seed(runs)} |" if mixed else ""))
     return "\n".join(lines)
 
 
@@ -302,9 +388,11 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     The y range fits the bands unless ``ylim`` is given; the legend sits to
     the right of the plot. Colours are assigned over ``color_strategies``
     (default: the strategies in ``rows``), so that figures of parts of a
-    grid can share them. Every ``plot_*`` function of this module saves
-    its figure to ``path`` and closes it, or, with ``path=None``, returns
-    the open figure.
+    grid can share them. A legend entry names the seeds left out of its
+    band (runs in progress); where the plotted runs come from more than one
+    device, the title says which ran where (:func:`_device_note`). Every
+    ``plot_*`` function of this module saves its figure to ``path`` and
+    closes it, or, with ``path=None``, returns the open figure.
 
     Examples
     --------
@@ -335,7 +423,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
     groups = group_runs(rows)
     others = sorted(set(color_strategies) if color_strategies is not None else {k[1] for k in groups})
-    lows, highs = [], []
+    lows, highs, plotted = [], [], {}
     for key in sorted(groups, key=_sort_key):
         _, strategy, variant = key
         if variant not in variants or (strategies is not None and strategy not in strategies):
@@ -345,8 +433,11 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = ("-", "--", ":", "-.")[list(variants).index(variant) % 4]  # bayesian first: solid
         name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
+        plotted[name] = runs
         color = _color(strategy, others)
-        line, = ax.plot(labels, mean, style, color=color, label=f"{name}, {len(runs)} run(s)")
+        left = _not_counted(groups[key], runs)
+        line, = ax.plot(labels, mean, style, color=color,
+                        label=f"{name}, {len(runs)} run(s)" + (f" ({left})" if left else ""))
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
         lows.append(mean - std)
         highs.append(mean + std)
@@ -356,7 +447,8 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         ax.set_ylim(*(ylim if ylim is not None else _data_ylim(lows, highs)))
     ax.grid(alpha=0.3)
     _legend_outside(ax)
-    ax.set_title(title)
+    note = _device_note(plotted)
+    ax.set_title(title + (f"\n{note}" if note else ""))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -638,7 +730,8 @@ def calibration_markdown(rows: List[dict], at_labels: Optional[Sequence] = None)
     Rows without ECE (runs written before the runner recorded it) are left
     out. Means ± population std over the seeds that reached the count.
     ``at_labels=None`` takes five counts spread evenly over those that every
-    run reached, first and last included.
+    run reached, first and last included. Where the rows carry devices that
+    mix, a last column names them (see :func:`table_markdown`).
 
     Examples
     --------
@@ -653,12 +746,14 @@ def calibration_markdown(rows: List[dict], at_labels: Optional[Sequence] = None)
     | BALD | bayesian | 2 (1, 1) | 120 | 90.00 ± 0.00% | 0.0500 ± 0.0000 | 0.2650 ± 0.0050 |
     | BALD | ensemble5 | 2 (1, 1) | 120 | 90.00 ± 0.00% | 0.0250 ± 0.0000 | 0.2650 ± 0.0050 |
     """
-    lines = ["| strategy | variant | runs (steps done) | labels | accuracy | ECE | NLL (nats) |",
-             "|---|---|---|---|---|---|---|"]
     rows = _calibration_rows(rows)
+    groups = group_runs(rows)
+    mixed = _devices_mixed([run for runs in groups.values() for run in runs])
+    lines = ["| strategy | variant | runs (steps done) | labels | accuracy | ECE | NLL (nats) |"
+             + (" device |" if mixed else ""), "|---|---|---|---|---|---|---|" + ("---|" if mixed else "")]
     if at_labels is None:
         at_labels = _spread_labels(rows)
-    for (_, strategy, variant), runs in sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0])):
+    for (_, strategy, variant), runs in sorted(groups.items(), key=lambda kv: _sort_key(kv[0])):
         steps = ", ".join(str(len(r) - 1) for r in runs)
         for n in at_labels:
             at = [next(r for r in run if r["n_labels"] == n) for run in runs if any(r["n_labels"] == n for r in run)]
@@ -667,13 +762,16 @@ def calibration_markdown(rows: List[dict], at_labels: Optional[Sequence] = None)
             acc, ece, nll = (np.array([r[k] for r in at], dtype=float) for k in ("accuracy", "ece", "nll"))
             lines.append(f"| {_LABEL.get(strategy, strategy)} | {variant} | {len(runs)} ({steps}) | {n} | "
                          f"{100 * acc.mean():.2f} ± {100 * acc.std():.2f}% | {ece.mean():.4f} ± {ece.std():.4f} | "
-                         f"{nll.mean():.4f} ± {nll.std():.4f} |")
+                         f"{nll.mean():.4f} ± {nll.std():.4f} |" + (f" {_devices_by_seed(runs)} |" if mixed else ""))
     return "\n".join(lines)
 
 
 def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     """Test accuracy, ECE and NLL against labels (mean ± std over seeds), one
-    line per strategy and variant, for the runs that recorded ECE and NLL.
+    line per strategy and variant, for the runs that recorded ECE and NLL,
+    over the runs that got furthest (a legend entry names the seeds left
+    out); where the runs come from more than one device, the title says
+    which ran where.
 
     Examples
     --------
@@ -702,9 +800,12 @@ def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figur
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
     groups = sorted(group_runs(rows).items(), key=lambda kv: _sort_key(kv[0]))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, ((_, strategy, variant), runs) in enumerate(groups):
-        runs = _longest(runs)
-        name = f"{_LABEL.get(strategy, strategy)} ({variant}), {len(runs)} run(s)"
+    plotted = {}
+    for k, ((_, strategy, variant), every) in enumerate(groups):
+        runs = _longest(every)
+        plotted[f"{_LABEL.get(strategy, strategy)} ({variant})"] = runs
+        left = _not_counted(every, runs)
+        name = f"{_LABEL.get(strategy, strategy)} ({variant}), {len(runs)} run(s)" + (f" ({left})" if left else "")
         for ax, key in zip(axes, ("accuracy", "ece", "nll")):
             labels, values = curves_from_histories(runs, y=key)
             mean, std = values.mean(axis=0), values.std(axis=0)
@@ -717,7 +818,8 @@ def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figur
         ax.grid(alpha=0.3)
     if groups:
         axes[0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(title)
+    note = _device_note(plotted)
+    fig.suptitle(title + (f"\n{note}" if note else ""))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -737,47 +839,6 @@ def _excess(per_step: float, optimal: float) -> str:
     """Rejects per step over the optimal ``noise_rate × n_instances``: a
     percentage, or absolute on a clean pool (where the optimal is 0)."""
     return f"{100 * (per_step / optimal - 1):+.0f}%" if optimal else f"+{per_step:.2f}"
-
-
-def _seed_list(seeds) -> str:
-    seeds = sorted(seeds)
-    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
-
-
-def _devices_by_seed(runs) -> str:
-    """The device of a group's runs: ``"cpu"``, or ``"cpu (seed 1), cuda (seeds 2, 3)"``."""
-    seeds = defaultdict(set)
-    for run in runs:
-        seeds[run[0].get("device", "unknown")].add(run[0]["seed"])
-    if len(seeds) == 1:
-        return next(iter(seeds))
-    return ", ".join(f"{device} ({_seed_list(s)})" for device, s in sorted(seeds.items(), key=lambda kv: min(kv[1])))
-
-
-def _device_note(runs_by_name: Dict[str, List[List[dict]]]) -> str:
-    """Which of the runs ran on which device, for a figure that sets them side
-    by side: ``""`` when they carry no device or share one, else by seed
-    (``"seed 1: cpu; seeds 2, 3: cuda"``) when every seed ran on one device,
-    else by name (``"BALD, Random: cpu; filter(bald,batch): cuda"``)."""
-    device = {(name, run[0]["seed"]): run[0]["device"] for name, runs in runs_by_name.items() for run in runs
-              if "device" in run[0]}
-    if len(set(device.values())) < 2:
-        return ""
-    by_seed, by_name = defaultdict(set), defaultdict(set)
-    for (name, seed), d in device.items():
-        by_seed[seed].add(d)
-        by_name[name].add(d)
-    if all(len(d) == 1 for d in by_seed.values()):
-        groups = defaultdict(set)
-        for seed, (d,) in by_seed.items():
-            groups[d].add(seed)
-        return "; ".join(f"{_seed_list(s)}: {d}" for d, s in sorted(groups.items(), key=lambda kv: min(kv[1])))
-    if all(len(d) == 1 for d in by_name.values()):
-        groups = defaultdict(list)
-        for name, (d,) in by_name.items():
-            groups[d].append(name)
-        return "; ".join(f"{', '.join(names)}: {d}" for d, names in groups.items())
-    return "; ".join(f"{name}: {_devices_by_seed(runs)}" for name, runs in runs_by_name.items())
 
 
 def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence = (500, 1000)) -> str:
@@ -860,7 +921,8 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
                 cells.append("n/a" if np.isnan(mean) else f"{100 * mean:.2f} ± {100 * std:.2f}%")
             if with_devices:
                 cells.append(_devices_by_seed(runs))
-            done = ", ".join(str(len(r) - 1) for r in runs)
+            done = "; ".join(filter(None, [", ".join(str(len(r) - 1) for r in runs),
+                                           _not_counted(groups[key], runs)]))
             lines.append(f"| {_LABEL.get(strategy, strategy)} | {100 * rate:g}% | {len(runs)} ({done}) | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -903,6 +965,9 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
                 continue
             runs = _longest(groups[key])
             plotted[_LABEL.get(strategy, strategy)] = runs
+            left = _not_counted(groups[key], runs)
+            if left:
+                ax.set_title(ax.get_title() + f"\n{_LABEL.get(strategy, strategy)} {left}", fontsize=8)
             labels, acc = curves_from_histories(runs)
             mean, std = acc.mean(axis=0), acc.std(axis=0)
             color = _color(strategy, sorted(color_strategies if color_strategies is not None else strategies))
@@ -911,10 +976,9 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=color)
             lows.append(mean - std)
             highs.append(mean + std)
-    devices = {run[0]["device"] for plotted in panels for runs in plotted.values() for run in runs
-               if "device" in run[0]}
+    mixed = _devices_mixed([run for plotted in panels for runs in plotted.values() for run in runs])
     for ax, plotted in zip(axes, panels):
-        if len(devices) > 1:  # runs of one seed differ between a CPU and a GPU: say which ran where
+        if mixed:  # runs of one seed differ between a CPU and a GPU: say which ran where
             note = _device_note(plotted) or "all on " + ", ".join(
                 {run[0]["device"] for runs in plotted.values() for run in runs})
             ax.set_title(ax.get_title() + "\n" + note.replace("; ", "\n"), fontsize=8)
@@ -962,6 +1026,9 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
         for key in sorted(groups, key=_sort_key):
             strategy = key[1]
             runs = _longest(groups[key])
+            left = _not_counted(groups[key], runs)
+            if left:
+                ax.set_title(ax.get_title() + f"\n{_LABEL.get(strategy, strategy)} {left}", fontsize=8)
             n = min(len(run) for run in runs)
             share = np.mean([np.cumsum([r["n_flipped_acquired"] or 0 for r in run[:n]])
                              / np.array([r["n_labels"] for r in run[:n]]) for run in runs], axis=0)
@@ -975,20 +1042,56 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
     return _save(fig, path)
 
 
+def _run_key(row: dict) -> tuple:
+    """``(preset, strategy, variant, seed, noise rate)``: the run a row belongs to."""
+    return row["preset"], row["strategy"], row["variant"], row["seed"], _rate(row)
+
+
+def _run_name(key: tuple) -> str:
+    preset, strategy, variant, seed, rate = key
+    return f"{preset} {strategy} {variant} seed {seed}" + (f" noise {rate:g}" if rate else "")
+
+
 def _read_grid_rows(out_dir: Path) -> List[dict]:
-    """The rows of ``out_dir/results.csv``; rebuilt from ``runs/`` (with a
-    warning) when it is damaged, since it is only their concatenation."""
-    path = out_dir / "results.csv"
-    try:
+    """The rows of the run files in ``out_dir/runs``, which ``results.csv``
+    only concatenates: a run deleted from ``runs/`` or copied in is reported
+    as the folder holds it. Where ``results.csv`` disagrees with the run
+    files (or is damaged or missing) it is rebuilt with a warning that says
+    how; a folder without ``runs/`` is read from its ``results.csv``."""
+    path, runs = out_dir / "results.csv", out_dir / "runs"
+    if not runs.is_dir():
         rows = read_results(path)
-    except (DamagedResultsError, FileNotFoundError) as exc:
-        if not list((out_dir / "runs").glob("*.csv")):
-            raise
-        warnings.warn(f"{exc}; rebuilt {path} from the run files in {out_dir / 'runs'}", RuntimeWarning)
-        rows = assemble_results(out_dir)
+    else:
+        rows = [row for run_csv in sorted(runs.glob("*.csv")) for row in _read_run_file(run_csv, warn=True)]
+        try:
+            problem = _disagreement(read_results(path), rows)
+        except (DamagedResultsError, FileNotFoundError) as exc:
+            problem = str(exc)
+        if problem:
+            warnings.warn(f"{problem}; rebuilt {path} from the run files in {runs}", RuntimeWarning)
+            rows = assemble_results(out_dir)
     if not rows:
         raise ValueError(f"{path} has no rows yet")
     return rows
+
+
+def _disagreement(stored: List[dict], rows: List[dict]) -> str:
+    """How the rows of results.csv (``stored``) differ from those of the run
+    files (``rows``), run by run; ``""`` where they agree."""
+    def by_run(rs):
+        out = defaultdict(list)
+        for r in rs:
+            out[_run_key(r)].append(r)
+        return {k: sorted(v, key=lambda r: r["step"]) for k, v in out.items()}
+
+    a, b = by_run(stored), by_run(rows)
+    parts = []
+    for what, keys in (("counts runs no longer in runs/", sorted(set(a) - set(b))),
+                       ("lacks runs in runs/", sorted(set(b) - set(a))),
+                       ("has other rows than the run files of", sorted(k for k in set(a) & set(b) if a[k] != b[k]))):
+        if keys:
+            parts.append(f"{what}: " + ", ".join(_run_name(k) for k in keys))
+    return "results.csv " + "; ".join(parts) if parts else ""
 
 
 def _grid_preset(out_dir: Path) -> dict:
@@ -1046,7 +1149,9 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     ['learning_curves.png', 'table.md']
     """
     out_dir = Path(out_dir)
-    rows = _with_devices(_read_grid_rows(out_dir), out_dir)
+    files = _run_files(out_dir)
+    rows = _with_devices(_read_grid_rows(out_dir), files)
+    _check_comparable(rows, files)
     preset = _grid_preset(out_dir)
     n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
     end_labels = None
@@ -1056,7 +1161,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
         return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
-                                  end_labels)
+                                  end_labels, _anchors(rows, files, preset))
     paths = []
     for rate in noisy:  # one table and figure per noise rate; the clean rows go on as usual
         part = [r for r in rows if r["noise_rate"] == rate]
@@ -1067,25 +1172,30 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
             f"Label noise {100 * rate:g}% (symmetric, the pool's labels flipped once; initial, validation "
             "and test sets clean).\n\nWhat the filters reject (mean over the acquisition steps of the runs "
             "that got furthest):\n\n" + noise_markdown(part, n_instances) + "\n\nLabels to 90% / 95% "
-            "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False, end_labels=end_labels) + "\n")
+            "test accuracy:\n\n" + table_markdown(part, n_initial, anchors=False, end_labels=end_labels,
+                                                   devices=False) + "\n")  # the table above names them
         figure = out_dir / f"{name}_curves.png"
-        note = _device_note({key[1]: runs for key, runs in group_runs(part).items()})
         plot_curves(part, figure, title=f"MNIST, {100 * rate:g}% label noise: test accuracy "
-                                        "(mean ± std over seeds)" + (f"\n{note}" if note else ""),
+                                        "(mean ± std over seeds)",
                     color_strategies={r["strategy"] for r in rows if r["noise_rate"]})
         paths += [table, figure]
     flipped = out_dir / "noise_flipped.png"
     plot_flipped(rows, flipped, title="MNIST: flipped labels in the training set")
     paths.append(flipped)
     levels = list(rows)
+    level_files = dict(files)
     if clean_dir is not None:
         noisy_rows = [r for r in rows if r["noise_rate"]]
         reached = max(r["n_labels"] for r in noisy_rows)
         wanted = {(r["preset"], r["strategy"], r["variant"]) for r in noisy_rows} \
             - {(r["preset"], r["strategy"], r["variant"]) for r in rows if not r["noise_rate"]}
-        levels += [r for r in _with_devices(read_results(Path(clean_dir) / "results.csv"), Path(clean_dir))
+        clean_files = _run_files(Path(clean_dir))
+        levels += [r for r in _with_devices(_read_grid_rows(Path(clean_dir)), clean_files)
                    if not r.get("noise_rate") and (r["preset"], r["strategy"], r["variant"]) in wanted
                    and r["n_labels"] <= reached]
+        level_files.update({k: v for k, v in clean_files.items() if not k[4]})
+    # the runs of a strategy side by side across noise rates (those of clean_dir included) ran one configuration
+    _check_comparable(levels, level_files, ignore=("seed", "noise_rate"), across_rates=True)
     if len({_rate(r) for r in levels}) > 1:
         table = out_dir / "noise_levels.md"
         source = f" (clean runs of the strategies also from {Path(clean_dir).name}/)" if clean_dir else ""
@@ -1105,41 +1215,146 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     if not rows:
         return paths
     return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
-                                      end_labels)
+                                      end_labels, _anchors(rows, files, preset))
+
+
+def _anchors(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]], preset: dict) -> bool:
+    """Whether the published MNIST numbers go beside ``rows``: every run's
+    preset (from its file; the grid's where none is recorded) follows Gal et
+    al.'s (2017) protocol (:func:`_gal2017_protocol`)."""
+    presets = [files[k][1].get("preset", preset) if k in files and files[k][1] is not None else preset
+               for k in {_run_key(r) for r in rows}]
+    return all(_gal2017_protocol(p) for p in presets)
 
 
 _DATASET_LABEL = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "digits": "digits"}
 
 
-def _run_devices(out_dir: Path) -> Dict[tuple, str]:
-    """``{(preset, strategy, variant, seed, noise rate): device}`` of the runs
-    in ``out_dir/runs``, from each run's file (``"unknown"`` where it records
-    no device); the key is read from the first row of the run's CSV."""
-    devices = {}
-    for config_path in sorted((out_dir / "runs").glob("*.json")):
+def _run_files(out_dir: Path) -> Dict[tuple, Tuple[Path, Optional[dict]]]:
+    """``{run key: (path of the run's files without suffix, its configuration
+    or None)}`` for the runs in ``out_dir/runs`` (see :func:`_run_key`); the
+    key is read from the first row of the run's CSV."""
+    files = {}
+    for run_csv in sorted((out_dir / "runs").glob("*.csv")):
         try:
-            device = json.loads(config_path.read_text()).get("device", "unknown")
-            with open(config_path.with_suffix(".csv"), newline="") as f:
+            with open(run_csv, newline="") as f:
                 first = next(csv.DictReader(f))
             key = (first["preset"], first["strategy"], first["variant"], int(first["seed"]),
                    float(first.get("noise_rate") or 0.0))
         except (OSError, ValueError, KeyError, StopIteration):
             continue  # a run without rows, or damaged: nothing of it is reported
-        devices[key] = device
-    return devices
+        try:
+            config = json.loads(run_csv.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            config = None
+        files[key] = (run_csv.with_suffix(""), config)
+    return files
 
 
-def _with_devices(rows: List[dict], out_dir: Path) -> List[dict]:
-    """``rows``, each with the ``device`` of its run where the run files record one."""
-    devices = _run_devices(out_dir)
+def _with_devices(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]]) -> List[dict]:
+    """``rows``, each with the ``device`` of its run where the run files
+    record one (``"unknown"`` where a run's does not), and, for a run resumed
+    on another device, ``devices``: those of its steps."""
+    devices = {}
+    for key, (_, config) in files.items():
+        if config is not None:
+            steps = tuple(dict.fromkeys(d for _, d in config.get("device_steps") or ()))
+            devices[key] = (config.get("device", "unknown"), steps)
     if not devices:
         return rows
-    return [{**r, "device": devices.get((r["preset"], r["strategy"], r["variant"], r["seed"], _rate(r)), "unknown")}
-            for r in rows]
+    out = []
+    for r in rows:
+        device, steps = devices.get(_run_key(r), ("unknown", ()))
+        out.append({**r, "device": device, **({"devices": steps} if len(steps) > 1 else {})})
+    return out
+
+
+def _check_comparable(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]],
+                      ignore: Sequence[str] = ("seed",), across_rates: bool = False) -> None:
+    """Refuse to set side by side, as runs of one configuration, runs whose
+    files record different ones.
+
+    The runs of ``rows`` are grouped by preset, strategy, variant and (unless
+    ``across_rates``) noise rate, as the tables and figures group them; the
+    configuration of each (its run file, as the runner compares it when it
+    resumes: without the fields recorded only, ``n_queries`` and ``notes``,
+    and without ``ignore``) must equal that of the group's first run.
+
+    Raises
+    ------
+    ValueError
+        Naming each group, the runs that differ and the fields, with both values.
+    """
+    groups = defaultdict(list)
+    for key in sorted({_run_key(r) for r in rows}, key=lambda k: (k[:3], k[4], k[3])):
+        groups[key[:3] if across_rates else key[:3] + key[4:]].append(key)
+    problems, unchecked = [], []
+    for group, keys in groups.items():
+        known = [(k, *files[k]) for k in keys if k in files and files[k][1] is not None]
+        unchecked += [_run_name(k) for k in keys if len(keys) > 1 and (k not in files or files[k][1] is None)]
+        if len(known) < 2:
+            continue
+        _, first_path, first = known[0]
+        for key, path, config in known[1:]:
+            fields = _differing_fields({k: v for k, v in config.items() if k not in ignore},
+                                       {k: v for k, v in first.items() if k not in ignore})
+            if fields:
+                problems.append(f"  {path.parent.parent.name}/runs/{path.name} differs from "
+                                f"{first_path.parent.parent.name}/runs/{first_path.name} in "
+                                + ", ".join(f"{f} ({a!r} against {b!r})" for f, a, b in fields)
+                                + f" [{' '.join(map(str, group[:3]))}"
+                                + (f", noise {100 * group[3]:g}%]" if len(group) > 3 and group[3] else "]"))
+    if unchecked:
+        warnings.warn("no configuration file for " + ", ".join(unchecked) + "; they are reported beside the "
+                      "other runs of their group without a check that they ran the same configuration",
+                      RuntimeWarning)
+    if problems:
+        names = sorted({p.rsplit(" [", 1)[1][:-1] for p in problems})
+        raise ValueError(
+            "runs of different configurations cannot be averaged as seeds or set side by side ("
+            + "; ".join(names) + "):\n" + "\n".join(p.rsplit(" [", 1)[0] for p in problems)
+            + "\nreport them from separate folders, or run them again with one configuration")
+
+
+def _differing_fields(a: dict, b: dict) -> list:
+    """``(field, value in a, value in b)`` where the run configurations ``a``
+    and ``b`` differ as the runner compares them (:func:`~skdbal.experiments.runner._comparable`,
+    applied both ways, so that a field missing in the older file counts as its
+    implicit value); preset fields as ``preset.<name>``."""
+    def flat(config):
+        out = {k: v for k, v in config.items() if k != "preset"}
+        out.update({f"preset.{k}": v for k, v in config.get("preset", {}).items()})
+        return out
+
+    x1, y1 = map(flat, _comparable(a, b))
+    y2, x2 = map(flat, _comparable(b, a))
+    out = []
+    for field in sorted(set(x1) | set(y1)):
+        if x1.get(field, "(missing)") != y1.get(field, "(missing)") and \
+                x2.get(field, "(missing)") != y2.get(field, "(missing)"):
+            out.append((field, x1.get(field, "(missing)"), y2.get(field, "(missing)")))
+    return out
+
+
+#: The fields of Gal et al.'s (2017) MNIST protocol that their Table 1 (and
+#: Anonymous, n.d., Table 1, on the same protocol) depend on; a preset that
+#: keeps them is reported beside those numbers. Implementation choices that
+#: do not change the protocol (selection, eval_method, batch_split,
+#: mask_seeding, n_queries) may differ.
+_GAL2017_PROTOCOL = ("dataset", "module", "module_params", "n_initial_per_class", "n_validation", "pool_size",
+                     "pool_subsample", "n_instances", "max_epochs", "batch_size", "epoch_samples", "optimizer", "lr",
+                     "weight_decay", "scaled_l2", "n_samples", "n_test")
+
+
+def _gal2017_protocol(preset: dict) -> bool:
+    """Whether the preset (as a run file records it) follows Gal et al.'s
+    (2017) MNIST protocol, so that the published anchors apply."""
+    gal = json.loads(json.dumps(PRESETS["gal2017"].as_dict(), default=str))
+    return all(preset.get(field, gal[field]) == gal[field] for field in _GAL2017_PROTOCOL)
 
 
 def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset: str = "MNIST",
-                       end_labels: Optional[int] = None) -> List[Path]:
+                       end_labels: Optional[int] = None, anchors: bool = True) -> List[Path]:
     """The report of rows without label noise (see :func:`write_report`)."""
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
@@ -1164,8 +1379,10 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
         "*Average-step* is where the learning curve averaged over seeds first reaches the accuracy; "
         "*step-average* is the mean over seeds of where each seed's curve first reaches it, ± the population "
         "standard deviation (Pilz, 2025, Appendix A, defines both). The last column is test accuracy at 1,000 "
-        "labels; the published columns give acquired images, as the papers report them.\n\n"
-        + table_markdown(rows, n_initial, end_labels=end_labels) + "\n"
+        "labels" + ("; the published columns give acquired images, as the papers report them" if anchors else
+                    " (the published numbers of Gal et al., 2017, and Anonymous, n.d., are left out: these runs do "
+                    "not follow their MNIST protocol)") + ".\n\n"
+        + table_markdown(rows, n_initial, anchors=anchors, end_labels=end_labels) + "\n"
     )
     paths.append(table)
     curves = out_dir / "learning_curves.png"
@@ -1193,7 +1410,7 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
             "Bayesian (MC dropout) against deterministic scoring (Gal et al. 2017, §5.2): acquired images to 90% / "
             "95% test accuracy (Average-Step over the finished runs), test accuracy (mean ± population std "
             "over seeds, %) and the paired difference seed by seed.\n\n"
-            + deterministic_markdown(rows, n_initial) + "\n")
+            + deterministic_markdown(rows, n_initial, end_labels=end_labels) + "\n")
         paths.append(det_table)
         det = out_dir / "deterministic.png"
         plot_curves(rows, det, variants=("bayesian", "deterministic"),
