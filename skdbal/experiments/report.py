@@ -1378,8 +1378,8 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
         "images, of which 250 were acquired (the 20 initial ones are not counted in the papers). "
         "*Average-step* is where the learning curve averaged over seeds first reaches the accuracy; "
         "*step-average* is the mean over seeds of where each seed's curve first reaches it, ± the population "
-        "standard deviation (Pilz, 2025, Appendix A, defines both). The last column is test accuracy at 1,000 "
-        "labels" + ("; the published columns give acquired images, as the papers report them" if anchors else
+        "standard deviation (Pilz, 2025, Appendix A, defines both). The column *accuracy at 1000 labels* is test "
+        "accuracy there" + ("; the published columns give acquired images, as the papers report them" if anchors else
                     " (the published numbers of Gal et al., 2017, and Anonymous, n.d., are left out: these runs do "
                     "not follow their MNIST protocol)") + ".\n\n"
         + table_markdown(rows, n_initial, anchors=anchors, end_labels=end_labels) + "\n"
