@@ -8,7 +8,7 @@ from ._base import Strategy
 from ._diversity import diversity_penalty
 from ._noise import noise_filter
 
-__all__ = ["get_strategy", "DECORATORS"]
+__all__ = ["get_strategy", "canonical_name", "DECORATORS"]
 
 #: Decorators by name: constructor and the names of its positional parameters.
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
@@ -109,3 +109,33 @@ def get_strategy(name: str, strategies=None) -> Strategy:
     if end != len(tokens):
         raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[end:])!r}")
     return strategy
+
+
+def canonical_name(name: str, strategies=None) -> str:
+    """The one spelling of a strategy name: no spaces, floats as ``repr``.
+
+    ``"filter(bald, dynamic)"``, ``"diverse(bald,0.10)"`` and
+    ``"diverse(bald,1e-1)"`` name the same strategies as
+    ``"filter(bald,dynamic)"`` and ``"diverse(bald,0.1)"``; the runner names
+    its runs by this spelling, so that one strategy gets one set of files.
+    Integers stay integers (``str(int)``: ``+3`` is ``3``).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`get_strategy` does, for a name it cannot read.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition._names import canonical_name
+    >>> [canonical_name(n) for n in ("filter( bald , dynamic )", "diverse(bald,0.10)", "filter(bald,1e-1)")]
+    ['filter(bald,dynamic)', 'diverse(bald,0.1)', 'filter(bald,0.1)']
+    >>> canonical_name("diverse(bald,-5e-2)")
+    'diverse(bald,-0.05)'
+    """
+    get_strategy(name, strategies)  # a name it cannot read raises here
+    out = []
+    for token in _tokens(name):
+        value = _value(token)
+        out.append(repr(float(value)) if isinstance(value, float) else str(value))
+    return "".join(out)

@@ -26,18 +26,35 @@ def _quickstart(args) -> int:
 
 
 def _parse_overrides(items) -> dict:
-    """``key=value`` pairs; values parsed as Python literals when possible."""
+    """``key=value`` pairs; values parsed as Python literals when possible.
+
+    A bool field (:data:`~skdbal.experiments.presets.BOOL_FIELDS`) also takes
+    ``true``/``false`` (any case), converted to True/False; any other string
+    stays a string, which the preset refuses for a bool field. A key given
+    twice with different values, and ``name`` (the preset is named by
+    ``--preset``), are refused (ValueError)."""
     import ast
+
+    from .presets import BOOL_FIELDS
 
     out = {}
     for item in items or []:
         key, sep, value = item.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise ValueError(f"--set expects key=value; got {item!r}")
+        if key == "name":
+            raise ValueError("--set name=... is not accepted: the preset is chosen with --preset, and its runs are "
+                             "named after it")
         try:
-            out[key.strip()] = ast.literal_eval(value)
+            parsed = ast.literal_eval(value)
         except (ValueError, SyntaxError):
-            out[key.strip()] = value
+            parsed = value
+        if key in BOOL_FIELDS and isinstance(parsed, str) and parsed.strip().lower() in ("true", "false"):
+            parsed = parsed.strip().lower() == "true"
+        if key in out and (out[key] != parsed or type(out[key]) is not type(parsed)):
+            raise ValueError(f"--set {key} is given twice with different values ({out[key]!r} and {parsed!r})")
+        out[key] = parsed
     return out
 
 
@@ -60,9 +77,14 @@ def _experiment(args) -> int:
     from .presets import get_preset
 
     strategies = split_names(args.strategies)
+    if not strategies:
+        raise ValueError(f"--strategies names no strategy: {args.strategies!r}")
     try:
         overrides = _parse_overrides(args.set)
         if args.dataset is not None:
+            if overrides.get("dataset", args.dataset) != args.dataset:
+                raise ValueError(f"--dataset {args.dataset} and --set dataset={overrides['dataset']!r} disagree; "
+                                 "give one of them")
             overrides["dataset"] = args.dataset
         get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
@@ -82,8 +104,20 @@ def _experiment(args) -> int:
 
 
 def _report(args) -> int:
+    from pathlib import Path
+
     from .report import write_report
 
+    if args.clean is not None:  # checked here: otherwise a --clean that cannot apply would be ignored
+        from .runner import read_results
+
+        clean = Path(args.clean) / "results.csv"
+        if not clean.is_file():
+            raise ValueError(f"--clean {args.clean}: no grid there ({clean} is missing)")
+        results = Path(args.out) / "results.csv"
+        if results.is_file() and not any(r["noise_rate"] for r in read_results(results)):
+            raise ValueError(f"--clean is for a grid with label noise (its runs stand for 0% noise beside the noisy "
+                             f"ones), and {args.out} has no noisy runs")
     paths = write_report(args.out, clean_dir=args.clean)
     print("wrote " + ", ".join(map(str, paths)))
     return 0

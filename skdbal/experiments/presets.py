@@ -45,6 +45,16 @@ _FLOAT_FIELDS = {"lr": 0.0, "weight_decay": 0.0, "scaled_l2": 0.0, "last_layer_n
 _POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 #: Fields that may be None.
 _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2")
+#: Bool fields: True or False only (a string such as "false" would be truthy).
+BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
+
+
+def _np_bool():
+    """numpy's bool type, when numpy is imported (this module does not import it)."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    return numpy.bool_ if numpy is not None else bool
 
 
 def _check_choice(name, value, choices):
@@ -204,6 +214,22 @@ class Preset:
         _check_choice("mask_seeding", self.mask_seeding, ("row", "stream"))
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
+        for name in ("name", "notes"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str; got {getattr(self, name)!r}")
+        for name in BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (bool, _np_bool())):
+                raise TypeError(f"{name} must be True or False; got {value!r}")
+            object.__setattr__(self, name, bool(value))
+        params = self.module_params
+        if isinstance(params, dict):
+            params = tuple(sorted(params.items()))
+        if not isinstance(params, (tuple, list)) or not all(
+                isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str) for p in params):
+            raise TypeError("module_params must be a dict of parameter names (str) to values, or a tuple of "
+                            f"(name, value) pairs; got {self.module_params!r}")
+        object.__setattr__(self, "module_params", tuple((k, v) for k, v in params))
         for name, low in _INT_FIELDS.items():
             value = _check_number(name, getattr(self, name), low, integer=True, optional=name in _OPTIONAL)
             object.__setattr__(self, name, value)  # frozen dataclass: normalise numpy ints to int

@@ -48,6 +48,7 @@ from skorch.helper import predefined_split
 from .. import nets
 from .._validation import label_columns
 from ..acquisition import get_strategy
+from ..acquisition._names import canonical_name
 from ..callbacks import ScaledL2
 from ..datasets import make_noisy_labels
 from ..initial import balanced_random
@@ -693,11 +694,33 @@ _FREE_FIELDS = ("n_queries", "notes")
 _RECORDED_ONLY = ("torch_threads", "strategy_object", "device", "device_steps")
 
 
-def _check_run_config(spec: RunSpec, runs: Path) -> dict:
+def _check_run_config(spec: RunSpec, runs: Path, warn: bool = False) -> dict:
     """The JSON form of ``spec``'s configuration; raise ValueError if ``runs``
-    already holds this run with another configuration."""
+    already holds this run with another configuration.
+
+    A run CSV with rows but no JSON is refused (:class:`DamagedResultsError`):
+    the configuration its rows were computed with is unknown. A JSON with no
+    rows beside it (a start that failed before its first row) records
+    nothing that was computed: another configuration replaces it (with a
+    UserWarning if ``warn``)."""
     config = json.loads(json.dumps(spec.config(), default=str))
     config_path = runs / f"{spec.run_id}.json"
+    csv_path = runs / f"{spec.run_id}.csv"
+    if not config_path.exists() and _has_rows(csv_path):
+        raise DamagedResultsError(
+            f"{csv_path} holds rows but {config_path.name} is missing, so the configuration its rows were "
+            f"computed with is unknown and the run cannot be resumed under any; restore {config_path}, or delete "
+            f"{runs / spec.run_id}.* to run it again from the start")
+    if config_path.exists() and not _has_rows(csv_path):
+        try:
+            stored = json.loads(config_path.read_text())
+        except ValueError:
+            stored = None
+        if stored is None or not _same_config(stored, config):
+            if warn:
+                warnings.warn(f"{config_path} records a run that wrote no rows (a start that failed) with another "
+                              "configuration; it is replaced by this one", UserWarning, stacklevel=3)
+            return config
     if config_path.exists():
         try:
             stored = json.loads(config_path.read_text())
@@ -713,6 +736,54 @@ def _check_run_config(spec: RunSpec, runs: Path) -> dict:
                 f"{config_path} was written by a different configuration; use another output folder, or ask "
                 f"for the same one:\n{differences}")
     return config
+
+
+def _has_rows(csv_path: Path) -> bool:
+    """Whether the run CSV ``csv_path`` exists with at least one row after its header."""
+    try:
+        with open(csv_path, "rb") as f:
+            return len([line for line in f.read().splitlines() if line.strip()]) > 1
+    except FileNotFoundError:
+        return False
+
+
+#: Run-file keys that differ between the runs of one grid by design; the rest
+#: of a run's configuration (the preset but for ``_FREE_FIELDS``, the results
+#: version) is the folder's, shared by every run in it.
+_PER_RUN = ("strategy", "seed", "mc_dropout", "last_layer", "noise_rate", "initial_set", "ensemble")
+
+
+def _folder_configs(runs: Path) -> dict:
+    """``{run file: stored configuration}`` of the runs in ``runs`` that wrote rows."""
+    configs = {}
+    for path in sorted(runs.glob("*.json")) if runs.is_dir() else []:
+        if not _has_rows(path.with_suffix(".csv")):
+            continue
+        try:
+            configs[path] = json.loads(path.read_text())
+        except ValueError:
+            continue  # damaged: its own run refuses it when resumed (_check_run_config)
+    return configs
+
+
+def _check_folder_config(spec: RunSpec, configs: dict) -> None:
+    """Raise ValueError if ``spec`` differs from the runs already in the folder
+    (``configs``, from :func:`_folder_configs`) in more than what differs per
+    run by design (``_PER_RUN``), so that a report never averages runs of
+    different configurations as seeds of one."""
+    config = json.loads(json.dumps(spec.config(), default=str))
+    mine = {k: v for k, v in config.items() if k not in _PER_RUN}
+    for path, stored in configs.items():
+        if path.stem == spec.run_id:
+            continue  # the run itself: _check_run_config compares it whole
+        theirs = {k: v for k, v in stored.items() if k not in _PER_RUN}
+        differences = _config_differences(theirs, mine)
+        if differences:
+            lines = "\n".join(f"  {key}: {a!r} in the folder, {b!r} asked" for key, a, b in differences)
+            raise ValueError(
+                f"{path.parent.parent} holds runs of another configuration (e.g. {path.name}), and a report "
+                f"would average them with {spec.run_id} as seeds of one; use another output folder, or ask for "
+                f"the same configuration:\n{lines}")
 
 
 def _config_differences(stored: dict, current: dict) -> list:
@@ -776,7 +847,8 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
     """Run (or resume) one run of a grid; return its rows.
 
     Raises :class:`FolderLockedError` while another process writes the same
-    run, and ValueError if the folder holds it with another configuration.
+    run, and ValueError if the folder holds it, or other runs, with another
+    configuration (see :func:`run_grid`), or the data set cannot hold it.
     A resume with another ``torch_threads`` than the run started with warns.
 
     Examples
@@ -792,6 +864,8 @@ def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: O
     >>> len(run_one(RunSpec(tiny, "bald", seed=1), out, torch_threads=1))   # finished: read back, not rerun
     3
     """
+    _check_sizes(spec.preset)
+    _check_folder_config(spec, _folder_configs(Path(out_dir) / "runs"))
     return _run_one(spec, out_dir, torch_threads, data_home, verbose, warn=True, device=resolve_device(device))
 
 
@@ -832,14 +906,17 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
     threads = torch.get_num_threads()
     run_threads = torch_threads or threads
     with _exclusive(runs / f".{spec.run_id}.lock", f"run {spec.run_id} in {out_dir}"):
-        config = _check_run_config(spec, runs)  # under the lock: no writer can change it meanwhile
+        config = _check_run_config(spec, runs, warn=warn)  # under the lock: no writer can change it meanwhile
         config_path = runs / f"{spec.run_id}.json"
-        if not config_path.exists():
+        if not config_path.exists() or not _has_rows(runs / f"{spec.run_id}.csv"):  # new, or a failed start
             _atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads, "device": device},
                                                   indent=1).encode())
         rows = _stored_rows(spec, runs, warn=warn)
         if _finished(spec, rows):
             return rows
+        message = _device_mismatch(spec, runs, device, rows) if warn else None
+        if message:
+            warnings.warn(message, UserWarning)
         _record_device(config_path, len(rows), device)
         message = _thread_mismatch(spec, runs, run_threads, rows) if warn else None
         if message:
@@ -1002,6 +1079,60 @@ def _thread_mismatch(spec: RunSpec, runs: Path, run_threads: int, rows: list) ->
             f"from an uninterrupted run (pass torch_threads={stored} to avoid this)")
 
 
+def _device_mismatch(spec: RunSpec, runs: Path, device: str, rows: list) -> Optional[str]:
+    """A warning if ``spec``'s unfinished run, with ``rows`` written so far,
+    computed its last rows on another device than ``device``."""
+    config_path = runs / f"{spec.run_id}.json"
+    if not rows or not config_path.exists() or _finished(spec, rows):
+        return None  # new, or finished: nothing will be recomputed
+    stored = json.loads(config_path.read_text())
+    steps = [s for s in stored.get("device_steps") or [[0, stored.get("device", "unknown")]] if s[0] < len(rows)]
+    before = steps[-1][1] if steps else stored.get("device", "unknown")
+    if before == device:
+        return None
+    return (f"{spec.run_id} computed its steps so far on {before} and resumes on {device}; the two devices "
+            "compute different numbers, so its remaining rows differ from an uninterrupted run's (the run file "
+            f"records the steps of each device; pass device={before!r} to avoid this)")
+
+
+#: Sizes of the training and test sets of each data set (load_data's), for the
+#: checks made before a run starts.
+_DATA_SIZES = {"mnist": (60000, 10000), "repeated_mnist": (180000, 10000), "digits": (1297, 500)}
+#: Classes of every data set: the initial set holds n_initial_per_class of each.
+_N_CLASSES = 10
+
+
+def _check_sizes(preset: Preset) -> None:
+    """Raise ValueError if ``preset`` asks for more than its data set holds:
+    a pool_size or n_test above what there is (which would be capped), or
+    more labels than the pool has (the run would stop before n_queries)."""
+    n_train, n_test = _DATA_SIZES[preset.dataset]
+    available = n_train - preset.n_validation
+    if preset.pool_size is not None and preset.pool_size > available:
+        raise ValueError(f"pool_size={preset.pool_size} exceeds the {available} points that {preset.dataset} "
+                         f"leaves for the pool ({n_train} training points less n_validation={preset.n_validation})")
+    if preset.n_test is not None and preset.n_test > n_test:
+        raise ValueError(f"n_test={preset.n_test} exceeds the {n_test} test points of {preset.dataset}")
+    pool = available if preset.pool_size is None else preset.pool_size
+    needed = _N_CLASSES * preset.n_initial_per_class + preset.n_queries * preset.n_instances
+    if needed > pool:
+        raise ValueError(
+            f"the runs need {needed} labels (n_initial_per_class={preset.n_initial_per_class} x {_N_CLASSES} classes "
+            f"+ n_queries={preset.n_queries} x n_instances={preset.n_instances}), but the pool holds {pool}; "
+            "lower n_queries or n_instances, or give a larger pool")
+
+
+def _needs_samples(name: str) -> bool:
+    """Whether strategy ``name`` (its base, under decorators) needs several
+    predictive samples: with one, its scores are all equal (ties)."""
+    from ..acquisition import BatchBALD
+
+    strategy = get_strategy(name)
+    while hasattr(strategy, "strategy") and not isinstance(strategy, BatchBALD):
+        strategy = strategy.strategy
+    return isinstance(strategy, BatchBALD) or bool(getattr(strategy, "needs_stochastic", False))
+
+
 def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
     preset = spec.preset
     strategy = get_strategy(spec.strategy)  # new objects: the shared instances stay as they are
@@ -1146,7 +1277,10 @@ def run_grid(
     strategies : sequence of str
         Names in :data:`skdbal.acquisition.STRATEGIES`, or decorated names
         read by :func:`skdbal.acquisition.get_strategy`, such as
-        ``"filter(bald,dynamic)"``.
+        ``"filter(bald,dynamic)"``; at least one. Each is taken in its one
+        spelling (:func:`skdbal.acquisition._names.canonical_name`: no
+        spaces, floats as ``repr``, so ``"diverse(bald, 0.10)"`` is
+        ``"diverse(bald,0.1)"``), which names its runs.
     seeds : sequence of int
         Experiment seeds; each seeds one run per strategy (data split,
         initial set and every step's randomness).
@@ -1154,6 +1288,14 @@ def run_grid(
         Holds the run files ``runs/*``, ``results.csv`` and ``grid.json``
         (the preset, the machines, and every call made on the folder). One
         grid at a time may write a folder: a second one raises RuntimeError.
+        The runs of a folder share one configuration but for what differs
+        per run (strategy, seed, noise rate, initial set, variant) and
+        ``n_queries``, so that a report never averages runs of different
+        configurations (another preset, ``max_epochs``, ``mask_seeding``...)
+        as seeds: a run of another one is refused (ValueError naming each
+        field) before anything is written. Fewer ``n_queries`` than
+        ``grid.json`` records warn, as the report cuts every run of the
+        folder at the latest grid's length.
     deterministic_baseline : bool, default=False
         Also run the ``mc_dropout=False`` baseline of Gal et al. (2017, §5.2)
         for the strategies among max_entropy and variation_ratios (spelt so:
@@ -1189,6 +1331,9 @@ def run_grid(
         each member trains with dropout from its own seed and predicts with
         dropout off, and the ``M`` members are the strategies' samples.
         Training costs ``M`` times as much.
+        ``M = 1`` is refused with a strategy that needs several samples
+        (BALD, mean_std, variation_ratios, BatchBALD, or one decorating
+        them): one sample scores every point the same.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -1204,10 +1349,24 @@ def run_grid(
         torch device of the networks: ``"cpu"``, ``"cuda"``, or ``"auto"``
         (CUDA when torch sees a GPU). Recorded in ``grid.json`` and in each
         run's JSON, with the steps of each device when a run is resumed on
-        another one; a GPU's kernels and random numbers differ from the
-        CPU's, so rows computed on one do not equal rows computed on the other.
+        another one (which warns, naming both); a GPU's kernels and random
+        numbers differ from the CPU's, so rows computed on one do not equal
+        rows computed on the other.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
+
+    Raises
+    ------
+    ValueError
+        Before anything is written: a run of another configuration than the
+        folder's, an unknown strategy, a preset that asks for more than its
+        data set holds (``pool_size`` or ``n_test`` above what there is, or
+        ``n_initial_per_class · 10 + n_queries · n_instances`` labels above
+        the pool), and the other combinations named above.
+    DamagedResultsError
+        A run file that cannot be resumed, such as a run CSV with rows whose
+        JSON (its configuration) is missing. A JSON without rows (a start
+        that failed) is replaced, with a UserWarning.
 
     Returns
     -------
@@ -1234,9 +1393,15 @@ def run_grid(
     [('bald', 1, 0), ('bald', 1, 1), ('bald', 1, 2), ('random', 1, 0), ('random', 1, 1), ('random', 1, 2)]
     """
     preset = get_preset(preset, **overrides)
+    if isinstance(strategies, str):
+        raise TypeError(f"strategies must be a list of names; got the str {strategies!r}")
+    # one spelling per strategy (ValueError naming an unknown or malformed one), so that
+    # "filter(bald, dynamic)" and "diverse(bald,0.10)" get the files of "filter(bald,dynamic)", "diverse(bald,0.1)"
+    strategies = [canonical_name(name) for name in strategies]
     strategies, seeds, last_layer = (list(dict.fromkeys(v)) for v in (strategies, seeds, last_layer))  # no repeats
-    for name in strategies:
-        get_strategy(name)  # ValueError naming an unknown or malformed strategy
+    if not strategies:
+        raise ValueError("give at least one strategy")
+    _check_sizes(preset)
     noise_rates = [float(r) for r in dict.fromkeys(noise_rates)]
     bad_rates = [r for r in noise_rates if not 0.0 <= r < 1.0]
     if bad_rates or not noise_rates:
@@ -1254,6 +1419,11 @@ def run_grid(
         raise ValueError(f"ensemble must be an int >= 0 (the number of members; 0: none); got {ensemble!r}")
     if ensemble and last_layer:
         raise ValueError("ensemble and last_layer cannot be combined: each replaces the MC-dropout network")
+    if ensemble == 1:
+        sampled = [s for s in strategies if _needs_samples(s)]
+        if sampled:
+            raise ValueError(f"ensemble=1 gives one sample per point, so {', '.join(sampled)} would score every "
+                             "point the same (ties); use ensemble >= 2")
     if ensemble:
         specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, ensemble=int(ensemble))
                  for i in initial_sets for r in noise_rates for seed in seeds for s in strategies]
@@ -1286,14 +1456,21 @@ def run_grid(
         if other is not spec:
             raise ValueError(f"strategies {other.strategy!r} and {spec.strategy!r} would write the same run files "
                              f"({spec.run_id}); name one of them differently")
-    for spec in specs:  # refuse a clashing folder before writing anything
-        _check_run_config(spec, out_dir / "runs")
+    for spec in specs:  # refuse a clashing folder before writing anything: the run's own file first,
+        _check_run_config(spec, out_dir / "runs", warn=True)
+    folder = _folder_configs(out_dir / "runs")
+    for spec in specs:  # then the folder's other runs
+        _check_folder_config(spec, folder)
+    _check_report_length(out_dir, preset)
     done, resumed, new = [], [], []
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
         rows = _stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
         message = _thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
         if message:
             warnings.warn(message, RuntimeWarning)
+        message = _device_mismatch(spec, out_dir / "runs", device, rows)
+        if message:
+            warnings.warn(message, UserWarning)
         (done if _finished(spec, rows) else resumed if rows else new).append((spec, len(rows)))
     if verbose:
         print(f"{len(specs)} run(s) into {out_dir}: {len(done)} finished, {len(resumed)} to resume, {len(new)} new; "
@@ -1315,6 +1492,21 @@ def run_grid(
                 for spec in specs)
         Parallel(n_jobs=n_jobs)(jobs)
         return assemble_results(out_dir)
+
+
+def _check_report_length(out_dir: Path, preset: Preset) -> None:
+    """Warn when ``preset`` asks for fewer queries than the folder's grid.json
+    records: the report cuts every run of the folder at the latest grid's
+    n_queries, so earlier, longer runs will be reported shorter."""
+    try:
+        stored = json.loads((out_dir / "grid.json").read_text())["preset"]["n_queries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if isinstance(stored, int) and preset.n_queries < stored:
+        warnings.warn(f"n_queries={preset.n_queries} is below the {stored} that {out_dir / 'grid.json'} records: the "
+                      f"report of {out_dir} will cut every run there at step {preset.n_queries} (runs are compared at "
+                      f"the latest grid's length); pass n_queries={stored} to keep them whole", UserWarning,
+                      stacklevel=3)
 
 
 def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
