@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
-__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int", "check_candidates", "check_query_result",
+__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int", "check_bool", "check_candidates", "check_query_result",
            "label_columns", "pool_kwargs", "subset_pool_kwargs"]
 
 
@@ -156,6 +156,13 @@ def label_columns(classes, y, name: str = "y", *, n_columns: Optional[int] = Non
         raise ValueError(f"{name} contains labels not in {classes_name}: {unknown[:10]} "
                          f"({classes_name}: {listed[:20]}{' ...' if len(listed) > 20 else ''})")
     return np.asarray(columns, dtype=np.intp)
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` as a bool (numpy's included), else a TypeError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool; got {value!r}")
+    return bool(value)
 
 
 def check_candidates(candidates, n_pool: int) -> np.ndarray:

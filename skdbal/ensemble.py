@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import check_positive_int, is_frame
+from ._validation import check_bool, check_positive_int, is_frame
 
 __all__ = ["DeepEnsembleClassifier"]
 
@@ -204,8 +204,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         X = self._check_X(X)
         if n_samples is not None:
             n_samples = check_positive_int(n_samples, "n_samples")
-        if not isinstance(consistent, (bool, np.bool_)):
-            raise TypeError(f"consistent must be a bool; got {consistent!r}")
+        consistent = check_bool(consistent, "consistent")
         sampling = all(hasattr(m, "predict_proba_samples") for m in self.estimators_)
         if n_samples is not None and n_samples > 1 and not sampling:
             raise ValueError(f"n_samples={n_samples} asks for {n_samples} passes per member, but the members "
@@ -216,7 +215,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
             # one predict_proba per member: the ensemble's own single sample of each
             return np.stack([np.asarray(m.predict_proba(X), dtype=np.float32) for m in self.estimators_])
         return np.concatenate([
-            np.asarray(as_predictive(m, n_samples=int(T)).proba_samples(X, consistent=bool(consistent)),
+            np.asarray(as_predictive(m, n_samples=int(T)).proba_samples(X, consistent=consistent),
                        dtype=np.float32) for m in self.estimators_])
 
     @property

@@ -225,8 +225,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _check_params(self):
         if self.retrain not in ("scratch", "warm"):
             raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
-        if self.retrain == "warm" and not _continues_training(self._model_or_template()):
-            model = self._model_or_template()
+        model = self._model_or_template() if self.retrain == "warm" else None
+        if model is not None and not _continues_training(model):
             raise ValueError(
                 f"retrain='warm' continues training the current model, but {type(model).__name__} has no "
                 "partial_fit and no warm_start=True, so its fit would start again from scratch; set warm_start "

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
-from ._validation import check_positive_int, label_columns
+from ._validation import check_bool, check_positive_int, label_columns
 from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
@@ -655,9 +655,7 @@ class _MCDropoutNet:
         behind :meth:`predict_proba_samples` (``link`` a softmax) and the
         regressor's ``predict_samples`` (no link). ``consistent`` asks for
         ``consistent_masks=True`` for this call."""
-        if not isinstance(consistent, (bool, np.bool_)):
-            raise TypeError(f"consistent must be a bool; got {consistent!r}")
-        consistent = bool(consistent) or bool(self.consistent_masks)
+        consistent = check_bool(consistent, "consistent") or bool(self.consistent_masks)
         self.check_is_fitted()
         X = self._validate_X(X)
         if self.mc_dropout and T > 1 and not any(isinstance(m, _DROPOUT) for m in self.module_.modules()):

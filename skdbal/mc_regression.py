@@ -10,6 +10,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array
 from torch import nn
 
+from ._validation import check_bool
 from .mc_dropout import _MCDropoutNet, _identity, _seed_from, _torch_seeded, mc_dropout_mode
 from .nets import MLP
 from .uncertainty import decompose_gaussian
@@ -211,8 +212,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
 
     def _check_params(self):
         super()._check_params()
-        if not isinstance(self.heteroscedastic, (bool, np.bool_)):
-            raise TypeError(f"heteroscedastic must be a bool; got {self.heteroscedastic!r}")
+        check_bool(self.heteroscedastic, "heteroscedastic")
         crit = self.criterion
         if self.heteroscedastic and crit is not None:
             cls = crit if isinstance(crit, type) else type(crit)

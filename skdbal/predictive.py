@@ -86,6 +86,8 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted
 
+from ._validation import check_bool
+
 __all__ = ["Predictive", "as_predictive"]
 
 #: How a Predictive reads its model.
@@ -174,7 +176,7 @@ class Predictive:
 
     def _consistent_kwargs(self, method, consistent: bool) -> dict:
         """The keywords that ask ``method`` for consistent samples; raises if it cannot honour them."""
-        if not _check_bool(consistent, "consistent"):
+        if not check_bool(consistent, "consistent"):
             return {}
         if _takes_keyword(method, "consistent"):  # asked whenever it can be, whatever stochastic says
             return {"consistent": True}
@@ -204,7 +206,7 @@ class Predictive:
             raise TypeError(f"{self.name} is a regressor: it gives predictive variances, "
                             "not class probabilities; use the predictive_variance strategy")
         if self.source == "proba":  # one deterministic pass: consistent trivially
-            _check_bool(consistent, "consistent")
+            check_bool(consistent, "consistent")
             if self.n_samples is not None and self.n_samples != 1:
                 raise ValueError(
                     f"{self.name} gives one deterministic sample (its predict_proba), so n_samples="
@@ -302,12 +304,6 @@ class Predictive:
         gram, out = self.model.output_gradient_gram(self._prepare(X), return_output=True)
         out = np.asarray(out, dtype=np.float64)
         return np.asarray(gram, dtype=np.float64), out.reshape(len(out), -1)
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool; got {value!r}")
-    return bool(value)
 
 
 def _takes_keyword(method, name: str) -> bool:

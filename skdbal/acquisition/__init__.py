@@ -86,21 +86,21 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
 ]
 
-bald = BALD()
-max_entropy = MaxEntropy()
-variation_ratios = VariationRatios()
-mean_std = MeanStd()
-random_sampling = RandomSampling()
-predictive_variance = PredictiveVariance()
-expected_gradient_length = ExpectedGradientLength()
-batch_bald = BatchBALD()
 
-for _name, _instance in [("bald", bald), ("max_entropy", max_entropy), ("variation_ratios", variation_ratios),
-                         ("mean_std", mean_std), ("random_sampling", random_sampling),
-                         ("predictive_variance", predictive_variance),
-                         ("expected_gradient_length", expected_gradient_length), ("batch_bald", batch_bald)]:
-    _instance._shared_name = _name  # set_params refuses to change it (clone it first)
-del _name, _instance
+def _shared(instance, name: str):
+    """``instance``, marked as the package's shared one: its set_params refuses (clone it first)."""
+    instance._shared_name = name
+    return instance
+
+
+bald = _shared(BALD(), "bald")
+max_entropy = _shared(MaxEntropy(), "max_entropy")
+variation_ratios = _shared(VariationRatios(), "variation_ratios")
+mean_std = _shared(MeanStd(), "mean_std")
+random_sampling = _shared(RandomSampling(), "random_sampling")
+predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
+expected_gradient_length = _shared(ExpectedGradientLength(), "expected_gradient_length")
+batch_bald = _shared(BatchBALD(), "batch_bald")
 
 #: Strategies by name, as used by the command line and the experiment runner.
 STRATEGIES = {

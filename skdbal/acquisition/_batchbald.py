@@ -5,10 +5,9 @@ import warnings
 from typing import Optional
 
 import numpy as np
-
-from .. import batchbald
 from sklearn.utils import check_random_state
 
+from .. import batchbald
 from .._validation import check_n_instances, check_pool, pool_kwargs
 from ..predictive import as_predictive
 from ._base import Acquisition, Strategy, check_options

@@ -928,6 +928,14 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
             torch.set_num_threads(threads)
 
 
+def _device_steps(stored: dict, first_step: int) -> list:
+    """``[first step, device]`` of each device that computed a run's steps before
+    ``first_step``, from its stored file: its ``device_steps``, else one entry
+    ``[0, device]`` (``"unknown"`` for a file that records none)."""
+    return [list(s) for s in stored.get("device_steps") or [[0, stored.get("device", "unknown")]]
+            if s[0] < first_step]
+
+
 def _record_device(config_path: Path, first_step: int, device: str) -> None:
     """Record in a run's file that its steps from ``first_step`` on are computed on ``device``.
 
@@ -939,8 +947,7 @@ def _record_device(config_path: Path, first_step: int, device: str) -> None:
     two devices, which compute different numbers.
     """
     stored = json.loads(config_path.read_text())
-    steps = [list(s) for s in stored.get("device_steps") or [[0, stored.get("device", "unknown")]]
-             if s[0] < first_step]  # entries past first_step belong to dropped rows
+    steps = _device_steps(stored, first_step)  # entries past first_step belong to dropped rows
     if not steps or steps[-1][1] != device:
         steps.append([first_step, device])
     record = {"device": steps[0][1]} if len(steps) == 1 else {
@@ -1086,7 +1093,7 @@ def _device_mismatch(spec: RunSpec, runs: Path, device: str, rows: list) -> Opti
     if not rows or not config_path.exists() or _finished(spec, rows):
         return None  # new, or finished: nothing will be recomputed
     stored = json.loads(config_path.read_text())
-    steps = [s for s in stored.get("device_steps") or [[0, stored.get("device", "unknown")]] if s[0] < len(rows)]
+    steps = _device_steps(stored, len(rows))
     before = steps[-1][1] if steps else stored.get("device", "unknown")
     if before == device:
         return None
