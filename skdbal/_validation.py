@@ -114,7 +114,7 @@ def label_columns(classes, y, name: str = "y", *, n_columns: Optional[int] = Non
 
     Examples
     --------
-    >>> from skdbal._validation import label_columns
+    >>> from skdbal.metrics import label_columns
     >>> label_columns(["dog", "cat"], ["cat", "cat", "dog"]).tolist()
     [1, 1, 0]
     >>> label_columns(["dog", "cat"], ["cat", "emu"])

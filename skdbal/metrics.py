@@ -1,4 +1,9 @@
-"""Learning-curve metrics: labels needed to reach an accuracy, after Pilz (2025, Appendix A)."""
+"""Learning-curve metrics: labels needed to reach an accuracy, after Pilz (2025, Appendix A).
+
+Also calibration (reliability curves, expected calibration error) and
+:func:`label_columns`, the package's one lookup of labels in a model's
+``classes_``, which the metrics and the experiment runner share.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +11,7 @@ import numpy as np
 from ._validation import check_positive_int, label_columns
 
 __all__ = ["labels_to_accuracy", "curves_from_histories", "accuracy_at", "reliability_curve",
-           "expected_calibration_error", "plot_reliability_diagram"]
+           "expected_calibration_error", "plot_reliability_diagram", "label_columns"]
 
 
 def curves_from_histories(histories, x: str = "n_labels", y: str = "accuracy"):

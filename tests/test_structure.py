@@ -5,6 +5,8 @@ import pkgutil
 import re
 from pathlib import Path
 
+import pytest
+
 import skdbal
 import skdbal.experiments
 
@@ -74,6 +76,55 @@ def test_the_cycle_scan_sees_function_level_imports(tmp_path):
     path = tmp_path / "a.py"
     path.write_text("def f():\n    from .b import g\n    from . import c\n    from .. import nets\n")
     assert _intra_package_imports(path, "pkg.sub.a", "pkg.sub") == {"pkg.sub.b", "pkg.sub.c"}
+
+
+def _is_private(name: str) -> bool:
+    """``_name``, but not a dunder such as ``__version__`` or ``__future__``."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports(path: Path) -> list:
+    """``"line: statement"`` for each import in ``path``, at any level, that
+    takes a private name (``from .runner import _comparable``) or goes
+    through a private module (``from .._validation import label_columns``,
+    ``from ..acquisition._names import get_strategy``, ``import skdbal._compat``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            modules, names = [node.module or ""], [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules, names = [alias.name for alias in node.names], []
+        else:
+            continue
+        if any(_is_private(part) for module in modules for part in module.split(".")) or any(map(_is_private, names)):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_private_import_scan(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("from __future__ import annotations\nimport os\nfrom .. import __version__\n"
+                    "from .runner import read_results, _comparable\nfrom .._validation import label_columns\n"
+                    "def f():\n    from ..acquisition._names import DECORATORS\n    from . import _hidden\n"
+                    "    import skdbal._compat as c\n    from .report import plot_curves as _plot\n")
+    assert _private_imports(path) == [
+        "4: from .runner import read_results, _comparable", "5: from .._validation import label_columns",
+        "7: from ..acquisition._names import DECORATORS", "8: from . import _hidden", "9: import skdbal._compat as c"]
+
+
+_PENDING = {  # issue 28: the runner is being rewritten; the report waits for its public names
+    "runner.py": "runner.py is being updated (issue 28)",
+    "report.py": "runner.py is being updated (issue 28): report.py needs its comparable_configs and read_run_file",
+}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(p.name, marks=pytest.mark.xfail(reason=_PENDING[p.name], strict=False)) if p.name in _PENDING
+    else p.name for p in sorted((PACKAGE / "experiments").glob("*.py"))])
+def test_the_experiments_package_imports_no_private_names(name):
+    """The experiments package uses the library as a user would: through public modules and names only."""
+    offenders = _private_imports(PACKAGE / "experiments" / name)
+    assert not offenders, f"skdbal/experiments/{name} imports private names or modules:\n" + "\n".join(offenders)
 
 
 def test_no_docstring_cites_a_seed_by_number():

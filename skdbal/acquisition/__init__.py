@@ -34,7 +34,7 @@ from ._base import (Acquisition, CallableStrategy, PoolScores, Strategy, Strateg
 from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
                          MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
                          score_pool)
-from ._names import DECORATORS, get_strategy
+from ._names import DECORATORS, canonical_name, get_strategy, parse_strategy_name
 from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._batchbald import BatchBALD
@@ -52,6 +52,8 @@ __all__ = [
     "batch_bald",
     "STRATEGIES",
     "get_strategy",
+    "canonical_name",
+    "parse_strategy_name",
     "DECORATORS",
     # decorators
     "noise_filter",

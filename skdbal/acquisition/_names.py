@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from ._base import Strategy
 from ._diversity import diversity_penalty
 from ._noise import noise_filter
 
-__all__ = ["get_strategy", "canonical_name", "DECORATORS"]
+__all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS"]
 
 #: Decorators by name: constructor and the names of its positional parameters.
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
@@ -38,6 +38,85 @@ def _value(token: str):
             return float(token)
         except ValueError:
             return token
+
+
+def parse_strategy_name(name: str) -> Tuple[Optional[str], str, Tuple[Union[int, float, str], ...]]:
+    """The outermost layer of a strategy name, read without building anything.
+
+    A name is a word (``"bald"``) or a decorator applied to a name with its
+    parameters after it (``"diverse(filter(bald,0.1),0.2,embedding)"``), the
+    grammar :func:`get_strategy` reads. This reads it with the same
+    tokenizer, but only as text: the words need not be known strategies or
+    decorators, and nothing is constructed or checked beyond the syntax.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    decorator : str or None
+        The outermost decorator's name; None for an undecorated name.
+    strategy : str
+        The name the decorator applies to, spaces removed (numbers keep their
+        spelling: :func:`canonical_name` gives the one spelling); for an
+        undecorated name, the name itself.
+    params : tuple of int, float or str
+        The decorator's parameters, each read as an int, else a float, else
+        kept as a word; empty for an undecorated name.
+
+    Raises
+    ------
+    ValueError
+        For a name that does not follow the grammar (unbalanced parentheses,
+        a missing name, trailing text).
+    TypeError
+        If ``name`` is not a str.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import parse_strategy_name
+    >>> parse_strategy_name("diverse(filter(bald, 0.1), 0.2, embedding)")
+    ('diverse', 'filter(bald,0.1)', (0.2, 'embedding'))
+    >>> parse_strategy_name("filter(bald,dynamic)")
+    ('filter', 'bald', ('dynamic',))
+    >>> parse_strategy_name("bald")
+    (None, 'bald', ())
+    >>> parse_strategy_name("filter(bald,0.1")
+    Traceback (most recent call last):
+        ...
+    ValueError: cannot read strategy name 'filter(bald,0.1': missing ')'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
+    tokens = _tokens(name)
+
+    def is_word(i):
+        return i < len(tokens) and tokens[i] not in "(),"
+
+    def skip(i):  # the position after the name that starts at i
+        if not is_word(i) or not (tokens[i][0].isalpha() or tokens[i][0] == "_"):
+            got = repr(tokens[i]) if i < len(tokens) else "the end"
+            raise ValueError(f"cannot read strategy name {name!r}: expected a name, got {got}")
+        i += 1
+        if i < len(tokens) and tokens[i] == "(":
+            i = skip(i + 1)
+            while i < len(tokens) and tokens[i] == ",":
+                if not is_word(i + 1):
+                    raise ValueError(f"cannot read strategy name {name!r}: expected a parameter after ','")
+                i += 2
+            if i >= len(tokens) or tokens[i] != ")":
+                raise ValueError(f"cannot read strategy name {name!r}: missing ')'")
+            i += 1
+        return i
+
+    end = skip(0)
+    if end != len(tokens):
+        raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[end:])!r}")
+    if len(tokens) == 1:
+        return None, tokens[0], ()
+    inner_end = skip(2)
+    return tokens[0], "".join(tokens[2:inner_end]), tuple(_value(t) for t in tokens[inner_end + 1:-1:2])
 
 
 def get_strategy(name: str, strategies=None) -> Strategy:
@@ -120,6 +199,16 @@ def canonical_name(name: str, strategies=None) -> str:
     its runs by this spelling, so that one strategy gets one set of files.
     Integers stay integers (``str(int)``: ``+3`` is ``3``).
 
+    Parameters
+    ----------
+    name : str
+    strategies : dict, optional
+        Base names; :data:`skdbal.acquisition.STRATEGIES` by default.
+
+    Returns
+    -------
+    str
+
     Raises
     ------
     ValueError, TypeError
@@ -127,7 +216,7 @@ def canonical_name(name: str, strategies=None) -> str:
 
     Examples
     --------
-    >>> from skdbal.acquisition._names import canonical_name
+    >>> from skdbal.acquisition import canonical_name
     >>> [canonical_name(n) for n in ("filter( bald , dynamic )", "diverse(bald,0.10)", "filter(bald,1e-1)")]
     ['filter(bald,dynamic)', 'diverse(bald,0.1)', 'filter(bald,0.1)']
     >>> canonical_name("diverse(bald,-5e-2)")

@@ -8,13 +8,17 @@ package imports it.
 - :mod:`skdbal.experiments.presets`: the ``gal2017``, ``pilz2025`` and ``kirsch2019``
   protocols, every number a field;
 - :mod:`skdbal.experiments.report`: tables and figures from ``results.csv``;
+- :mod:`skdbal.experiments.plotting`: the figure helpers the report and the
+  quickstart share;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
 - :mod:`skdbal.experiments.data`: the bundled digits as images, read by the
   runner and the quickstart;
 - :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
 
 Imports point one way, function-level ones included: cli → quickstart →
-report → runner → presets, data (``tests/test_structure.py`` checks it).
+report → runner → presets, data, with plotting under report and quickstart
+(``tests/test_structure.py`` checks it). Each module here reaches the rest of
+the package through public modules and names only, as a user would.
 
 The runner's public names are importable from here.
 """

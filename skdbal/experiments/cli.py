@@ -135,8 +135,7 @@ def _experiment_epilog() -> str:
     import dataclasses
     import textwrap
 
-    from ..acquisition import STRATEGIES
-    from ..acquisition._names import DECORATORS
+    from ..acquisition import DECORATORS, STRATEGIES
     from .presets import PRESETS, Preset
 
     gal = PRESETS["gal2017"]

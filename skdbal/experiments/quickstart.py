@@ -172,7 +172,7 @@ def plot_learning_curves(results: Dict[str, List[List[dict]]], path, title: str 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .report import _data_ylim, _legend_outside
+    from .plotting import data_ylim, legend_outside
 
     fig, ax = plt.subplots(figsize=(7.5, 4))
     lows, highs = [], []
@@ -185,10 +185,10 @@ def plot_learning_curves(results: Dict[str, List[List[dict]]], path, title: str 
         highs.append(mean + std)
     ax.set_xlabel("labelled images")
     ax.set_ylabel("test accuracy (mean ± std over seeds)")
-    ax.set_ylim(*_data_ylim(lows, highs))
+    ax.set_ylim(*data_ylim(lows, highs))
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    _legend_outside(ax)
+    legend_outside(ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

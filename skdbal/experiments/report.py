@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .plotting import data_ylim, legend_outside
 from .presets import PRESETS
 from .runner import DamagedResultsError, _comparable, _read_run_file, assemble_results, read_results
 
@@ -348,24 +349,6 @@ def _save(fig, path):
     return None
 
 
-def _data_ylim(lows, highs, bounds=(0.0, 1.0)) -> Tuple[float, float]:
-    """A y range that holds every value in ``lows``/``highs`` (arrays), padded
-    by 5% of the span (at least 0.02) and kept within ``bounds``."""
-    lo = float(min(np.min(v) for v in lows))
-    hi = float(max(np.max(v) for v in highs))
-    pad = max(0.02, 0.05 * (hi - lo))
-    return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
-
-
-def _legend_outside(ax, handles: Optional[dict] = None, **kwargs) -> None:
-    """The legend to the right of the axes, off the curves: of ``handles``
-    (``{label: artist}``, e.g. gathered over several panels) if given, else of
-    the axes' own labelled artists."""
-    args = (list(handles.values()), list(handles.keys())) if handles else ()
-    if args or (handles is None and ax.get_legend_handles_labels()[0]):
-        ax.legend(*args, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
-
-
 def _noise_panels(rates: Sequence[float], legend_width: float):
     """A figure with one titled, gridded panel per noise rate, sharing the y
     axis, and ``legend_width`` inches to the right for the legend; returns
@@ -444,9 +427,9 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
     ax.set_xlabel("labelled images (20 initial + acquired)")
     ax.set_ylabel("test accuracy")
     if ylim is not None or lows:
-        ax.set_ylim(*(ylim if ylim is not None else _data_ylim(lows, highs)))
+        ax.set_ylim(*(ylim if ylim is not None else data_ylim(lows, highs)))
     ax.grid(alpha=0.3)
-    _legend_outside(ax)
+    legend_outside(ax)
     note = _device_note(plotted)
     ax.set_title(title + (f"\n{note}" if note else ""))
     fig.tight_layout()
@@ -455,18 +438,17 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
 
 def _diverse_parts(strategy: str) -> Optional[Tuple[str, float]]:
     """``(base, weight)`` of a name ``"diverse(base,weight)"`` (default
-    features), read with the tokenizer that :func:`~skdbal.acquisition.get_strategy`
-    uses; None for any other name."""
-    from ..acquisition._names import _tokens, _value
+    features), read as :func:`~skdbal.acquisition.get_strategy` reads it
+    (:func:`~skdbal.acquisition.parse_strategy_name`); None for any other name."""
+    from ..acquisition import parse_strategy_name
 
     try:
-        tokens = _tokens(strategy)
+        decorator, base, params = parse_strategy_name(strategy)
     except ValueError:
         return None
-    if len(tokens) < 6 or tokens[:2] != ["diverse", "("] or tokens[-3] != "," or tokens[-1] != ")":
+    if decorator != "diverse" or len(params) != 1 or not isinstance(params[0], (int, float)):
         return None
-    weight = _value(tokens[-2])
-    return ("".join(tokens[2:-3]), float(weight)) if isinstance(weight, (int, float)) else None
+    return base, float(params[0])
 
 
 def _weight_sweep(rows: List[dict]) -> Tuple[np.ndarray, Dict[float, Tuple[str, np.ndarray]]]:
@@ -597,7 +579,7 @@ def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
         ax.set_xlabel("labelled images")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy − base's (points, mean over seeds)")
-    _legend_outside(axes[1], handles=handles)
+    legend_outside(axes[1], handles=handles)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
@@ -984,8 +966,8 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
             ax.set_title(ax.get_title() + "\n" + note.replace("; ", "\n"), fontsize=8)
     axes[0].set_ylabel("test accuracy (mean ± std over seeds)")
     if lows:
-        axes[0].set_ylim(*_data_ylim(lows, highs))
-    _legend_outside(axes[-1], handles=handles)
+        axes[0].set_ylim(*data_ylim(lows, highs))
+    legend_outside(axes[-1], handles=handles)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)
@@ -1036,7 +1018,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
             line, = ax.plot(labels, 100 * share, color=_color(strategy, strategies))
             handles.setdefault(_LABEL.get(strategy, strategy), line)
     axes[0].set_ylabel("flipped labels in the training set (%)")
-    _legend_outside(axes[-1], handles=handles)
+    legend_outside(axes[-1], handles=handles)
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)

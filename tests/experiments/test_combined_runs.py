@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from skdbal.acquisition._names import canonical_name
+from skdbal.acquisition import canonical_name
 from skdbal.experiments import DamagedResultsError, RunSpec, get_preset, run_grid, run_one
 from skdbal.experiments import runner
 from skdbal.experiments.cli import _parse_overrides, main
