@@ -14,7 +14,8 @@ from ._validation import (check_candidates, check_n_instances, check_pool, check
                           pool_kwargs, take_rows)
 from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
-from .loop import ActiveLearningLoop
+from .loop import ActiveLearningLoop, MemoryJournal, evaluate, step_seed
+from .oracles import KnownLabels
 from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
@@ -171,6 +172,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         retrain: str = "scratch",
         pool_subsample: Optional[int] = None,
         random_state=None,
+        seeding: str = "stream",
+        missing_label=np.nan,
         verbose: bool = True,
     ):
         self.estimator = estimator
@@ -180,6 +183,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.retrain = retrain
         self.pool_subsample = pool_subsample
         self.random_state = random_state
+        self.seeding = seeding
+        self.missing_label = missing_label
         self.verbose = verbose
 
     # ------------------------------------------------------------ helpers
@@ -217,7 +222,13 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _strategy(self):
         return bald if self.query_strategy is None else as_strategy(self.query_strategy)
 
-    def _get_rng(self) -> np.random.RandomState:
+    def _get_rng(self, salt: int = 0) -> np.random.RandomState:
+        """The generator of the next draw: the learner's stream, or with
+        ``seeding="step"`` a new one seeded by ``(random_state, step)``, where
+        ``step`` is the step the draw prepares (one after the model's)."""
+        if self.seeding == "step":
+            step = getattr(self, "step_", -1) + 1
+            return np.random.RandomState([int(self.random_state), step] + ([salt] if salt else []))
         if not hasattr(self, "rng_"):
             self.rng_ = check_random_state(self.random_state)
         return self.rng_
@@ -232,17 +243,32 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 "partial_fit and no warm_start=True, so its fit would start again from scratch; set warm_start "
                 "(in a pipeline, on its network: net__warm_start=True) or use retrain='scratch'")
         check_positive_int(self.pool_subsample, "pool_subsample", allow_none=True)
+        if self.seeding not in ("stream", "step"):
+            raise ValueError(f"seeding must be 'stream' or 'step'; got {self.seeding!r}")
+        if self.seeding == "step":
+            if isinstance(self.random_state, bool) or not isinstance(self.random_state, (int, np.integer)):
+                raise ValueError("seeding='step' seeds every step from (random_state, step), so random_state "
+                                 f"must be an int; got {self.random_state!r}")
+            template = self._template()
+            if "random_state" not in (template.get_params(deep=False) if hasattr(template, "get_params") else {}):
+                raise ValueError(f"seeding='step' gives the model of each step the seed step_seed(random_state, "
+                                 f"step), but {type(template).__name__} has no random_state parameter")
         self._strategy()  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
 
-    def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
+    @staticmethod
+    def _check_X(X, name: str = "X"):
         if not is_frame(X):  # a DataFrame is kept as it is: its columns are the estimator's to check
-            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name="X")
+            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name=name)
             if X.dtype.kind == "O":  # objects that are numbers become float64, as scikit-learn's estimators do
-                X = check_array(X, allow_nd=True, dtype=np.float64, ensure_all_finite=True, input_name="X")
+                X = check_array(X, allow_nd=True, dtype=np.float64, ensure_all_finite=True, input_name=name)
             if X.dtype.kind not in "fiub":
-                raise TypeError(f"X must be numeric; got dtype {X.dtype}")
+                raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
+        return X
+
+    def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
+        X = self._check_X(X)
         template = self._template() if template is None else template
         y = self._check_y(y, template=template)
         if len(X) != len(y):
@@ -306,25 +332,35 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if not hasattr(self, "estimator_") and self.X_training is not None:
             self.fit(self.X_training, self.y_training)
 
-    def _train(self, X, y, template, **fit_params):
-        """Return a model trained on (X, y); never modifies state on error."""
-        if self.retrain == "warm" and hasattr(self, "estimator_"):
+    def _train(self, X, y, template, *, step: int, fresh: bool = False, **fit_params):
+        """Return the model of ``step`` trained on (X, y); never modifies state on error."""
+        if self.retrain == "warm" and hasattr(self, "estimator_") and not fresh:
             est = self.estimator_
             if hasattr(est, "partial_fit"):
                 return est.partial_fit(X, y, **fit_params)
             return est.fit(X, y, **fit_params)  # warm_start=True somewhere: checked by _check_params
-        return clone(template).fit(X, y, **fit_params)
+        model = clone(template)
+        if self.seeding == "step":  # the model of step s is seeded by (random_state, s) alone
+            model.set_params(random_state=step_seed(self.random_state, step))
+        return model.fit(X, y, **fit_params)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
-        """Forget all labels, then fit on ``(X, y)`` as the labelled set.
+        """Forget all labels, then fit on the labelled rows of ``(X, y)``.
+
+        With every label given, ``(X, y)`` is the labelled set (no pool is
+        kept). When some labels are missing (``missing_label``, NaN by
+        default), ``X`` is the pool: the learner keeps it, trains on its
+        labelled rows, and :meth:`query` without a pool ranks only its
+        unlabelled rows. That is :meth:`set_pool` then :meth:`refit`.
 
         Parameters
         ----------
         X : array-like of shape (n, ...)
-            The labelled inputs.
+            The labelled inputs, or the pool.
         y : array-like of shape (n,) or (n, n_outputs)
-            Their labels (targets for a regressor).
+            Their labels (targets for a regressor), ``missing_label`` where
+            unknown.
         **fit_params :
             Passed to the estimator's ``fit``.
 
@@ -332,19 +368,299 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         -------
         self
         """
-        return self._fit(X, y, self._make_template(), **fit_params)
+        if y is None:
+            raise ValueError("ActiveLearner requires y to be passed, but the target y is None")
+        template = self._make_template()
+        if self._has_missing(y):
+            self._check_params()
+            return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
+        return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
         self._check_params()
         X, y = self._validate_Xy(X, y, check_shape=False, template=template)
-        est = clone(template).fit(X, y, **fit_params)
+        est = self._train(X, y, template, step=0, fresh=True, **fit_params)
+        self._forget_pool()
         self.template_ = template
         self._template_source = self.estimator
         self.estimator_ = est
+        self.step_ = 0
         self.X_training_ = _copy(X)
         self.y_training_ = np.array(y, copy=True)
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         self._get_rng()
+        return self
+
+    # ---------------------------------------------------------- the pool
+    def _missing(self, y) -> np.ndarray:
+        """Which rows of ``y`` are unlabelled (equal to ``missing_label``; NaN and
+        None match NaN and None). A 2-d row is unlabelled when all its entries are."""
+        y = np.asarray(y)
+        ml = self.missing_label
+        nan_like = ml is None or (isinstance(ml, (float, np.floating)) and np.isnan(ml))
+        if nan_like and y.dtype.kind == "f":
+            miss = np.isnan(y)
+        elif nan_like and y.dtype.kind == "O":
+            miss = np.asarray(np.frompyfunc(lambda v: v is None or (isinstance(v, float) and v != v), 1, 1)(y), dtype=bool)
+        elif nan_like:
+            miss = np.zeros(y.shape, dtype=bool)
+        else:
+            miss = y == ml if y.dtype.kind not in "fO" or not isinstance(ml, str) else np.zeros(y.shape, bool)
+            miss = np.asarray(miss, dtype=bool).reshape(y.shape)
+        return miss.all(axis=1) if miss.ndim == 2 else miss
+
+    def _has_missing(self, y) -> bool:
+        try:
+            return bool(self._missing(y).any())
+        except (TypeError, ValueError):
+            return False
+
+    def _forget_pool(self):
+        for name in ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def set_pool(self, X, y=None, *, ids=None) -> "ActiveLearner":
+        """Give the learner a pool with partial labels, without training.
+
+        Every earlier label is forgotten and the model is dropped; the rows
+        of ``y`` that are not ``missing_label`` become the labelled set, in
+        row order. Train with :meth:`refit`, or :meth:`label` rows first.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            The pool.
+        y : array-like of shape (N,) or (N, n_outputs), optional
+            Labels, ``missing_label`` (NaN by default) where unknown; none
+            known when omitted. Integer labels stored in a float array
+            because of NaN are converted back to integers.
+        ids : array-like of shape (N,), optional
+            Unique, sortable identifiers of the pool rows (file names, row
+            numbers of a larger table), recorded in the label log; a
+            subsample drawn by ``pool_subsample`` is scored in the order of
+            the ids. By default the positions.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> X = np.array([[0.0], [0.2], [0.9], [1.0], [0.5], [0.45]])
+        >>> learner = ActiveLearner(LogisticRegression(), random_state=0, verbose=False)
+        >>> learner.set_pool(X, [0, np.nan, np.nan, 1, np.nan, np.nan]).labelled_idx_
+        array([0, 3])
+        """
+        self._check_params()
+        return self._set_pool(X, y, ids, self._make_template())
+
+    def _set_pool(self, X, y, ids, template):
+        X = check_pool(X)
+        X = self._check_X(X)
+        n = len(X)
+        if y is None:
+            y = np.full(n, np.nan)
+        y = np.asarray(y)
+        if len(y) != n:
+            raise ValueError(f"X and y have inconsistent lengths: {n} and {len(y)}")
+        missing = self._missing(y)
+        labelled = np.flatnonzero(~missing)
+        y_known = y[labelled]
+        if y.dtype.kind == "f" and self._missing(y).any() and not is_regressor(template) \
+                and y_known.ndim == 1 and np.all(np.mod(y_known, 1) == 0):
+            y_known = y_known.astype(np.int64)  # 0., 1., NaN -> 0, 1: the labels were integers
+        elif y.dtype.kind == "O" and len(y_known):
+            y_known = np.array(y_known.tolist())
+        if len(labelled):
+            _, y_known = self._validate_Xy(take_rows(X, labelled), y_known, check_shape=False, template=template)
+        if ids is None:
+            ids = np.arange(n)
+        else:
+            ids = np.asarray(ids)
+            if ids.shape != (n,):
+                raise ValueError(f"ids must have one entry per pool row ({n}); got shape {ids.shape}")
+            if len(np.unique(ids)) != n:
+                raise ValueError("ids contain duplicates")
+        # ---- nothing is changed before this point
+        self._forget_pool()
+        for name in ("estimator_", "X_training_", "y_training_", "last_acquisition_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        self.template_, self._template_source = template, self.estimator
+        self.X_pool_ = _copy(X)
+        self.pool_ids_ = ids
+        self._pool_row = np.full(n, -1, dtype=np.intp)  # row of each pool position in the training set
+        self._pool_row[labelled] = np.arange(len(labelled))
+        self.labelled_idx_ = labelled.astype(np.intp)
+        self.label_log_ = []
+        self.n_pool_ = n
+        self.X_training_ = take_rows(self.X_pool_, labelled)
+        self.y_training_ = np.asarray(y_known) if len(labelled) else np.asarray([], dtype=y_known.dtype)
+        self.step_ = -1
+        if len(labelled):
+            validate_data(self, self.X_training_, reset=True, skip_check_array=True)
+        return self
+
+    def _require_pool(self, what: str):
+        if not hasattr(self, "X_pool_"):
+            raise ValueError(f"{what} needs the learner's pool: give it one with set_pool(X, y) or fit(X, y) with "
+                             "missing labels (missing_label), or run simulate(); or pass X_pool")
+
+    @property
+    def labelled_mask_(self) -> np.ndarray:
+        """Which rows of the learner's pool are labelled, shape ``(n_pool_,)``."""
+        self._require_pool("labelled_mask_")
+        return self._pool_row >= 0
+
+    @property
+    def y_pool_(self) -> np.ndarray:
+        """The pool's labels, ``missing_label`` where unknown."""
+        self._require_pool("y_pool_")
+        known = self._pool_row >= 0
+        y = self.y_training_
+        fill = self.missing_label
+        dtype = np.result_type(y.dtype, np.asarray(fill).dtype) if fill is not None else object
+        out = np.empty((self.n_pool_,) + y.shape[1:], dtype=dtype)
+        out[...] = fill
+        out[known] = y[self._pool_row[known]]
+        return out
+
+    def label(self, positions, y, *, annotator: Optional[str] = None, time=None, refit: bool = True,
+              **fit_params) -> "ActiveLearner":
+        """Record labels of pool rows, by position, and retrain.
+
+        A row labelled before gets its new label (a person changed their
+        mind); the old one is kept in ``label_log_``.
+
+        Parameters
+        ----------
+        positions : array-like of int
+            Positions in the learner's pool.
+        y : array-like
+            Their labels.
+        annotator : str, optional
+            Who gave them, recorded in ``label_log_``.
+        time : float or array-like of float, optional
+            When (seconds since the epoch), recorded in ``label_log_``.
+        refit : bool, default=True
+            Retrain afterwards (:meth:`refit`); with False the labels are
+            recorded and the model is left as it is.
+        **fit_params :
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            For positions outside the pool or given twice, a missing label,
+            or a label the estimator does not know; nothing is changed then,
+            and nothing either if the retraining fails.
+        """
+        self._require_pool("label()")
+        positions = np.asarray(positions).reshape(-1)
+        if positions.dtype.kind not in "iu":
+            raise TypeError(f"positions must be integer positions in the pool; got dtype {positions.dtype}")
+        positions = check_candidates(positions, self.n_pool_)
+        y = np.asarray(y)
+        if y.ndim == 0:
+            y = y.reshape(1)
+        if len(y) != len(positions):
+            raise ValueError(f"positions and y have inconsistent lengths: {len(positions)} and {len(y)}")
+        if self._missing(y).any():
+            raise ValueError(f"y holds a missing label ({self.missing_label!r}) at "
+                             f"{positions[self._missing(y)][:10].tolist()}; skipped points are not labelled")
+        if y.dtype.kind == "O":
+            y = np.array(y.tolist())
+        template = self._template()
+        _, y = self._validate_Xy(take_rows(self.X_pool_, positions), y, template=template)
+        times = np.broadcast_to(np.asarray(time, dtype=object), positions.shape)
+        refit = bool(refit)
+        # ---- the new state, computed aside: committed only when (if asked) retraining succeeds
+        rows = self._pool_row[positions]
+        new = rows < 0
+        y_train = self.y_training_
+        if len(y_train) == 0:
+            y_train = y[:0]
+        y_all = np.concatenate([y_train, y[new]]) if new.any() else np.array(y_train, copy=True)
+        if (~new).any():
+            if not np.can_cast(y.dtype, y_all.dtype, casting="same_kind"):
+                y_all = y_all.astype(np.result_type(y_all.dtype, y.dtype))
+            y_all[rows[~new]] = y[~new]
+        X_all = concat_rows(self.X_training_, take_rows(self.X_pool_, positions[new])) if new.any() \
+            else self.X_training_
+        pool_row = self._pool_row.copy()
+        pool_row[positions[new]] = len(y_train) + np.arange(int(new.sum()))
+        log = [{"position": int(p), "id": self.pool_ids_[p].item() if hasattr(self.pool_ids_[p], "item")
+                else self.pool_ids_[p], "label": lab.item() if hasattr(lab, "item") else lab,
+                "annotator": annotator, "time": t,
+                "previous": None if r < 0 else (y_train[r].item() if hasattr(y_train[r], "item") else y_train[r])}
+               for p, lab, t, r in zip(positions, y, times, rows)]
+        est = None
+        if refit:
+            est = self._train_labelled(X_all, y_all, template, fit_params, getattr(self, "step_", -1) + 1)
+        self.X_training_, self.y_training_, self._pool_row = X_all, y_all, pool_row
+        self.labelled_idx_ = np.concatenate([self.labelled_idx_, positions[new]]).astype(np.intp)
+        self.label_log_.extend(log)
+        validate_data(self, self.X_training_, reset=True, skip_check_array=True)
+        if est is not None:
+            self._commit_model(est, template)
+        return self
+
+    def _train_labelled(self, X, y, template, fit_params, step):
+        if len(y) == 0:
+            raise ValueError("there are no labels to train on: label some pool rows first")
+        return self._train(X, y, template, step=step, **fit_params)
+
+    def _commit_model(self, est, template, step=None):
+        self.template_, self._template_source = template, self.estimator
+        self.estimator_ = est
+        self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
+
+    def refit(self, *, model=None, step: Optional[int] = None, **fit_params) -> "ActiveLearner":
+        """Retrain on every label received so far.
+
+        As after :meth:`teach`: a fresh clone with ``retrain="scratch"``,
+        the current model trained further with ``"warm"``.
+
+        Parameters
+        ----------
+        model : estimator, optional
+            A fitted model already trained on exactly these labels, used
+            instead of training (the experiment runner's per-step models,
+            or its weights read back from disk).
+        step : int, optional
+            The model's step number (``step_``); one more than the last by
+            default. With ``seeding="step"`` it seeds the next query.
+        **fit_params :
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        return self._refit_checked(model, fit_params, step)
+
+    def _refit_checked(self, model, fit_params, step=None):
+        if not hasattr(self, "y_training_"):
+            raise ValueError("there are no labels to train on: fit, set_pool or teach first")
+        template = self._template()
+        if model is not None:
+            check_is_fitted(model)
+            est = model
+        else:
+            est = self._train_labelled(self.X_training_, self.y_training_, template, fit_params,
+                                       getattr(self, "step_", -1) + 1 if step is None else int(step))
+        self._commit_model(est, template, step)
+        if self.seeding == "stream":
+            self._get_rng()
         return self
 
     def teach(self, X, y, bootstrap: bool = False, only_new: bool = False, **fit_params):
@@ -387,25 +703,24 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         else:
             X_all, y_all = X, y
         X_fit, y_fit = (X, y) if only_new else (X_all, y_all)
-        rng = self._get_rng()
+        rng = self._get_rng(salt=1)
         state = rng.get_state()
         try:
             if bootstrap:
                 rows = rng.randint(len(y_fit), size=len(y_fit)) if len(y_fit) else np.arange(0)
                 X_fit, y_fit = take_rows(X_fit, rows), y_fit[rows]
-            est = self._train(X_fit, y_fit, template, **fit_params)
+            est = self._train(X_fit, y_fit, template, step=getattr(self, "step_", -1) + 1, **fit_params)
         except BaseException:
             rng.set_state(state)
             raise
-        self.template_, self._template_source = template, self.estimator
-        self.estimator_ = est
+        self._commit_model(est, template)
         self.X_training_ = _copy(X_all) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
 
     # ------------------------------------------------------------- queries
-    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, **kwargs) -> Acquisition:
+    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, ids=None, **kwargs) -> Acquisition:
         """Query among ``candidates`` (indices into X_pool); indices into X_pool.
 
         On any error the learner's random state is restored, so a failed
@@ -417,54 +732,99 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         rng = self._get_rng()
         state = rng.get_state()
         try:
-            return self._query_unsafe(X_pool, candidates, n_instances, rng, **kwargs)
+            return self._query_unsafe(X_pool, candidates, n_instances, rng, ids, **kwargs)
         except BaseException:
             rng.set_state(state)
             raise
 
-    def _query_unsafe(self, X_pool, candidates, n_instances, rng, **kwargs) -> Acquisition:
+    def _query_unsafe(self, X_pool, candidates, n_instances, rng, ids=None, **kwargs) -> Acquisition:
         pool_kwargs(kwargs, len(X_pool))  # refuse misaligned *_pool keywords before any draw
         if self.pool_subsample is not None and self.pool_subsample < len(candidates):
-            # the draw of rng.choice(candidates, pool_subsample, replace=False), kept as positions
+            # the draw of rng.choice(candidates, pool_subsample, replace=False), scored in the order
+            # of the rows' ids (their positions unless the pool has ids)
             rows = rng.permutation(len(candidates))[:self.pool_subsample]
-            candidates = candidates[rows[np.argsort(candidates[rows], kind="stable")]]
+            key = candidates[rows] if ids is None else ids[candidates[rows]]
+            candidates = candidates[rows[np.argsort(key, kind="stable")]]
             check_n_instances(n_instances, len(candidates))
         strategy = self._strategy()
         if strategy.takes_random_state and "random_state" not in kwargs:
             kwargs["random_state"] = rng.randint(2**31 - 1)
         return acquire_among(strategy, self, X_pool, candidates, n_instances, **kwargs)
 
-    def query(self, X_pool, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
+    def query(self, X_pool=None, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
         """Choose the pool points to label next.
 
+        Two forms:
+
+        - ``query(n_instances=5)`` ranks the unlabelled rows of the learner's
+          own pool (given by :meth:`set_pool`, :meth:`fit` with missing
+          labels, or :meth:`simulate`): a labelled row is never returned;
+        - ``query(X_pool, 5)`` (modAL's form) ranks every row of ``X_pool``
+          (or its ``candidates``); the caller keeps track of what is
+          labelled.
+
         Parameters
         ----------
-        X_pool : array-like of shape (N, ...)
-            The unlabelled pool.
+        X_pool : array-like of shape (N, ...), optional
+            A pool to rank; the learner's own pool when omitted.
         n_instances : int, default=1
         candidates : array-like of int, optional
-            Positions in ``X_pool`` that may be chosen (the unlabelled part of
-            a pool that also holds labelled points); all of them by default.
+            Positions that may be chosen; all of ``X_pool``, or every
+            unlabelled row of the learner's pool, by default. In the
+            learner's pool they must be unlabelled.
         return_scores : bool, default=False
             Also return the strategy's scores of the chosen points.
         **kwargs :
             Passed to the strategy. Keywords named ``*_pool`` (``y_pool``)
-            must be aligned with ``X_pool`` and are subset with it.
+            must be aligned with the pool and are subset with it.
 
         Returns
         -------
         indices : ndarray of shape (n_instances,)
-            Positions in ``X_pool``, best first.
+            Positions in the pool, best first.
         X_query : ndarray
-            ``X_pool[indices]``.
+            The pool's rows at ``indices``.
         scores : ndarray, only with ``return_scores=True``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> X, y = load_digits(return_X_y=True)
+        >>> y_partial = np.full(len(y), np.nan)
+        >>> y_partial[:20] = y[:20]                      # 20 labels, the rest unknown
+        >>> learner = ActiveLearner(LogisticRegression(max_iter=500), random_state=0).fit(X, y_partial)
+        >>> idx, _ = learner.query(n_instances=5)        # unlabelled rows of the pool only
+        >>> bool(np.all(idx >= 20))
+        True
+        >>> learner.label(idx, y[idx], annotator="ann").labelled_idx_.shape
+        (25,)
         """
-        X_pool = check_pool(X_pool)
-        self._check_like_labelled(X_pool, "X_pool")
-        candidates = (np.arange(len(X_pool)) if candidates is None
-                      else check_candidates(candidates, len(X_pool)))
-        acq = self._query(X_pool, candidates, n_instances, **kwargs)
+        if X_pool is None:
+            self._require_pool("query() without X_pool")
+            unlabelled = self._pool_row < 0
+            if candidates is None:
+                candidates = np.flatnonzero(unlabelled)
+                if not len(candidates):
+                    raise ValueError("every row of the learner's pool is labelled: there is nothing left to query")
+            else:
+                candidates = check_candidates(candidates, self.n_pool_)
+                if not unlabelled[candidates].all():
+                    raise ValueError(f"candidates hold labelled pool rows "
+                                     f"{candidates[~unlabelled[candidates]][:10].tolist()}")
+            X_pool, ids = self.X_pool_, self.pool_ids_
+        else:
+            if isinstance(X_pool, (int, np.integer)) and not isinstance(X_pool, bool):
+                raise TypeError(f"query's first argument is the pool; to rank the learner's own pool, pass "
+                                f"n_instances={X_pool} by keyword")
+            X_pool, ids = check_pool(X_pool), None
+            self._check_like_labelled(X_pool, "X_pool")
+            candidates = (np.arange(len(X_pool)) if candidates is None
+                          else check_candidates(candidates, len(X_pool)))
+        acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
         self.last_acquisition_ = acq
         if return_scores:
             return acq.indices, take_rows(X_pool, acq.indices), acq.scores
@@ -739,8 +1099,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         y_test=None,
         warm_start: bool = False,
         query_kwargs: Optional[dict] = None,
+        oracle=None,
+        pool_ids=None,
     ) -> List[dict]:
-        """Run ``n_queries`` rounds of query → label → retrain against known labels.
+        """Run ``n_queries`` rounds of query → label → retrain against an oracle.
+
+        The pool becomes the learner's own (:meth:`set_pool`), and the one
+        loop, :class:`~skdbal.loop.ActiveLearningLoop`, runs against
+        :class:`~skdbal.oracles.KnownLabels` ``(y_pool)``, or ``oracle``.
+        Afterwards ``query(n_instances=...)`` ranks the rows still
+        unlabelled.
 
         Parameters
         ----------
@@ -773,6 +1141,13 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             ``X_pool`` and subset with the unlabelled rows and
             ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
             :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
+        oracle : Oracle, optional
+            Who answers, instead of the known labels ``y_pool`` (which may
+            then be None): a :class:`~skdbal.oracles.NoisyAnnotator`, say.
+            Without ``y_pool`` the initial set is drawn from the oracle's
+            ``pool_labels()``, or must be given as ``initial_idx``.
+        pool_ids : array-like of shape (N,), optional
+            Identifiers of the pool rows (see :meth:`set_pool`).
 
         Returns
         -------
@@ -798,10 +1173,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         # ---- validate everything before changing anything
         self._check_params()
         X_pool = check_pool(X_pool)
-        y_pool = self._check_y(y_pool, "y_pool")
         n_pool = len(X_pool)
-        if len(y_pool) != n_pool:
-            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
+        if oracle is None:
+            if y_pool is None:
+                raise ValueError("pass y_pool (the known labels) or an oracle")
+            y_pool = self._check_y(y_pool, "y_pool")
+            if len(y_pool) != n_pool:
+                raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
+            oracle = KnownLabels(y_pool)
+        else:
+            if not (callable(getattr(oracle, "request", None)) and callable(getattr(oracle, "collect", None))):
+                raise TypeError(f"oracle must have request() and collect() (skdbal.oracles.Oracle); "
+                                f"got {type(oracle).__name__}")
+            if y_pool is not None:
+                raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
+            known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
+            if known is not None:
+                y_pool = self._check_y(known, "the oracle's pool_labels()")
+                if len(y_pool) != n_pool:
+                    raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
         if (X_test is None) != (y_test is None):
             raise ValueError("pass both X_test and y_test, or neither")
         if X_test is not None:
@@ -812,7 +1202,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             if np.shape(X_test)[1:] != X_pool.shape[1:]:
                 raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
                                  f"but X_pool has {X_pool.shape[1:]}")
-            if not is_regressor(self._make_template()) and y_test.ndim == 1:
+            if y_pool is not None and not is_regressor(self._make_template()) and y_test.ndim == 1:
                 numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
                 if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
                     raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
@@ -826,6 +1216,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         n_instances = check_n_instances(n_instances, n_pool)
         query_kwargs = dict(query_kwargs or {})
         pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
+        if y_pool is None and initial_idx is None and not warm_start:
+            raise ValueError("the oracle does not know its labels in advance, so the initial set cannot be "
+                             "drawn by class: pass initial_idx")
         rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
         rng_state = rng.get_state()
         pool_hash = joblib.hash((X_pool, y_pool))
@@ -840,19 +1233,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rng.set_state(rng_state)
             raise
 
-        loop = ActiveLearningLoop(self, X_pool, y_pool, n_instances=n_instances, X_test=X_test,
-                                  y_test=y_test, verbose=self.verbose)
+        evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
         if warm_start:
-            loop.resume(self.labelled_idx_, self.history_)
-        try:
-            if not warm_start:
-                loop.start(initial_idx, lambda X0, y0: self._fit(X0, y0, self._make_template(y_pool)))
-                self.rng_ = rng  # the initial set was drawn from it: queries continue it
-            loop.run(n_queries, **query_kwargs)
-        finally:
-            if loop.order:
-                self.history_ = loop.history
-                self.labelled_idx_ = np.asarray(loop.order, dtype=np.intp)
-                self.n_pool_ = n_pool
-                self._pool_hash = pool_hash
+            loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                      journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
+                                      verbose=self.verbose)
+        else:
+            before = dict(self.__dict__)
+            try:
+                self._set_pool(X_pool, None, pool_ids, self._make_template(y_pool))
+                loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                          query_kwargs=query_kwargs, verbose=self.verbose)
+                loop.start(initial_idx)
+            except BaseException:  # nothing is kept of a simulation that could not start
+                rng.set_state(rng_state)
+                self.__dict__.clear()
+                self.__dict__.update(before)
+                raise
+            self.rng_ = rng  # the initial set was drawn from it: queries continue it
+            self.history_ = loop.history
+            self._pool_hash = pool_hash
+        loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
         return loop.history

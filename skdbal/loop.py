@@ -1,11 +1,27 @@
-"""The simulation loop: query → label → retrain → evaluate against known labels.
+"""The one active learning loop: query → ask the oracle → label → retrain → evaluate → journal.
 
-:class:`ActiveLearningLoop` drives a learner through its public protocol
-(``query``, ``teach``, ``predict``), keeps the pool's bookkeeping in indices
-of the original pool, times each step, and writes one history row per step.
-:meth:`skdbal.ActiveLearner.simulate` validates its arguments, fits the
-initial set and runs this loop; it can also drive any learner that has
-those methods.
+:class:`ActiveLearningLoop` drives a learner that owns its pool
+(:meth:`skdbal.ActiveLearner.set_pool`) against an oracle
+(:mod:`skdbal.oracles`): known labels, a noisy annotator, or people, whose
+answers come back late, in any order, skipped or changed. Every step is
+written to a journal; the loop resumes from it. Three callers run this loop
+and only it:
+
+- :meth:`skdbal.ActiveLearner.simulate`, with an in-memory journal (its
+  ``history_``);
+- the experiment runner (:mod:`skdbal.experiments.runner`), whose run files
+  (CSV rows, JSON configuration, cached weights) are the journal on disk;
+- a labelling session with people.
+
+::
+
+    start(initial)   oracle.request(initial) → collect → label → fit step 0 → journal
+    step(s)          query the unlabelled, not pending rows → oracle.request(picks)
+                     → collect what came back → label (new, changed; skipped ones
+                     are never asked again) → fit step s if anything changed
+                     → evaluate → journal
+    resume()         the journal's rows → labels asked again from the oracle
+                     → the model of the last step → continue
 """
 from __future__ import annotations
 
@@ -15,12 +31,26 @@ from typing import Callable, List, Optional
 import numpy as np
 from sklearn.base import is_regressor
 
-from ._validation import take_rows
-
-__all__ = ["ActiveLearningLoop", "evaluate"]
+__all__ = ["ActiveLearningLoop", "MemoryJournal", "evaluate", "step_seed"]
 
 #: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
-_HISTORY_KEYS = frozenset({"step", "n_labels", "accuracy", "rmse", "query_indices", "query_time", "fit_time"})
+_HISTORY_KEYS = frozenset({"step", "n_labels", "accuracy", "rmse", "query_indices", "query_time", "fit_time",
+                           "labelled_indices", "skipped_indices", "n_pending"})
+
+
+def step_seed(seed: int, step: int) -> int:
+    """The seed of the model trained at ``step`` of a run seeded by ``seed``.
+
+    A function of ``(seed, step)`` alone, so that a step's model can be
+    trained again, identically, from its labels (how a journal resumes).
+
+    Examples
+    --------
+    >>> from skdbal.loop import step_seed
+    >>> step_seed(1, 0) == step_seed(1, 0) != step_seed(1, 1)
+    True
+    """
+    return int(np.random.RandomState([int(seed), int(step), 2017]).randint(2**31 - 1))
 
 
 def evaluate(model, X_test, y_test) -> dict:
@@ -62,31 +92,77 @@ def evaluate(model, X_test, y_test) -> dict:
     return {"accuracy": float(np.mean(pred == np.asarray(y_test)))}
 
 
-class ActiveLearningLoop:
-    """Run a learner against an oracle with known labels, step by step.
+class MemoryJournal:
+    """A journal kept in memory: the list of step rows.
+
+    A journal records each finished step (:meth:`append`) and gives the
+    rows back (:meth:`rows`) for a resume. A row holds the step number, the
+    pool positions queried (``query_indices``), those labelled in the step
+    when they differ from the picks (``labelled_indices``), the size of the
+    labelled set the step's model was trained on (``n_labels``), timings and
+    metrics. The experiment runner's run files are the same journal on disk.
 
     Parameters
     ----------
-    learner : learner
-        Has ``query(X_pool, n_instances, candidates=...)``, ``teach(X, y)``,
-        ``predict`` and ``y_training_`` (:class:`skdbal.ActiveLearner`).
-    X_pool, y_pool : ndarray
-        The pool and the oracle's labels.
+    rows : list of dict, optional
+        Rows to continue from; the list is appended to in place.
+    """
+
+    def __init__(self, rows: Optional[List[dict]] = None):
+        self.history = rows if rows is not None else []
+
+    def rows(self) -> List[dict]:
+        """The rows written so far."""
+        return self.history
+
+    def append(self, row: dict, learner) -> None:
+        """Record a finished step."""
+        self.history.append(row)
+
+
+def _plain(value):
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+class ActiveLearningLoop:
+    """Run a learner against an oracle, step by step, writing a journal.
+
+    Parameters
+    ----------
+    learner : ActiveLearner
+        A learner that owns its pool (:meth:`~skdbal.ActiveLearner.set_pool`);
+        the loop uses its ``query(n_instances=...)``, ``label`` and
+        ``refit``.
+    oracle : Oracle
+        Answers the queries (:mod:`skdbal.oracles`).
     n_instances : int, default=1
-        Points acquired per step.
-    X_test, y_test : array-like, optional
-        Evaluated after every step.
+        Points queried per step.
+    evaluate : callable, optional
+        ``evaluate(learner) -> dict`` of metrics after every fit, written
+        into the step's row.
+    journal : journal, optional
+        Where each step is written (:class:`MemoryJournal` by default).
+    fit_model : callable, optional
+        ``fit_model(step, X, y) -> model``: how the model of a step is
+        trained on the labelled set, instead of the learner's own retrain
+        (the experiment runner's per-step networks, ensembles and last
+        layers). The model is handed to ``learner.refit(model=...)``.
+    query_kwargs : dict, optional
+        Keywords for every query (``random_tie_break``, ``y_pool``...).
+    pass_pool_labels : bool, default=False
+        Pass the oracle's labels known in advance (``oracle.pool_labels()``)
+        to every query as ``y_pool``, as the noise filter needs.
     verbose : bool, default=True
-        Show a tqdm progress bar.
+        Show a tqdm progress bar in :meth:`run`.
 
     Attributes
     ----------
-    labelled : ndarray of bool, shape (N,)
-        Which pool points are labelled.
-    order : list of int
-        Pool indices in the order they were labelled.
     history : list of dict
-        One row per step, as :meth:`skdbal.ActiveLearner.simulate` returns.
+        The journal's rows.
+    pending : ndarray of int
+        Positions requested and not answered yet (never queried again).
+    skipped : ndarray of int
+        Positions the oracle declined to label (never queried again).
 
     References
     ----------
@@ -104,97 +180,186 @@ class ActiveLearningLoop:
     >>> from sklearn.linear_model import LogisticRegression
     >>> from skdbal import ActiveLearner
     >>> from skdbal.acquisition import max_entropy
-    >>> from skdbal.loop import ActiveLearningLoop
+    >>> from skdbal.loop import ActiveLearningLoop, evaluate
+    >>> from skdbal.oracles import KnownLabels
     >>> X, y = load_digits(return_X_y=True)              # 8x8 images, flattened to 64 columns
     >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
-    >>> loop = ActiveLearningLoop(learner, X[:200], y[:200], n_instances=5,
-    ...                           X_test=X[200:400], y_test=y[200:400], verbose=False)
-    >>> row = loop.start(np.arange(10), learner.fit)
+    >>> learner = learner.set_pool(X[:200])               # no label known yet
+    >>> loop = ActiveLearningLoop(learner, KnownLabels(y[:200]), n_instances=5, verbose=False,
+    ...                           evaluate=lambda m: evaluate(m, X[200:400], y[200:400]))
+    >>> row = loop.start(np.arange(10))
     >>> history = loop.run(2)
-    >>> [row["n_labels"] for row in history], int(loop.labelled.sum()), loop.order[:10] == list(range(10))
-    ([10, 15, 20], 20, True)
+    >>> [row["n_labels"] for row in history], len(learner.labelled_idx_)
+    ([10, 15, 20], 20)
     """
 
-    def __init__(self, learner, X_pool, y_pool, *, n_instances: int = 1, X_test=None, y_test=None,
-                 verbose: bool = True):
+    def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
+                 journal=None, fit_model: Optional[Callable] = None, query_kwargs: Optional[dict] = None,
+                 pass_pool_labels: bool = False, verbose: bool = True):
+        if not hasattr(learner, "X_pool_"):
+            raise ValueError("the loop needs a learner that owns its pool: call learner.set_pool(X_pool) first")
         self.learner = learner
-        self.X_pool = X_pool
-        self.y_pool = y_pool
+        self.oracle = oracle
         self.n_instances = n_instances
-        self.X_test = X_test
-        self.y_test = y_test
+        self.evaluate = evaluate
+        self.journal = MemoryJournal() if journal is None else journal
+        self.fit_model = fit_model
+        self.query_kwargs = dict(query_kwargs or {})
+        self.pass_pool_labels = pass_pool_labels
         self.verbose = verbose
-        self.labelled = np.zeros(len(X_pool), dtype=bool)
-        self.order: List[int] = []
-        self.history: List[dict] = []
+        self._pending: List[int] = []
+        self._skipped: List[int] = []
 
-    def resume(self, labelled_idx, history) -> "ActiveLearningLoop":
-        """Continue from earlier steps: these pool indices are labelled already."""
-        self.labelled[np.asarray(labelled_idx, dtype=np.intp)] = True
-        self.order = list(np.asarray(labelled_idx).tolist())
-        self.history = list(history)
-        return self
+    # ------------------------------------------------------------ state
+    @property
+    def history(self) -> List[dict]:
+        return self.journal.rows()
 
-    def start(self, initial_idx, fit: Callable) -> dict:
-        """Step 0: ``fit(X_pool[initial_idx], y_pool[initial_idx])`` and evaluate."""
-        initial_idx = np.asarray(initial_idx, dtype=np.intp)
+    @property
+    def pending(self) -> np.ndarray:
+        return np.asarray(self._pending, dtype=np.intp)
+
+    @property
+    def skipped(self) -> np.ndarray:
+        return np.asarray(self._skipped, dtype=np.intp)
+
+    def _ask(self, positions) -> tuple:
+        """Request ``positions``, collect the answers and record them (no fit).
+        Returns (labelled positions in order, skipped positions)."""
+        positions = np.asarray(positions, dtype=np.intp)
+        if len(positions):
+            self.oracle.request(positions)
+        self._pending.extend(int(p) for p in positions if p not in self._pending)
+        answers = self.oracle.collect(self.pending)
+        labelled, skipped = [], []
+        for a in answers:
+            if a.position in self._pending:
+                self._pending.remove(a.position)
+            if a.skipped:
+                if a.position not in self._skipped and not self.learner.labelled_mask_[a.position]:
+                    self._skipped.append(int(a.position))
+                    skipped.append(int(a.position))
+                continue
+            labelled.append(a)
+        # record runs of answers by one annotator together, in the order given
+        i = 0
+        while i < len(labelled):
+            j = i
+            while j < len(labelled) and labelled[j].annotator == labelled[i].annotator:
+                j += 1
+            group = labelled[i:j]
+            self.learner.label([a.position for a in group], np.asarray([a.label for a in group]),
+                               annotator=group[0].annotator, time=[a.time for a in group], refit=False)
+            i = j
+        return [int(a.position) for a in labelled], skipped
+
+    def _fit(self, step: int) -> float:
         t0 = time.perf_counter()
-        fit(take_rows(self.X_pool, initial_idx), self.y_pool[initial_idx])
-        self.labelled[initial_idx] = True
-        self.order.extend(initial_idx.tolist())
-        row = {"step": 0, "n_labels": len(self.learner.y_training_),
-               **evaluate(self.learner, self.X_test, self.y_test),
-               "query_indices": initial_idx.tolist(), "query_time": 0.0,
-               "fit_time": time.perf_counter() - t0}
-        self.history.append(row)
+        if self.fit_model is not None:
+            model = self.fit_model(step, self.learner.X_training_, self.learner.y_training_)
+            self.learner.refit(model=model, step=step)
+        else:
+            self.learner.refit(step=step)
+        return time.perf_counter() - t0
+
+    def _metrics(self) -> dict:
+        return dict(self.evaluate(self.learner)) if self.evaluate is not None else {}
+
+    # ------------------------------------------------------------ steps
+    def start(self, initial_idx) -> dict:
+        """Step 0: ask the oracle for the initial set, fit on it, evaluate, write the row."""
+        initial_idx = np.asarray(initial_idx, dtype=np.intp)
+        labelled, skipped = self._ask(initial_idx)
+        if not labelled:
+            raise ValueError("the oracle labelled none of the initial set: the initial model needs labels")
+        fit_time = self._fit(0)
+        row = {"step": 0, "n_labels": len(self.learner.y_training_), **self._metrics(),
+               "query_indices": initial_idx.tolist(), "query_time": 0.0, "fit_time": fit_time}
+        self._extra(row, initial_idx, labelled, skipped)
+        self.journal.append(row, self.learner)
         return row
 
-    def step(self, step: Optional[int] = None, **query_kwargs) -> dict:
-        """One round: query the unlabelled pool, label the picks, retrain, evaluate.
+    def _extra(self, row, picks, labelled, skipped):
+        if list(labelled) != list(np.asarray(picks).tolist()):
+            row["labelled_indices"] = list(labelled)
+        if skipped:
+            row["skipped_indices"] = list(skipped)
+        if self._pending:
+            row["n_pending"] = len(self._pending)
+
+    def resume(self) -> bool:
+        """Continue from the journal's rows: ask the oracle again for every label
+        they record, in order, and train the model of the last step.
+
+        Returns
+        -------
+        bool
+            Whether there was anything to resume.
+        """
+        rows = self.journal.rows()
+        if not rows:
+            return False
+        order = [int(p) for r in rows for p in r.get("labelled_indices", r["query_indices"])]
+        if len(set(order)) != len(order):  # a changed label is asked again once
+            order = list(dict.fromkeys(order))
+        self._ask(order)
+        self._fit(int(rows[-1]["step"]))
+        return True
+
+    def step(self, step: Optional[int] = None) -> dict:
+        """One round: query the unlabelled rows nobody is labelling, ask the
+        oracle, label what came back, retrain if anything changed, evaluate.
 
         Parameters
         ----------
         step : int, optional
             The row's step number; one after the last by default.
-        **query_kwargs :
-            Passed to the learner's ``query``.
 
         Returns
         -------
         row : dict
-            Also appended to ``history``.
+            Also written to the journal.
         """
+        history = self.journal.rows()
         if step is None:
-            step = self.history[-1]["step"] + 1 if self.history else 1
-        remaining = np.flatnonzero(~self.labelled)
+            step = history[-1]["step"] + 1 if history else 1
+        learner = self.learner
+        kwargs = dict(self.query_kwargs)
+        if self.pass_pool_labels and "y_pool" not in kwargs:
+            known = self.oracle.pool_labels()
+            if known is not None:
+                kwargs["y_pool"] = known
+        candidates = None
+        if self._pending or self._skipped:
+            free = ~learner.labelled_mask_
+            free[self.pending] = False
+            free[self.skipped] = False
+            candidates = np.flatnonzero(free)
+        n_before = len(learner.label_log_)
         t0 = time.perf_counter()
-        q, _ = self.learner.query(self.X_pool, self.n_instances, candidates=remaining, **query_kwargs)
-        acquisition = getattr(self.learner, "last_acquisition_", None)
+        q, _ = learner.query(n_instances=self.n_instances, candidates=candidates, **kwargs)
+        acquisition = getattr(learner, "last_acquisition_", None)
         info = dict(acquisition.info) if acquisition is not None else {}
         clash = sorted(set(info) & _HISTORY_KEYS)
-        if clash:  # before teach: the picks stay unlabelled, no history row is written
+        if clash:  # before anything is asked: the picks stay unlabelled, no row is written
             raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash}; "
                              "rename them")
         t1 = time.perf_counter()
-        if self.labelled[q].any():  # pragma: no cover - guarded by construction
-            raise RuntimeError("internal error: queried a labelled point")
-        self.learner.teach(take_rows(self.X_pool, q), self.y_pool[q])
-        self.labelled[q] = True
-        self.order.extend(q.tolist())
-        t2 = time.perf_counter()
-        row = {"step": step, "n_labels": len(self.learner.y_training_),
-               **evaluate(self.learner, self.X_test, self.y_test), "query_indices": q.tolist(),
-               "query_time": t1 - t0, "fit_time": t2 - t1,
-               **{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in info.items()}}
-        self.history.append(row)
+        labelled, skipped = self._ask(q)
+        fit_time = self._fit(step) if len(learner.label_log_) > n_before else 0.0
+        row = {"step": step, "n_labels": len(learner.y_training_), **self._metrics(),
+               "query_indices": q.tolist(), "query_time": t1 - t0, "fit_time": fit_time,
+               **{k: _plain(v) for k, v in info.items()}}
+        self._extra(row, q, labelled, skipped)
+        self.journal.append(row, learner)
         return row
 
-    def run(self, n_queries: int, **query_kwargs) -> List[dict]:
-        """Run ``n_queries`` steps (with a progress bar when ``verbose``); return ``history``."""
+    def run(self, n_queries: int) -> List[dict]:
+        """Run ``n_queries`` steps (with a progress bar when ``verbose``); return the history."""
         from tqdm.auto import tqdm
 
-        first = self.history[-1]["step"] + 1 if self.history else 1
-        for step in tqdm(range(first, first + n_queries), disable=not self.verbose,
-                         desc="active learning"):
-            self.step(step, **query_kwargs)
-        return self.history
+        history = self.journal.rows()
+        first = history[-1]["step"] + 1 if history else 1
+        for step in tqdm(range(first, first + n_queries), disable=not self.verbose, desc="active learning"):
+            self.step(step)
+        return self.journal.rows()
