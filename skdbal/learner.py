@@ -249,10 +249,6 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             if isinstance(self.random_state, bool) or not isinstance(self.random_state, (int, np.integer)):
                 raise ValueError("seeding='step' seeds every step from (random_state, step), so random_state "
                                  f"must be an int; got {self.random_state!r}")
-            template = self._template()
-            if "random_state" not in (template.get_params(deep=False) if hasattr(template, "get_params") else {}):
-                raise ValueError(f"seeding='step' gives the model of each step the seed step_seed(random_state, "
-                                 f"step), but {type(template).__name__} has no random_state parameter")
         self._strategy()  # TypeError if not callable
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
@@ -341,6 +337,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return est.fit(X, y, **fit_params)  # warm_start=True somewhere: checked by _check_params
         model = clone(template)
         if self.seeding == "step":  # the model of step s is seeded by (random_state, s) alone
+            if "random_state" not in (model.get_params(deep=False) if hasattr(model, "get_params") else {}):
+                raise ValueError(f"seeding='step' gives the model of each step the seed step_seed(random_state, "
+                                 f"step), but {type(model).__name__} has no random_state parameter")
             model.set_params(random_state=step_seed(self.random_state, step))
         return model.fit(X, y, **fit_params)
 

@@ -106,6 +106,14 @@ class MemoryJournal:
     ----------
     rows : list of dict, optional
         Rows to continue from; the list is appended to in place.
+
+    Examples
+    --------
+    >>> from skdbal.loop import MemoryJournal
+    >>> journal = MemoryJournal()
+    >>> journal.append({"step": 0, "n_labels": 20, "query_indices": [4, 2]}, learner=None)
+    >>> journal.rows()[-1]["step"]
+    0
     """
 
     def __init__(self, rows: Optional[List[dict]] = None):

@@ -43,6 +43,12 @@ class Answer:
         Who answered.
     time : float or None
         When, in seconds since the epoch.
+
+    Examples
+    --------
+    >>> from skdbal.oracles import Answer
+    >>> Answer(7, None, "ann").skipped, Answer(7, "cat", "ann").skipped
+    (True, False)
     """
 
     position: int
@@ -65,6 +71,28 @@ class Oracle:
     requested in earlier rounds, and answers that change an earlier label.
     Positions that are still unanswered stay pending: the loop does not
     query them again.
+
+    Examples
+    --------
+    A slow annotator who answers one request per call, and skips odd
+    positions:
+
+    >>> from skdbal.oracles import Answer, Oracle
+    >>> class OneAtATime(Oracle):
+    ...     annotator = "slow"
+    ...     def __init__(self, y):
+    ...         self.y, self.queue = y, []
+    ...     def request(self, positions):
+    ...         self.queue.extend(int(p) for p in positions)
+    ...     def collect(self, pending):
+    ...         if not self.queue:
+    ...             return []
+    ...         p = self.queue.pop(0)
+    ...         return [Answer(p, None if p % 2 else self.y[p], self.annotator)]
+    >>> oracle = OneAtATime([5, 6, 7, 8])
+    >>> oracle.request([3, 2])
+    >>> [(a.position, a.label) for a in oracle.collect([3, 2]) + oracle.collect([2])]
+    [(3, None), (2, 7)]
     """
 
     #: Name recorded with each answer.
@@ -166,7 +194,7 @@ class NoisyAnnotator(KnownLabels):
     >>> oracle = NoisyAnnotator.flip(y, 0.5, random_state=0, clean=[0, 1])
     >>> bool(oracle.flipped[[0, 1]].any()), int(oracle.flipped.sum()) > 0
     (False, True)
-    >>> oracle.request([2]); oracle.collect([2])[0].label == oracle.y[2]
+    >>> oracle.request([2]); bool(oracle.collect([2])[0].label == oracle.y[2])
     True
     """
 

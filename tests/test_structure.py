@@ -112,15 +112,7 @@ def test_the_private_import_scan(tmp_path):
         "7: from ..acquisition._names import DECORATORS", "8: from . import _hidden", "9: import skdbal._compat as c"]
 
 
-_PENDING = {  # issue 28: the runner is being rewritten; the report waits for its public names
-    "runner.py": "runner.py is being updated (issue 28)",
-    "report.py": "runner.py is being updated (issue 28): report.py needs its comparable_configs and read_run_file",
-}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(p.name, marks=pytest.mark.xfail(reason=_PENDING[p.name], strict=False)) if p.name in _PENDING
-    else p.name for p in sorted((PACKAGE / "experiments").glob("*.py"))])
+@pytest.mark.parametrize("name", [p.name for p in sorted((PACKAGE / "experiments").glob("*.py"))])
 def test_the_experiments_package_imports_no_private_names(name):
     """The experiments package uses the library as a user would: through public modules and names only."""
     offenders = _private_imports(PACKAGE / "experiments" / name)

@@ -29,7 +29,7 @@ import numpy as np
 
 from .plotting import data_ylim, legend_outside
 from .presets import PRESETS
-from .runner import DamagedResultsError, _comparable, _read_run_file, assemble_results, read_results
+from .runner import DamagedResultsError, comparable_configs, read_run_file, assemble_results, read_results
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -1044,7 +1044,7 @@ def _read_grid_rows(out_dir: Path) -> List[dict]:
     if not runs.is_dir():
         rows = read_results(path)
     else:
-        rows = [row for run_csv in sorted(runs.glob("*.csv")) for row in _read_run_file(run_csv, warn=True)]
+        rows = [row for run_csv in sorted(runs.glob("*.csv")) for row in read_run_file(run_csv, warn=True)]
         try:
             problem = _disagreement(read_results(path), rows)
         except (DamagedResultsError, FileNotFoundError) as exc:
@@ -1300,7 +1300,7 @@ def _check_comparable(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[
 
 def _differing_fields(a: dict, b: dict) -> list:
     """``(field, value in a, value in b)`` where the run configurations ``a``
-    and ``b`` differ as the runner compares them (:func:`~skdbal.experiments.runner._comparable`,
+    and ``b`` differ as the runner compares them (:func:`~skdbal.experiments.runner.comparable_configs`,
     applied both ways, so that a field missing in the older file counts as its
     implicit value); preset fields as ``preset.<name>``."""
     def flat(config):
@@ -1308,8 +1308,8 @@ def _differing_fields(a: dict, b: dict) -> list:
         out.update({f"preset.{k}": v for k, v in config.get("preset", {}).items()})
         return out
 
-    x1, y1 = map(flat, _comparable(a, b))
-    y2, x2 = map(flat, _comparable(b, a))
+    x1, y1 = map(flat, comparable_configs(a, b))
+    y2, x2 = map(flat, comparable_configs(b, a))
     out = []
     for field in sorted(set(x1) | set(y1)):
         if x1.get(field, "(missing)") != y1.get(field, "(missing)") and \

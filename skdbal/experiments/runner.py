@@ -46,15 +46,17 @@ from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
 from .. import nets
-from .._validation import label_columns
+from ..metrics import label_columns
 from ..acquisition import get_strategy
-from ..acquisition._names import canonical_name
+from ..acquisition import canonical_name
 from ..callbacks import ScaledL2
-from ..datasets import make_noisy_labels
 from ..initial import balanced_random
+from ..learner import ActiveLearner
 from ..loaders import FixedLengthLoader
+from ..loop import ActiveLearningLoop, step_seed
 from ..mc_dropout import MCDropoutClassifier
 from ..metrics import expected_calibration_error
+from ..oracles import KnownLabels, NoisyAnnotator
 from .presets import OPTIMIZER_CLASSES, Preset, get_preset
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
@@ -679,7 +681,7 @@ def assemble_results(out_dir: Union[str, os.PathLike]) -> List[dict]:
     out_dir = Path(out_dir)
     rows = []
     for run_csv in sorted((out_dir / "runs").glob("*.csv")):
-        rows.extend(_read_run_file(run_csv))
+        rows.extend(read_run_file(run_csv))
     rows.sort(key=lambda r: (r["preset"], r["strategy"], r["variant"], r["noise_rate"] or 0.0, r["seed"], r["step"]))
     _atomic_write(out_dir / "results.csv", _csv_bytes(rows))
     return rows
@@ -789,7 +791,7 @@ def _check_folder_config(spec: RunSpec, configs: dict) -> None:
 def _config_differences(stored: dict, current: dict) -> list:
     """``(field, stored value, asked value)`` for each field that makes
     :func:`_same_config` false; preset fields as ``preset.<name>``."""
-    a, b = _comparable(stored, current)
+    a, b = comparable_configs(stored, current)
     out = []
     for key in sorted(set(a) | set(b)):
         if key == "preset":
@@ -805,11 +807,11 @@ def _config_differences(stored: dict, current: dict) -> list:
 def _same_config(stored: dict, current: dict) -> bool:
     """Equal but for ``_FREE_FIELDS``; preset fields added since ``stored`` was
     written may hold their defaults."""
-    a, b = _comparable(stored, current)
+    a, b = comparable_configs(stored, current)
     return a == b
 
 
-def _comparable(stored: dict, current: dict):
+def comparable_configs(stored: dict, current: dict):
     """``stored`` and ``current`` without the fields that do not matter, and
     with the fields added since ``stored`` was written filled in."""
     defaults = json.loads(json.dumps(Preset(name="").as_dict(), default=str))
@@ -836,10 +838,6 @@ def _duration(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def _step_seed(seed: int, step: int) -> int:
-    return int(np.random.RandomState([seed, step, 2017]).randint(2**31 - 1))
 
 
 def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: Optional[int] = None,
@@ -962,12 +960,12 @@ def _record_device(config_path: Path, first_step: int, device: str) -> None:
 
 def _stored_rows(spec: RunSpec, runs: Path, warn: bool = False) -> list:
     """The rows ``spec``'s run has written so far in ``runs``, checked (see
-    :func:`_read_run_file`)."""
+    :func:`read_run_file`)."""
     csv_path = runs / f"{spec.run_id}.csv"
-    return _read_run_file(csv_path, warn) if csv_path.exists() else []
+    return read_run_file(csv_path, warn) if csv_path.exists() else []
 
 
-def _read_run_file(csv_path: Path, warn: bool = False) -> list:
+def read_run_file(csv_path: Path, warn: bool = False) -> list:
     """The rows of one run's CSV, checked with :func:`check_run_rows`.
 
     A damaged last row, which is what a cut write leaves, is dropped (with a
@@ -1003,7 +1001,7 @@ def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", 
     Bayesian last layer, the pipeline of its features and the layer."""
     if spec.ensemble:
         return _fit_ensemble(spec, step, X, y, state, device, valid, len(X))
-    net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=_step_seed(spec.seed, step),
+    net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=step_seed(spec.seed, step),
                          device=device, valid=valid, n_train=len(X))
     if state is not None:
         net.set_params(max_epochs=0, callbacks=None)
@@ -1036,7 +1034,7 @@ def _fit_ensemble(spec, step, X, y, states, device, valid, n_train):
     from ..ensemble import DeepEnsembleClassifier
 
     template = make_estimator(spec.preset, mc_dropout=False, device=device, valid=valid, n_train=n_train)
-    ens = DeepEnsembleClassifier(template, n_members=spec.ensemble, random_state=_step_seed(spec.seed, step))
+    ens = DeepEnsembleClassifier(template, n_members=spec.ensemble, random_state=step_seed(spec.seed, step))
     if states is None:
         return ens.fit(X, y)
     if not isinstance(states, list) or len(states) != spec.ensemble:
@@ -1140,38 +1138,49 @@ def _needs_samples(name: str) -> bool:
     return isinstance(strategy, BatchBALD) or bool(getattr(strategy, "needs_stochastic", False))
 
 
-def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
-    preset = spec.preset
-    strategy = get_strategy(spec.strategy)  # new objects: the shared instances stay as they are
-    csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
-    weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
-    X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
-    val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
-    X_test, y_test = X_test_all[test], y_test_all[test]
-    valid = (X_train[val], y_train[val])
-    # the annotator's labels: flipped once per point for a noise run; the initial set,
-    # the validation and the test sets stay clean
-    y_given, flipped = y_train, np.zeros(len(y_train), dtype=bool)
-    if spec.noise_rate:
-        y_given, flipped = make_noisy_labels(y_train, spec.noise_rate, classes=np.unique(y_train),
-                                             random_state=np.random.RandomState([spec.seed, 7907]))
-        y_given[initial], flipped[initial] = y_train[initial], False
+class _RunJournal:
+    """The journal of one run on disk (:class:`skdbal.loop.MemoryJournal`'s
+    protocol): each step becomes a CSV row, with the test metrics, the noise
+    counts and the pool indices in the training set's numbering; the weights
+    of the step's model are cached beside it. Files are replaced atomically,
+    cache first (a stale cache is detected by its step)."""
 
-    def fit_model(step, labelled, state=None):
-        return _fit_step_model(spec, step, X_train[labelled], y_given[labelled], valid, device, state)
+    def __init__(self, spec, out_dir, rows, pool, initial, oracle, X_test, y_test, verbose):
+        self.spec, self.out_dir, self.csv_rows = spec, out_dir, rows
+        self.pool, self.n_initial, self.oracle = pool, len(initial), oracle
+        self.X_test, self.y_test, self.verbose = X_test, y_test, verbose
+        self.csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
+        self.weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
+        position = np.full(int(pool.max()) + 1, -1, dtype=np.intp)
+        position[pool] = np.arange(len(pool))
+        self._rows = []
+        for r in rows:  # the loop's rows: the queried pool positions of each step
+            labelled = position[np.array(r["query_indices"].split(), dtype=np.intp)]
+            self._rows.append({"step": r["step"], "query_indices": labelled.tolist()})
+        self._times = []
 
-    def record(step, labelled, est, query, t_train, t_query, rejected=None, info=None):
+    def rows(self) -> list:
+        return self._rows
+
+    def append(self, row: dict, learner) -> None:
+        spec, preset = self.spec, self.spec.preset
+        est = learner.estimator_
+        query = self.pool[np.asarray(row["query_indices"], dtype=np.intp)]
+        rejected = (self.pool[np.asarray(row["rejected_indices"], dtype=np.intp)]
+                    if "rejected_indices" in row else None)
         t0 = time.perf_counter()
         extra = {}
         for key, column in (("threshold", "threshold"), ("noise_rate", "noise_estimate")):  # a filter's
-            if info and key in info:
-                extra[column] = float(info[key])
+            if row["step"] and key in row:
+                extra[column] = float(row[key])
         if spec.noise_rate or rejected is not None:
+            flipped = getattr(self.oracle, "flipped", np.zeros(len(self.pool), dtype=bool))
             extra["noise_rate"] = spec.noise_rate
-            extra["n_flipped_acquired"] = int(flipped[query].sum()) if step else 0
+            extra["n_flipped_acquired"] = int(flipped[row["query_indices"]].sum()) if row["step"] else 0
             if rejected is not None:
                 extra["n_rejected"] = len(rejected)
-                extra["n_rejected_flipped"] = int(flipped[rejected].sum())
+                extra["n_rejected_flipped"] = int(flipped[row["rejected_indices"]].sum())
+        X_test, y_test = self.X_test, self.y_test
         if spec.last_layer is None:
             # the test predictions of the preset's eval_method; accuracy, ECE and NLL all from them
             proba = np.asarray(est.predict_proba(X_test), dtype=np.float64)
@@ -1186,75 +1195,89 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
             extra.update({"rmse": float(np.sqrt(np.mean((mean - _one_hot(y_test)) ** 2))),
                           "mean_variance": float(np.mean(est[-1].predictive_variance(F)))})
         t_eval = time.perf_counter() - t0
-        return {"preset": preset.name, "strategy": spec.strategy, "variant": spec.variant, "seed": spec.seed,
-                "step": step, "n_labels": len(labelled), "n_acquired": len(labelled) - len(initial),
-                "accuracy": accuracy, **extra, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
-                "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
-                "query_indices": " ".join(map(str, query))}
-
-    def save(rows, est):
+        t_train, t_query = row["fit_time"], row["query_time"]
+        n_labels = row["n_labels"]
+        self.csv_rows.append({
+            "preset": preset.name, "strategy": spec.strategy, "variant": spec.variant, "seed": spec.seed,
+            "step": row["step"], "n_labels": n_labels, "n_acquired": n_labels - self.n_initial,
+            "accuracy": accuracy, **extra, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
+            "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
+            "query_indices": " ".join(map(str, query))})
+        self._rows.append({"step": row["step"], "query_indices": list(row["query_indices"])})
         buf = io.BytesIO()
         state = ([m.module_.state_dict() for m in est.estimators_] if spec.ensemble
                  else _net_of(est).module_.state_dict())
-        torch.save({"step": rows[-1]["step"], "model_state": state}, buf)
-        _atomic_write(weights_path, buf.getvalue())  # cache first: a stale cache is detected
-        _atomic_write(csv_path, _csv_bytes(rows))
-        assemble_results(out_dir)
+        torch.save({"step": row["step"], "model_state": state}, buf)
+        _atomic_write(self.weights_path, buf.getvalue())  # cache first: a stale cache is detected
+        _atomic_write(self.csv_path, _csv_bytes(self.csv_rows))
+        assemble_results(self.out_dir)
+        if self.verbose:
+            r = self.csv_rows[-1]
+            if not r["step"]:
+                print(f"{spec.run_id}: step 0/{preset.n_queries}, {r['n_labels']} labels, "
+                      f"accuracy {r['accuracy']:.4f} ({r['time']:.1f} s)", flush=True)
+            else:
+                self._times.append(r["time"])
+                left = (preset.n_queries - r["step"]) * float(np.mean(self._times[-10:]))
+                print(f"{spec.run_id}: step {r['step']}/{preset.n_queries}, {r['n_labels']} labels, accuracy "
+                      f"{r['accuracy']:.4f} ({r['time']:.1f} s; run done in ~{_duration(left)})", flush=True)
 
-    if not rows:
-        labelled = np.asarray(initial)
-        t0 = time.perf_counter()
-        est = fit_model(0, labelled)
-        rows = [record(0, labelled, est, labelled, time.perf_counter() - t0, 0.0)]
-        save(rows, est)
-        if verbose:
-            print(f"{spec.run_id}: step 0/{preset.n_queries}, {rows[0]['n_labels']} labels, "
-                  f"accuracy {rows[0]['accuracy']:.4f} ({rows[0]['time']:.1f} s)", flush=True)
+
+def _learner_template(spec: RunSpec, device: str):
+    """What a run's model is (for the learner's checks of labels and inputs);
+    the models themselves are trained by :func:`_fit_step_model`."""
+    net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
+                         n_train=spec.preset.batch_size or 1)
+    return net if spec.last_layer is None else make_last_layer(spec.preset, net, spec.last_layer)
+
+
+def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
+    """Run (or resume) ``spec``'s steps after ``rows`` with the one loop,
+    :class:`skdbal.loop.ActiveLearningLoop`: a learner owning the run's pool
+    (seeded per step), the run's oracle (known or noisy labels) and its
+    journal on disk (:class:`_RunJournal`)."""
+    preset = spec.preset
+    X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
+    val, pool, initial, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
+    valid = (X_train[val], y_train[val])
+    # the annotator: a fixed noisy one for a noise run, labelling the initial set correctly
+    if spec.noise_rate:
+        noisy = NoisyAnnotator.flip(y_train, spec.noise_rate, classes=np.unique(y_train),
+                                    random_state=np.random.RandomState([spec.seed, 7907]), clean=initial)
+        oracle = NoisyAnnotator(y_train[pool], noisy.y[pool])
     else:
+        oracle = KnownLabels(y_train[pool])
+    journal = _RunJournal(spec, out_dir, rows, pool, initial, oracle, X_test_all[test], y_test_all[test], verbose)
+    csv_path, weights_path = journal.csv_path, journal.weights_path
+    if rows:
         labelled = _labelled_indices(rows)
         if not np.array_equal(labelled[:len(initial)], initial):
             raise ValueError(f"{csv_path} does not start from this seed's initial set")
-        last = rows[-1]["step"]
-        state = _load_weights(weights_path, last)
-        est = None
-        if state is not None:
-            try:
-                est = fit_model(last, labelled, state=state)
-            except (RuntimeError, KeyError) as exc:  # a state of another architecture
-                warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {last} is "
-                              "refitted from its labels instead", RuntimeWarning)
-        if est is None:  # rebuild the last model exactly: same labelled set, same seed
-            est = fit_model(last, labelled)
+    cache = {"step": rows[-1]["step"] if rows else None}
 
-    times = []
-    for step in range(len(rows), preset.n_queries + 1):
-        rng = np.random.RandomState([spec.seed, step])
-        is_labelled = np.zeros(len(y_train), dtype=bool)
-        is_labelled[labelled] = True
-        remaining = pool[~is_labelled[pool]]
-        if len(remaining) < preset.n_instances:
-            break
-        candidates = remaining
-        if preset.pool_subsample is not None and preset.pool_subsample < len(remaining):
-            candidates = np.sort(rng.choice(remaining, preset.pool_subsample, replace=False))
-        t0 = time.perf_counter()
-        acq = strategy.acquire(est, X_train[candidates], preset.n_instances, random_tie_break=True,
-                               random_state=rng.randint(2**31 - 1), y_pool=y_given[candidates])
-        query = candidates[acq.indices]
-        rejected = candidates[acq.info["rejected_indices"]] if "rejected_indices" in acq.info else None
-        t_query = time.perf_counter() - t0
-        labelled = np.concatenate([labelled, query])
-        t0 = time.perf_counter()
-        est = fit_model(step, labelled)
-        rows.append(record(step, labelled, est, query, time.perf_counter() - t0, t_query, rejected, acq.info))
-        save(rows, est)
-        if verbose:
-            r = rows[-1]
-            times.append(r["time"])
-            left = (preset.n_queries - step) * float(np.mean(times[-10:]))
-            print(f"{spec.run_id}: step {step}/{preset.n_queries}, {r['n_labels']} labels, "
-                  f"accuracy {r['accuracy']:.4f} ({r['time']:.1f} s; run done in ~{_duration(left)})", flush=True)
-    return rows
+    def fit_model(step, X, y):
+        if step == cache.pop("step", None):  # resuming: the cached weights of the last step, if they fit
+            state = _load_weights(weights_path, step)
+            if state is not None:
+                try:
+                    return _fit_step_model(spec, step, X, y, valid, device, state=state)
+                except (RuntimeError, KeyError) as exc:  # a state of another architecture
+                    warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {step} is "
+                                  "refitted from its labels instead", RuntimeWarning)
+        return _fit_step_model(spec, step, X, y, valid, device)  # the same model every time: seeded by the step
+
+    learner = ActiveLearner(_learner_template(spec, device), get_strategy(spec.strategy),
+                            pool_subsample=preset.pool_subsample, random_state=spec.seed, seeding="step",
+                            verbose=False)
+    learner.set_pool(X_train[pool], ids=pool)  # subsampled candidates are scored in training-set order
+    loop = ActiveLearningLoop(learner, oracle, n_instances=preset.n_instances, journal=journal,
+                              fit_model=fit_model, query_kwargs={"random_tie_break": True},
+                              pass_pool_labels=True, verbose=False)
+    if not loop.resume():
+        position = {int(p): i for i, p in enumerate(pool)}
+        loop.start([position[int(i)] for i in initial])
+    loop.run(preset.n_queries - journal.rows()[-1]["step"])
+    return journal.csv_rows
 
 
 def run_grid(
@@ -1285,7 +1308,7 @@ def run_grid(
         Names in :data:`skdbal.acquisition.STRATEGIES`, or decorated names
         read by :func:`skdbal.acquisition.get_strategy`, such as
         ``"filter(bald,dynamic)"``; at least one. Each is taken in its one
-        spelling (:func:`skdbal.acquisition._names.canonical_name`: no
+        spelling (:func:`skdbal.acquisition.canonical_name`: no
         spaces, floats as ``repr``, so ``"diverse(bald, 0.10)"`` is
         ``"diverse(bald,0.1)"``), which names its runs.
     seeds : sequence of int
