@@ -50,10 +50,12 @@ fig.tight_layout()
 # %%
 # What BALD picks
 # ---------------
-# The 8 pool images with the highest BALD score under the final model, with
-# their epistemic (BALD) and aleatoric (expected entropy) parts.
+# The 8 unlabelled pool images with the highest BALD score under the final
+# model, with their epistemic (BALD) and aleatoric (expected entropy) parts.
+# After ``simulate`` the learner owns its pool, so ``query(n_instances=8)``
+# ranks only the rows still unlabelled.
 learner = learners["BALD"]
-idx, X_query = learner.query(X_pool, n_instances=8)
+idx, X_query = learner.query(n_instances=8)
 P = learner.predict_proba_samples(X_query)
 epistemic, aleatoric = mutual_information(P), expected_entropy(P)
 fig, axes = plt.subplots(1, 8, figsize=(10, 1.8))

@@ -248,6 +248,8 @@ class ActiveLearningLoop:
                     self._skipped.append(int(a.position))
                     skipped.append(int(a.position))
                 continue
+            if a.position in self._skipped:  # skipped by one annotator, labelled by another
+                self._skipped.remove(a.position)
             labelled.append(a)
         # record runs of answers by one annotator together, in the order given
         i = 0

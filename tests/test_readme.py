@@ -8,9 +8,14 @@ README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 def test_readme_api_example_runs(capsys):
     block = re.search(r"## API in 15 lines\s+```python\n(.*?)```", README, re.S).group(1)
     assert len(block.strip().splitlines()) <= 15
-    exec(compile(block, "README.md", "exec"), {})
+    ns = {}
+    exec(compile(block, "README.md", "exec"), ns)
     n_labels, accuracy = capsys.readouterr().out.split()
     assert int(n_labels) == 120 and float(accuracy) > 0.8
+    # "the next 5 to label" are rows of the pool nobody has labelled (issue 28: they were labelled ones)
+    learner, idx = ns["learner"], ns["idx"]
+    assert len(idx) == 5 and not set(idx.tolist()) & set(learner.labelled_idx_.tolist())
+    assert len(learner.labelled_idx_) == 120 and (idx < 1300).all()
 
 
 def test_readme_commands_match_ci():

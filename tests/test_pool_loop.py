@@ -1,0 +1,325 @@
+"""Issue 28: a learner that owns its pool, and one loop whose oracle is a parameter."""
+import copy
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import ActiveLearner, MCDropoutClassifier
+from skdbal.acquisition import STRATEGIES, get_strategy, max_entropy, random_sampling
+from skdbal.loop import ActiveLearningLoop, MemoryJournal, evaluate
+from skdbal.nets import MLP
+from skdbal.oracles import Answer, KnownLabels, NoisyAnnotator, Oracle
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).astype(np.float32), y
+
+
+def logistic(**kw):
+    return ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=0, verbose=False, **kw)
+
+
+def partial(y, labelled):
+    y_known = np.full(len(y), np.nan)
+    y_known[labelled] = y[labelled]
+    return y_known
+
+
+# ------------------------------------------------------------- the convention
+def test_fit_with_missing_labels_keeps_the_pool_and_trains_on_the_labelled_rows(digits):
+    X, y = digits
+    y_known = partial(y[:300], np.arange(0, 300, 10))   # 30 labels, rows 0, 10, 20, ...
+    learner = logistic().fit(X[:300], y_known)
+    np.testing.assert_array_equal(learner.labelled_idx_, np.arange(0, 300, 10))
+    assert learner.y_training_.dtype.kind == "i"          # 0., 1., NaN -> the integer labels
+    np.testing.assert_array_equal(learner.y_training_, y[:300:10])
+    np.testing.assert_array_equal(learner.X_training_, X[:300:10])
+    # the model is the one trained on the 30 labelled rows
+    ref = LogisticRegression(max_iter=300).fit(X[:300:10], y[:300:10])
+    np.testing.assert_allclose(learner.predict_proba(X[300:400]), ref.predict_proba(X[300:400]))
+    np.testing.assert_array_equal(learner.labelled_mask_, ~np.isnan(y_known))
+    y_pool = learner.y_pool_
+    assert np.isnan(y_pool[1]) and y_pool[10] == y[10]
+
+
+def test_query_without_a_pool_ranks_only_unlabelled_rows(digits):
+    X, y = digits
+    y_known = partial(y[:300], np.arange(20))
+    learner = logistic().fit(X[:300], y_known)
+    idx, X_query = learner.query(n_instances=5)
+    assert (idx >= 20).all() and len(set(idx.tolist())) == 5
+    np.testing.assert_array_equal(X_query, X[:300][idx])
+    # the same pool passed in modAL's form ranks labelled rows too: the top max-entropy rows are
+    # exactly the learner's picks once the labelled rows are left out
+    P = learner.predict_proba(X[:300])
+    H = -(P * np.log(P)).sum(axis=1)
+    H[:20] = -np.inf
+    np.testing.assert_array_equal(np.sort(idx), np.sort(np.argsort(-H)[:5]))
+
+
+def test_label_by_position_records_annotator_and_time_and_retrains(digits):
+    X, y = digits
+    learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
+    before = learner.estimator_
+    learner.label([40, 41], y[[40, 41]], annotator="ann", time=1700000000.0)
+    assert learner.estimator_ is not before
+    np.testing.assert_array_equal(learner.labelled_idx_, np.r_[np.arange(20), 40, 41])
+    assert learner.label_log_ == [
+        {"position": 40, "id": 40, "label": int(y[40]), "annotator": "ann", "time": 1700000000.0, "previous": None},
+        {"position": 41, "id": 41, "label": int(y[41]), "annotator": "ann", "time": 1700000000.0, "previous": None}]
+    # a changed label: the row keeps its place, its label changes, the old one is logged
+    new = (y[40] + 1) % 10
+    learner.label([40], [new], annotator="bob")
+    assert len(learner.y_training_) == 22 and learner.y_training_[20] == new
+    assert learner.label_log_[-1]["previous"] == int(y[40]) and learner.label_log_[-1]["annotator"] == "bob"
+    ref = LogisticRegression(max_iter=300).fit(learner.X_training_, learner.y_training_)
+    np.testing.assert_allclose(learner.predict_proba(X[300:350]), ref.predict_proba(X[300:350]))
+
+
+@pytest.mark.parametrize("positions, labels, error, match", [
+    ([300], [1], ValueError, r"candidates must lie in \[0, 300\)"),
+    ([30, 30], [1, 1], ValueError, "duplicates"),
+    ([30], [np.nan], ValueError, "missing label"),
+    ([30, 31], [1], ValueError, "inconsistent lengths"),
+    ([30.0], [1], TypeError, "integer positions"),
+])
+def test_bad_labels_change_nothing(digits, positions, labels, error, match):
+    X, y = digits
+    learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
+    state = (learner.estimator_, learner.labelled_idx_.copy(), learner.y_training_.copy(), list(learner.label_log_))
+    with pytest.raises(error, match=match):
+        learner.label(positions, labels)
+    assert learner.estimator_ is state[0]
+    np.testing.assert_array_equal(learner.labelled_idx_, state[1])
+    np.testing.assert_array_equal(learner.y_training_, state[2])
+    assert learner.label_log_ == state[3]
+
+
+def test_a_label_outside_the_classes_changes_nothing(digits):
+    X, y = digits
+    net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=2, random_state=0)
+    learner = ActiveLearner(net, random_state=0, verbose=False).fit(X[:100], partial(y[:100], np.arange(20)))
+    n = len(learner.y_training_)
+    with pytest.raises(ValueError, match="not in the estimator's classes"):
+        learner.label([50], [11])
+    assert len(learner.y_training_) == n and len(learner.label_log_) == 0
+
+
+def test_a_failed_retrain_keeps_the_labels_unrecorded(digits):
+    X, y = digits
+    learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
+    learner.set_params(estimator=LogisticRegression(max_iter=-1))  # fit raises
+    with pytest.raises(ValueError):
+        learner.label([50], [y[50]])
+    assert 50 not in learner.labelled_idx_ and len(learner.y_training_) == 20 and not learner.label_log_
+
+
+def test_query_mistakes_are_named(digits):
+    X, y = digits
+    learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
+    with pytest.raises(TypeError, match="n_instances=5 by keyword"):
+        learner.query(5)
+    with pytest.raises(ValueError, match=r"candidates hold labelled pool rows \[3\]"):
+        learner.query(n_instances=1, candidates=[3, 50])
+    with pytest.raises(ValueError, match="needs the learner's pool"):
+        logistic().fit(X[:20], y[:20]).query(n_instances=1)
+
+
+@pytest.mark.parametrize("missing, y_pool", [
+    (-1, np.r_[[0, 1] * 10, [-1] * 80]),                                   # scikit-learn's semi-supervised -1
+    (None, np.array(["cat", "dog"] * 10 + [None] * 80, dtype=object)),    # strings, None unlabelled
+])
+def test_missing_label_is_configurable(digits, missing, y_pool):
+    X, _ = digits
+    learner = logistic(missing_label=missing).fit(X[:100], y_pool)
+    assert len(learner.labelled_idx_) == 20
+    idx, _ = learner.query(n_instances=3)
+    assert (idx >= 20).all()
+    assert set(learner.classes_.tolist()) == set(y_pool[:2].tolist())
+
+
+def test_binary_minus_one_labels_are_labels_under_the_default(digits):
+    """-1 is a class of {-1, 1} labels, not a missing one, unless missing_label=-1 says so."""
+    X, _ = digits
+    y = np.array([-1, 1] * 50)
+    learner = logistic().fit(X[:100], y)       # every label given: no pool
+    assert not hasattr(learner, "X_pool_") and len(learner.y_training_) == 100
+
+
+def test_pool_ids_are_logged_and_order_the_subsample(digits):
+    X, y = digits
+    ids = np.arange(1000, 1300)[::-1].copy()   # descending: the subsample is scored in id order
+    learner = logistic(pool_subsample=30).set_pool(X[:300], partial(y[:300], np.arange(20)), ids=ids)
+    learner.refit()
+    idx, _ = learner.query(n_instances=2)
+    learner.label(idx, y[idx])
+    assert [e["id"] for e in learner.label_log_] == ids[idx].tolist()
+
+
+# ------------------------------------------- after simulate, never a labelled row
+REGRESSION = {"predictive_variance", "egl"}
+STRATEGY_NAMES = sorted(set(STRATEGIES) - REGRESSION) + [
+    "filter(bald,0.1)", "filter(bald,dynamic)", "filter(bald,batch)", "diverse(bald,0.1)",
+    "diverse(filter(bald,0.1),0.1)", "filter(diverse(max_entropy,0.1),0.1)"]
+
+
+@pytest.fixture(scope="module")
+def simulated(digits):
+    X, y = digits
+    learners = {}
+    for subsample in (None, 60):
+        net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, n_samples=5, random_state=0)
+        learner = ActiveLearner(net, random_sampling, pool_subsample=subsample, random_state=0, verbose=False)
+        learner.simulate(X[:200], y[:200], n_queries=3, n_instances=5)
+        learners[subsample] = learner
+    return learners
+
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+@pytest.mark.parametrize("subsample", [None, 60])
+def test_after_simulate_query_never_returns_a_labelled_row(digits, simulated, name, subsample):
+    X, y = digits
+    learner = simulated[subsample]
+    learner.set_params(query_strategy=get_strategy(name))
+    labelled = set(learner.labelled_idx_.tolist())
+    assert len(labelled) == 35
+    for _ in range(2):
+        idx, X_query = learner.query(n_instances=5, y_pool=y[:200])
+        assert len(idx) == 5 and not set(idx.tolist()) & labelled, (name, idx, sorted(labelled))
+        np.testing.assert_array_equal(X_query, X[:200][idx])
+        info = learner.last_acquisition_.info
+        if "rejected_indices" in info:   # what a decorator reports is in the pool's positions, unlabelled too
+            assert not set(np.asarray(info["rejected_indices"]).tolist()) & labelled
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSION) + ["diverse(predictive_variance,0.1)"])
+def test_after_simulate_a_regressor_never_queries_a_labelled_row(digits, name):
+    from skdbal import MCDropoutRegressor
+
+    X, y = digits
+    target = X[:200, :32].sum(axis=1)                   # a continuous target
+    net = MCDropoutRegressor(module=MLP, max_epochs=3, n_samples=5, random_state=0)
+    learner = ActiveLearner(net, get_strategy(name), pool_subsample=50, random_state=0, verbose=False)
+    learner.simulate(X[:200], target, n_queries=2, n_instances=5, initial_idx=np.arange(10))
+    for _ in range(2):
+        idx, _ = learner.query(n_instances=5)
+        assert not set(idx.tolist()) & set(learner.labelled_idx_.tolist())
+
+
+def test_after_simulate_a_modal_strategy_never_returns_a_labelled_row(digits, simulated):
+    modal = pytest.importorskip("modAL.uncertainty")
+    learner = simulated[None]
+    learner.set_params(query_strategy=modal.uncertainty_sampling)
+    idx, _ = learner.query(n_instances=5)
+    assert not set(idx.tolist()) & set(learner.labelled_idx_.tolist())
+
+
+# ---------------------------------------------------------------- the oracles
+def test_simulate_with_a_noisy_annotator(digits):
+    X, y = digits
+    initial = np.arange(20)
+    noisy = NoisyAnnotator.flip(y[:300], 0.4, random_state=0, clean=initial)
+    assert noisy.flipped.sum() > 50 and not noisy.flipped[initial].any()
+    learner = logistic()
+    learner.simulate(X[:300], None, n_queries=4, n_instances=10, oracle=noisy, initial_idx=initial)
+    np.testing.assert_array_equal(learner.y_training_, noisy.y[learner.labelled_idx_])
+    np.testing.assert_array_equal(learner.y_training_[:20], y[:20])     # the initial set is clean
+    assert (learner.y_training_ != y[:300][learner.labelled_idx_]).sum() == noisy.flipped[learner.labelled_idx_].sum() > 0
+    with pytest.raises(ValueError, match="y_pool or an oracle, not both"):
+        logistic().simulate(X[:300], y[:300], 1, oracle=noisy)
+
+
+class Person(Oracle):
+    """Answers the initial set at once, then one request per collect, late; skips positions divisible
+    by 7; once changes a label."""
+
+    annotator = "person"
+
+    def __init__(self, y):
+        self.y, self.queue, self.changed, self.first = y, [], None, True
+
+    def request(self, positions):
+        self.queue.extend(int(p) for p in positions)
+
+    def collect(self, pending):
+        answers = []
+        for _ in range(len(self.queue) if self.first else min(1, len(self.queue))):
+            p = self.queue.pop(0)
+            answers.append(Answer(p, None if p % 7 == 0 else self.y[p], self.annotator, 1.0 * p))
+        self.first = False
+        if self.changed is None and len(self.queue) > 3:   # a reviewer changes a label, and labels a skipped row
+            self.changed = 2
+            answers += [Answer(2, (self.y[2] + 1) % 10, "reviewer", 2.0), Answer(14, self.y[14], "reviewer", 3.0)]
+        return answers
+
+
+def test_a_person_who_answers_late_skips_and_changes(digits):
+    X, y = digits
+    learner = logistic().set_pool(X[:300])
+    person = Person(y[:300])
+    loop = ActiveLearningLoop(learner, person, n_instances=4, verbose=False)
+    loop.start(np.arange(0, 40, 2))           # then only one answer comes back at once
+    loop.run(6)
+    asked = [p for row in loop.history for p in row["query_indices"]]
+    assert len(asked) == len(set(asked)) == 20 + 6 * 4  # nobody is asked twice about a row
+    labelled = learner.labelled_idx_.tolist()
+    assert len(labelled) == len(set(labelled))
+    assert not set(labelled) & set(loop.skipped.tolist()) and not set(labelled) & set(loop.pending.tolist())
+    assert set(loop.skipped.tolist()) <= {p for p in asked if p % 7 == 0} and 0 in loop.skipped
+    assert 14 in labelled and 14 not in loop.skipped    # skipped by one, labelled by another
+    assert len(labelled) + len(loop.skipped) + len(loop.pending) == len(asked)
+    # the changed label is the model's label, and the log keeps both
+    assert learner.y_training_[labelled.index(2)] == (y[2] + 1) % 10
+    change = [e for e in learner.label_log_ if e["annotator"] == "reviewer"][0]
+    assert change["position"] == 2 and change["previous"] == y[2] and change["label"] == (y[2] + 1) % 10
+    # rows say what came back when it differs from the picks
+    assert any("labelled_indices" in r for r in loop.history) and any("n_pending" in r for r in loop.history)
+    np.testing.assert_array_equal(learner.y_training_, learner.y_pool_[learner.labelled_idx_].astype(int))
+
+
+# -------------------------------------------------------- journal and resume
+def test_a_journal_resumes_to_the_uninterrupted_run(digits):
+    """seeding="step": each step's randomness is a function of (random_state, step), so a new learner and
+    loop given the journal's first rows continue exactly as the uninterrupted run."""
+    X, y = digits
+
+    def loop_of(journal):
+        net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, n_samples=5)
+        learner = ActiveLearner(net, get_strategy("bald"), pool_subsample=80, random_state=3, seeding="step",
+                                verbose=False).set_pool(X[:300])
+        return learner, ActiveLearningLoop(learner, KnownLabels(y[:300]), n_instances=5, journal=journal,
+                                           evaluate=lambda m: evaluate(m, X[300:500], y[300:500]), verbose=False)
+
+    learner, full = loop_of(MemoryJournal())
+    full.start(np.arange(20))
+    full.run(4)
+    cut = copy.deepcopy(full.history[:3])                 # steps 0-2 were written, then the process died
+    learner2, resumed = loop_of(MemoryJournal(cut))
+    assert resumed.resume()
+    resumed.run(2)
+    drop = ("query_time", "fit_time")
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in drop} for r in rows]
+    assert strip(resumed.history) == strip(full.history)
+    np.testing.assert_array_equal(learner2.labelled_idx_, learner.labelled_idx_)
+    np.testing.assert_allclose(learner2.predict_proba(X[300:]), learner.predict_proba(X[300:]))
+
+
+def test_seeding_step_needs_an_int_seed_and_a_seedable_model(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="random_state must be an int"):
+        ActiveLearner(LogisticRegression(), seeding="step").fit(X[:20], y[:20])
+    from sklearn.neighbors import KNeighborsClassifier
+    with pytest.raises(ValueError, match="has no random_state parameter"):
+        ActiveLearner(KNeighborsClassifier(1), seeding="step", random_state=0).fit(X[:20], y[:20])
+    with pytest.raises(ValueError, match="seeding must be"):
+        ActiveLearner(LogisticRegression(), seeding="epoch").fit(X[:20], y[:20])
+
+
+def test_the_loop_needs_a_learner_with_a_pool(digits):
+    X, y = digits
+    with pytest.raises(ValueError, match="set_pool"):
+        ActiveLearningLoop(logistic().fit(X[:20], y[:20]), KnownLabels(y[:20]))
