@@ -72,6 +72,12 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     growing labelled set is ``X_training_``/``y_training_``. :meth:`simulate`
     runs the loop against known labels (:class:`~skdbal.loop.ActiveLearningLoop`).
 
+    The learner can also own its pool: give it a pool with partial labels
+    (:meth:`set_pool`, or :meth:`fit` with ``missing_label`` where a label
+    is unknown), then ``query(n_instances=...)`` ranks only the unlabelled
+    rows and :meth:`label` records answers by position, with who gave them
+    and when.
+
     The learner implements the predictive interface of
     :mod:`skdbal.predictive` by delegating to its fitted model
     (``predict_proba_samples`` and ``stochastic_samples`` for a classifier,
@@ -112,6 +118,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         initialisation, MC-dropout masks) is seeded by the model's
         ``random_state``; the default model (``estimator=None``) is given
         the learner's when it is an int.
+    seeding : {"stream", "step"}, default="stream"
+        ``"stream"``: every draw continues the learner's one generator
+        (``rng_``). ``"step"``: each step's randomness is a function of
+        ``(random_state, step)`` alone, as the experiment runner does: the
+        query preparing step ``s`` draws from ``RandomState([random_state,
+        s])`` (asking twice gives the same answer), and the model of step
+        ``s`` is trained with ``random_state=``
+        :func:`skdbal.loop.step_seed` ``(random_state, s)``. So a model can
+        be trained again, identically, from its labels, and a run resumes
+        from its journal alone. Needs an int ``random_state`` and a model
+        with a ``random_state`` parameter.
+    missing_label : scalar, None or NaN, default=np.nan
+        What marks an unknown label in the ``y`` given to :meth:`fit` or
+        :meth:`set_pool` (scikit-activeml's convention). NaN needs a float
+        array (integer labels in it are converted back to integers); use
+        ``None`` with an object array of string labels, or ``-1`` as
+        scikit-learn's semi-supervised estimators do (then ``-1`` cannot
+        be a class, which is why it is not the default: binary labels are
+        often in ``{-1, 1}``).
     verbose : bool, default=True
         Show a tqdm progress bar in :meth:`simulate`.
 
@@ -124,7 +149,27 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         ``classes`` parameter set to the labels of the pool when it was
         ``None`` and :meth:`simulate` knew them.
     X_training_, y_training_ : ndarray
-        Every label received so far, in arrival order.
+        Every label received so far, in arrival order (a changed label
+        replaces the old one in its place).
+    X_pool_ : ndarray
+        The learner's own pool, given by :meth:`set_pool`, :meth:`fit` with
+        missing labels or :meth:`simulate`; absent after a :meth:`fit` with
+        every label given (modAL's form), which keeps no pool.
+    pool_ids_ : ndarray of shape (n_pool_,)
+        The pool rows' identifiers (their positions by default).
+    labelled_idx_ : ndarray of int
+        Positions in the pool of the labelled rows, in arrival order.
+    labelled_mask_ : ndarray of bool, shape (n_pool_,)
+        Which pool rows are labelled.
+    y_pool_ : ndarray of shape (n_pool_,)
+        The pool's labels, ``missing_label`` where unknown.
+    label_log_ : list of dict
+        One entry per label given with :meth:`label` (or by the loop's
+        oracle): ``position``, ``id``, ``label``, ``annotator``, ``time``
+        and ``previous`` (the label it replaced, or None).
+    step_ : int
+        The step of the current model: 0 after the initial fit, one more
+        after each retrain.
     n_features_in_ : int
         Number of features (``X.shape[1]``) of the labelled set; predictions
         on inputs with another number raise a ``ValueError``.
@@ -135,7 +180,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         The latest query: indices into the ``X_pool`` it was given, scores,
         and what the strategy reported about it (``info``).
     history_ : list of dict
-        Set by :meth:`simulate`.
+        Set by :meth:`simulate`: the loop's journal, one row per step.
 
     References
     ----------
