@@ -26,6 +26,11 @@ def _copy(X):
     return X.copy() if is_frame(X) else np.array(X, copy=True)
 
 
+def _plain(value):
+    """A label or id as a plain Python value (a list for a row of targets)."""
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
 def _continues_training(model) -> bool:
     """Whether refitting ``model`` continues its training: it has ``partial_fit``, or a
     ``warm_start`` parameter set to True (its own, or a pipeline step's)."""
@@ -641,10 +646,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             else self.X_training_
         pool_row = self._pool_row.copy()
         pool_row[positions[new]] = len(y_train) + np.arange(int(new.sum()))
-        log = [{"position": int(p), "id": self.pool_ids_[p].item() if hasattr(self.pool_ids_[p], "item")
-                else self.pool_ids_[p], "label": lab.item() if hasattr(lab, "item") else lab,
-                "annotator": annotator, "time": t,
-                "previous": None if r < 0 else (y_train[r].item() if hasattr(y_train[r], "item") else y_train[r])}
+        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": _plain(lab), "annotator": annotator,
+                "time": t, "previous": None if r < 0 else _plain(y_train[r])}
                for p, lab, t, r in zip(positions, y, times, rows)]
         est = None
         if refit:
