@@ -375,7 +375,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     def _ensure_initial_fit(self):
         """Fit the modAL-style initial set ``X_training`` on first use."""
-        if not hasattr(self, "estimator_") and self.X_training is not None:
+        if not hasattr(self, "estimator_") and self.X_training is not None and not hasattr(self, "X_pool_"):
             self.fit(self.X_training, self.y_training)
 
     def _train(self, X, y, template, *, step: int, fresh: bool = False, **fit_params):
@@ -422,7 +422,13 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         template = self._make_template()
         if self._has_missing(y):
             self._check_params()
-            return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
+            before = dict(self.__dict__)
+            try:
+                return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
+            except BaseException:  # a failed fit changes nothing
+                self.__dict__.clear()
+                self.__dict__.update(before)
+                raise
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
@@ -591,8 +597,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             Positions in the learner's pool.
         y : array-like
             Their labels.
-        annotator : str, optional
-            Who gave them, recorded in ``label_log_``.
+        annotator : str or array-like of str, optional
+            Who gave them (one name, or one per position), recorded in
+            ``label_log_``.
         time : float or array-like of float, optional
             When (seconds since the epoch), recorded in ``label_log_``.
         refit : bool, default=True
@@ -630,6 +637,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         template = self._template()
         _, y = self._validate_Xy(take_rows(self.X_pool_, positions), y, template=template)
         times = np.broadcast_to(np.asarray(time, dtype=object), positions.shape)
+        annotators = np.broadcast_to(np.asarray(annotator, dtype=object), positions.shape)
         refit = bool(refit)
         # ---- the new state, computed aside: committed only when (if asked) retraining succeeds
         rows = self._pool_row[positions]
@@ -646,9 +654,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             else self.X_training_
         pool_row = self._pool_row.copy()
         pool_row[positions[new]] = len(y_train) + np.arange(int(new.sum()))
-        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": _plain(lab), "annotator": annotator,
+        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": _plain(lab), "annotator": a,
                 "time": t, "previous": None if r < 0 else _plain(y_train[r])}
-               for p, lab, t, r in zip(positions, y, times, rows)]
+               for p, lab, a, t, r in zip(positions, y, annotators, times, rows)]
         est = None
         if refit:
             est = self._train_labelled(X_all, y_all, template, fit_params, getattr(self, "step_", -1) + 1)

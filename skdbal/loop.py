@@ -239,7 +239,16 @@ class ActiveLearningLoop:
             self.oracle.request(positions)
         self._pending.extend(int(p) for p in positions if p not in self._pending)
         answers = self.oracle.collect(self.pending)
-        labelled, skipped = [], []
+        last = {}
+        for a in answers:  # two answers about one row in one batch: the later one counts
+            if not a.skipped:
+                last[a.position] = a  # keeps the row's first place, takes its last label
+        labelled = list(last.values())
+        if labelled:  # one call: a bad answer (a label outside the classes) changes nothing, and raises
+            self.learner.label([a.position for a in labelled], np.asarray([a.label for a in labelled]),
+                               annotator=[a.annotator for a in labelled], time=[a.time for a in labelled],
+                               refit=False)
+        skipped = []
         for a in answers:
             if a.position in self._pending:
                 self._pending.remove(a.position)
@@ -247,20 +256,8 @@ class ActiveLearningLoop:
                 if a.position not in self._skipped and not self.learner.labelled_mask_[a.position]:
                     self._skipped.append(int(a.position))
                     skipped.append(int(a.position))
-                continue
-            if a.position in self._skipped:  # skipped by one annotator, labelled by another
+            elif a.position in self._skipped:  # skipped by one annotator, labelled by another
                 self._skipped.remove(a.position)
-            labelled.append(a)
-        # record runs of answers by one annotator together, in the order given
-        i = 0
-        while i < len(labelled):
-            j = i
-            while j < len(labelled) and labelled[j].annotator == labelled[i].annotator:
-                j += 1
-            group = labelled[i:j]
-            self.learner.label([a.position for a in group], np.asarray([a.label for a in group]),
-                               annotator=group[0].annotator, time=[a.time for a in group], refit=False)
-            i = j
         return [int(a.position) for a in labelled], skipped
 
     def _fit(self, step: int) -> float:

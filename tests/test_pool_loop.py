@@ -323,3 +323,56 @@ def test_the_loop_needs_a_learner_with_a_pool(digits):
     X, y = digits
     with pytest.raises(ValueError, match="set_pool"):
         ActiveLearningLoop(logistic().fit(X[:20], y[:20]), KnownLabels(y[:20]))
+
+
+class Flaky(Oracle):
+    """Answers everything at once; row 50's answer is first 3, then 4 in the same batch; row 60's is 99."""
+
+    annotator = "flaky"
+
+    def __init__(self, y, bad=False):
+        self.y, self.queue, self.bad = y, [], bad
+
+    def request(self, positions):
+        self.queue.extend(int(p) for p in positions)
+
+    def collect(self, pending):
+        answers = [Answer(p, self.y[p], self.annotator) for p in self.queue]
+        if 50 in self.queue:
+            answers += [Answer(50, 3, "a"), Answer(50, 4, "b")]
+        if self.bad and 60 in self.queue:
+            answers.append(Answer(60, 99, "c"))
+        self.queue = []
+        return answers
+
+
+def test_two_answers_in_one_batch_the_later_counts(digits):
+    X, y = digits
+    net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=1, random_state=0)
+    learner = ActiveLearner(net, random_state=0, verbose=False).set_pool(X[:100])
+    loop = ActiveLearningLoop(learner, Flaky(y[:100]), verbose=False)
+    loop.start(np.r_[np.arange(20), 50])
+    assert learner.labelled_idx_.tolist() == list(range(20)) + [50] and learner.y_training_[20] == 4
+    assert [e["annotator"] for e in learner.label_log_][-1] == "b"
+
+
+def test_a_label_outside_the_classes_from_an_oracle_raises_and_records_nothing(digits):
+    X, y = digits
+    net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=1, random_state=0)
+    learner = ActiveLearner(net, random_state=0, verbose=False).set_pool(X[:100])
+    loop = ActiveLearningLoop(learner, Flaky(y[:100], bad=True), verbose=False)
+    with pytest.raises(ValueError, match=r"not in the estimator's classes: \[99\]"):
+        loop.start(np.r_[np.arange(20), 60])
+    assert len(learner.labelled_idx_) == 0 and not learner.label_log_
+    assert sorted(loop.pending.tolist()) == list(range(20)) + [60]   # still asked, nothing lost to the loop
+
+
+def test_a_failed_fit_with_missing_labels_changes_nothing(digits):
+    X, y = digits
+    learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
+    before = (learner.estimator_, learner.labelled_idx_.copy())
+    learner.set_params(estimator=LogisticRegression(max_iter=-1))
+    with pytest.raises(ValueError):
+        learner.fit(X[:200], partial(y[:200], np.arange(30)))
+    assert learner.estimator_ is before[0] and learner.labelled_idx_.tolist() == before[1].tolist()
+    assert len(learner.X_pool_) == 300
