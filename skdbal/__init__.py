@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 #: Public classes, by the module that defines them.
 _CLASSES = {
     "ActiveLearner": "learner",
+    "ActiveLearningBudget": "budget",
     "BayesianLinearRegression": "bayesian_linear",
     "DeepEnsembleClassifier": "ensemble",
     "NetFeatures": "features",
@@ -22,7 +23,7 @@ _CLASSES = {
 }
 _SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
                "noise", "diversity", "batchbald", "datasets", "ensemble", "egl",
-               "mc_regression")
+               "mc_regression", "budget")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 
