@@ -160,13 +160,15 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         The learner's own pool, given by :meth:`set_pool`, :meth:`fit` with
         missing labels or :meth:`simulate`; absent after a :meth:`fit` with
         every label given (modAL's form), which keeps no pool.
-    pool_ids_ : ndarray of shape (n_pool_,)
+    n_pool_ : int
+        Number of rows of the learner's pool.
+    pool_ids_ : ndarray of shape (`n_pool_`,)
         The pool rows' identifiers (their positions by default).
     labelled_idx_ : ndarray of int
         Positions in the pool of the labelled rows, in arrival order.
-    labelled_mask_ : ndarray of bool, shape (n_pool_,)
+    labelled_mask_ : ndarray of bool, shape (`n_pool_`,)
         Which pool rows are labelled.
-    y_pool_ : ndarray of shape (n_pool_,)
+    y_pool_ : ndarray of shape (`n_pool_`,)
         The pool's labels, ``missing_label`` where unknown.
     label_log_ : list of dict
         One entry per label given with :meth:`label` (or by the loop's
