@@ -1,0 +1,14 @@
+"""Labelling with people: a durable store of label events (SQLite).
+
+The store is the journal of a labelling session: every label, skip and
+undo is an append-only event, committed before the call returns, and the
+current label of an item is its latest event. Queries (with the model
+version and the scores) and model versions (with the labelled set they saw)
+are recorded beside the events, so that a session can be redone from it.
+
+This subpackage uses only the standard library's :mod:`sqlite3`; the
+estimators never import it.
+"""
+from .store import LabelStore, StoreError
+
+__all__ = ["LabelStore", "StoreError"]

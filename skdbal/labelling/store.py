@@ -1,0 +1,361 @@
+"""An append-only store of label events in SQLite (WAL mode).
+
+Tables:
+
+- ``meta``: the configuration of the session (JSON), written once;
+- ``items``: the pool's items, an integer id (the position in the pool) and
+  a unique key (a file name, a row id);
+- ``events``: append-only; ``kind`` is ``"label"``, ``"skip"`` or
+  ``"undo"`` (which names the event it undoes); ``request_id`` makes a
+  replayed submission idempotent;
+- ``leases``: which annotator holds which item, until when;
+- ``queries``: each queried batch, with the model version and the scores;
+- ``models``: each model version, with the last event it saw and its metrics.
+
+The file is marked as ours (SQLite's ``application_id``) and versioned
+(``user_version``): a file that is not ours, or is corrupt, is refused with
+a :class:`StoreError` at open, never overwritten. Every write is one
+transaction, committed (``synchronous=FULL``) before the call returns, so a
+``kill -9`` at any moment loses nothing that was acknowledged.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time as _time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+__all__ = ["LabelStore", "StoreError", "APPLICATION_ID", "SCHEMA_VERSION"]
+
+#: SQLite ``application_id`` of a skdbal store ("SKDB").
+APPLICATION_ID = 0x534B4442
+#: Version of the schema below (``user_version``).
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE items (item INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE events (
+    event INTEGER PRIMARY KEY AUTOINCREMENT,
+    item INTEGER NOT NULL REFERENCES items(item),
+    kind TEXT NOT NULL CHECK (kind IN ('label', 'skip', 'undo')),
+    label TEXT,
+    undoes INTEGER REFERENCES events(event),
+    annotator TEXT,
+    time REAL NOT NULL,
+    request_id TEXT UNIQUE
+);
+CREATE INDEX events_item ON events(item, event);
+CREATE TABLE leases (item INTEGER PRIMARY KEY REFERENCES items(item), annotator TEXT, expires REAL NOT NULL);
+CREATE TABLE queries (
+    query INTEGER PRIMARY KEY AUTOINCREMENT, model_version INTEGER, time REAL NOT NULL, scores TEXT NOT NULL
+);
+CREATE TABLE models (
+    version INTEGER PRIMARY KEY, time REAL NOT NULL, last_event INTEGER NOT NULL, n_labels INTEGER NOT NULL,
+    metrics TEXT NOT NULL
+);
+"""
+
+
+class StoreError(ValueError):
+    """A store file that cannot be used: not ours, corrupt, or of another schema version.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skdbal.labelling import LabelStore, StoreError
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.db")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("my notes, not a database" * 100)
+    >>> try:
+    ...     LabelStore(path)
+    ... except StoreError as exc:
+    ...     print("refused")
+    refused
+    """
+
+
+class LabelStore:
+    """A durable, append-only store of label events.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The SQLite file; created (with its schema) if it does not exist or
+        is empty.
+
+    Raises
+    ------
+    StoreError
+        If the file exists and is not a skdbal store, is corrupt, or has
+        another schema version; the file is left as it is.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from skdbal.labelling import LabelStore
+    >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "project.db"))
+    >>> store.add_items(["a.png", "b.png", "c.png"])
+    [0, 1, 2]
+    >>> e = store.add_event(0, "label", "cat", annotator="ann")
+    >>> _ = store.add_event(0, "label", "dog", annotator="bob")      # a relabel: the latest counts
+    >>> _ = store.add_event(1, "skip", annotator="ann")
+    >>> {item: row["label"] for item, row in store.current_labels().items()}
+    {0: 'dog'}
+    >>> _ = store.add_event(0, "undo", annotator="bob")              # undoes bob's label
+    >>> store.current_labels()[0]["label"]
+    'cat'
+    >>> store.close()
+    """
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        if not new:
+            _check_ours(self.path)
+        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
+                                     timeout=30.0)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            if new:
+                with self._transaction():
+                    for statement in _SCHEMA.strip().split(";\n"):
+                        if statement.strip():
+                            self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # ------------------------------------------------------------ plumbing
+    def _transaction(self):
+        store = self
+
+        class _T:
+            def __enter__(self):
+                store._lock.acquire()
+                store._conn.execute("BEGIN IMMEDIATE")
+                return store._conn
+
+            def __exit__(self, kind, value, tb):
+                try:
+                    store._conn.execute("COMMIT" if kind is None else "ROLLBACK")
+                finally:
+                    store._lock.release()
+                return False
+
+        return _T()
+
+    def _read(self, sql: str, args: Sequence = ()) -> list:
+        with self._lock:
+            return self._conn.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        """Close the connection (everything is committed already)."""
+        with self._lock:
+            self._conn.close()
+
+    # --------------------------------------------------------------- meta
+    def set_config(self, config: dict) -> None:
+        """Record the session's configuration; a store keeps its first one.
+
+        Raises
+        ------
+        StoreError
+            If the store holds another configuration (a session of another
+            project): it is named, and nothing is changed.
+        """
+        text = json.dumps(config, sort_keys=True)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key='config'").fetchone()
+            if row is None:
+                conn.execute("INSERT INTO meta VALUES ('config', ?)", (text,))
+            elif json.loads(row[0]) != json.loads(text):
+                stored = json.loads(row[0])
+                diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
+                raise StoreError(f"{self.path} holds a session with another configuration (fields {diff} "
+                                 "differ); open it with its own configuration, or use another store")
+
+    def config(self) -> Optional[dict]:
+        """The recorded configuration, or None."""
+        rows = self._read("SELECT value FROM meta WHERE key='config'")
+        return json.loads(rows[0][0]) if rows else None
+
+    # --------------------------------------------------------------- items
+    def add_items(self, keys: Iterable[str]) -> List[int]:
+        """Register the pool's items (in order); their ids are their positions.
+
+        Registering the same keys again (a restart) is a no-op; other keys
+        than the stored ones are refused with a :class:`StoreError`.
+        """
+        keys = [str(k) for k in keys]
+        with self._transaction() as conn:
+            stored = [k for (k,) in conn.execute("SELECT key FROM items ORDER BY item")]
+            if stored:
+                if stored != keys:
+                    raise StoreError(f"{self.path} holds another pool ({len(stored)} items, first "
+                                     f"{stored[:3]}) than the one given ({len(keys)} items, first {keys[:3]})")
+            else:
+                conn.executemany("INSERT INTO items VALUES (?, ?)", enumerate(keys))
+        return list(range(len(keys)))
+
+    def n_items(self) -> int:
+        return self._read("SELECT COUNT(*) FROM items")[0][0]
+
+    def _check_item(self, conn, item) -> int:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise TypeError(f"item must be an int id; got {item!r}")
+        if conn.execute("SELECT 1 FROM items WHERE item=?", (item,)).fetchone() is None:
+            raise KeyError(f"unknown item {item}")
+        return item
+
+    # -------------------------------------------------------------- events
+    def add_event(self, item: int, kind: str, label: Optional[str] = None, *, annotator: Optional[str] = None,
+                  request_id: Optional[str] = None, time: Optional[float] = None) -> int:
+        """Append one event, committed before returning; its id.
+
+        ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
+        undoes the item's latest label that is not undone (an error if there
+        is none). A ``request_id`` seen before returns the earlier event's id
+        if the request is the same (a replay), and raises ``ValueError`` if
+        it differs.
+        """
+        if kind not in ("label", "skip", "undo"):
+            raise ValueError(f"kind must be 'label', 'skip' or 'undo'; got {kind!r}")
+        if (kind == "label") != (label is not None):
+            raise ValueError("a label event needs a label, and only a label event has one")
+        when = _time.time() if time is None else float(time)
+        with self._transaction() as conn:
+            item = self._check_item(conn, item)
+            if request_id is not None:
+                old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
+                                   (request_id,)).fetchone()
+                if old is not None:
+                    if tuple(old[1:]) != (item, kind, label, annotator):
+                        raise ValueError(f"request {request_id!r} was already used for another submission")
+                    return old[0]
+            undoes = None
+            if kind == "undo":
+                undoes = self._latest_label_event(conn, item)
+                if undoes is None:
+                    raise ValueError(f"item {item} has no label to undo")
+            cur = conn.execute("INSERT INTO events (item, kind, label, undoes, annotator, time, request_id) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when,
+                                                                request_id))
+            return cur.lastrowid
+
+    @staticmethod
+    def _latest_label_event(conn, item) -> Optional[int]:
+        row = conn.execute("SELECT event FROM events WHERE item=? AND kind='label' AND event NOT IN "
+                           "(SELECT undoes FROM events WHERE undoes IS NOT NULL) ORDER BY event DESC LIMIT 1",
+                           (item,)).fetchone()
+        return None if row is None else row[0]
+
+    def events(self, after: int = 0) -> List[dict]:
+        """Every event after event id ``after``, in order."""
+        rows = self._read("SELECT event, item, kind, label, undoes, annotator, time, request_id FROM events "
+                          "WHERE event > ? ORDER BY event", (after,))
+        keys = ("event", "item", "kind", "label", "undoes", "annotator", "time", "request_id")
+        return [dict(zip(keys, r)) for r in rows]
+
+    def current_labels(self, upto: Optional[int] = None) -> Dict[int, dict]:
+        """The current label of every labelled item (its latest label event
+        that is not undone), as ``{item: {"label", "annotator", "time", "event"}}``,
+        considering the events up to id ``upto`` (all by default)."""
+        upto = 2**62 if upto is None else int(upto)
+        rows = self._read(
+            "SELECT e.item, e.label, e.annotator, e.time, e.event FROM events e "
+            "WHERE e.kind='label' AND e.event <= ? AND e.event NOT IN "
+            "(SELECT undoes FROM events WHERE undoes IS NOT NULL AND event <= ?) "
+            "AND e.event = (SELECT MAX(f.event) FROM events f WHERE f.item=e.item AND f.kind='label' "
+            "AND f.event <= ? AND f.event NOT IN (SELECT undoes FROM events WHERE undoes IS NOT NULL "
+            "AND event <= ?)) ORDER BY e.event", (upto, upto, upto, upto))
+        return {item: {"label": label, "annotator": ann, "time": t, "event": ev}
+                for item, label, ann, t, ev in rows}
+
+    def skipped(self) -> List[int]:
+        """Items skipped and not labelled since."""
+        labelled = set(self.current_labels())
+        rows = self._read("SELECT DISTINCT item FROM events WHERE kind='skip' ORDER BY item")
+        return [item for (item,) in rows if item not in labelled]
+
+    # -------------------------------------------------------------- leases
+    def lease(self, items: Sequence[int], annotator: str, timeout: float, *, now: Optional[float] = None,
+              limit: Optional[int] = None) -> List[int]:
+        """Lease to ``annotator`` those of ``items`` (in order) that nobody else
+        holds a live lease on, up to ``limit``; a lease lasts ``timeout`` s.
+        One transaction: no item is ever held by two live leases."""
+        now = _time.time() if now is None else float(now)
+        granted = []
+        with self._transaction() as conn:
+            for item in items:
+                if limit is not None and len(granted) >= limit:
+                    break
+                held = conn.execute("SELECT annotator, expires FROM leases WHERE item=?", (int(item),)).fetchone()
+                if held is not None and held[1] > now and held[0] != annotator:
+                    continue
+                conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (int(item), annotator, now + timeout))
+                granted.append(int(item))
+        return granted
+
+    def release(self, item: int) -> None:
+        """End the lease on ``item``, if any."""
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM leases WHERE item=?", (int(item),))
+
+    def live_leases(self, *, now: Optional[float] = None) -> Dict[int, str]:
+        """``{item: annotator}`` of the leases not expired."""
+        now = _time.time() if now is None else float(now)
+        return dict(self._read("SELECT item, annotator FROM leases WHERE expires > ?", (now,)))
+
+    # ------------------------------------------------------ queries, models
+    def add_query(self, model_version: Optional[int], scores: Dict[int, float]) -> int:
+        """Record a queried batch: its items with their scores, best first."""
+        with self._transaction() as conn:
+            cur = conn.execute("INSERT INTO queries (model_version, time, scores) VALUES (?, ?, ?)",
+                               (model_version, _time.time(), json.dumps([[int(i), float(s)] for i, s in
+                                                                         scores.items()])))
+            return cur.lastrowid
+
+    def queries(self) -> List[dict]:
+        rows = self._read("SELECT query, model_version, time, scores FROM queries ORDER BY query")
+        return [{"query": q, "model_version": v, "time": t, "scores": [tuple(p) for p in json.loads(s)]}
+                for q, v, t, s in rows]
+
+    def add_model(self, version: int, last_event: int, n_labels: int, metrics: Optional[dict] = None) -> None:
+        """Record model ``version``, trained on the labels of the events up to ``last_event``."""
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO models VALUES (?, ?, ?, ?, ?)",
+                         (int(version), _time.time(), int(last_event), int(n_labels), json.dumps(metrics or {})))
+
+    def models(self) -> List[dict]:
+        rows = self._read("SELECT version, time, last_event, n_labels, metrics FROM models ORDER BY version")
+        return [{"version": v, "time": t, "last_event": e, "n_labels": n, "metrics": json.loads(m)}
+                for v, t, e, n, m in rows]
+
+
+def _check_ours(path: Path) -> None:
+    """Raise StoreError unless ``path`` is a readable skdbal store of our schema version."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute("PRAGMA quick_check").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a readable SQLite database ({exc}); it was left as it is") from None
+    if app != APPLICATION_ID:
+        raise StoreError(f"{path} is not a skdbal labelling store (SQLite application_id {app:#x}); "
+                         "it was left as it is")
+    if version != SCHEMA_VERSION:
+        raise StoreError(f"{path} is a skdbal store of schema version {version}; this skdbal reads "
+                         f"version {SCHEMA_VERSION}")

@@ -1,0 +1,186 @@
+"""The labelling store: a real SQLite file, append-only, durable, ours or refused."""
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from skdbal.labelling import LabelStore, StoreError
+from skdbal.labelling.store import APPLICATION_ID
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = LabelStore(tmp_path / "project.db")
+    s.add_items([f"img{i}.png" for i in range(10)])
+    yield s
+    s.close()
+
+
+def test_events_survive_a_reopen_and_the_latest_label_counts(tmp_path):
+    path = tmp_path / "p.db"
+    s = LabelStore(path)
+    s.set_config({"classes": ["cat", "dog"], "batch_size": 4})
+    s.add_items(["a", "b", "c"])
+    s.add_event(0, "label", "cat", annotator="ann", time=1.0)
+    s.add_event(1, "label", "dog", annotator="ann", time=2.0)
+    s.add_event(0, "label", "dog", annotator="bob", time=3.0)
+    s.add_event(2, "skip", annotator="ann", time=4.0)
+    s.close()
+    s = LabelStore(path)
+    assert s.config() == {"classes": ["cat", "dog"], "batch_size": 4}
+    assert {i: (r["label"], r["annotator"], r["time"]) for i, r in s.current_labels().items()} == \
+        {0: ("dog", "bob", 3.0), 1: ("dog", "ann", 2.0)}
+    assert s.skipped() == [2]
+    assert [e["kind"] for e in s.events()] == ["label", "label", "label", "skip"]   # nothing is overwritten
+    assert s.add_items(["a", "b", "c"]) == [0, 1, 2]                               # a restart: a no-op
+    with pytest.raises(StoreError, match="another pool"):
+        s.add_items(["a", "b", "x"])
+    with pytest.raises(StoreError, match=r"another configuration \(fields \['batch_size'\]"):
+        s.set_config({"classes": ["cat", "dog"], "batch_size": 8})
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    s.close()
+
+
+def test_undo_walks_back_through_the_labels(store):
+    store.add_event(3, "label", "cat", annotator="ann")
+    store.add_event(3, "label", "dog", annotator="bob")
+    store.add_event(3, "undo", annotator="bob")
+    assert store.current_labels()[3]["label"] == "cat"
+    store.add_event(3, "undo", annotator="ann")
+    assert 3 not in store.current_labels()
+    with pytest.raises(ValueError, match="item 3 has no label to undo"):
+        store.add_event(3, "undo")
+
+
+def test_current_labels_up_to_an_event_is_what_a_model_version_saw(store):
+    e1 = store.add_event(1, "label", "cat")
+    store.add_event(2, "label", "dog")
+    store.add_event(1, "label", "dog")
+    store.add_model(0, last_event=e1, n_labels=1, metrics={"accuracy": 0.5})
+    seen = store.models()[0]
+    assert {i: r["label"] for i, r in store.current_labels(upto=seen["last_event"]).items()} == {1: "cat"}
+    assert seen["metrics"] == {"accuracy": 0.5} and seen["n_labels"] == 1
+
+
+def test_a_replayed_submission_is_idempotent_and_a_reused_id_refused(store):
+    a = store.add_event(4, "label", "cat", annotator="ann", request_id="r1")
+    assert store.add_event(4, "label", "cat", annotator="ann", request_id="r1") == a
+    with pytest.raises(ValueError, match="already used for another submission"):
+        store.add_event(4, "label", "dog", annotator="ann", request_id="r1")
+    assert len(store.events()) == 1 and store.current_labels()[4]["label"] == "cat"
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda s: s.add_event(99, "label", "cat"), KeyError, "unknown item 99"),
+    (lambda s: s.add_event("../etc/passwd", "label", "cat"), TypeError, "must be an int id"),
+    (lambda s: s.add_event(1, "delete"), ValueError, "kind must be"),
+    (lambda s: s.add_event(1, "label"), ValueError, "needs a label"),
+    (lambda s: s.add_event(1, "skip", "cat"), ValueError, "only a label event"),
+])
+def test_bad_events_change_nothing(store, call, error, match):
+    with pytest.raises(error, match=match):
+        call(store)
+    assert store.events() == []
+
+
+@pytest.mark.parametrize("content", [
+    b"this is a text file, not a database" * 100,
+    b"SQLite format 3\x00" + os.urandom(4080),          # a header, then garbage
+])
+def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path, content):
+    path = tmp_path / "notes.db"
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match="left as it is|not a readable"):
+        LabelStore(path)
+    assert path.read_bytes() == content
+
+
+def test_another_programs_database_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a skdbal labelling store"):
+        LabelStore(path)
+    assert path.read_bytes() == before
+
+
+def test_no_item_is_held_by_two_live_leases(store):
+    assert store.lease(range(10), "ann", timeout=60, limit=4) == [0, 1, 2, 3]
+    assert store.lease(range(10), "bob", timeout=60, limit=4) == [4, 5, 6, 7]
+    assert store.lease(range(10), "ann", timeout=60, limit=2) == [0, 1]      # ann renews her own
+    assert store.lease([0, 8], "bob", timeout=60, now=time.time() + 61) == [0, 8]   # ann's expired
+    store.release(8)
+    assert 8 not in store.live_leases()
+
+
+def test_concurrent_annotators_never_share_an_item(tmp_path):
+    path = tmp_path / "c.db"
+    LabelStore(path).add_items([str(i) for i in range(200)])
+    stores = [LabelStore(path) for _ in range(4)]       # several connections, as several processes would
+    granted, errors = {}, []
+
+    def annotator(k):
+        try:
+            got = stores[k % 4].lease(range(200), f"a{k}", timeout=60, limit=8)
+            granted[k] = got
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=annotator, args=(k,)) for k in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    items = [i for got in granted.values() for i in got]
+    assert len(items) == len(set(items)) == 160
+
+
+WRITER = r"""
+import sys
+from skdbal.labelling import LabelStore
+store = LabelStore(sys.argv[1])
+store.add_items([str(i) for i in range(1000)])
+start = int(sys.argv[2])
+for n in range(start, start + 100000):
+    store.add_event(n % 1000, "label", str(n % 7), annotator="w", request_id=f"r{n}")
+    print(n, flush=True)   # acknowledged: add_event has returned
+"""
+
+
+def test_kill_9_loses_no_acknowledged_event(tmp_path):
+    """20 trials: a writer killed with SIGKILL at a random moment; every event it acknowledged is in
+    the store, exactly once, and the store reopens and takes more."""
+    path = tmp_path / "k.db"
+    rng = random.Random(0)
+    acked, start = [], 0
+    for trial in range(20):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start)], stdout=subprocess.PIPE,
+                                text=True)
+        line = proc.stdout.readline()          # it is writing
+        time.sleep(rng.uniform(0.0, 0.15))
+        os.kill(proc.pid, signal.SIGKILL)
+        out = line + proc.stdout.read()
+        proc.wait(timeout=10)
+        acked += [int(n) for n in out.split()]
+        store = LabelStore(path)
+        ids = [e["request_id"] for e in store.events()]
+        store.close()
+        assert len(ids) == len(set(ids))
+        assert {f"r{n}" for n in acked} <= set(ids)
+        # the next writer starts after everything written, acknowledged or not
+        start = max(int(i[1:]) for i in ids) + 1
+    assert len(acked) > 100
