@@ -680,6 +680,49 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.estimator_ = est
         self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
 
+    def unlabel(self, positions, *, annotator: Optional[str] = None, time=None) -> "ActiveLearner":
+        """Withdraw the labels of pool rows (an undone label): they are unlabelled again.
+
+        The model is left as it is; :meth:`refit` retrains without them.
+
+        Parameters
+        ----------
+        positions : array-like of int
+            Labelled positions in the learner's pool.
+        annotator : str, optional
+            Who withdrew them, recorded in ``label_log_`` (``label`` None).
+        time : float, optional
+            When.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            For a position that is not labelled; nothing is changed then.
+        """
+        self._require_pool("unlabel()")
+        positions = check_candidates(np.asarray(positions).reshape(-1), self.n_pool_)
+        rows = self._pool_row[positions]
+        if (rows < 0).any():
+            raise ValueError(f"pool rows {positions[rows < 0][:10].tolist()} are not labelled")
+        keep = np.ones(len(self.y_training_), dtype=bool)
+        keep[rows] = False
+        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": None, "annotator": annotator,
+                "time": time, "previous": _plain(self.y_training_[r])} for p, r in zip(positions, rows)]
+        pool_row = self._pool_row.copy()
+        pool_row[positions] = -1
+        labelled = pool_row >= 0
+        pool_row[labelled] = np.cumsum(keep)[pool_row[labelled]] - 1   # the rows after a removed one move up
+        self.X_training_ = take_rows(self.X_training_, np.flatnonzero(keep))
+        self.y_training_ = self.y_training_[keep]
+        self._pool_row = pool_row
+        self.labelled_idx_ = self.labelled_idx_[~np.isin(self.labelled_idx_, positions)]
+        self.label_log_.extend(log)
+        return self
+
     def refit(self, *, model=None, step: Optional[int] = None, **fit_params) -> "ActiveLearner":
         """Retrain on every label received so far.
 

@@ -243,11 +243,14 @@ class ActiveLearningLoop:
         for a in answers:  # two answers about one row in one batch: the later one counts
             if not a.skipped:
                 last[a.position] = a  # keeps the row's first place, takes its last label
-        labelled = list(last.values())
+        retracted = [a for a in last.values() if a.retract and self.learner.labelled_mask_[a.position]]
+        labelled = [a for a in last.values() if not a.retract]
         if labelled:  # one call: a bad answer (a label outside the classes) changes nothing, and raises
             self.learner.label([a.position for a in labelled], np.asarray([a.label for a in labelled]),
                                annotator=[a.annotator for a in labelled], time=[a.time for a in labelled],
                                refit=False)
+        if retracted:
+            self.learner.unlabel([a.position for a in retracted])
         skipped = []
         for a in answers:
             if a.position in self._pending:

@@ -43,6 +43,9 @@ class Answer:
         Who answered.
     time : float or None
         When, in seconds since the epoch.
+    retract : bool, default=False
+        The row's label is withdrawn (an undone label with none before it):
+        the row is unlabelled again.
 
     Examples
     --------
@@ -55,11 +58,12 @@ class Answer:
     label: Any
     annotator: Optional[str] = None
     time: Optional[float] = None
+    retract: bool = False
 
     @property
     def skipped(self) -> bool:
         """Whether the annotator declined to label the point."""
-        return self.label is None
+        return self.label is None and not self.retract
 
 
 class Oracle:

@@ -1,4 +1,8 @@
-"""Labelling with people: a durable store of label events (SQLite).
+"""Labelling with people: a session whose oracle is people, kept in a durable store (SQLite).
+
+:class:`LabellingSession` runs the one loop (:class:`skdbal.loop.ActiveLearningLoop`) in
+a background thread with the store as its oracle and journal; :class:`LabelStore` is the
+store.
 
 The store is the journal of a labelling session: every label, skip and
 undo is an append-only event, committed before the call returns, and the
@@ -9,6 +13,7 @@ are recorded beside the events, so that a session can be redone from it.
 This subpackage uses only the standard library's :mod:`sqlite3`; the
 estimators never import it.
 """
+from .session import LabellingSession
 from .store import LabelStore, StoreError
 
-__all__ = ["LabelStore", "StoreError"]
+__all__ = ["LabellingSession", "LabelStore", "StoreError"]

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from skdbal.labelling import LabelStore, StoreError
+from skdbal.labelling import store as store_module
 from skdbal.labelling.store import APPLICATION_ID
 
 
@@ -150,9 +151,11 @@ def test_concurrent_annotators_never_share_an_item(tmp_path):
 
 
 WRITER = r"""
-import sys
-from skdbal.labelling import LabelStore
-store = LabelStore(sys.argv[1])
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("store", sys.argv[3])   # the standard library only: a fast start
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+store = module.LabelStore(sys.argv[1])
 store.add_items([str(i) for i in range(1000)])
 start = int(sys.argv[2])
 for n in range(start, start + 100000):
@@ -168,8 +171,8 @@ def test_kill_9_loses_no_acknowledged_event(tmp_path):
     rng = random.Random(0)
     acked, start = [], 0
     for trial in range(20):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start)], stdout=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), store_module.__file__],
+                                stdout=subprocess.PIPE, text=True)
         line = proc.stdout.readline()          # it is writing
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)

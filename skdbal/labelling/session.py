@@ -1,0 +1,404 @@
+"""A labelling session: the one loop with people as the oracle, kept in a durable store.
+
+:class:`LabellingSession` runs :class:`skdbal.loop.ActiveLearningLoop` in a
+background thread. Its oracle, :class:`StoreOracle`, is the store: a queried
+batch is offered to annotators (leased, with a timeout), their labels, skips
+and undos are committed to the store as they arrive, in any order, and the
+loop retrains once ``retrain_after`` new labels have come. People never wait
+for the model: they label the current batch while it trains. The journal is
+the store too (:class:`StoreJournal`): each model version with the last
+event it saw. With ``seeding="step"`` a restarted session trains the same
+model again from those labels, and queries the same pending batch.
+"""
+from __future__ import annotations
+
+import threading
+import time as _time
+import uuid
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..loop import ActiveLearningLoop
+from ..oracles import Answer, Oracle
+from .store import LabelStore
+
+__all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped"]
+
+
+class SessionStopped(RuntimeError):
+    """Raised in the loop's thread when the session stops while it waits for labels.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.session import SessionStopped
+    >>> issubclass(SessionStopped, RuntimeError)
+    True
+    """
+
+
+class StoreOracle(Oracle):
+    """People, through the store: answers are the store's events since the last collect.
+
+    Parameters
+    ----------
+    session : LabellingSession
+
+    Examples
+    --------
+    Every session has one, as its loop's oracle:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> type(session.oracle).__name__, session.oracle.cursor
+    ('StoreOracle', 0)
+    """
+
+    annotator = None
+
+    def __init__(self, session: "LabellingSession"):
+        self.session = session
+        self.cursor = 0            # answers were delivered for the events up to this id
+        self.replay_upto: Optional[int] = None
+        self.batch: List[int] = []  # the items offered now, best first
+        self.scores: Dict[int, float] = {}
+
+    def request(self, positions) -> None:
+        positions = [int(p) for p in positions]
+        if self.replay_upto is not None:
+            return  # a resume asks again for labels already given: nothing to offer
+        learner = self.session.learner
+        acq = getattr(learner, "last_acquisition_", None)
+        scores = {}
+        if acq is not None and acq.scores is not None and len(acq.indices) == len(positions):
+            scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
+        self.scores.update(scores)
+        with self.session._changed:
+            self.batch = positions
+            self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
+                                                                           for p in positions})
+            self.session._changed.notify_all()
+
+    def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None) -> List[Answer]:
+        store, session = self.session.store, self.session
+        events = store.events(after=self.cursor)
+        if upto is not None:
+            events = [e for e in events if e["event"] <= upto]
+        touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
+        current = store.current_labels(upto=upto)
+        labelled = session.learner.labelled_mask_
+        answers = []
+        for item in touched:
+            if item in current:
+                c = current[item]
+                answers.append(Answer(item, session._label_of(c["label"]), c["annotator"], c["time"]))
+            elif labelled[item]:
+                answers.append(Answer(item, None, None, None, retract=True))
+            elif any(e["item"] == item and e["kind"] == "skip" for e in events):
+                answers.append(Answer(item, None, None, None))
+        if events:
+            self.cursor = max(self.cursor, events[-1]["event"])
+        return answers
+
+    def collect(self, pending) -> List[Answer]:
+        session = self.session
+        if self.replay_upto is not None:  # resume: the labels as the last model saw them
+            upto, self.replay_upto = self.replay_upto, None
+            answers = self._answers(upto, [int(p) for p in pending])
+            self.cursor = upto
+            return answers
+        with session._changed:
+            while True:
+                if session._stopping:
+                    raise SessionStopped("the session stopped")
+                new = [e for e in session.store.events(after=self.cursor)]
+                n_labels = sum(e["kind"] != "skip" for e in new)
+                answered = {e["item"] for e in new}
+                waiting = [p for p in pending if p not in answered]
+                known = session.learner.y_training_ if hasattr(session.learner, "y_training_") else []
+                if new and (n_labels >= session.retrain_after or not waiting) and \
+                        self._enough_classes(new, known):
+                    break
+                session._changed.wait(timeout=0.5)
+        return self._answers(None)
+
+    def _enough_classes(self, new, known) -> bool:
+        """A first model needs two classes among its labels."""
+        if getattr(self.session.learner, "step_", -1) >= 0:
+            return True
+        labels = {str(v) for v in np.asarray(known).tolist()} | \
+            {r["label"] for r in self.session.store.current_labels().values()}
+        return len(labels) >= 2
+
+
+class StoreJournal:
+    """The loop's journal in the store: one row per model version.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> session.journal.rows()          # no model version yet
+    []
+    """
+
+    def __init__(self, session: "LabellingSession"):
+        self.session = session
+
+    def rows(self) -> List[dict]:
+        store = self.session.store
+        rows, before = [], set()
+        for m in store.models():
+            now = store.current_labels(upto=m["last_event"])
+            new = [i for i in now if i not in before]
+            rows.append({"step": m["version"], "n_labels": m["n_labels"], "query_indices": new,
+                         "labelled_indices": new, **m["metrics"]})
+            before = set(now)
+        return rows
+
+    def append(self, row: dict, learner) -> None:
+        session = self.session
+        metrics = {k: row[k] for k in ("accuracy",) if k in row}
+        if row["fit_time"] or row["step"] == 0:  # a new model version
+            session.store.add_model(learner.step_, session.oracle.cursor, len(learner.y_training_), metrics)
+            session.last_retrain = _time.time()
+
+
+class LabellingSession:
+    """Label a pool with people, the model choosing what comes next.
+
+    Parameters
+    ----------
+    learner : ActiveLearner
+        With ``seeding="step"`` (so that a restart trains the same model
+        again) and an estimator whose ``classes`` are ``classes``.
+    X : array-like of shape (N, ...)
+        The pool.
+    classes : sequence
+        The labels people may give.
+    store : str, path-like or LabelStore
+        The SQLite store; a new session is created in an empty file, an
+        existing one resumed.
+    keys : sequence of str, optional
+        A name per pool row (file names); the positions by default.
+    batch_size : int, default=10
+        Items queried per batch.
+    retrain_after : int, optional
+        New labels after which the model retrains; ``batch_size`` by default.
+    initial : array-like of int, optional
+        The first batch, labelled before any model exists; by default
+        ``batch_size`` random rows (seeded by the learner's ``random_state``).
+    lease_timeout : float, default=600
+        Seconds an annotator holds an item handed out by :meth:`next_batch`.
+    X_test, y_test : array-like, optional
+        A labelled test set: its accuracy is recorded per model version.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.acquisition import max_entropy
+    >>> from skdbal.labelling import LabellingSession
+    >>> X, y = load_digits(return_X_y=True)
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+    ...                         seeding="step")
+    >>> store = os.path.join(tempfile.mkdtemp(), "digits.db")
+    >>> with LabellingSession(learner, X[:300], classes=range(10), store=store, batch_size=10) as session:
+    ...     for item in session.next_batch(annotator="ann", timeout=10):     # a person answers
+    ...         _ = session.submit(item["item"], int(y[item["item"]]), annotator="ann")
+    ...     session.wait_for_version(0, timeout=30)
+    ...     status = session.status()
+    >>> status["labelled"], status["model_version"]
+    (10, 0)
+    """
+
+    def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
+                 retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 600.0,
+                 X_test=None, y_test=None):
+        self.learner = learner
+        self.X = X
+        self.classes = list(classes)
+        self.store = store if isinstance(store, LabelStore) else LabelStore(store)
+        self.keys = [str(k) for k in (range(len(X)) if keys is None else keys)]
+        self.batch_size = batch_size
+        self.retrain_after = batch_size if retrain_after is None else retrain_after
+        self.initial = initial
+        self.lease_timeout = lease_timeout
+        self.X_test, self.y_test = X_test, y_test
+        self._by_text = {str(c): c for c in self.classes}
+        if len(self._by_text) != len(self.classes):
+            raise ValueError("classes must be distinct as text")
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread: Optional[threading.Thread] = None
+        self.error: Optional[BaseException] = None
+        self.last_retrain: Optional[float] = None
+        self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
+                               "retrain_after": self.retrain_after, "n_items": len(self.keys),
+                               "learner": repr(learner)})
+        self.store.add_items(self.keys)
+        self.oracle = StoreOracle(self)
+        self.journal = StoreJournal(self)
+
+    def _label_of(self, text: str):
+        return self._by_text[text]
+
+    # ------------------------------------------------------------ the loop
+    def start(self) -> "LabellingSession":
+        """Start (or resume) the loop in a background thread."""
+        self.learner.set_pool(self.X, ids=np.arange(len(self.X)))
+        evaluate = None
+        if self.X_test is not None:
+            from ..loop import evaluate as _evaluate
+
+            evaluate = lambda m: _evaluate(m, self.X_test, self.y_test)  # noqa: E731
+        self.loop = ActiveLearningLoop(self.learner, self.oracle, n_instances=self.batch_size, evaluate=evaluate,
+                                       journal=self.journal, verbose=False)
+        self._thread = threading.Thread(target=self._run, name="skdbal-labelling-loop", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        try:
+            models = self.store.models()
+            if models:
+                self.oracle.replay_upto = models[-1]["last_event"]
+                self.loop.resume()
+            else:
+                initial = self.initial
+                if initial is None:
+                    rng = np.random.RandomState(self.learner.random_state)
+                    initial = np.sort(rng.choice(len(self.X), self.batch_size, replace=False))
+                self.oracle.batch = [int(i) for i in initial]
+                self.loop.start(initial)
+            while not self._stopping:
+                self.loop.step()
+        except SessionStopped:
+            pass
+        except BaseException as exc:  # reported by status() and wait_for_version()
+            self.error = exc
+            with self._changed:
+                self._changed.notify_all()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the loop's thread (labels are all in the store already)."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def wait_for_version(self, version: int, timeout: float = 60.0) -> None:
+        """Block until model ``version`` is trained (for scripts and tests)."""
+        deadline = _time.time() + timeout
+        while getattr(self.learner, "step_", -1) < version or not self.store.models() or \
+                self.store.models()[-1]["version"] < version:
+            if self.error is not None:
+                raise RuntimeError("the session's loop failed") from self.error
+            if _time.time() > deadline:
+                raise TimeoutError(f"model version {version} was not trained within {timeout} s")
+            _time.sleep(0.02)
+
+    # --------------------------------------------------------------- verbs
+    def _check_item(self, item) -> int:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or not 0 <= item < len(self.keys):
+            raise ValueError(f"unknown item {item!r}: items are ids in [0, {len(self.keys)})")
+        return int(item)
+
+    def next_batch(self, annotator: Optional[str] = None, n: Optional[int] = None,
+                   timeout: float = 0.0) -> List[dict]:
+        """The items for ``annotator`` to label now, leased to them, best first.
+
+        Items of the current batch that are unlabelled, not skipped and not
+        held by someone else. Waits up to ``timeout`` seconds for a batch.
+
+        Returns
+        -------
+        list of dict
+            ``item`` (id), ``key``, ``score`` (the acquisition score, NaN
+            for the first batch).
+        """
+        annotator = annotator or "anonymous"
+        deadline = _time.time() + timeout
+        while True:
+            labelled = self.store.current_labels()
+            skipped = set(self.store.skipped())
+            free = [i for i in self.oracle.batch if i not in labelled and i not in skipped]
+            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n)
+            if leased or _time.time() >= deadline:
+                break
+            with self._changed:
+                self._changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
+        return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan"))}
+                for i in leased]
+
+    def _event(self, item, kind, label=None, annotator=None, request_id=None) -> int:
+        event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id)
+        with self._changed:
+            self._changed.notify_all()
+        return event
+
+    def submit(self, item: int, label, annotator: Optional[str] = None, request_id: Optional[str] = None) -> int:
+        """Record a label, committed before returning; the event id.
+
+        Raises
+        ------
+        ValueError
+            For an unknown item or a label not in ``classes``; nothing is
+            recorded then.
+        """
+        item = self._check_item(item)
+        if str(label) not in self._by_text:
+            raise ValueError(f"unknown class {label!r}; the classes are {self.classes}")
+        event = self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex)
+        self.store.release(item)
+        return event
+
+    def skip(self, item: int, annotator: Optional[str] = None) -> int:
+        """Decline to label ``item``: it is not offered again."""
+        item = self._check_item(item)
+        event = self._event(item, "skip", None, annotator)
+        self.store.release(item)
+        return event
+
+    def undo(self, item: int, annotator: Optional[str] = None) -> int:
+        """Undo the item's latest label: its label before, or none."""
+        return self._event(self._check_item(item), "undo", None, annotator)
+
+    def labels(self) -> List[dict]:
+        """The current labels: ``item``, ``key``, ``label``, ``annotator``, ``time``."""
+        return [{"item": i, "key": self.keys[i], "label": self._label_of(r["label"]), "annotator": r["annotator"],
+                 "time": r["time"]} for i, r in self.store.current_labels().items()]
+
+    def status(self) -> dict:
+        """``labelled``, ``model_version`` (-1 before the first), ``last_retrain``, ``pending``
+        (items of the current batch still to label), ``skipped``, ``error``."""
+        labelled = self.store.current_labels()
+        skipped = set(self.store.skipped())
+        models = self.store.models()
+        return {"labelled": len(labelled), "model_version": models[-1]["version"] if models else -1,
+                "last_retrain": models[-1]["time"] if models else None,
+                "pending": [i for i in self.oracle.batch if i not in labelled and i not in skipped],
+                "skipped": len(skipped), "error": None if self.error is None else repr(self.error)}

@@ -1,0 +1,120 @@
+"""The labelling session: the one loop with people (here, code acting as people) as the oracle."""
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import max_entropy
+from skdbal.labelling import LabellingSession, LabelStore
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
+def learner():
+    return ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                         seeding="step", verbose=False)
+
+
+def session_of(X, y, path, **kw):
+    return LabellingSession(learner(), X[:300], classes=range(10), store=path, batch_size=10,
+                            X_test=X[1000:1200], y_test=y[1000:1200], **kw)
+
+
+def label_all(session, y, annotator="ann", timeout=10):
+    batch = session.next_batch(annotator=annotator, timeout=timeout)
+    for item in batch:
+        session.submit(item["item"], int(y[item["item"]]), annotator=annotator)
+    return batch
+
+
+def test_people_label_batches_and_the_model_follows(digits, tmp_path):
+    X, y = digits
+    with session_of(X, y, tmp_path / "s.db") as s:
+        first = label_all(s, y)
+        assert len(first) == 10 and all(np.isnan(b["score"]) for b in first)   # no model yet: no scores
+        s.wait_for_version(0, timeout=30)
+        second = label_all(s, y)
+        assert len(second) == 10 and not {b["item"] for b in first} & {b["item"] for b in second}
+        # the second batch is the max-entropy top 10 of the unlabelled rows under model 0, with its scores
+        P = LogisticRegression(max_iter=300, random_state=0).fit(X[:300][[b["item"] for b in first]],
+                                                                 y[[b["item"] for b in first]]).predict_proba(X[:300])
+        H = -(P * np.log(np.maximum(P, 1e-300))).sum(axis=1)
+        H[[b["item"] for b in first]] = -np.inf
+        assert sorted(b["item"] for b in second) == sorted(np.argsort(-H)[:10].tolist())
+        np.testing.assert_allclose(sorted(b["score"] for b in second), sorted(H[np.argsort(-H)[:10]]), rtol=1e-6)
+        s.wait_for_version(1, timeout=30)
+        status = s.status()
+        assert status["labelled"] == 20 and status["model_version"] == 1 and len(status["pending"]) == 10
+        assert {r["item"]: r["label"] for r in s.labels()} == {i: int(y[i]) for i in
+                                                               [b["item"] for b in first + second]}
+        models = s.store.models()
+        assert [m["n_labels"] for m in models] == [10, 20] and 0 < models[1]["metrics"]["accuracy"] <= 1
+        assert len(s.learner.y_training_) == 20
+
+
+def test_skip_undo_and_bad_input(digits, tmp_path):
+    X, y = digits
+    with session_of(X, y, tmp_path / "s.db") as s:
+        batch = s.next_batch(annotator="ann", timeout=10)
+        items = [b["item"] for b in batch]
+        s.skip(items[0], annotator="ann")
+        s.submit(items[1], (int(y[items[1]]) + 1) % 10, annotator="ann")   # a mistake ...
+        s.undo(items[1], annotator="ann")                                  # ... undone
+        n_events = len(s.store.events())
+        with pytest.raises(ValueError, match="unknown class 'cat'"):
+            s.submit(items[2], "cat")
+        with pytest.raises(ValueError, match=r"unknown item 300"):
+            s.submit(300, 1)
+        with pytest.raises(ValueError, match="unknown item"):
+            s.skip("../../etc/passwd")
+        assert len(s.store.events()) == n_events          # nothing recorded
+        assert items[0] not in [b["item"] for b in s.next_batch(annotator="bob")]  # skipped: not offered again
+        for i in items[1:]:
+            s.submit(i, int(y[i]), annotator="ann")
+        s.wait_for_version(0, timeout=30)
+        assert {r["item"]: r["label"] for r in s.labels()} == {i: int(y[i]) for i in items[1:]}
+        # model 0 saw the labels that had come (at least retrain_after=10 events), never the undone mistake
+        mask = s.learner.labelled_mask_
+        assert not mask[items[0]] and mask[items[1:]].sum() >= 8
+        np.testing.assert_array_equal(s.learner.y_training_, y[s.learner.labelled_idx_])
+
+
+def test_a_restart_resumes_with_the_same_labels_model_and_pending_batch(digits, tmp_path):
+    X, y = digits
+    path = tmp_path / "s.db"
+    s = session_of(X, y, path).start()
+    label_all(s, y)
+    s.wait_for_version(0, timeout=30)
+    second = s.next_batch(annotator="ann", timeout=10)
+    for b in second[:4]:                               # four labels of the batch, then the process stops
+        s.submit(b["item"], int(y[b["item"]]), annotator="ann")
+    proba = s.learner.predict_proba(X[1000:1010])
+    s.stop()
+    s.store.close()
+
+    r = session_of(X, y, path).start()
+    try:
+        r.wait_for_version(0, timeout=30)
+        np.testing.assert_allclose(r.learner.predict_proba(X[1000:1010]), proba)   # the same model 0
+        again = r.next_batch(annotator="ann", timeout=10)                # the same pending batch, less the 4
+        assert [b["item"] for b in again] == [b["item"] for b in second[4:]]
+        for b in again:
+            r.submit(b["item"], int(y[b["item"]]), annotator="ann")
+        r.wait_for_version(1, timeout=30)
+        assert r.status()["labelled"] == 20 and len(r.learner.y_training_) == 20
+    finally:
+        r.stop()
+
+
+def test_a_session_refuses_a_store_of_another_project(digits, tmp_path):
+    X, y = digits
+    path = tmp_path / "s.db"
+    session_of(X, y, path).store.close()
+    with pytest.raises(ValueError, match="another configuration"):
+        LabellingSession(learner(), X[:300], classes=["cat", "dog"], store=path)
+    assert LabelStore(path).config()["classes"] == [str(c) for c in range(10)]
