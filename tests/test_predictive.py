@@ -207,7 +207,8 @@ def test_no_module_imports_the_learner_or_the_experiments():
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
         # the learner, and what is built on it (an active-learning set-up as an estimator, budget.py)
-        if rel in ("__init__.py", "__main__.py", "learner.py", "budget.py") or rel.startswith("experiments/"):
+        if rel in ("__init__.py", "__main__.py", "learner.py", "budget.py") or rel.startswith(("experiments/",
+                                                                                             "labelling/")):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
@@ -217,6 +218,22 @@ def test_no_module_imports_the_learner_or_the_experiments():
             else:
                 continue
             if any({"learner", "ActiveLearner", "experiments"} & set(n.split(".")) for n in names):
+                offenders.append((rel, node.lineno))
+    assert offenders == []
+
+
+def test_only_the_command_line_imports_the_labelling_server():
+    """The labelling store, session and page sit on top: estimators, strategies and the loop never import
+    them (the page needs the optional starlette); only the command line does, lazily."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("labelling/") or rel == "experiments/cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any("labelling" in n.split(".") for n in names):
                 offenders.append((rel, node.lineno))
     assert offenders == []
 

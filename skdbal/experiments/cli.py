@@ -1,4 +1,5 @@
-"""Command line: ``skdbal quickstart`` (the default), ``skdbal experiment``, ``skdbal report``."""
+"""Command line: ``skdbal quickstart`` (the default), ``skdbal experiment``, ``skdbal report``,
+``skdbal label`` (:mod:`skdbal.labelling.cli`)."""
 from __future__ import annotations
 
 import argparse
@@ -229,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a grid without label noise whose runs of the same strategies stand for 0%% noise in "
                          "the cross-rate noise table and figure, e.g. docs/results/gal2017")
     rp.set_defaults(func=_report)
+    from ..labelling.cli import add_parser as add_label_parser, run as run_label
+
+    add_label_parser(sub).set_defaults(func=run_label)
     return parser
 
 

@@ -387,6 +387,14 @@ class LabellingSession:
         """Undo the item's latest label: its label before, or none."""
         return self._event(self._check_item(item), "undo", None, annotator)
 
+    def guesses(self, items: Sequence[int]) -> list:
+        """The current model's label for each item (as text), or None before the first model."""
+        model = getattr(self.learner, "estimator_", None)
+        if model is None or not len(items):
+            return [None] * len(items)
+        X = self.X[np.asarray(items, dtype=np.intp)]
+        return [str(p) for p in model.predict(X)]
+
     def labels(self) -> List[dict]:
         """The current labels: ``item``, ``key``, ``label``, ``annotator``, ``time``."""
         return [{"item": i, "key": self.keys[i], "label": self._label_of(r["label"]), "annotator": r["annotator"],

@@ -1,0 +1,330 @@
+"""The labelling page: a Starlette application over a :class:`LabellingSession`.
+
+Routes (JSON unless said; every POST carries the session's token in the
+``X-Token`` header, which makes state changes CSRF-safe; when the server
+is not bound to a loopback address every request needs it, the page as
+``?token=``):
+
+- ``GET /``: the page (HTML, CSS and JavaScript inline: nothing is fetched
+  from elsewhere);
+- ``GET /api/batch?annotator=NAME``: items leased to the annotator, with
+  their acquisition scores and the model's guess;
+- ``GET /api/item/{id}.png``: an item drawn as a grey-scale PNG (images),
+  ``GET /api/item/{id}``: its values (tabular rows). Items are served by
+  integer id only: no client-supplied path reaches the file system;
+- ``POST /api/submit`` ``{"item", "label", "annotator", "request_id"}``,
+  ``POST /api/skip`` and ``POST /api/undo`` ``{"item", "annotator"}``;
+- ``GET /api/status``, ``GET /api/labels.csv``.
+
+Bodies larger than ``max_body`` bytes are refused (413), unknown items and
+classes with 4xx and a message; nothing from a client is unpickled.
+"""
+from __future__ import annotations
+
+import csv
+import hmac
+import io
+import json
+import secrets
+import struct
+import zlib
+from typing import Optional
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from .session import LabellingSession
+
+__all__ = ["make_app", "png_bytes"]
+
+#: Largest request body accepted, in bytes.
+MAX_BODY = 16 * 1024
+
+
+def png_bytes(image) -> bytes:
+    """A 2-d array (any range) as an 8-bit grey-scale PNG, with the standard library only.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.app import png_bytes
+    >>> png_bytes([[0, 1], [1, 0]])[:8]
+    b'\\x89PNG\\r\\n\\x1a\\n'
+    """
+    a = np.asarray(image, dtype=np.float64)
+    if a.ndim != 2:
+        side = int(round(np.sqrt(a.size)))
+        if side * side != a.size:
+            raise ValueError(f"cannot draw an item of shape {a.shape} as an image")
+        a = a.reshape(side, side)
+    lo, hi = float(a.min()), float(a.max())
+    g = np.zeros(a.shape, np.uint8) if hi <= lo else np.round(255 * (a - lo) / (hi - lo)).astype(np.uint8)
+    raw = b"".join(b"\x00" + row.tobytes() for row in g)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", g.shape[1], g.shape[0], 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        self.status, self.message = status, message
+
+
+def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
+             images: bool = True, max_body: int = MAX_BODY) -> Starlette:
+    """The Starlette application of the labelling page.
+
+    Parameters
+    ----------
+    session : LabellingSession
+        Started (or to be started by the caller).
+    token : str, optional
+        The session's token; a new random one by default (``app.state.token``).
+    require_token_everywhere : bool, default=False
+        Check the token on every request, not only on POSTs: for a server
+        bound to another interface than loopback.
+    images : bool, default=True
+        Items are images (drawn as PNG), else rows of a table.
+    max_body : int
+        Largest request body, in bytes.
+
+    Returns
+    -------
+    starlette.applications.Starlette
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from starlette.testclient import TestClient
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> from skdbal.labelling.app import make_app
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> client = TestClient(make_app(session, token="t0k"))
+    >>> client.post("/api/submit", json={"item": 0, "label": "c"}, headers={"X-Token": "t0k"}).json()
+    {'error': "unknown class 'c'; the classes are ['a', 'b']"}
+    >>> client.post("/api/submit", json={"item": 0, "label": "a"}).status_code      # no token
+    403
+    """
+    token = token or secrets.token_urlsafe(24)
+
+    def check_token(request: Request, always: bool) -> None:
+        if not (always or require_token_everywhere):
+            return
+        given = request.headers.get("x-token") or request.query_params.get("token") or ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise _Refused(403, "missing or wrong token")
+
+    async def body(request: Request) -> dict:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            raise _Refused(413, f"request body larger than {max_body} bytes")
+        raw = b""
+        async for part in request.stream():
+            raw += part
+            if len(raw) > max_body:
+                raise _Refused(413, f"request body larger than {max_body} bytes")
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError:
+            raise _Refused(400, "the body must be JSON") from None
+        if not isinstance(data, dict):
+            raise _Refused(400, "the body must be a JSON object")
+        return data
+
+    def item_of(value) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(session.keys):
+            raise _Refused(404, f"unknown item {value!r}")
+        return value
+
+    def handler(fn, always_token: bool):
+        async def run(request: Request) -> Response:
+            try:
+                check_token(request, always_token)
+                return await fn(request)
+            except _Refused as exc:
+                return JSONResponse({"error": exc.message}, status_code=exc.status)
+            except (ValueError, KeyError, TypeError) as exc:
+                return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
+        return run
+
+    async def page(request: Request) -> Response:
+        html = _PAGE.replace("__TOKEN__", json.dumps(token)).replace("__CLASSES__", json.dumps(
+            [str(c) for c in session.classes])).replace("__IMAGES__", json.dumps(bool(images)))
+        return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                                           "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
+                                           "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
+
+    async def batch(request: Request) -> Response:
+        annotator = request.query_params.get("annotator", "anonymous")[:64]
+        items = session.next_batch(annotator=annotator, timeout=float(request.query_params.get("wait", 0) or 0))
+        guesses = session.guesses([b["item"] for b in items])
+        for b, g in zip(items, guesses):
+            b["guess"] = g
+            b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
+        return JSONResponse({"items": items, "status": _status(session)})
+
+    async def item_png(request: Request) -> Response:
+        item = item_of(int(request.path_params["item"]))
+        return Response(png_bytes(session.X[item]), media_type="image/png")
+
+    async def item_values(request: Request) -> Response:
+        item = item_of(int(request.path_params["item"]))
+        return JSONResponse({"item": item, "key": session.keys[item],
+                             "values": np.asarray(session.X[item], dtype=float).ravel().tolist()})
+
+    async def submit(request: Request) -> Response:
+        data = await body(request)
+        item = item_of(data.get("item"))
+        label = data.get("label")
+        if not isinstance(label, (str, int)) or isinstance(label, bool):
+            raise _Refused(400, "label must be a class name")
+        request_id = data.get("request_id")
+        if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
+            raise _Refused(400, "request_id must be a string of at most 100 characters")
+        annotator = str(data.get("annotator") or "anonymous")[:64]
+        event = session.submit(item, label, annotator=annotator, request_id=request_id)
+        return JSONResponse({"event": event, "status": _status(session)})
+
+    async def skip(request: Request) -> Response:
+        data = await body(request)
+        event = session.skip(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
+        return JSONResponse({"event": event, "status": _status(session)})
+
+    async def undo(request: Request) -> Response:
+        data = await body(request)
+        event = session.undo(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
+        return JSONResponse({"event": event, "status": _status(session)})
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(_status(session))
+
+    async def labels_csv(request: Request) -> Response:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["item", "key", "label", "annotator", "time"])
+        for r in session.labels():
+            writer.writerow([r["item"], r["key"], r["label"], r["annotator"], r["time"]])
+        return PlainTextResponse(out.getvalue(), media_type="text/csv")
+
+    routes = [
+        Route("/", handler(page, False)),
+        Route("/api/batch", handler(batch, False)),
+        Route("/api/item/{item:int}.png", handler(item_png, False)),
+        Route("/api/item/{item:int}", handler(item_values, False)),
+        Route("/api/submit", handler(submit, True), methods=["POST"]),
+        Route("/api/skip", handler(skip, True), methods=["POST"]),
+        Route("/api/undo", handler(undo, True), methods=["POST"]),
+        Route("/api/status", handler(status, False)),
+        Route("/api/labels.csv", handler(labels_csv, False)),
+    ]
+    app = Starlette(routes=routes)
+    app.state.token = token
+    return app
+
+
+def _status(session: LabellingSession) -> dict:
+    s = session.status()
+    s["pending"] = len(s["pending"])
+    return s
+
+
+_PAGE = r"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>skdbal: label</title>
+<style>
+ body{font-family:system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}
+ header{display:flex;gap:2em;align-items:baseline;flex-wrap:wrap}
+ #progress{color:#555} .item{display:inline-block;margin:.4em;padding:.5em;border:2px solid #ccc;border-radius:6px;
+ background:#fff;text-align:center;vertical-align:top} .item.current{border-color:#1f77b4}
+ .item.done{opacity:.35} .item img{width:112px;height:112px;image-rendering:pixelated}
+ .meta{font-size:.8em;color:#666} #classes button{font-size:1.1em;margin:.2em;padding:.4em .8em}
+ kbd{background:#eee;border:1px solid #bbb;border-radius:3px;padding:0 .3em}
+</style></head><body>
+<header><h1>skdbal: label</h1><span id="progress">starting…</span>
+<label><input type="checkbox" id="showguess" checked> show the model's guess</label>
+<label>annotator <input id="annotator" value="annotator" size="10"></label></header>
+<div id="classes"></div>
+<p class="meta">Keys: <kbd>1</kbd>–<kbd>9</kbd> label the highlighted item (<kbd>0</kbd> the tenth class),
+<kbd>s</kbd> skip, <kbd>u</kbd> undo the last label, <kbd>←</kbd>/<kbd>→</kbd> move.</p>
+<div id="batch"></div>
+<script>
+const TOKEN = __TOKEN__, CLASSES = __CLASSES__, IMAGES = __IMAGES__;
+let items = [], current = 0, history = [];
+function annotator(){ return document.getElementById('annotator').value || 'annotator'; }
+async function post(path, data){
+  const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
+                               body: JSON.stringify(data)});
+  const j = await r.json(); if(!r.ok){ alert(j.error); } else { showStatus(j.status); } return r.ok;
+}
+function showStatus(s){
+  document.getElementById('progress').textContent =
+    `${s.labelled} labelled · ${s.pending} left in the batch · model version ${s.model_version}` +
+    (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain*1000).toLocaleTimeString()}` : '');
+}
+function render(){
+  const box = document.getElementById('batch'); box.innerHTML = '';
+  const show = document.getElementById('showguess').checked;
+  items.forEach((it, i) => {
+    const d = document.createElement('div');
+    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '');
+    d.id = 'item-' + it.item;
+    const pic = IMAGES ? `<img alt="item ${it.item}" src="/api/item/${it.item}.png">` : `<div>item ${it.item}</div>`;
+    const score = it.score === null ? '' : `score ${it.score.toFixed(3)}`;
+    const guess = show && it.guess !== null ? ` · guess ${it.guess}` : '';
+    d.innerHTML = `${pic}<div class="meta">${it.key}<br>${score}${guess}</div>` +
+                  (it.done ? `<div class="meta">${it.done}</div>` : '');
+    d.onclick = () => { current = i; render(); };
+    box.appendChild(d);
+  });
+}
+async function load(){
+  const r = await fetch('/api/batch?wait=2&annotator=' + encodeURIComponent(annotator()));
+  const j = await r.json(); items = j.items; current = 0; showStatus(j.status); render();
+  if(!items.length){ setTimeout(load, 1000); }
+}
+function next(){
+  const left = items.findIndex((it, i) => i > current && !it.done);
+  const first = items.findIndex(it => !it.done);
+  if(left >= 0){ current = left; } else if(first >= 0){ current = first; } else { load(); return; }
+  render();
+}
+async function label(c){
+  const it = items[current]; if(!it || it.done) return;
+  const rid = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
+  if(await post('/api/submit', {item: it.item, label: CLASSES[c], annotator: annotator(), request_id: rid})){
+    it.done = 'labelled ' + CLASSES[c]; history.push(current); next();
+  }
+}
+async function skip(){
+  const it = items[current]; if(!it || it.done) return;
+  if(await post('/api/skip', {item: it.item, annotator: annotator()})){ it.done = 'skipped'; next(); }
+}
+async function undo(){
+  if(!history.length) return; const i = history.pop(); const it = items[i];
+  if(await post('/api/undo', {item: it.item, annotator: annotator()})){ it.done = null; current = i; render(); }
+}
+const bar = document.getElementById('classes');
+CLASSES.forEach((c, i) => { const b = document.createElement('button'); b.textContent = `${c} (${(i+1)%10})`;
+  b.id = 'class-' + i; b.onclick = () => label(i); bar.appendChild(b); });
+[['skip (s)', skip, 'skip'], ['undo (u)', undo, 'undo']].forEach(([t, f, id]) => {
+  const b = document.createElement('button'); b.textContent = t; b.id = id; b.onclick = f; bar.appendChild(b); });
+document.getElementById('showguess').onchange = render;
+document.addEventListener('keydown', e => {
+  if(e.target.tagName === 'INPUT') return;
+  if(/^[0-9]$/.test(e.key)){ const c = (Number(e.key) + 9) % 10; if(c < CLASSES.length) label(c); }
+  else if(e.key === 's') skip(); else if(e.key === 'u') undo();
+  else if(e.key === 'ArrowRight'){ current = Math.min(current + 1, items.length - 1); render(); }
+  else if(e.key === 'ArrowLeft'){ current = Math.max(current - 1, 0); render(); }
+});
+load();
+</script></body></html>
+"""

@@ -1,0 +1,119 @@
+"""``skdbal label``: serve a labelling page for a pool (or the digits demo) on this machine."""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["add_parser", "build", "run"]
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``label`` command to the ``skdbal`` command line's subparsers.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.labelling.cli import add_parser
+    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    >>> args = add_parser(sub).parse_args(["--demo", "digits"])
+    >>> args.host, args.port, args.batch_size
+    ('127.0.0.1', 8765, 10)
+    """
+    p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring")
+    src.add_argument("--npy", help="a .npy array of images (N, H, W) or rows (N, D), or a .npz with an array X")
+    p.add_argument("--classes", help="comma-separated class names (required with --npy)")
+    p.add_argument("--store", help="the SQLite store; resumed if it exists (default: skdbal-<name>.db here)")
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
+                   "only; any other needs the token printed at start on every request)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--batch-size", type=int, default=10)
+    p.add_argument("--retrain-after", type=int, default=None, help="new labels before a retrain (default: a batch)")
+    return p
+
+
+def _demo():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
+    X_pool, X_test, _, y_test = train_test_split(X, y, test_size=500, random_state=0, stratify=y)
+    return X_pool, X_test, y_test, list(range(10))
+
+
+def build(args):
+    """The session, the application, whether it serves loopback only, and the store of ``args``.
+
+    Examples
+    --------
+    >>> import argparse, os, tempfile
+    >>> from skdbal.labelling.cli import add_parser, build
+    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    >>> store = os.path.join(tempfile.mkdtemp(), "demo.db")
+    >>> args = add_parser(sub).parse_args(["--demo", "digits", "--store", store])
+    >>> session, app, loopback, path = build(args)       # what run() serves, not started
+    >>> len(session.keys), session.classes[:3], loopback
+    (1297, [0, 1, 2], True)
+    """
+    from ..acquisition import bald
+    from ..learner import ActiveLearner
+    from ..mc_dropout import MCDropoutClassifier
+    from .app import make_app
+    from .session import LabellingSession
+
+    X_test = y_test = None
+    if args.demo:
+        X, X_test, y_test, classes = _demo()
+        name = "digits"
+    else:
+        if not args.classes:
+            raise ValueError("--classes is required with --npy")
+        data = np.load(args.npy, allow_pickle=False)
+        X = data["X"] if hasattr(data, "files") else data
+        classes = [c.strip() for c in args.classes.split(",") if c.strip()]
+        name = Path(args.npy).stem
+    images = X.ndim == 3
+    X = X.astype(np.float32)
+    net = MCDropoutClassifier(classes=np.arange(len(classes)) if args.demo else np.array(classes),
+                              max_epochs=50, batch_size=32, n_samples=20, random_state=0,
+                              **({"module__kernel_size": 3} if images and min(X.shape[1:]) < 16 else {}),
+                              **({} if images else {"module": __import__("skdbal.nets", fromlist=["MLP"]).MLP}))
+    learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
+    store = args.store or f"skdbal-{name}.db"
+    session = LabellingSession(learner, X, classes, store, batch_size=args.batch_size,
+                               retrain_after=args.retrain_after, X_test=X_test, y_test=y_test)
+    loopback = ipaddress.ip_address(args.host).is_loopback if args.host != "localhost" else True
+    app = make_app(session, require_token_everywhere=not loopback, images=images)
+    return session, app, loopback, store
+
+
+def run(args) -> int:
+    """Serve until interrupted; every label is in the store as soon as it is acknowledged.
+
+    It serves what :func:`build` makes, with uvicorn, and prints the address
+    (and, off loopback, the token, once).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.labelling.cli import add_parser
+    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    >>> add_parser(sub).parse_args(["--npy", "x.npy", "--host", "0.0.0.0"]).host   # run() would print a token
+    '0.0.0.0'
+    """
+    import uvicorn
+
+    session, app, loopback, store = build(args)
+    url = f"http://{args.host}:{args.port}/"
+    if not loopback:
+        url += f"?token={app.state.token}"
+        print(f"serving on {args.host}: every request needs the token {app.state.token} (shown once)")
+    print(f"skdbal label: {len(session.keys)} items, store {store}; open {url}", flush=True)
+    with session:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

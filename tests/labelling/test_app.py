@@ -1,0 +1,191 @@
+"""The labelling page's HTTP interface: in-process (Starlette's TestClient), a real uvicorn server on
+127.0.0.1, and the page in headless Chromium."""
+import os
+import shutil
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from starlette.testclient import TestClient
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import max_entropy
+from skdbal.labelling import LabellingSession
+from skdbal.labelling.app import MAX_BODY, make_app
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return (X / 16.0).reshape(-1, 8, 8), y
+
+
+def new_session(X, path):
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                            seeding="step", verbose=False)
+    # LogisticRegression takes rows: the session's pool is the flattened images, drawn as 8x8 PNGs
+    return LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=path, batch_size=10)
+
+
+@pytest.fixture
+def client(digits, tmp_path):
+    session = new_session(digits[0], tmp_path / "s.db").start()
+    app = make_app(session, token="secret")
+    with TestClient(app) as c:
+        c.session = session
+        yield c
+    session.stop()
+
+
+H = {"X-Token": "secret"}
+
+
+def test_label_a_batch_over_http(client, digits):
+    _, y = digits
+    batch = client.get("/api/batch?annotator=ann&wait=5").json()["items"]
+    assert len(batch) == 10 and all(b["score"] is None and b["guess"] is None for b in batch)
+    png = client.get(f"/api/item/{batch[0]['item']}.png")
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    for b in batch:
+        r = client.post("/api/submit", json={"item": b["item"], "label": str(y[b["item"]]), "annotator": "ann",
+                                             "request_id": f"r{b['item']}"}, headers=H)
+        assert r.status_code == 200, r.text
+    client.session.wait_for_version(0, timeout=30)
+    nxt = client.get("/api/batch?annotator=ann&wait=5").json()
+    assert nxt["status"]["model_version"] == 0 and len(nxt["items"]) == 10
+    assert all(isinstance(b["score"], float) and b["guess"] in [str(c) for c in range(10)] for b in nxt["items"])
+    csv_text = client.get("/api/labels.csv").text.splitlines()
+    assert csv_text[0] == "item,key,label,annotator,time" and len(csv_text) == 11
+
+
+@pytest.mark.parametrize("path, payload, headers, status, message", [
+    ("/api/submit", {"item": 1, "label": "cat"}, H, 400, "unknown class 'cat'"),
+    ("/api/submit", {"item": 300, "label": "1"}, H, 404, "unknown item 300"),
+    ("/api/submit", {"item": "../../etc/passwd", "label": "1"}, H, 404, "unknown item"),
+    ("/api/submit", {"item": 1, "label": "1"}, {}, 403, "missing or wrong token"),
+    ("/api/submit", {"item": 1, "label": "1"}, {"X-Token": "guess"}, 403, "missing or wrong token"),
+    ("/api/submit", {"item": 1, "label": "1", "pad": "x" * MAX_BODY}, H, 413, "larger than"),
+    ("/api/skip", {"item": -1}, H, 404, "unknown item -1"),
+    ("/api/undo", {"item": 5}, H, 400, "item 5 has no label to undo"),
+])
+def test_bad_requests_get_a_4xx_and_change_nothing(client, path, payload, headers, status, message):
+    before = client.session.store.events()
+    r = client.post(path, json=payload, headers=headers)
+    assert r.status_code == status and message in r.json()["error"]
+    assert client.session.store.events() == before
+
+
+def test_no_path_reaches_the_file_system(client):
+    for path in ["/api/item/..%2F..%2Fetc%2Fpasswd.png", "/api/item/../../etc/passwd", "/api/item/-1.png",
+                 "/api/item/99999.png", "/static/../../etc/passwd"]:
+        r = client.get(path)
+        assert r.status_code == 404 and b"root:" not in r.content
+
+
+def test_a_replayed_submission_is_idempotent(client, digits):
+    _, y = digits
+    item = client.get("/api/batch?annotator=ann&wait=5").json()["items"][0]["item"]
+    body = {"item": item, "label": str(y[item]), "request_id": "same"}
+    a, b = (client.post("/api/submit", json=body, headers=H).json()["event"] for _ in range(2))
+    assert a == b and len(client.session.store.events()) == 1
+    r = client.post("/api/submit", json={**body, "label": str((y[item] + 1) % 10)}, headers=H)
+    assert r.status_code == 400 and "already used" in r.json()["error"]
+
+
+def test_off_loopback_every_request_needs_the_token(digits, tmp_path):
+    session = new_session(digits[0], tmp_path / "s.db")
+    with TestClient(make_app(session, token="secret", require_token_everywhere=True)) as c:
+        assert c.get("/").status_code == 403 and c.get("/api/status").status_code == 403
+        assert c.get("/?token=secret").status_code == 200 and c.get("/api/status", headers=H).status_code == 200
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+                    reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+def test_the_page_in_headless_chromium(digits, tmp_path):
+    """A real uvicorn server on 127.0.0.1 and the page in real headless Chromium: label a batch by keys and
+    by clicks, skip, undo, and see the next batch after the retrain."""
+    import uvicorn
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    X, y = digits
+    session = new_session(X, tmp_path / "s.db").start()
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1200,900"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    shots = os.environ.get("SKDBAL_SCREENSHOTS", str(tmp_path))
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        driver.get(f"http://127.0.0.1:{port}/")
+        wait = WebDriverWait(driver, 30)
+        def shown():  # the items on the page (read in one go: the page redraws them after every answer)
+            return [int(i.split("-")[1]) for i in
+                    driver.execute_script("return [...document.querySelectorAll('.item')].map(e => e.id)")]
+
+        def click(element_id):
+            for _ in range(20):
+                try:
+                    return driver.find_element(By.ID, element_id).click()
+                except StaleElementReferenceException:
+                    time.sleep(0.05)
+            raise AssertionError(f"{element_id} kept being redrawn")
+
+        wait.until(lambda d: len(shown()) == 10)
+        driver.save_screenshot(os.path.join(shots, "labelling_first_batch.png"))
+        items = shown()
+        body = driver.find_element(By.TAG_NAME, "body")
+        # the first by a key, the second skipped, the third labelled wrong then undone, the rest by clicks
+        body.send_keys(str((y[items[0]] + 1) % 10))
+        wait.until(lambda d: items[0] in session.store.current_labels())
+        body.send_keys("s")
+        wait.until(lambda d: items[1] in session.store.skipped())
+        body.send_keys(str((y[items[2]] + 2) % 10))
+        wait.until(lambda d: items[2] in session.store.current_labels())
+        body.send_keys("u")
+        wait.until(lambda d: items[2] not in session.store.current_labels())
+        for item in items[2:]:
+            click(f"item-{item}")
+            click(f"class-{y[item]}")
+            wait.until(lambda d, item=item: item in session.store.current_labels())
+        labels = {i: r["label"] for i, r in session.store.current_labels().items()}
+        assert labels == {i: str(y[i]) for i in [items[0]] + items[2:]}
+        session.wait_for_version(0, timeout=60)
+        # the page loads the next batch, queried by model 0, with scores and guesses
+        wait.until(lambda d: "model version 0" in d.find_element(By.ID, "progress").text and
+                   len(shown()) == 10 and set(shown()).isdisjoint(items))
+        text = driver.execute_script("return document.querySelector('.item').innerText")
+        assert "score" in text and "guess" in text
+        driver.save_screenshot(os.path.join(shots, "labelling_next_batch.png"))
+    finally:
+        driver.quit()
+        server.should_exit = True
+        thread.join(10)
+        session.stop()
