@@ -7,7 +7,8 @@ is not bound to a loopback address every request needs it, the page as
 
 - ``GET /``: the page (HTML, CSS and JavaScript inline: nothing is fetched
   from elsewhere);
-- ``GET /api/batch?annotator=NAME``: items leased to the annotator, with
+- ``GET /api/batch?annotator=NAME&n=K&wait=S``: items leased to the
+  annotator (at most ``K``, waiting up to ``S`` <= 10 s for a batch), with
   their acquisition scores and the model's guess;
 - ``GET /api/item/{id}.png``: an item drawn as a grey-scale PNG (images),
   ``GET /api/item/{id}``: its values (tabular rows). Items are served by
@@ -166,7 +167,15 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
     async def batch(request: Request) -> Response:
         annotator = request.query_params.get("annotator", "anonymous")[:64]
-        items = session.next_batch(annotator=annotator, timeout=float(request.query_params.get("wait", 0) or 0))
+        try:
+            wait = min(max(float(request.query_params.get("wait", 0) or 0), 0.0), 10.0)
+            n = request.query_params.get("n")
+            n = None if n is None else int(n)
+        except ValueError:
+            raise _Refused(400, "wait must be a number of seconds and n an int") from None
+        if n is not None and not 1 <= n <= 1000:
+            raise _Refused(400, "n must lie in [1, 1000]")
+        items = session.next_batch(annotator=annotator, n=n, timeout=wait)
         guesses = session.guesses([b["item"] for b in items])
         for b, g in zip(items, guesses):
             b["guess"] = g
@@ -193,17 +202,17 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(400, "request_id must be a string of at most 100 characters")
         annotator = str(data.get("annotator") or "anonymous")[:64]
         event = session.submit(item, label, annotator=annotator, request_id=request_id)
-        return JSONResponse({"event": event, "status": _status(session)})
+        return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
 
     async def skip(request: Request) -> Response:
         data = await body(request)
         event = session.skip(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
-        return JSONResponse({"event": event, "status": _status(session)})
+        return JSONResponse({"event": event})
 
     async def undo(request: Request) -> Response:
         data = await body(request)
         event = session.undo(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
-        return JSONResponse({"event": event, "status": _status(session)})
+        return JSONResponse({"event": event})
 
     async def status(request: Request) -> Response:
         return JSONResponse(_status(session))
@@ -263,8 +272,9 @@ function annotator(){ return document.getElementById('annotator').value || 'anno
 async function post(path, data){
   const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
                                body: JSON.stringify(data)});
-  const j = await r.json(); if(!r.ok){ alert(j.error); } else { showStatus(j.status); } return r.ok;
+  const j = await r.json(); if(!r.ok){ alert(j.error); } else { refreshStatus(); } return r.ok;
 }
+async function refreshStatus(){ const r = await fetch('/api/status'); if(r.ok){ showStatus(await r.json()); } }
 function showStatus(s){
   document.getElementById('progress').textContent =
     `${s.labelled} labelled · ${s.pending} left in the batch · model version ${s.model_version}` +

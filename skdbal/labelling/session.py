@@ -354,8 +354,8 @@ class LabellingSession:
         return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan"))}
                 for i in leased]
 
-    def _event(self, item, kind, label=None, annotator=None, request_id=None) -> int:
-        event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id)
+    def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False) -> int:
+        event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release)
         with self._changed:
             self._changed.notify_all()
         return event
@@ -372,16 +372,12 @@ class LabellingSession:
         item = self._check_item(item)
         if str(label) not in self._by_text:
             raise ValueError(f"unknown class {label!r}; the classes are {self.classes}")
-        event = self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex)
-        self.store.release(item)
-        return event
+        return self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex, release=True)
 
     def skip(self, item: int, annotator: Optional[str] = None) -> int:
         """Decline to label ``item``: it is not offered again."""
         item = self._check_item(item)
-        event = self._event(item, "skip", None, annotator)
-        self.store.release(item)
-        return event
+        return self._event(item, "skip", None, annotator, release=True)
 
     def undo(self, item: int, annotator: Optional[str] = None) -> int:
         """Undo the item's latest label: its label before, or none."""

@@ -218,14 +218,15 @@ class LabelStore:
 
     # -------------------------------------------------------------- events
     def add_event(self, item: int, kind: str, label: Optional[str] = None, *, annotator: Optional[str] = None,
-                  request_id: Optional[str] = None, time: Optional[float] = None) -> int:
+                  request_id: Optional[str] = None, time: Optional[float] = None, release: bool = False) -> int:
         """Append one event, committed before returning; its id.
 
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
         undoes the item's latest label that is not undone (an error if there
         is none). A ``request_id`` seen before returns the earlier event's id
         if the request is the same (a replay), and raises ``ValueError`` if
-        it differs.
+        it differs. ``release=True`` ends the item's lease in the same
+        transaction (one commit, one fsync).
         """
         if kind not in ("label", "skip", "undo"):
             raise ValueError(f"kind must be 'label', 'skip' or 'undo'; got {kind!r}")
@@ -249,6 +250,8 @@ class LabelStore:
             cur = conn.execute("INSERT INTO events (item, kind, label, undoes, annotator, time, request_id) "
                                "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when,
                                                                 request_id))
+            if release:
+                conn.execute("DELETE FROM leases WHERE item=?", (item,))
             return cur.lastrowid
 
     @staticmethod

@@ -189,3 +189,69 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
         server.should_exit = True
         thread.join(10)
         session.stop()
+
+
+def serve(app):
+    """A real uvicorn server on 127.0.0.1 in a thread; returns (base url, stop)."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 20
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started
+
+    def stop():
+        server.should_exit = True
+        thread.join(10)
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits, tmp_path):
+    """20 annotators on a real server on 127.0.0.1, each bounded to 9 requests and 30 s: every
+    acknowledged label is in the store, and no item was labelled by two annotators (leases are exclusive)."""
+    import httpx
+
+    X, y = digits
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                            seeding="step", verbose=False)
+    session = LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=tmp_path / "s.db",
+                               batch_size=120, retrain_after=10_000).start()   # one big batch, no retrain
+    app = make_app(session, token="secret")
+    base, stop = serve(app)
+    acked, errors = [], []
+
+    def annotator(k):
+        deadline = time.time() + 30
+        with httpx.Client(base_url=base, timeout=10) as c:
+            for _ in range(3):                                     # 3 x (1 batch + 2 labels) = 9 requests
+                if time.time() > deadline:
+                    return
+                items = c.get(f"/api/batch?annotator=a{k}&n=2").json()["items"]
+                for it in items:
+                    rid = f"a{k}-{it['item']}"
+                    r = c.post("/api/submit", headers=H, json={"item": it["item"], "label": str(y[it["item"]]),
+                                                               "annotator": f"a{k}", "request_id": rid})
+                    (acked if r.status_code == 200 else errors).append((rid, r.status_code, r.text))
+
+    threads = [threading.Thread(target=annotator, args=(k,)) for k in range(20)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        stop()
+        session.stop()
+    assert not errors and len(acked) >= 100
+    events = session.store.events()
+    stored = {e["request_id"] for e in events}
+    assert {rid for rid, *_ in acked} <= stored
+    by_item = {}
+    for e in events:
+        by_item.setdefault(e["item"], set()).add(e["annotator"])
+    assert all(len(annotators) == 1 for annotators in by_item.values())   # never two annotators on an item

@@ -1,0 +1,121 @@
+"""The labelling server on 127.0.0.1: durable submissions per second, submit latency with 20
+annotators, and the time from a batch's last label to the next batch.
+
+A real uvicorn server (``skdbal.labelling.app``) over a real SQLite store (WAL,
+``synchronous=FULL``); clients are httpx in threads of this process. torch is pinned to one
+thread (``torch.set_num_threads(1)``), as everywhere on 2 cores.
+
+    python benchmarks/bench_labelling.py [--annotators 20] [--per-annotator 25] [--think-ms 0]
+"""
+import argparse
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import torch
+import uvicorn
+from sklearn.datasets import load_digits
+
+from skdbal import ActiveLearner, MCDropoutClassifier
+from skdbal.acquisition import bald
+from skdbal.labelling import LabellingSession
+from skdbal.labelling.app import make_app
+
+H = {"X-Token": "bench"}
+
+
+def serve(app):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{port}", lambda: (setattr(server, "should_exit", True), thread.join(10))
+
+
+def session_of(X, path, batch_size, retrain_after):
+    net = MCDropoutClassifier(classes=np.arange(10), module__kernel_size=3, max_epochs=50, batch_size=32,
+                              n_samples=20, random_state=0)
+    learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
+    return LabellingSession(learner, X, classes=range(10), store=path, batch_size=batch_size,
+                            retrain_after=retrain_after)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--annotators", type=int, default=20)
+    parser.add_argument("--per-annotator", type=int, default=25)
+    parser.add_argument("--think-ms", type=float, default=0.0,
+                        help="pause of each annotator between submissions (0: back to back, a saturation test)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
+    tmp = Path(tempfile.mkdtemp())
+
+    # 1-2: submissions, one client then 20 at once; one big batch, no retrain meanwhile
+    n_total = args.annotators * args.per_annotator
+    session = session_of(X, tmp / "a.db", batch_size=1297, retrain_after=10**9).start()
+    base, stop = serve(make_app(session, token="bench"))
+    with httpx.Client(base_url=base, timeout=30) as c:
+        items = c.get(f"/api/batch?annotator=one&n=200&wait=5").json()["items"]
+        t0 = time.perf_counter()
+        for it in items:
+            c.post("/api/submit", headers=H, json={"item": it["item"], "label": str(y[it["item"]]),
+                                                   "annotator": "one"}).raise_for_status()
+        serial = len(items) / (time.perf_counter() - t0)
+    latencies, lock = [], threading.Lock()
+
+    def annotator(k):
+        with httpx.Client(base_url=base, timeout=30) as c:
+            got = c.get(f"/api/batch?annotator=a{k}&n={args.per_annotator}&wait=5").json()["items"]
+            for it in got:
+                time.sleep(args.think_ms / 1000 * np.random.uniform(0.5, 1.5))
+                t = time.perf_counter()
+                c.post("/api/submit", headers=H, json={"item": it["item"], "label": str(y[it["item"]]),
+                                                       "annotator": f"a{k}"}).raise_for_status()
+                with lock:
+                    latencies.append(time.perf_counter() - t)
+
+    threads = [threading.Thread(target=annotator, args=(k,)) for k in range(args.annotators)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    stop()
+    session.stop()
+    lat = np.array(latencies) * 1000
+    print(f"durable submissions, one client:       {serial:8.1f} /s")
+    print(f"{args.annotators} annotators, {len(lat)} submissions:   {len(lat) / wall:8.1f} /s, "
+          f"p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms (asked {n_total}, "
+          f"think time {args.think_ms:g} ms)")
+
+    # 3: from a batch's last label to the next batch, on digits (BALD, T=20, the demo's CNN)
+    session = session_of(X, tmp / "b.db", batch_size=10, retrain_after=10).start()
+    gaps = []
+    for round_ in range(4):
+        batch = session.next_batch(annotator="ann", timeout=60)
+        for it in batch:
+            session.submit(it["item"], int(y[it["item"]]), annotator="ann")
+        t0 = time.perf_counter()
+        session.wait_for_version(round_, timeout=120)
+        while not set(session.oracle.batch).isdisjoint({b["item"] for b in batch}):
+            time.sleep(0.005)
+        gaps.append(time.perf_counter() - t0)
+    session.stop()
+    print(f"last label -> next batch, digits:      median {statistics.median(gaps):.2f} s, "
+          f"max {max(gaps):.2f} s over {len(gaps)} batches (retrain 50 epochs + BALD on the pool)")
+
+
+if __name__ == "__main__":
+    main()
