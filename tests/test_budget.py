@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 from skdbal import ActiveLearner, ActiveLearningBudget
 from skdbal.acquisition import CallableStrategy, max_entropy, random_sampling
 from skdbal.budget import learning_curve_area
+from conftest import run_on_local_dask
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz
 
@@ -178,36 +179,12 @@ def test_dask_backend_equals_serial(flat_digits):
     """joblib's Dask backend on a local dask.distributed cluster (two single-threaded workers, in this
     process, talking TCP on 127.0.0.1): the same scores as the serial run, bounded in time. With one
     worker thread joblib would run the folds here, sequentially, without the cluster."""
-    import dask
-    import joblib
-    from distributed import Client, LocalCluster, get_task_stream
-
     X, y = flat_digits
     est = budget(n_queries=3, n_instances=10)
     serial = cross_val_score(est, X, y, cv=3)
-    out = {}
-
-    def on_dask():  # in a daemon thread, so that a hung cluster fails the test instead of blocking it
-        try:
-            with joblib.parallel_backend("dask"):
-                out["scores"] = cross_val_score(est, X, y, cv=3, n_jobs=-1)
-        except BaseException as exc:  # re-raised below
-            out["error"] = exc
-
-    with dask.config.set({"distributed.comm.timeouts.connect": "30s"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-                         dashboard_address=None) as cluster, \
-            Client(cluster, timeout="30s") as client, get_task_stream(client) as stream:
-        client.wait_for_workers(2, timeout=30)
-        workers = set(client.scheduler_info()["workers"])
-        thread = threading.Thread(target=on_dask, daemon=True)
-        thread.start()
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the Dask cluster did not cross-validate within 60 s"
-    if "error" in out:
-        raise out["error"]
-    assert len(stream.data) >= 2 and {task["worker"] for task in stream.data} <= workers  # it ran there
-    np.testing.assert_array_equal(out["scores"], serial)
+    scores, tasks, workers = run_on_local_dask(lambda: cross_val_score(est, X, y, cv=3, n_jobs=-1))
+    assert len(tasks) >= 2 and {task["worker"] for task in tasks} <= workers  # it ran there
+    np.testing.assert_array_equal(scores, serial)
 
 
 # ------------------------------------------------------------------ parameters and failures

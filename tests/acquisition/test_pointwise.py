@@ -9,6 +9,8 @@ from skdbal import uncertainty
 from skdbal.acquisition import (DegenerateScoreWarning, bald, max_entropy, mean_std,
                                 random_sampling, score_pool, select_top, variation_ratios)
 
+from conftest import run_on_local_dask
+
 MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
                  (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_standard_deviation)]
 
@@ -207,43 +209,15 @@ def test_dask_backend_equals_serial(fitted_net, digits):
     talking TCP on 127.0.0.1, in this process to keep the test fast) is bounded in time and shut down
     by its context manager, even on failure.
     """
-    import threading
-
-    import dask
-    import joblib
-    from distributed import Client, LocalCluster, get_task_stream
-
     X, _ = digits
     pool = X[300:700]
     local = score_pool(fitted_net, pool, uncertainty.mean_standard_deviation, chunk_size=50)
     local_top = mean_std(fitted_net, pool, n_instances=15, chunk_size=50)
-
-    out = {}
-
-    def on_dask():  # in a daemon thread, so that a hung cluster fails the test instead of blocking it
-        try:
-            with joblib.parallel_backend("dask"):
-                out["scores"] = score_pool(fitted_net, pool, uncertainty.mean_standard_deviation, chunk_size=50,
-                                           n_jobs=-1)
-                out["top"] = mean_std(fitted_net, pool, n_instances=15, chunk_size=50, n_jobs=-1)
-        except BaseException as exc:  # re-raised below
-            out["error"] = exc
-
-    with dask.config.set({"distributed.comm.timeouts.connect": "30s"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-                         dashboard_address=None) as cluster, \
-            Client(cluster, timeout="30s") as client, get_task_stream(client) as stream:
-        client.wait_for_workers(2, timeout=30)
-        expected_workers = set(client.scheduler_info()["workers"])
-        thread = threading.Thread(target=on_dask, daemon=True)
-        thread.start()
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the Dask cluster did not score the pool within 60 s"
-    if "error" in out:
-        raise out["error"]
-    scores, top = out["scores"], out["top"]
+    (scores, top), tasks, expected_workers = run_on_local_dask(lambda: (
+        score_pool(fitted_net, pool, uncertainty.mean_standard_deviation, chunk_size=50, n_jobs=-1),
+        mean_std(fitted_net, pool, n_instances=15, chunk_size=50, n_jobs=-1)))
     # the chunks ran as tasks on the cluster's workers (joblib batches them, so there may be fewer tasks than chunks)
-    assert len(stream.data) >= 2 and {task["worker"] for task in stream.data} <= expected_workers
+    assert len(tasks) >= 2 and {task["worker"] for task in tasks} <= expected_workers
     np.testing.assert_array_equal(scores, local)  # every row's score, not only the picks
     np.testing.assert_array_equal(top[0], local_top[0])
     np.testing.assert_array_equal(top[1], local_top[1])
