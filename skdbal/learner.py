@@ -1,6 +1,7 @@
 """The :class:`ActiveLearner`: query, label, retrain, evaluate."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, List, Optional
 
 import joblib
@@ -424,13 +425,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         template = self._make_template()
         if self._has_missing(y):
             self._check_params()
-            before = dict(self.__dict__)
-            try:
+            with self._unchanged_on_error():  # a failed fit changes nothing
                 return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
-            except BaseException:  # a failed fit changes nothing
-                self.__dict__.clear()
-                self.__dict__.update(before)
-                raise
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
@@ -471,6 +467,18 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return bool(self._missing(y).any())
         except (TypeError, ValueError):
             return False
+
+    @contextmanager
+    def _unchanged_on_error(self):
+        """Restore every attribute if the block raises. A shallow copy is the state before, since
+        the blocks that use it start with ``_set_pool``, which gives the pool state new objects."""
+        before = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
 
     def _forget_pool(self):
         for name in ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash"):
@@ -527,7 +535,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         missing = self._missing(y)
         labelled = np.flatnonzero(~missing)
         y_known = y[labelled]
-        if y.dtype.kind == "f" and self._missing(y).any() and not is_regressor(template) \
+        if y.dtype.kind == "f" and missing.any() and not is_regressor(template) \
                 and y_known.ndim == 1 and np.all(np.mod(y_known, 1) == 0):
             y_known = y_known.astype(np.int64)  # 0., 1., NaN -> 0, 1: the labels were integers
         elif y.dtype.kind == "O" and len(y_known):
@@ -1339,16 +1347,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                                       journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
                                       verbose=self.verbose)
         else:
-            before = dict(self.__dict__)
             try:
-                self._set_pool(X_pool, None, pool_ids, self._make_template(y_pool))
-                loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                          query_kwargs=query_kwargs, verbose=self.verbose)
-                loop.start(initial_idx)
-            except BaseException:  # nothing is kept of a simulation that could not start
+                with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
+                    self._set_pool(X_pool, None, pool_ids, self._make_template(y_pool))
+                    loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                              query_kwargs=query_kwargs, verbose=self.verbose)
+                    loop.start(initial_idx)
+            except BaseException:
                 rng.set_state(rng_state)
-                self.__dict__.clear()
-                self.__dict__.update(before)
                 raise
             self.rng_ = rng  # the initial set was drawn from it: queries continue it
             self.history_ = loop.history

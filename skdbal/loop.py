@@ -309,9 +309,8 @@ class ActiveLearningLoop:
         rows = self.journal.rows()
         if not rows:
             return False
-        order = [int(p) for r in rows for p in r.get("labelled_indices", r["query_indices"])]
-        if len(set(order)) != len(order):  # a changed label is asked again once
-            order = list(dict.fromkeys(order))
+        # each row once, in the order first labelled (a changed label is asked again once)
+        order = list(dict.fromkeys(int(p) for r in rows for p in r.get("labelled_indices", r["query_indices"])))
         self._ask(order)
         self._fit(int(rows[-1]["step"]))
         return True

@@ -1151,11 +1151,11 @@ class _RunJournal:
         self.X_test, self.y_test, self.verbose = X_test, y_test, verbose
         self.csv_path = out_dir / "runs" / f"{spec.run_id}.csv"
         self.weights_path = out_dir / "runs" / f"{spec.run_id}.pt"
-        position = np.full(int(pool.max()) + 1, -1, dtype=np.intp)
-        position[pool] = np.arange(len(pool))
+        self.position = np.full(int(pool.max()) + 1, -1, dtype=np.intp)  # training-set index -> pool position
+        self.position[pool] = np.arange(len(pool))
         self._rows = []
         for r in rows:  # the loop's rows: the queried pool positions of each step
-            labelled = position[np.array(r["query_indices"].split(), dtype=np.intp)]
+            labelled = self.position[np.array(r["query_indices"].split(), dtype=np.intp)]
             self._rows.append({"step": r["step"], "query_indices": labelled.tolist()})
         self._times = []
 
@@ -1274,8 +1274,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
                               fit_model=fit_model, query_kwargs={"random_tie_break": True},
                               pass_pool_labels=True, verbose=False)
     if not loop.resume():
-        position = {int(p): i for i, p in enumerate(pool)}
-        loop.start([position[int(i)] for i in initial])
+        loop.start(journal.position[initial])
     loop.run(preset.n_queries - journal.rows()[-1]["step"])
     return journal.csv_rows
 

@@ -143,9 +143,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         return data
 
     def item_of(value) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(session.keys):
-            raise _Refused(404, f"unknown item {value!r}")
-        return value
+        try:
+            return session.check_item(value)
+        except ValueError as exc:
+            raise _Refused(404, str(exc)) from None
 
     def handler(fn, always_token: bool):
         async def run(request: Request) -> Response:

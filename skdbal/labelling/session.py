@@ -85,9 +85,10 @@ class StoreOracle(Oracle):
                                                                            for p in positions})
             self.session._changed.notify_all()
 
-    def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None) -> List[Answer]:
+    def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
+                 events: Optional[List[dict]] = None) -> List[Answer]:
         store, session = self.session.store, self.session
-        events = store.events(after=self.cursor)
+        events = store.events(after=self.cursor) if events is None else events
         if upto is not None:
             events = [e for e in events if e["event"] <= upto]
         touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
@@ -117,7 +118,7 @@ class StoreOracle(Oracle):
             while True:
                 if session._stopping:
                     raise SessionStopped("the session stopped")
-                new = [e for e in session.store.events(after=self.cursor)]
+                new = session.store.events(after=self.cursor)
                 n_labels = sum(e["kind"] != "skip" for e in new)
                 answered = {e["item"] for e in new}
                 waiting = [p for p in pending if p not in answered]
@@ -126,7 +127,7 @@ class StoreOracle(Oracle):
                         self._enough_classes(new, known):
                     break
                 session._changed.wait(timeout=0.5)
-        return self._answers(None)
+        return self._answers(None, events=new)
 
     def _enough_classes(self, new, known) -> bool:
         """A first model needs two classes among its labels."""
@@ -322,7 +323,25 @@ class LabellingSession:
             _time.sleep(0.02)
 
     # --------------------------------------------------------------- verbs
-    def _check_item(self, item) -> int:
+    def check_item(self, item) -> int:
+        """``item`` as an int id of the pool, else a ``ValueError`` naming it.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> from skdbal.labelling import LabellingSession
+        >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        >>> session.check_item(3)
+        3
+        >>> session.check_item("../etc/passwd")
+        Traceback (most recent call last):
+            ...
+        ValueError: unknown item '../etc/passwd': items are ids in [0, 4)
+        """
         if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or not 0 <= item < len(self.keys):
             raise ValueError(f"unknown item {item!r}: items are ids in [0, {len(self.keys)})")
         return int(item)
@@ -344,7 +363,7 @@ class LabellingSession:
         deadline = _time.time() + timeout
         while True:
             labelled = self.store.current_labels()
-            skipped = set(self.store.skipped())
+            skipped = set(self.store.skipped(labelled))
             free = [i for i in self.oracle.batch if i not in labelled and i not in skipped]
             leased = self.store.lease(free, annotator, self.lease_timeout, limit=n)
             if leased or _time.time() >= deadline:
@@ -369,19 +388,19 @@ class LabellingSession:
             For an unknown item or a label not in ``classes``; nothing is
             recorded then.
         """
-        item = self._check_item(item)
+        item = self.check_item(item)
         if str(label) not in self._by_text:
             raise ValueError(f"unknown class {label!r}; the classes are {self.classes}")
         return self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex, release=True)
 
     def skip(self, item: int, annotator: Optional[str] = None) -> int:
         """Decline to label ``item``: it is not offered again."""
-        item = self._check_item(item)
+        item = self.check_item(item)
         return self._event(item, "skip", None, annotator, release=True)
 
     def undo(self, item: int, annotator: Optional[str] = None) -> int:
         """Undo the item's latest label: its label before, or none."""
-        return self._event(self._check_item(item), "undo", None, annotator)
+        return self._event(self.check_item(item), "undo", None, annotator)
 
     def guesses(self, items: Sequence[int]) -> list:
         """The current model's label for each item (as text), or None before the first model."""
@@ -400,7 +419,7 @@ class LabellingSession:
         """``labelled``, ``model_version`` (-1 before the first), ``last_retrain``, ``pending``
         (items of the current batch still to label), ``skipped``, ``error``."""
         labelled = self.store.current_labels()
-        skipped = set(self.store.skipped())
+        skipped = set(self.store.skipped(labelled))
         models = self.store.models()
         return {"labelled": len(labelled), "model_version": models[-1]["version"] if models else -1,
                 "last_retrain": models[-1]["time"] if models else None,

@@ -25,6 +25,7 @@ import os
 import sqlite3
 import threading
 import time as _time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
@@ -135,23 +136,17 @@ class LabelStore:
             raise
 
     # ------------------------------------------------------------ plumbing
+    @contextmanager
     def _transaction(self):
-        store = self
-
-        class _T:
-            def __enter__(self):
-                store._lock.acquire()
-                store._conn.execute("BEGIN IMMEDIATE")
-                return store._conn
-
-            def __exit__(self, kind, value, tb):
-                try:
-                    store._conn.execute("COMMIT" if kind is None else "ROLLBACK")
-                finally:
-                    store._lock.release()
-                return False
-
-        return _T()
+        """One write transaction (``BEGIN IMMEDIATE``), committed on success, rolled back on error."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def _read(self, sql: str, args: Sequence = ()) -> list:
         with self._lock:
@@ -283,9 +278,10 @@ class LabelStore:
         return {item: {"label": label, "annotator": ann, "time": t, "event": ev}
                 for item, label, ann, t, ev in rows}
 
-    def skipped(self) -> List[int]:
-        """Items skipped and not labelled since."""
-        labelled = set(self.current_labels())
+    def skipped(self, labelled: Optional[Iterable[int]] = None) -> List[int]:
+        """Items skipped and not labelled since; ``labelled``, the items of
+        :meth:`current_labels` when the caller has them already."""
+        labelled = set(self.current_labels() if labelled is None else labelled)
         rows = self._read("SELECT DISTINCT item FROM events WHERE kind='skip' ORDER BY item")
         return [item for (item,) in rows if item not in labelled]
 
