@@ -205,6 +205,9 @@ class LabellingSession:
         Seconds an annotator holds an item handed out by :meth:`next_batch`.
     X_test, y_test : array-like, optional
         A labelled test set: its accuracy is recorded per model version.
+    query_kwargs : dict, optional
+        Passed to each query, e.g. ``{"candidates": 2000}`` to score a
+        random subsample of a large pool (see :meth:`ActiveLearner.query`).
 
     Examples
     --------
@@ -230,7 +233,7 @@ class LabellingSession:
 
     def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
                  retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 600.0,
-                 X_test=None, y_test=None):
+                 X_test=None, y_test=None, query_kwargs=None):
         self.learner = learner
         self.X = X
         self.classes = list(classes)
@@ -241,6 +244,7 @@ class LabellingSession:
         self.initial = initial
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
+        self.query_kwargs = dict(query_kwargs or {})
         self._by_text = {str(c): c for c in self.classes}
         if len(self._by_text) != len(self.classes):
             raise ValueError("classes must be distinct as text")
@@ -251,7 +255,9 @@ class LabellingSession:
         self.last_retrain: Optional[float] = None
         self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                                "retrain_after": self.retrain_after, "n_items": len(self.keys),
-                               "learner": repr(learner)})
+                               "learner": repr(learner),
+                               **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
+                                  if self.query_kwargs else {})})
         self.store.add_items(self.keys)
         self.oracle = StoreOracle(self)
         self.journal = StoreJournal(self)
@@ -269,7 +275,7 @@ class LabellingSession:
 
             evaluate = lambda m: _evaluate(m, self.X_test, self.y_test)  # noqa: E731
         self.loop = ActiveLearningLoop(self.learner, self.oracle, n_instances=self.batch_size, evaluate=evaluate,
-                                       journal=self.journal, verbose=False)
+                                       journal=self.journal, query_kwargs=self.query_kwargs, verbose=False)
         self._thread = threading.Thread(target=self._run, name="skdbal-labelling-loop", daemon=True)
         self._thread.start()
         return self
