@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold", "batch_threshold"]
+__all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold", "batch_threshold",
+           "trust_threshold"]
 
 
 def _check(p_label, n_classes: int) -> np.ndarray:
@@ -199,6 +200,62 @@ def quantile_threshold(p_label, noise_rate: float) -> float:
     if k == 0:
         return float(p.min())
     return float(np.sort(p)[k])
+
+
+def trust_threshold(p_label, n_classes: int, rule="dynamic"):
+    """The trust threshold ``τ`` of one rule, and the noise rate it estimated.
+
+    The rules of the noise filter that need only the model's probability
+    of each label given (not the strategy's scores, as ``"batch"`` does):
+
+    - a float in (0, 1): ``τ`` itself;
+    - ``"dynamic"``: ``bayes_threshold(ε̂, C)``, with ``ε̂`` estimated by EM
+      (:func:`estimate_noise_rate`);
+    - ``"quantile"``: ``quantile_threshold(p_label, ε̂)``;
+    - a callable: ``rule(p_label, n_classes)``, which must return a value
+      in [0, 1].
+
+    A label is distrusted when ``p_label < τ``.
+
+    Parameters
+    ----------
+    p_label : array-like of shape (n,)
+        The model's probability of each label given, ``p̄(y = ỹ | x)``.
+    n_classes : int
+        Number of classes ``C``.
+    rule : float, "dynamic", "quantile" or callable, default="dynamic"
+
+    Returns
+    -------
+    threshold : float
+    noise_rate : float or None
+        ``ε̂`` for the two rules that estimate it, else None.
+
+    Examples
+    --------
+    >>> from skdbal.noise import trust_threshold
+    >>> p = [0.9, 0.95, 0.85, 0.9, 0.001]         # one label the model finds very unlikely
+    >>> tau, rate = trust_threshold(p, 10, "dynamic")
+    >>> round(rate, 3), round(tau, 4), [x < tau for x in p]
+    (0.195, 0.0263, [False, False, False, False, True])
+    >>> trust_threshold(p, 10, 0.5)
+    (0.5, None)
+    """
+    if isinstance(rule, str):
+        if rule not in ("dynamic", "quantile"):
+            raise ValueError(f"rule must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {rule!r}")
+        p = _check(p_label, n_classes)
+        rate = estimate_noise_rate(p, n_classes)
+        tau = bayes_threshold(rate, n_classes) if rule == "dynamic" else quantile_threshold(p, rate)
+        return float(tau), float(rate)
+    if callable(rule):
+        tau = float(rule(p_label, n_classes))
+        if not 0 <= tau <= 1:
+            raise ValueError(f"the threshold callable returned {tau}; it must lie in [0, 1]")
+        return tau, None
+    if isinstance(rule, bool) or not isinstance(rule, (int, float, np.integer, np.floating)) or not 0 < rule < 1:
+        raise ValueError(f"rule must be a float in (0, 1), 'dynamic', 'quantile' or a callable; got {rule!r}")
+    return float(rule), None
 
 
 def batch_threshold(scores, p_label, noise_rate: float, n_classes: int, n_instances: int, *,

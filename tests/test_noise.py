@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from skdbal.datasets import make_noisy_labels
-from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior, quantile_threshold
+from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior, quantile_threshold, trust_threshold
 
 
 def test_symmetric_flips_rate_and_uniform_targets():
@@ -152,3 +152,19 @@ def test_batch_threshold_bad_input():
     with pytest.raises(ValueError, match="finite"):
         batch_threshold([np.nan, 0.5], [0.5, 0.5], 0.2, 10, 1)
 
+
+
+def test_trust_threshold_is_the_noise_filters_rules():
+    p = np.array([0.9, 0.95, 0.85, 0.9, 0.8, 0.001, 0.002])
+    tau, rate = trust_threshold(p, 10, "dynamic")
+    assert rate == estimate_noise_rate(p, 10) and tau == bayes_threshold(rate, 10)
+    assert (p < tau).tolist() == [False] * 5 + [True, True]
+    tau, rate = trust_threshold(p, 10, "quantile")      # floor(0.28 * 7) = 1 label distrusted: 0.001
+    assert tau == 0.002 and (p < tau).sum() == 1
+    assert trust_threshold(p, 10, 0.85) == (0.85, None)
+    assert trust_threshold(p, 10, lambda p, c: 1.0 / c) == (0.1, None)
+    for bad in ("batch", 0.0, 1.0, True, "0.5"):
+        with pytest.raises(ValueError, match="rule must be"):
+            trust_threshold(p, 10, bad)
+    with pytest.raises(ValueError, match="returned 2.0"):
+        trust_threshold(p, 10, lambda p, c: 2.0)

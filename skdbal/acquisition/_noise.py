@@ -152,20 +152,14 @@ class NoiseFilter(StrategyDecorator):
             raise ValueError(message.format(t))
 
     def _tau(self, p_label, n_classes: int, info: dict, scores=None, order=None, n_instances=1) -> float:
-        if isinstance(self.threshold, str):  # a rule: from the noise rate estimated by EM
+        if self.threshold == "batch":  # only reached with pool scores: refused without them
             rate = noise.estimate_noise_rate(p_label, n_classes)
             info["noise_rate"] = rate
-            if self.threshold == "quantile":
-                return noise.quantile_threshold(p_label, rate)
-            if self.threshold == "batch":  # only reached with pool scores: refused without them
-                return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
-            return noise.bayes_threshold(rate, n_classes)  # "dynamic"
-        if callable(self.threshold):
-            tau = float(self.threshold(p_label, n_classes))
-            if not 0 <= tau <= 1:
-                raise ValueError(f"the threshold callable returned {tau}; it must lie in [0, 1]")
-            return tau
-        return float(self.threshold)
+            return noise.batch_threshold(scores, p_label, rate, n_classes, n_instances, order=order)
+        tau, rate = noise.trust_threshold(p_label, n_classes, self.threshold)
+        if rate is not None:
+            info["noise_rate"] = rate
+        return tau
 
     def _n_samples(self, kwargs) -> Optional[int]:
         """``T`` of this query: the call's ``n_samples``, else this filter's, else the wrapped strategy's

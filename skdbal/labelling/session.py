@@ -23,7 +23,11 @@ from ..loop import ActiveLearningLoop
 from ..oracles import Answer, Oracle
 from .store import LabelStore
 
-__all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped"]
+__all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped", "MIN_JUDGED"]
+
+#: Labels judged before the ``"dynamic"`` and ``"quantile"`` rules of second looks flag any: their
+#: noise rate is estimated from the judged labels, and a handful cannot tell it.
+MIN_JUDGED = 20
 
 
 class SessionStopped(RuntimeError):
@@ -65,6 +69,7 @@ class StoreOracle(Oracle):
     def __init__(self, session: "LabellingSession"):
         self.session = session
         self.cursor = 0            # answers were delivered for the events up to this id
+        self.judged = 0            # the model judged the labels up to this id
         self.replay_upto: Optional[int] = None
         self.batch: List[int] = []  # the items offered now, best first
         self.scores: Dict[int, float] = {}
@@ -98,7 +103,10 @@ class StoreOracle(Oracle):
         for item in touched:
             if item in current:
                 c = current[item]
-                answers.append(Answer(item, session._label_of(c["label"]), c["annotator"], c["time"]))
+                label = session._label_of(c["label"])
+                if labelled[item] and session.learner.y_pool_[item] == label:
+                    continue  # a confirmed second look, a skip of a labelled item: nothing changes
+                answers.append(Answer(item, label, c["annotator"], c["time"]))
             elif labelled[item]:
                 answers.append(Answer(item, None, None, None, retract=True))
             elif any(e["item"] == item and e["kind"] == "skip" for e in events):
@@ -113,9 +121,10 @@ class StoreOracle(Oracle):
             upto, self.replay_upto = self.replay_upto, None
             answers = self._answers(upto, [int(p) for p in pending])
             self.cursor = upto
+            self.judged = max([upto] + [c["event"] for c in session.store.checks()])
             return answers
-        with session._changed:
-            while True:
+        while True:
+            with session._changed:
                 if session._stopping:
                     raise SessionStopped("the session stopped")
                 new = session.store.events(after=self.cursor)
@@ -123,10 +132,17 @@ class StoreOracle(Oracle):
                 answered = {e["item"] for e in new}
                 waiting = [p for p in pending if p not in answered]
                 known = session.learner.y_training_ if hasattr(session.learner, "y_training_") else []
-                if new and (n_labels >= session.retrain_after or not waiting) and \
-                        self._enough_classes(new, known):
-                    break
-                session._changed.wait(timeout=0.5)
+                ready = bool(new) and (n_labels >= session.retrain_after or not waiting) and \
+                    self._enough_classes(new, known)
+                unjudged = [e for e in new if e["event"] > self.judged and e["kind"] == "label"]
+                if not ready and not unjudged:
+                    session._changed.wait(timeout=0.5)
+                    continue
+            if unjudged:  # as labels arrive, outside the lock: submissions never wait for the model
+                session._judge(unjudged)
+                self.judged = unjudged[-1]["event"]
+            if ready:
+                break
         return self._answers(None, events=new)
 
     def _enough_classes(self, new, known) -> bool:
@@ -208,6 +224,28 @@ class LabellingSession:
     query_kwargs : dict, optional
         Passed to each query, e.g. ``{"candidates": 2000}`` to score a
         random subsample of a large pool (see :meth:`ActiveLearner.query`).
+    second_looks : float, "dynamic", "quantile", callable or None, default="dynamic"
+        When a label arrives, the current model (which has not seen it)
+        judges it: a label whose probability ``p̄(y = given | x)`` is below
+        the trust threshold of this rule (the noise filter's rules,
+        :func:`skdbal.noise.trust_threshold`, over every label judged so
+        far) is flagged, and offered to another annotator for a second look
+        (:meth:`next_batch` offers it first to anyone but its annotator).
+        The two rules that estimate the annotators' noise rate flag nothing
+        before ``MIN_JUDGED`` (20) labels are judged; then, and whenever the
+        threshold rises, earlier labels below it are flagged too, if they
+        are still their items' labels. None flags nothing (the labels are
+        still judged, for the model's ``guess_accuracy``).
+
+    Notes
+    -----
+    Every label that arrives after the first model is judged by the model of
+    its time, which had not seen it: its guess and ``p̄(y = given | x)`` are
+    kept in the store. The share of guesses that the labels confirmed is the
+    model's own accuracy on what came next (a prequential estimate,
+    ``guess_accuracy`` in :meth:`versions`), which needs no test set. A
+    flagged label stays the item's label, and the model trains on it, until
+    a second look changes it: the later label counts.
 
     Examples
     --------
@@ -233,7 +271,7 @@ class LabellingSession:
 
     def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
                  retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 600.0,
-                 X_test=None, y_test=None, query_kwargs=None):
+                 X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic"):
         self.learner = learner
         self.X = X
         self.classes = list(classes)
@@ -245,6 +283,11 @@ class LabellingSession:
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
         self.query_kwargs = dict(query_kwargs or {})
+        self.second_looks = second_looks
+        if second_looks is not None:  # a bad rule is refused here, not in the loop's thread
+            from ..noise import trust_threshold
+
+            trust_threshold([0.5, 0.5], 2, second_looks)
         self._by_text = {str(c): c for c in self.classes}
         if len(self._by_text) != len(self.classes):
             raise ValueError("classes must be distinct as text")
@@ -255,7 +298,7 @@ class LabellingSession:
         self.last_retrain: Optional[float] = None
         self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                                "retrain_after": self.retrain_after, "n_items": len(self.keys),
-                               "learner": repr(learner),
+                               "learner": repr(learner), "second_looks": repr(second_looks),
                                **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
                                   if self.query_kwargs else {})})
         self.store.add_items(self.keys)
@@ -328,6 +371,74 @@ class LabellingSession:
                 raise TimeoutError(f"model version {version} was not trained within {timeout} s")
             _time.sleep(0.02)
 
+    def _judge(self, events: List[dict]) -> None:
+        """The current model's judgement of the new labels among ``events``
+        (it has not seen them): its guess, ``p̄(y = given | x)``, and a flag
+        where that is below the trust threshold."""
+        model = getattr(self.learner, "estimator_", None)
+        if model is None or getattr(self.learner, "step_", -1) < 0:
+            return
+        second = {c["second_event"] for c in self.store.second_looks()}  # a second look is not judged again
+        new = [e for e in events if e["kind"] == "label" and e["event"] not in second]
+        if not new:
+            return
+        from ..noise import trust_threshold
+        from ..predictive import as_predictive
+
+        predictive = as_predictive(model)
+        classes = [str(c) for c in np.asarray(predictive.classes).tolist()]
+        new = [e for e in new if e["label"] in classes]  # a class the model has not met yet: no judgement
+        if not new:
+            return
+        P = np.asarray(predictive.proba_samples(self.X[np.asarray([e["item"] for e in new], dtype=np.intp)]),
+                       dtype=np.float64).mean(axis=0)
+        p_given = P[np.arange(len(new)), [classes.index(e["label"]) for e in new]]
+        guesses = [classes[j] for j in P.argmax(axis=1)]
+        tau, rule = 0.0, self.second_looks
+        history = [c["p_given"] for c in self.store.checks()]
+        if rule is not None and not (isinstance(rule, str) and len(history) + len(new) < MIN_JUDGED):
+            # the threshold from every label judged so far, these included
+            tau, _ = trust_threshold(np.r_[history, p_given], max(len(classes), 2), rule)
+        self.store.add_checks([{"event": e["event"], "model_version": self.learner.step_, "p_given": p,
+                                "guess": g, "threshold": tau, "flagged": p < tau}
+                               for e, p, g in zip(new, p_given, guesses)])
+        if tau > 0:  # earlier labels the threshold of now distrusts, if they are still the items' labels
+            current = {r["event"] for r in self.store.current_labels().values()}
+            second = {c["second_event"] for c in self.store.second_looks()}
+            self.store.flag([c["event"] for c in self.store.checks() if not c["flagged"] and c["p_given"] < tau
+                             and c["event"] in current and c["event"] not in second], tau)
+
+    def versions(self) -> List[dict]:
+        """Each model version: ``version``, ``time``, ``n_labels`` it saw, its
+        ``metrics`` (test accuracy where a test set was given) and
+        ``guess_accuracy``, the share of the labels that came while it was the
+        current model that it guessed right (None before any came), of
+        ``n_judged`` labels.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> from skdbal.labelling import LabellingSession
+        >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        >>> session.versions()      # no model yet
+        []
+        """
+        judged: Dict[int, List[bool]] = {}
+        for c in self.store.checks():
+            judged.setdefault(c["model_version"], []).append(c["guess"] == c["label"])
+        return [{"version": m["version"], "time": m["time"], "n_labels": m["n_labels"], "metrics": m["metrics"],
+                 "guess_accuracy": float(np.mean(judged[m["version"]])) if judged.get(m["version"]) else None,
+                 "n_judged": len(judged.get(m["version"], []))} for m in self.store.models()]
+
+    def _second_looks_for(self, annotator: str) -> List[int]:
+        """Flagged items awaiting a second look that ``annotator`` may give (not their own, not declined)."""
+        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"
+                and c["annotator"] != annotator and annotator not in c["declined_by"]]
+
     # --------------------------------------------------------------- verbs
     def check_item(self, item) -> int:
         """``item`` as an int id of the pool, else a ``ValueError`` naming it.
@@ -356,28 +467,33 @@ class LabellingSession:
                    timeout: float = 0.0) -> List[dict]:
         """The items for ``annotator`` to label now, leased to them, best first.
 
-        Items of the current batch that are unlabelled, not skipped and not
-        held by someone else. Waits up to ``timeout`` seconds for a batch.
+        First the flagged labels of other annotators awaiting a second look,
+        then the items of the current batch that are unlabelled, not skipped
+        and not held by someone else. Waits up to ``timeout`` seconds for a
+        batch.
 
         Returns
         -------
         list of dict
             ``item`` (id), ``key``, ``score`` (the acquisition score, NaN
-            for the first batch).
+            for the first batch), ``second_look`` (whether it is one; the
+            first label is not shown, so as not to anchor).
         """
         annotator = annotator or "anonymous"
         deadline = _time.time() + timeout
         while True:
             labelled = self.store.current_labels()
             skipped = set(self.store.skipped(labelled))
-            free = [i for i in self.oracle.batch if i not in labelled and i not in skipped]
+            looks = self._second_looks_for(annotator) if self.second_looks is not None else []
+            free = looks + [i for i in self.oracle.batch if i not in labelled and i not in skipped]
             leased = self.store.lease(free, annotator, self.lease_timeout, limit=n)
             if leased or _time.time() >= deadline:
                 break
             with self._changed:
                 self._changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
-        return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan"))}
-                for i in leased]
+        looks = set(looks)
+        return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan")),
+                 "second_look": i in looks} for i in leased]
 
     def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False) -> int:
         event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release)
@@ -417,17 +533,40 @@ class LabellingSession:
         return [str(p) for p in model.predict(X)]
 
     def labels(self) -> List[dict]:
-        """The current labels: ``item``, ``key``, ``label``, ``annotator``, ``time``."""
-        return [{"item": i, "key": self.keys[i], "label": self._label_of(r["label"]), "annotator": r["annotator"],
-                 "time": r["time"]} for i, r in self.store.current_labels().items()]
+        """The current labels: ``item``, ``key``, ``label``, ``annotator``,
+        ``time``, and for an item whose label was flagged, ``p_given`` (the
+        model's probability of the flagged label), ``first_label``,
+        ``first_annotator`` and ``second_look`` (``"pending"``,
+        ``"confirmed"``, ``"changed"`` or ``"withdrawn"``); None otherwise."""
+        looks = {c["item"]: c for c in self.store.second_looks()}  # an item's latest flag counts
+        out = []
+        for i, r in self.store.current_labels().items():
+            c = looks.get(i)
+            out.append({"item": i, "key": self.keys[i], "label": self._label_of(r["label"]),
+                        "annotator": r["annotator"], "time": r["time"],
+                        "p_given": None if c is None else c["p_given"],
+                        "first_label": None if c is None else self._label_of(c["label"]),
+                        "first_annotator": None if c is None else c["annotator"],
+                        "second_look": None if c is None else c["outcome"]})
+        return out
 
     def status(self) -> dict:
         """``labelled``, ``model_version`` (-1 before the first), ``last_retrain``, ``pending``
-        (items of the current batch still to label), ``skipped``, ``error``."""
+        (items of the current batch still to label), ``skipped``, ``second_looks`` (how many
+        labels were flagged, and how many second looks are pending, confirmed, changed or
+        withdrawn), ``error``."""
         labelled = self.store.current_labels()
         skipped = set(self.store.skipped(labelled))
         models = self.store.models()
         return {"labelled": len(labelled), "model_version": models[-1]["version"] if models else -1,
                 "last_retrain": models[-1]["time"] if models else None,
                 "pending": [i for i in self.oracle.batch if i not in labelled and i not in skipped],
-                "skipped": len(skipped), "error": None if self.error is None else repr(self.error)}
+                "skipped": len(skipped), "second_looks": self._second_look_counts(),
+                "error": None if self.error is None else repr(self.error)}
+
+    def _second_look_counts(self) -> dict:
+        looks = self.store.second_looks()
+        counts = {"flagged": len(looks), "pending": 0, "confirmed": 0, "changed": 0, "withdrawn": 0}
+        for c in looks:
+            counts[c["outcome"]] += 1
+        return counts

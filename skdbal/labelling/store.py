@@ -10,7 +10,10 @@ Tables:
   replayed submission idempotent;
 - ``leases``: which annotator holds which item, until when;
 - ``queries``: each queried batch, with the model version and the scores;
-- ``models``: each model version, with the last event it saw and its metrics.
+- ``models``: each model version, with the last event it saw and its metrics;
+- ``checks``: each label judged by the model of its time (one that had not
+  seen it): the model's probability of the label given, its own guess, the
+  trust threshold then, and whether the label was flagged for a second look.
 
 The file is marked as ours (SQLite's ``application_id``) and versioned
 (``user_version``): a file that is not ours, or is corrupt, is refused with
@@ -34,7 +37,7 @@ __all__ = ["LabelStore", "StoreError", "APPLICATION_ID", "SCHEMA_VERSION"]
 #: SQLite ``application_id`` of a skdbal store ("SKDB").
 APPLICATION_ID = 0x534B4442
 #: Version of the schema below (``user_version``).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,7 +61,13 @@ CREATE TABLE models (
     version INTEGER PRIMARY KEY, time REAL NOT NULL, last_event INTEGER NOT NULL, n_labels INTEGER NOT NULL,
     metrics TEXT NOT NULL
 );
+CREATE TABLE checks (
+    event INTEGER PRIMARY KEY REFERENCES events(event), model_version INTEGER NOT NULL, p_given REAL NOT NULL,
+    guess TEXT, threshold REAL NOT NULL, flagged INTEGER NOT NULL
+);
 """
+#: What a store of an older schema version gains when it is opened: {version: statements}.
+_MIGRATIONS = {1: [_SCHEMA[_SCHEMA.index("CREATE TABLE checks"):].strip().rstrip(";")]}
 
 
 class StoreError(ValueError):
@@ -131,9 +140,21 @@ class LabelStore:
                             self._conn.execute(statement)
                     self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
                     self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            else:
+                self._migrate()
         except BaseException:
             self._conn.close()
             raise
+
+    def _migrate(self) -> None:
+        """Bring a store of an older schema version to this one, in one transaction."""
+        with self._transaction() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            while version < SCHEMA_VERSION:
+                for statement in _MIGRATIONS[version]:
+                    conn.execute(statement)
+                version += 1
+            conn.execute(f"PRAGMA user_version={version}")
 
     # ------------------------------------------------------------ plumbing
     @contextmanager
@@ -340,6 +361,75 @@ class LabelStore:
                 for v, t, e, n, m in rows]
 
 
+    # -------------------------------------------------------------- checks
+    def add_checks(self, checks: Sequence[dict]) -> None:
+        """Record the model's judgement of label events (in one transaction);
+        an event judged already keeps its first judgement.
+
+        Each check is ``{"event", "model_version", "p_given", "guess",
+        "threshold", "flagged"}``.
+        """
+        with self._transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO checks VALUES (?, ?, ?, ?, ?, ?)",
+                             [(int(c["event"]), int(c["model_version"]), float(c["p_given"]),
+                               None if c.get("guess") is None else str(c["guess"]), float(c["threshold"]),
+                               int(bool(c["flagged"]))) for c in checks])
+
+    def flag(self, events: Sequence[int], threshold: float) -> None:
+        """Flag judged label ``events`` for a second look, under ``threshold``."""
+        with self._transaction() as conn:
+            conn.executemany("UPDATE checks SET flagged=1, threshold=? WHERE event=?",
+                             [(float(threshold), int(e)) for e in events])
+
+    def checks(self) -> List[dict]:
+        """Every judged label event, in event order, with its item, label and annotator."""
+        rows = self._read("SELECT c.event, e.item, e.label, e.annotator, c.model_version, c.p_given, c.guess, "
+                          "c.threshold, c.flagged FROM checks c JOIN events e ON e.event = c.event ORDER BY c.event")
+        keys = ("event", "item", "label", "annotator", "model_version", "p_given", "guess", "threshold", "flagged")
+        return [dict(zip(keys, r), flagged=bool(r[-1])) for r in rows]
+
+    def second_looks(self) -> List[dict]:
+        """What became of each flagged label, in event order.
+
+        A flagged label by annotator A gets its second look from the first
+        label of the item by another annotator after it: ``"confirmed"`` if
+        it is the same label, ``"changed"`` if not (the later label is then
+        the item's label). Until then it is ``"pending"``, unless A undid or
+        relabelled it (``"withdrawn"``). ``declined_by`` lists the
+        annotators who skipped it since the flag.
+        """
+        flagged = [c for c in self.checks() if c["flagged"]]
+        if not flagged:
+            return []
+        items = sorted({c["item"] for c in flagged})
+        marks = ",".join("?" * len(items))
+        later: Dict[int, list] = {}
+        for event, item, kind, label, undoes, annotator in self._read(
+                f"SELECT event, item, kind, label, undoes, annotator FROM events WHERE item IN ({marks}) "
+                "ORDER BY event", items):
+            later.setdefault(item, []).append((event, kind, label, undoes, annotator))
+        out = []
+        for c in flagged:
+            look = dict(c, outcome="pending", second_label=None, second_annotator=None, second_event=None,
+                        declined_by=[])
+            for event, kind, label, undoes, annotator in later[c["item"]]:
+                if event <= c["event"]:
+                    continue
+                if kind == "skip":
+                    if annotator != c["annotator"]:
+                        look["declined_by"].append(annotator)
+                    continue
+                if (kind == "undo" and undoes == c["event"]) or (kind == "label" and annotator == c["annotator"]):
+                    look["outcome"] = "withdrawn"
+                    break
+                if kind == "label":
+                    look.update(outcome="confirmed" if label == c["label"] else "changed", second_label=label,
+                                second_annotator=annotator, second_event=event)
+                    break
+            out.append(look)
+        return out
+
+
 def _check_ours(path: Path) -> None:
     """Raise StoreError unless ``path`` is a readable skdbal store of our schema version."""
     try:
@@ -355,6 +445,6 @@ def _check_ours(path: Path) -> None:
     if app != APPLICATION_ID:
         raise StoreError(f"{path} is not a skdbal labelling store (SQLite application_id {app:#x}); "
                          "it was left as it is")
-    if version != SCHEMA_VERSION:
+    if not (version == SCHEMA_VERSION or version in _MIGRATIONS):
         raise StoreError(f"{path} is a skdbal store of schema version {version}; this skdbal reads "
-                         f"version {SCHEMA_VERSION}")
+                         f"versions {sorted(_MIGRATIONS)} and {SCHEMA_VERSION}")
