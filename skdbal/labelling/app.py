@@ -10,9 +10,11 @@ is not bound to a loopback address every request needs it, the page as
 - ``GET /api/batch?annotator=NAME&n=K&wait=S``: items leased to the
   annotator (at most ``K``, waiting up to ``S`` <= 10 s for a batch), with
   their acquisition scores and the model's guess;
-- ``GET /api/item/{id}.png``: an item drawn as a grey-scale PNG (images),
-  ``GET /api/item/{id}``: its values (tabular rows). Items are served by
-  integer id only: no client-supplied path reaches the file system;
+- ``GET /api/item/{id}.png``: an item drawn as PNG (images: with a
+  :class:`~skdbal.labelling.pools.Pool` of a folder, the original file
+  re-encoded and downscaled), ``GET /api/item/{id}``: its ``columns`` and
+  ``values`` (tabular rows). Items are served by integer id only: no
+  client-supplied path reaches the file system;
 - ``POST /api/submit`` ``{"item", "label", "annotator", "request_id"}``,
   ``POST /api/skip`` and ``POST /api/undo`` ``{"item", "annotator"}``;
 - ``GET /api/status``, ``GET /api/labels.csv``.
@@ -33,10 +35,12 @@ from typing import Optional
 
 import numpy as np
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from .pools import Pool
 from .session import LabellingSession
 
 __all__ = ["make_app", "png_bytes"]
@@ -77,7 +81,7 @@ class _Refused(Exception):
 
 
 def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
-             images: bool = True, max_body: int = MAX_BODY) -> Starlette:
+             images: Optional[bool] = None, max_body: int = MAX_BODY, pool: Optional[Pool] = None) -> Starlette:
     """The Starlette application of the labelling page.
 
     Parameters
@@ -89,10 +93,14 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     require_token_everywhere : bool, default=False
         Check the token on every request, not only on POSTs: for a server
         bound to another interface than loopback.
-    images : bool, default=True
-        Items are images (drawn as PNG), else rows of a table.
+    images : bool, optional
+        Items are images (drawn as PNG), else rows of a table; by default
+        the pool's kind, else True.
     max_body : int
         Largest request body, in bytes.
+    pool : Pool, optional
+        The session's pool (:func:`~skdbal.labelling.pools.load_pool`),
+        which draws its items: by default ``session.X`` is drawn.
 
     Returns
     -------
@@ -117,6 +125,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     403
     """
     token = token or secrets.token_urlsafe(24)
+    if pool is not None and pool.keys != session.keys:
+        raise ValueError(f"the pool's {len(pool)} keys are not the session's {len(session.keys)} keys")
+    if images is None:
+        images = pool is None or pool.kind == "images"
 
     def check_token(request: Request, always: bool) -> None:
         if not (always or require_token_everywhere):
@@ -185,11 +197,19 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
     async def item_png(request: Request) -> Response:
         item = item_of(int(request.path_params["item"]))
-        return Response(png_bytes(session.X[item]), media_type="image/png")
+        if pool is None:
+            return Response(png_bytes(session.X[item]), media_type="image/png")
+        if pool.kind != "images":
+            raise _Refused(404, "the items are rows of a table: see /api/item/{id}")
+        return Response(await run_in_threadpool(pool.png, item), media_type="image/png")   # decoding blocks
 
     async def item_values(request: Request) -> Response:
         item = item_of(int(request.path_params["item"]))
-        return JSONResponse({"item": item, "key": session.keys[item],
+        if pool is not None and pool.kind == "table":
+            row = pool.row(item)
+            return JSONResponse({"item": item, "key": session.keys[item], "columns": [c for c, _ in row],
+                                 "values": [v for _, v in row]})
+        return JSONResponse({"item": item, "key": session.keys[item], "columns": None,
                              "values": np.asarray(session.X[item], dtype=float).ravel().tolist()})
 
     async def submit(request: Request) -> Response:
@@ -281,6 +301,23 @@ function showStatus(s){
     `${s.labelled} labelled · ${s.pending} left in the batch · model version ${s.model_version}` +
     (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain*1000).toLocaleTimeString()}` : '');
 }
+function esc(s){   // text for innerHTML: keys are file names, which may hold <, &, quotes
+  return String(s).replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'})[c]);
+}
+const rows = new Map();   // item id -> its row (tables), fetched once
+function rowHtml(id){
+  const r = rows.get(id);
+  if(r === undefined){
+    rows.set(id, null);
+    fetch('/api/item/' + Number(id), {headers: {'X-Token': TOKEN}}).then(x => x.ok ? x.json() : null)
+      .then(j => { if(j){ rows.set(id, j); render(); } });
+  }
+  if(!r) return '<div class="meta">…</div>';
+  const n = 12, pairs = r.values.slice(0, n).map((v, j) =>
+    `<span style="color:#666">${esc(r.columns ? r.columns[j] : 'x' + j)}:</span> ${esc(v)}`);
+  const more = r.values.length > n ? `<br>… ${r.values.length - n} more` : '';
+  return `<div class="row" style="text-align:left;max-width:18em">${pairs.join('<br>')}${more}</div>`;
+}
 function render(){
   const box = document.getElementById('batch'); box.innerHTML = '';
   const show = document.getElementById('showguess').checked;
@@ -288,11 +325,12 @@ function render(){
     const d = document.createElement('div');
     d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '');
     d.id = 'item-' + it.item;
-    const pic = IMAGES ? `<img alt="item ${it.item}" src="/api/item/${it.item}.png">` : `<div>item ${it.item}</div>`;
-    const score = it.score === null ? '' : `score ${it.score.toFixed(3)}`;
-    const guess = show && it.guess !== null ? ` · guess ${it.guess}` : '';
-    d.innerHTML = `${pic}<div class="meta">${it.key}<br>${score}${guess}</div>` +
-                  (it.done ? `<div class="meta">${it.done}</div>` : '');
+    const id = Number(it.item);
+    const pic = IMAGES ? `<img alt="item ${id}" src="/api/item/${id}.png">` : rowHtml(id);
+    const score = it.score === null ? '' : `score ${Number(it.score).toFixed(3)}`;
+    const guess = show && it.guess !== null ? ` · guess ${esc(it.guess)}` : '';
+    d.innerHTML = `${pic}<div class="meta">${esc(it.key)}<br>${score}${guess}</div>` +
+                  (it.done ? `<div class="meta">${esc(it.done)}</div>` : '');
     d.onclick = () => { current = i; render(); };
     box.appendChild(d);
   });

@@ -18,15 +18,27 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> import argparse
     >>> from skdbal.labelling.cli import add_parser
     >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
-    >>> args = add_parser(sub).parse_args(["--demo", "digits"])
+    >>> parser = add_parser(sub)
+    >>> args = parser.parse_args(["--demo", "digits"])
     >>> args.host, args.port, args.batch_size
     ('127.0.0.1', 8765, 10)
+    >>> args = parser.parse_args(["--images", "photos", "--classes", "cat,dog", "--store", "project.db"])
+    >>> args.images, args.classes, args.image_size, args.mode
+    ('photos', 'cat,dog', 28, 'L')
     """
     p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring")
+    src.add_argument("--images", metavar="DIR", help="a folder of images (png, jpg, bmp, gif, tif, webp; "
+                     "recursive; the keys are the file names in it)")
+    src.add_argument("--table", metavar="FILE", help="a .csv or .parquet table of numeric features")
     src.add_argument("--npy", help="a .npy array of images (N, H, W) or rows (N, D), or a .npz with an array X")
-    p.add_argument("--classes", help="comma-separated class names (required with --npy)")
+    p.add_argument("--classes", help="comma-separated class names (required but with --demo)")
+    p.add_argument("--id-column", help="the table's column of item names (the keys; not a feature)")
+    p.add_argument("--image-size", type=int, default=28, help="side of the square images the model sees "
+                   "(with --images; default 28)")
+    p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L, default) or "
+                   "colour (RGB) features, with --images")
     p.add_argument("--store", help="the SQLite store; resumed if it exists (default: skdbal-<name>.db here)")
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
                    "only; any other needs the token printed at start on every request)")
@@ -55,40 +67,67 @@ def build(args):
     >>> from skdbal.labelling.cli import add_parser, build
     >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
     >>> store = os.path.join(tempfile.mkdtemp(), "demo.db")
-    >>> args = add_parser(sub).parse_args(["--demo", "digits", "--store", store])
+    >>> parser = add_parser(sub)
+    >>> args = parser.parse_args(["--demo", "digits", "--store", store])
     >>> session, app, loopback, path = build(args)       # what run() serves, not started
     >>> len(session.keys), session.classes[:3], loopback
     (1297, [0, 1, 2], True)
+
+    A folder of images (the keys are the file names):
+
+    >>> from PIL import Image
+    >>> folder = tempfile.mkdtemp()
+    >>> Image.new("L", (20, 20), 0).save(os.path.join(folder, "cat1.png"))
+    >>> Image.new("L", (20, 20), 255).save(os.path.join(folder, "dog1.jpg"))
+    >>> _ = open(os.path.join(folder, "notes.txt"), "w").write("not an image")      # ignored
+    >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog",
+    ...                           "--store", os.path.join(folder, "project.db")])
+    >>> session, app, loopback, path = build(args)
+    >>> session.keys, session.X.shape, session.classes
+    (['cat1.png', 'dog1.jpg'], (2, 28, 28), ['cat', 'dog'])
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
     from ..mc_dropout import MCDropoutClassifier
+    from ..nets import MLP
     from .app import make_app
+    from .pools import load_pool
     from .session import LabellingSession
 
     X_test = y_test = None
     if args.demo:
         X, X_test, y_test, classes = _demo()
+        pool = load_pool(X)
         name = "digits"
     else:
         if not args.classes:
-            raise ValueError("--classes is required with --npy")
-        data = np.load(args.npy, allow_pickle=False)
-        X = data["X"] if hasattr(data, "files") else data
+            raise ValueError("--classes is required with --images, --table and --npy")
         classes = [c.strip() for c in args.classes.split(",") if c.strip()]
-        name = Path(args.npy).stem
-    images = X.ndim == 3
-    X = X.astype(np.float32)
+        if args.images:
+            pool = load_pool(args.images, image_size=args.image_size, mode=args.mode)
+            name = Path(args.images).resolve().name
+        elif args.table:
+            if Path(args.table).suffix.lower() not in (".csv", ".parquet", ".pq"):
+                raise ValueError(f"--table reads .csv or .parquet files; got {args.table!r}")
+            pool = load_pool(args.table, id_column=args.id_column)
+            name = Path(args.table).stem
+        else:
+            if Path(args.npy).suffix.lower() not in (".npy", ".npz"):
+                raise ValueError(f"--npy reads .npy or .npz files; got {args.npy!r}")
+            pool = load_pool(args.npy)
+            name = Path(args.npy).stem
+    X = pool.X
+    images = pool.kind == "images"
     net = MCDropoutClassifier(classes=np.arange(len(classes)) if args.demo else np.array(classes),
                               max_epochs=50, batch_size=32, n_samples=20, random_state=0,
-                              **({"module__kernel_size": 3} if images and min(X.shape[1:]) < 16 else {}),
-                              **({} if images else {"module": __import__("skdbal.nets", fromlist=["MLP"]).MLP}))
+                              **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
+                              **({} if images else {"module": MLP}))
     learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
     store = args.store or f"skdbal-{name}.db"
-    session = LabellingSession(learner, X, classes, store, batch_size=args.batch_size,
+    session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test)
     loopback = ipaddress.ip_address(args.host).is_loopback if args.host != "localhost" else True
-    app = make_app(session, require_token_everywhere=not loopback, images=images)
+    app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store
 
 
