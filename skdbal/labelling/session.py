@@ -434,6 +434,43 @@ class LabellingSession:
                  "guess_accuracy": float(np.mean(judged[m["version"]])) if judged.get(m["version"]) else None,
                  "n_judged": len(judged.get(m["version"], []))} for m in self.store.models()]
 
+    def save_model(self, f) -> int:
+        """Save the current model's parameters with skorch's ``save_params``; its version.
+
+        ``f`` is a path or a binary file object. Load them into a net built
+        as the learner's was: ``net.initialize(); net.load_params(f_params=f)``.
+
+        Raises
+        ------
+        LookupError
+            Before the first model.
+        TypeError
+            If the model is not a skorch net (pickle or joblib a scikit-learn
+            model yourself).
+
+        Examples
+        --------
+        >>> import io, os, tempfile
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> from skdbal.labelling import LabellingSession
+        >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        >>> session.save_model(io.BytesIO())
+        Traceback (most recent call last):
+            ...
+        LookupError: no model yet: the first is trained once the first batch is labelled
+        """
+        model = getattr(self.learner, "estimator_", None)
+        if model is None or getattr(self.learner, "step_", -1) < 0:
+            raise LookupError("no model yet: the first is trained once the first batch is labelled")
+        if not hasattr(model, "save_params"):
+            raise TypeError(f"{type(model).__name__} is not a skorch net: save it with joblib or pickle")
+        version = self.learner.step_
+        model.save_params(f_params=f)
+        return version
+
     def _second_looks_for(self, annotator: str) -> List[int]:
         """Flagged items awaiting a second look that ``annotator`` may give (not their own, not declined)."""
         return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"
