@@ -17,7 +17,10 @@ is not bound to a loopback address every request needs it, the page as
   client-supplied path reaches the file system;
 - ``POST /api/submit`` ``{"item", "label", "annotator", "request_id"}``,
   ``POST /api/skip`` and ``POST /api/undo`` ``{"item", "annotator"}``;
-- ``GET /api/status``, ``GET /api/labels.csv``.
+- ``GET /api/status``; ``GET /api/versions`` (each model version with its
+  test accuracy, if a test set was given, and its guess accuracy);
+- ``GET /api/labels.csv`` (the labels, with the second looks), ``GET
+  /api/model.pt`` (the current model, with skorch's ``save_params``).
 
 Bodies larger than ``max_body`` bytes are refused (413), unknown items and
 classes with 4xx and a message; nothing from a client is unpickled.
@@ -241,10 +244,25 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     async def labels_csv(request: Request) -> Response:
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["item", "key", "label", "annotator", "time"])
+        writer.writerow(_CSV_COLUMNS)
         for r in session.labels():
-            writer.writerow([r["item"], r["key"], r["label"], r["annotator"], r["time"]])
-        return PlainTextResponse(out.getvalue(), media_type="text/csv")
+            writer.writerow(["" if r[c] is None else r[c] for c in _CSV_COLUMNS])
+        return PlainTextResponse(out.getvalue(), media_type="text/csv",
+                                 headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
+
+    async def versions(request: Request) -> Response:
+        return JSONResponse({"versions": session.versions()})
+
+    async def model(request: Request) -> Response:
+        buffer = io.BytesIO()
+        try:
+            version = session.save_model(buffer)
+        except LookupError as exc:
+            raise _Refused(404, str(exc)) from None
+        except TypeError as exc:
+            raise _Refused(404, str(exc)) from None
+        return Response(buffer.getvalue(), media_type="application/octet-stream", headers={
+            "Content-Disposition": f'attachment; filename="model-v{version}.pt"'})
 
     routes = [
         Route("/", handler(page, False)),
@@ -256,10 +274,17 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         Route("/api/undo", handler(undo, True), methods=["POST"]),
         Route("/api/status", handler(status, False)),
         Route("/api/labels.csv", handler(labels_csv, False)),
+        Route("/api/versions", handler(versions, False)),
+        Route("/api/model.pt", handler(model, False)),
     ]
     app = Starlette(routes=routes)
     app.state.token = token
     return app
+
+
+#: The labels CSV: the current label, and for a flagged one the first label and its second look.
+_CSV_COLUMNS = ("item", "key", "label", "annotator", "time", "p_given", "first_label", "first_annotator",
+                "second_look")
 
 
 def _status(session: LabellingSession) -> dict:

@@ -215,3 +215,59 @@ def test_a_store_of_schema_version_1_gains_the_checks_table(tmp_path):
     with pytest.raises(StoreError, match="schema version 3"):
         LabelStore(path)
     assert path.read_bytes() == before
+
+
+def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
+    """Over HTTP: the labels CSV records both labels of a second look; /api/versions the learning
+    curve; /api/model.pt a skorch net's parameters (save_params) that load into a fresh net."""
+    import csv
+    import io
+
+    from starlette.testclient import TestClient
+
+    from skdbal.labelling.app import make_app
+    from skdbal.mc_dropout import MCDropoutClassifier
+    from skdbal.nets import MLP
+
+    X, y = digits
+    P0 = model0(X, y).predict_proba(X)
+    s = make_session(X, tmp_path / "s.db", 0.05)
+    with TestClient(make_app(s, token="t", images=False)) as client, s:
+        assert client.get("/api/model.pt").status_code == 404            # no model yet
+        label_batch(s, y, "ann")
+        s.wait_for_version(0, timeout=30)
+        items = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
+        a = items[0]
+        for i in items:
+            s.submit(i, int(np.argmin(P0[a])) if i == a else int(y[i]), annotator="ann")
+        s.wait_for_version(1, timeout=30)
+        assert s.store.second_looks()[0]["item"] == a
+        s.submit(a, int(y[a]), annotator="bob")
+        rows = {int(r["item"]): r for r in csv.DictReader(io.StringIO(client.get("/api/labels.csv").text))}
+        assert len(rows) == 40 and rows[a]["label"] == str(y[a]) and rows[a]["annotator"] == "bob"
+        assert (rows[a]["first_label"], rows[a]["first_annotator"], rows[a]["second_look"]) == \
+            (str(np.argmin(P0[a])), "ann", "changed")
+        assert float(rows[a]["p_given"]) == pytest.approx(P0[a, np.argmin(P0[a])], rel=1e-6)
+        assert rows[items[-1]]["second_look"] == ""
+        versions = client.get("/api/versions").json()["versions"]
+        assert [v["version"] for v in versions] == [0, 1] and [v["n_labels"] for v in versions] == [30, 40]
+        assert versions[0]["n_judged"] == 10 and versions[0]["guess_accuracy"] == pytest.approx(
+            np.mean(P0[items].argmax(axis=1) == [np.argmin(P0[a])] + list(y[items[1:]])))
+        r = client.get("/api/model.pt")                 # a scikit-learn model: not a skorch net
+        assert r.status_code == 404 and "not a skorch net" in r.json()["error"]
+
+    # a skorch net: its parameters, as save_params writes them
+    net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, random_state=0)
+    learner = ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False)
+    s = LabellingSession(learner, X.astype(np.float32), classes=range(10), store=tmp_path / "n.db", batch_size=10,
+                         initial=INITIAL, retrain_after=30)
+    with TestClient(make_app(s, token="t", images=False)) as client, s:
+        label_batch(s, y, "ann")
+        s.wait_for_version(0, timeout=60)
+        r = client.get("/api/model.pt")
+        assert r.status_code == 200 and r.headers["content-disposition"].endswith('model-v0.pt"')
+        fresh = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, random_state=0).initialize()
+        fresh.load_params(f_params=io.BytesIO(r.content))
+        mine, theirs = fresh.module_.state_dict(), s.learner.estimator_.module_.state_dict()
+        assert list(mine) == list(theirs) and mine["_extra_state"] == theirs["_extra_state"]
+        assert all(np.array_equal(mine[k].numpy(), theirs[k].numpy()) for k in mine if k != "_extra_state")
