@@ -300,31 +300,70 @@ _PAGE = r"""<!doctype html>
  header{display:flex;gap:2em;align-items:baseline;flex-wrap:wrap}
  #progress{color:#555} .item{display:inline-block;margin:.4em;padding:.5em;border:2px solid #ccc;border-radius:6px;
  background:#fff;text-align:center;vertical-align:top} .item.current{border-color:#1f77b4}
- .item.done{opacity:.35} .item img{width:112px;height:112px;image-rendering:pixelated}
+ .item.done{opacity:.35} .item img{width:112px;height:112px;object-fit:contain;image-rendering:pixelated}
+ .item.look{border-style:dashed;border-color:#d62728} .badge{font-size:.75em;color:#d62728;font-weight:bold}
+ #curve{margin-top:1em} #curve svg{background:#fff;border:1px solid #ddd} a{color:#1f77b4}
  .meta{font-size:.8em;color:#666} #classes button{font-size:1.1em;margin:.2em;padding:.4em .8em}
  kbd{background:#eee;border:1px solid #bbb;border-radius:3px;padding:0 .3em}
 </style></head><body>
 <header><h1>skdbal: label</h1><span id="progress">starting…</span>
 <label><input type="checkbox" id="showguess" checked> show the model's guess</label>
-<label>annotator <input id="annotator" value="annotator" size="10"></label></header>
+<label>annotator <input id="annotator" value="annotator" size="10"></label>
+<span class="meta"><a id="csv" href="#">labels.csv</a> · <a id="model" href="#">model (save_params)</a></span></header>
+<div id="looks" class="meta"></div>
 <div id="classes"></div>
 <p class="meta">Keys: <kbd>1</kbd>–<kbd>9</kbd> label the highlighted item (<kbd>0</kbd> the tenth class),
 <kbd>s</kbd> skip, <kbd>u</kbd> undo the last label, <kbd>←</kbd>/<kbd>→</kbd> move.</p>
 <div id="batch"></div>
+<div id="curve"></div>
 <script>
 const TOKEN = __TOKEN__, CLASSES = __CLASSES__, IMAGES = __IMAGES__;
-let items = [], current = 0, history = [];
+let items = [], current = 0, history = [], shownVersion = null;
+const TQ = 'token=' + encodeURIComponent(TOKEN);   // every request carries the token (needed off loopback)
+function get(path){ return fetch(path, {headers: {'X-Token': TOKEN}}); }
+const ASKED = new URLSearchParams(location.search).get('annotator');   // ?annotator=NAME fills the field
+if(ASKED){ document.getElementById('annotator').value = ASKED.slice(0, 64); }
+document.getElementById('csv').href = '/api/labels.csv?' + TQ;
+document.getElementById('model').href = '/api/model.pt?' + TQ;
 function annotator(){ return document.getElementById('annotator').value || 'annotator'; }
 async function post(path, data){
   const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
                                body: JSON.stringify(data)});
   const j = await r.json(); if(!r.ok){ alert(j.error); } else { refreshStatus(); } return r.ok;
 }
-async function refreshStatus(){ const r = await fetch('/api/status'); if(r.ok){ showStatus(await r.json()); } }
+async function refreshStatus(){ const r = await get('/api/status'); if(r.ok){ showStatus(await r.json()); } }
 function showStatus(s){
   document.getElementById('progress').textContent =
     `${s.labelled} labelled · ${s.pending} left in the batch · model version ${s.model_version}` +
     (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain*1000).toLocaleTimeString()}` : '');
+  const l = s.second_looks;
+  document.getElementById('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} ` +
+    `the model found unlikely ${l.flagged > 1 ? 'were' : 'was'} flagged for a second look: ${l.pending} waiting, ` +
+    `${l.confirmed} confirmed, ${l.changed} changed` +
+    (l.withdrawn ? `, ${l.withdrawn} withdrawn` : '') : 'no label flagged for a second look';
+  if(s.model_version !== shownVersion){ shownVersion = s.model_version; drawCurve(); }
+}
+async function drawCurve(){   // accuracy against labels, one point per model version
+  const r = await get('/api/versions'); if(!r.ok) return;
+  const v = (await r.json()).versions;
+  const test = v.some(m => m.metrics.accuracy !== undefined);
+  const pts = v.map(m => [m.n_labels, test ? m.metrics.accuracy : m.guess_accuracy, m.version, m.n_judged])
+               .filter(p => p[1] !== null && p[1] !== undefined);
+  const box = document.getElementById('curve');
+  if(!pts.length){ box.textContent = ''; return; }
+  const W = 360, H = 150, P = 32, xmax = Math.max(...pts.map(p => p[0]), 1);
+  const X = n => P + (W - 2 * P) * n / xmax, Y = a => H - P + (2 * P - H) * a;
+  const path = pts.map((p, i) => `${i ? 'L' : 'M'}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ');
+  const dots = pts.map(p => `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="2.5" fill="#1f77b4">` +
+    `<title>version ${p[2]}, ${p[0]} labels: ${(100 * p[1]).toFixed(1)}%` + (test ? '' : ` of ${p[3]} guesses`) +
+    `</title></circle>`);
+  const what = test ? 'test accuracy of each model version' :
+    "each model version's guesses against the labels given while it was current";
+  box.innerHTML = `<div class="meta">${esc(what)} (last ${(100 * pts[pts.length-1][1]).toFixed(1)}%)</div>` +
+    `<svg id="curve-svg" width="${W}" height="${H}"><path d="M${P},${P} V${H-P} H${W-P}" stroke="#999" fill="none"/>` +
+    `<text x="2" y="${P+4}" font-size="10">1</text><text x="2" y="${H-P+4}" font-size="10">0</text>` +
+    `<text x="${W-P}" y="${H-P+14}" font-size="10" text-anchor="end">${xmax} labels</text>` +
+    `<path d="${path}" stroke="#1f77b4" fill="none"/>${dots.join('')}</svg>`;
 }
 function esc(s){   // text for innerHTML: keys are file names, which may hold <, &, quotes
   return String(s).replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'})[c]);
@@ -334,7 +373,7 @@ function rowHtml(id){
   const r = rows.get(id);
   if(r === undefined){
     rows.set(id, null);
-    fetch('/api/item/' + Number(id), {headers: {'X-Token': TOKEN}}).then(x => x.ok ? x.json() : null)
+    get('/api/item/' + Number(id)).then(x => x.ok ? x.json() : null)
       .then(j => { if(j){ rows.set(id, j); render(); } });
   }
   if(!r) return '<div class="meta">…</div>';
@@ -348,20 +387,21 @@ function render(){
   const show = document.getElementById('showguess').checked;
   items.forEach((it, i) => {
     const d = document.createElement('div');
-    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '');
+    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '') + (it.second_look ? ' look' : '');
     d.id = 'item-' + it.item;
     const id = Number(it.item);
-    const pic = IMAGES ? `<img alt="item ${id}" src="/api/item/${id}.png">` : rowHtml(id);
+    const pic = IMAGES ? `<img alt="item ${id}" src="/api/item/${id}.png?${TQ}">` : rowHtml(id);
+    const look = it.second_look ? '<div class="badge">second look</div>' : '';
     const score = it.score === null ? '' : `score ${Number(it.score).toFixed(3)}`;
     const guess = show && it.guess !== null ? ` · guess ${esc(it.guess)}` : '';
-    d.innerHTML = `${pic}<div class="meta">${esc(it.key)}<br>${score}${guess}</div>` +
+    d.innerHTML = `${look}${pic}<div class="meta">${esc(it.key)}<br>${score}${guess}</div>` +
                   (it.done ? `<div class="meta">${esc(it.done)}</div>` : '');
     d.onclick = () => { current = i; render(); };
     box.appendChild(d);
   });
 }
 async function load(){
-  const r = await fetch('/api/batch?wait=2&annotator=' + encodeURIComponent(annotator()));
+  const r = await get('/api/batch?wait=2&annotator=' + encodeURIComponent(annotator()));
   const j = await r.json(); items = j.items; current = 0; showStatus(j.status); render();
   if(!items.length){ setTimeout(load, 1000); }
 }

@@ -24,11 +24,12 @@ def digits():
     return (X / 16.0).reshape(-1, 8, 8), y
 
 
-def new_session(X, path):
+def new_session(X, path, **kwargs):
     learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
                             seeding="step", verbose=False)
     # LogisticRegression takes rows: the session's pool is the flattened images, drawn as 8x8 PNGs
-    return LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=path, batch_size=10)
+    return LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=path, batch_size=10,
+                            **kwargs)
 
 
 @pytest.fixture
@@ -115,7 +116,9 @@ def free_port():
                     reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
 def test_the_page_in_headless_chromium(digits, tmp_path):
     """A real uvicorn server on 127.0.0.1 and the page in real headless Chromium: label a batch by keys and
-    by clicks, skip, undo, and see the next batch after the retrain."""
+    by clicks, skip, undo, and see the next batch after the retrain; label it by keys alone, one label
+    wrong, and see the learning curve; then, as another annotator on a server that needs the token on
+    every request (as off loopback), see the wrong label offered for a second look, and give it."""
     import uvicorn
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -124,7 +127,7 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     X, y = digits
-    session = new_session(X, tmp_path / "s.db").start()
+    session = new_session(X, tmp_path / "s.db", second_looks=0.1).start()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -185,6 +188,46 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
         text = driver.execute_script("return document.querySelector('.item').innerText")
         assert "score" in text and "guess" in text
         driver.save_screenshot(os.path.join(shots, "labelling_next_batch.png"))
+
+        # the second batch by keys alone; the label model 0 finds least likely given to one item
+        second = shown()
+        model = session.learner.estimator_         # model 0: a LogisticRegression knows the classes it saw
+        P = model.predict_proba(X[:300].reshape(300, -1)[second])
+        k = int(P[:5].min(axis=1).argmin())   # among the first five: judged by model 0 before any retrain
+        wrong = int(model.classes_[P[k].argmin()])
+        assert P[k].min() < 0.1
+        for j, item in enumerate(second):
+            wait.until(lambda d, item=item: driver.execute_script(
+                "return document.querySelector('.item.current').id") == f"item-{item}")
+            body.send_keys(str(((wrong if j == k else y[item]) + 1) % 10))
+            wait.until(lambda d, item=item: item in session.store.current_labels())
+        session.wait_for_version(1, timeout=60)
+        # judged: the labels of classes model 0 knows (LogisticRegression), the wrong one flagged
+        checks = {c["item"]: c for c in session.store.checks()}
+        assert checks[second[k]]["flagged"] and checks[second[k]]["model_version"] == 0
+        assert all(checks[i]["p_given"] == pytest.approx(P[j, list(model.classes_).index(y[i])])
+                   for j, i in enumerate(second) if i in checks and j != k and checks[i]["model_version"] == 0)
+        # model 0's guesses on this batch, drawn as the learning curve
+        wait.until(lambda d: "model version 1" in d.find_element(By.ID, "progress").text and
+                   len(d.find_elements(By.CSS_SELECTOR, "#curve-svg circle")) >= 1)
+        assert "flagged for a second look" in driver.find_element(By.ID, "looks").text
+
+        # another annotator, on a server that needs the token on every request: the page, its images and
+        # its batch all work, and the wrong label comes first, marked as a second look
+        base, stop = serve(make_app(session, token="secret", require_token_everywhere=True))
+        try:
+            driver.get(f"{base}/?token=secret&annotator=bob")
+            wait.until(lambda d: len(shown()) >= 1)
+            assert shown()[0] == second[k]
+            assert driver.execute_script("return document.querySelector('.item').className").endswith("look")
+            wait.until(lambda d: d.execute_script(
+                "return [...document.querySelectorAll('.item img')].every(i => i.complete && i.naturalWidth == 8)"))
+            driver.save_screenshot(os.path.join(shots, "labelling_second_look.png"))
+            driver.find_element(By.TAG_NAME, "body").send_keys(str((y[second[k]] + 1) % 10))
+            wait.until(lambda d: session.status()["second_looks"]["changed"] == 1)
+            assert session.store.current_labels()[second[k]]["annotator"] == "bob"
+        finally:
+            stop()
     finally:
         driver.quit()
         server.should_exit = True
