@@ -23,7 +23,10 @@ is not bound to a loopback address every request needs it, the page as
   /api/model.pt`` (the current model, with skorch's ``save_params``).
 
 Bodies larger than ``max_body`` bytes are refused (413), unknown items and
-classes with 4xx and a message; nothing from a client is unpickled.
+classes with 4xx and a message; nothing from a client is unpickled. Every
+call into the session runs in Starlette's thread pool, so a request that
+waits (a batch, an fsync) never holds up the others, and concurrent
+submissions share their commits (:meth:`LabelStore.add_event`).
 """
 from __future__ import annotations
 
@@ -191,12 +194,12 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(400, "wait must be a number of seconds and n an int") from None
         if n is not None and not 1 <= n <= 1000:
             raise _Refused(400, "n must lie in [1, 1000]")
-        items = session.next_batch(annotator=annotator, n=n, timeout=wait)
-        guesses = session.guesses([b["item"] for b in items])
+        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait)
+        guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
         for b, g in zip(items, guesses):
             b["guess"] = g
             b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
-        return JSONResponse({"items": items, "status": _status(session)})
+        return JSONResponse({"items": items, "status": await run_in_threadpool(_status, session)})
 
     async def item_png(request: Request) -> Response:
         item = item_of(int(request.path_params["item"]))
@@ -225,38 +228,40 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
             raise _Refused(400, "request_id must be a string of at most 100 characters")
         annotator = str(data.get("annotator") or "anonymous")[:64]
-        event = session.submit(item, label, annotator=annotator, request_id=request_id)
+        event = await run_in_threadpool(session.submit, item, label, annotator=annotator, request_id=request_id)
         return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
 
     async def skip(request: Request) -> Response:
         data = await body(request)
-        event = session.skip(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
+        event = await run_in_threadpool(session.skip, item_of(data.get("item")),
+                                        annotator=str(data.get("annotator") or "anonymous")[:64])
         return JSONResponse({"event": event})
 
     async def undo(request: Request) -> Response:
         data = await body(request)
-        event = session.undo(item_of(data.get("item")), annotator=str(data.get("annotator") or "anonymous")[:64])
+        event = await run_in_threadpool(session.undo, item_of(data.get("item")),
+                                        annotator=str(data.get("annotator") or "anonymous")[:64])
         return JSONResponse({"event": event})
 
     async def status(request: Request) -> Response:
-        return JSONResponse(_status(session))
+        return JSONResponse(await run_in_threadpool(_status, session))
 
     async def labels_csv(request: Request) -> Response:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(_CSV_COLUMNS)
-        for r in session.labels():
+        for r in await run_in_threadpool(session.labels):
             writer.writerow(["" if r[c] is None else r[c] for c in _CSV_COLUMNS])
         return PlainTextResponse(out.getvalue(), media_type="text/csv",
                                  headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
 
     async def versions(request: Request) -> Response:
-        return JSONResponse({"versions": session.versions()})
+        return JSONResponse({"versions": await run_in_threadpool(session.versions)})
 
     async def model(request: Request) -> Response:
         buffer = io.BytesIO()
         try:
-            version = session.save_model(buffer)
+            version = await run_in_threadpool(session.save_model, buffer)
         except LookupError as exc:
             raise _Refused(404, str(exc)) from None
         except TypeError as exc:

@@ -519,11 +519,12 @@ class LabellingSession:
         annotator = annotator or "anonymous"
         deadline = _time.time() + timeout
         while True:
+            seen = self.store.last_event()   # an item labelled while we choose is not leased
             labelled = self.store.current_labels()
             skipped = set(self.store.skipped(labelled))
             looks = self._second_looks_for(annotator) if self.second_looks is not None else []
             free = looks + [i for i in self.oracle.batch if i not in labelled and i not in skipped]
-            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n)
+            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen)
             if leased or _time.time() >= deadline:
                 break
             with self._changed:

@@ -124,6 +124,9 @@ class LabelStore:
     def __init__(self, path: Union[str, os.PathLike]):
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._queue: List[_Write] = []          # events waiting for the next group commit
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
         new = not self.path.exists() or self.path.stat().st_size == 0
         if not new:
             _check_ours(self.path)
@@ -243,32 +246,67 @@ class LabelStore:
         if the request is the same (a replay), and raises ``ValueError`` if
         it differs. ``release=True`` ends the item's lease in the same
         transaction (one commit, one fsync).
+
+        Writers in several threads share commits: while one transaction is
+        being committed, the events that arrive queue, and the next
+        transaction commits them all (group commit). Each call still returns
+        only once its own event is committed.
         """
         if kind not in ("label", "skip", "undo"):
             raise ValueError(f"kind must be 'label', 'skip' or 'undo'; got {kind!r}")
         if (kind == "label") != (label is not None):
             raise ValueError("a label event needs a label, and only a label event has one")
-        when = _time.time() if time is None else float(time)
-        with self._transaction() as conn:
-            item = self._check_item(conn, item)
-            if request_id is not None:
-                old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
-                                   (request_id,)).fetchone()
-                if old is not None:
-                    if tuple(old[1:]) != (item, kind, label, annotator):
-                        raise ValueError(f"request {request_id!r} was already used for another submission")
-                    return old[0]
-            undoes = None
-            if kind == "undo":
-                undoes = self._latest_label_event(conn, item)
-                if undoes is None:
-                    raise ValueError(f"item {item} has no label to undo")
-            cur = conn.execute("INSERT INTO events (item, kind, label, undoes, annotator, time, request_id) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when,
-                                                                request_id))
-            if release:
-                conn.execute("DELETE FROM leases WHERE item=?", (item,))
-            return cur.lastrowid
+        write = _Write((item, kind, label, annotator, request_id, _time.time() if time is None else float(time),
+                        release))
+        with self._queue_lock:
+            self._queue.append(write)
+        with self._commit_lock:  # group commit: the first writer in commits every write queued so far
+            if not write.done:
+                with self._queue_lock:
+                    writes, self._queue = self._queue, []
+                self._commit(writes)
+        if write.error is not None:
+            raise write.error
+        return write.result
+
+    def _commit(self, writes: List["_Write"]) -> None:
+        """Append ``writes`` in one transaction (one fsync); a write that is refused (an unknown item,
+        nothing to undo, a reused request id) is rolled back alone, and raises in its own caller."""
+        outcomes = []
+        try:
+            with self._transaction() as conn:
+                for write in writes:
+                    conn.execute("SAVEPOINT one")
+                    try:
+                        outcomes.append((self._append(conn, *write.args), None))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        conn.execute("ROLLBACK TO one")
+                        outcomes.append((None, exc))
+                    conn.execute("RELEASE one")
+        except BaseException as exc:  # nothing was committed: every writer hears it
+            outcomes = [(None, exc)] * len(writes)
+        for write, (result, error) in zip(writes, outcomes):
+            write.result, write.error, write.done = result, error, True
+
+    def _append(self, conn, item, kind, label, annotator, request_id, when, release) -> int:
+        item = self._check_item(conn, item)
+        if request_id is not None:
+            old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
+                               (request_id,)).fetchone()
+            if old is not None:
+                if tuple(old[1:]) != (item, kind, label, annotator):
+                    raise ValueError(f"request {request_id!r} was already used for another submission")
+                return old[0]
+        undoes = None
+        if kind == "undo":
+            undoes = self._latest_label_event(conn, item)
+            if undoes is None:
+                raise ValueError(f"item {item} has no label to undo")
+        cur = conn.execute("INSERT INTO events (item, kind, label, undoes, annotator, time, request_id) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when, request_id))
+        if release:
+            conn.execute("DELETE FROM leases WHERE item=?", (item,))
+        return cur.lastrowid
 
     @staticmethod
     def _latest_label_event(conn, item) -> Optional[int]:
@@ -276,6 +314,10 @@ class LabelStore:
                            "(SELECT undoes FROM events WHERE undoes IS NOT NULL) ORDER BY event DESC LIMIT 1",
                            (item,)).fetchone()
         return None if row is None else row[0]
+
+    def last_event(self) -> int:
+        """The id of the latest event (0 if none)."""
+        return self._read("SELECT COALESCE(MAX(event), 0) FROM events")[0][0]
 
     def events(self, after: int = 0) -> List[dict]:
         """Every event after event id ``after``, in order."""
@@ -308,16 +350,25 @@ class LabelStore:
 
     # -------------------------------------------------------------- leases
     def lease(self, items: Sequence[int], annotator: str, timeout: float, *, now: Optional[float] = None,
-              limit: Optional[int] = None) -> List[int]:
+              limit: Optional[int] = None, unchanged_since: Optional[int] = None) -> List[int]:
         """Lease to ``annotator`` those of ``items`` (in order) that nobody else
         holds a live lease on, up to ``limit``; a lease lasts ``timeout`` s.
-        One transaction: no item is ever held by two live leases."""
+        One transaction: no item is ever held by two live leases.
+
+        ``unchanged_since``, an event id (:meth:`last_event`, read before the
+        caller chose ``items``), leaves out the items that have an event
+        after it: their label or skip came while the caller was choosing.
+        """
         now = _time.time() if now is None else float(now)
         granted = []
         with self._transaction() as conn:
             for item in items:
                 if limit is not None and len(granted) >= limit:
                     break
+                if unchanged_since is not None and conn.execute(
+                        "SELECT 1 FROM events WHERE item=? AND event>? LIMIT 1",
+                        (int(item), int(unchanged_since))).fetchone() is not None:
+                    continue
                 held = conn.execute("SELECT annotator, expires FROM leases WHERE item=?", (int(item),)).fetchone()
                 if held is not None and held[1] > now and held[0] != annotator:
                     continue
@@ -428,6 +479,15 @@ class LabelStore:
                     break
             out.append(look)
         return out
+
+
+class _Write:
+    """One event waiting in the group commit's queue, and its outcome."""
+
+    __slots__ = ("args", "done", "result", "error")
+
+    def __init__(self, args: tuple):
+        self.args, self.done, self.result, self.error = args, False, None, None
 
 
 def _check_ours(path: Path) -> None:

@@ -150,6 +150,53 @@ def test_concurrent_annotators_never_share_an_item(tmp_path):
     assert len(items) == len(set(items)) == 160
 
 
+def test_writers_in_threads_share_commits_and_a_refused_write_is_theirs_alone(tmp_path, monkeypatch):
+    """Group commit: 16 threads write at once; commits are fewer than writes, every writer gets its own
+    event, and a refused write (nothing to undo) raises in its own thread only, committing nothing."""
+    store = LabelStore(tmp_path / "g.db")
+    store.add_items([str(i) for i in range(40)])
+    commits, real = [], store._commit
+
+    def counting(writes):
+        commits.append(len(writes))
+        time.sleep(0.01)                       # a slow disk: the others queue meanwhile
+        real(writes)
+
+    monkeypatch.setattr(store, "_commit", counting)
+    results, errors, start = {}, {}, threading.Barrier(16)
+
+    def writer(k):
+        start.wait()
+        try:
+            if k == 7:
+                results[k] = store.add_event(39, "undo", annotator="w7")            # item 39 has no label
+            else:
+                results[k] = store.add_event(k, "label", str(k % 3), annotator=f"w{k}", request_id=f"r{k}")
+        except ValueError as exc:
+            errors[k] = str(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == {7: "item 39 has no label to undo"}
+    assert sum(commits) == 16 and len(commits) < 16               # writes shared transactions
+    events = {e["event"]: e for e in store.events()}
+    assert len(events) == 15 and sorted(results.values()) == sorted(events)
+    assert all(events[results[k]]["item"] == k and events[results[k]]["annotator"] == f"w{k}"
+               for k in results)
+    assert store.add_event(3, "label", "0", annotator="w3", request_id="r3") == results[3]   # a replay
+
+
+def test_a_lease_leaves_out_items_that_changed_since_the_caller_looked(store):
+    seen = store.last_event()
+    assert seen == 0
+    store.add_event(2, "label", "cat", annotator="ann")            # labelled while bob chose items
+    assert store.lease([1, 2, 3], "bob", timeout=60, unchanged_since=seen) == [1, 3]
+    assert store.last_event() == 1
+
+
 WRITER = r"""
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("store", sys.argv[3])   # the standard library only: a fast start
