@@ -123,13 +123,15 @@ class StoreOracle(Oracle):
             self.cursor = upto
             self.judged = max([upto] + [c["event"] for c in session.store.checks()])
             return answers
+        new, answered, n_labels = [], set(), 0   # the events since the cursor, read as they come
         while True:
             with session._changed:
                 if session._stopping:
                     raise SessionStopped("the session stopped")
-                new = session.store.events(after=self.cursor)
-                n_labels = sum(e["kind"] != "skip" for e in new)
-                answered = {e["item"] for e in new}
+                more = session.store.events(after=new[-1]["event"] if new else self.cursor)
+                new += more
+                n_labels += sum(e["kind"] != "skip" for e in more)
+                answered.update(e["item"] for e in more)
                 waiting = [p for p in pending if p not in answered]
                 known = session.learner.y_training_ if hasattr(session.learner, "y_training_") else []
                 ready = bool(new) and (n_labels >= session.retrain_after or not waiting) and \
