@@ -23,8 +23,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> args.host, args.port, args.batch_size
     ('127.0.0.1', 8765, 10)
     >>> args = parser.parse_args(["--images", "photos", "--classes", "cat,dog", "--store", "project.db"])
-    >>> args.images, args.classes, args.image_size, args.mode
-    ('photos', 'cat,dog', 28, 'L')
+    >>> args.images, args.classes, args.image_size, args.mode, args.second_looks
+    ('photos', 'cat,dog', 28, 'L', 'dynamic')
+    >>> parser.parse_args(["--demo", "digits", "--second-looks", "0.05"]).second_looks
+    0.05
+    >>> parser.parse_args(["--demo", "digits", "--second-looks", "off"]).second_looks is None
+    True
     """
     p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
     src = p.add_mutually_exclusive_group(required=True)
@@ -45,7 +49,25 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--batch-size", type=int, default=10)
     p.add_argument("--retrain-after", type=int, default=None, help="new labels before a retrain (default: a batch)")
+    p.add_argument("--second-looks", type=_second_looks, default="dynamic", metavar="RULE",
+                   help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (default: "
+                   "the noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
+                   "threshold in (0, 1), or 'off'")
     return p
+
+
+def _second_looks(text: str):
+    if text in ("dynamic", "quantile"):
+        return text
+    if text == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'dynamic', 'quantile', 'off' or a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"a threshold must lie in (0, 1); got {text}")
+    return value
 
 
 def _demo():
@@ -125,7 +147,8 @@ def build(args):
     learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
     store = args.store or f"skdbal-{name}.db"
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
-                               retrain_after=args.retrain_after, X_test=X_test, y_test=y_test)
+                               retrain_after=args.retrain_after, X_test=X_test, y_test=y_test,
+                               second_looks=args.second_looks)
     loopback = ipaddress.ip_address(args.host).is_loopback if args.host != "localhost" else True
     app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store
