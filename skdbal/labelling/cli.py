@@ -53,6 +53,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (default: "
                    "the noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
                    "threshold in (0, 1), or 'off'")
+    p.add_argument("--second-look-budget", type=float, default=0.1, metavar="SHARE",
+                   help="at most this share of the labels is flagged, the least likely first (default 0.1)")
     return p
 
 
@@ -148,7 +150,7 @@ def build(args):
     store = args.store or f"skdbal-{name}.db"
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test,
-                               second_looks=args.second_looks)
+                               second_looks=args.second_looks, second_look_budget=args.second_look_budget)
     loopback = ipaddress.ip_address(args.host).is_loopback if args.host != "localhost" else True
     app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store

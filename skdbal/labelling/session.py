@@ -238,6 +238,11 @@ class LabellingSession:
         threshold rises, earlier labels below it are flagged too, if they
         are still their items' labels. None flags nothing (the labels are
         still judged, for the model's ``guess_accuracy``).
+    second_look_budget : float in (0, 1] or None, default=0.1
+        At most this share of the judged labels is flagged, the least likely
+        first: a second look costs a label, and an early model, which
+        disagrees with many right labels, would otherwise flag them all.
+        None sets no limit.
 
     Notes
     -----
@@ -273,7 +278,8 @@ class LabellingSession:
 
     def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
                  retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 600.0,
-                 X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic"):
+                 X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic",
+                 second_look_budget: Optional[float] = 0.1):
         self.learner = learner
         self.X = X
         self.classes = list(classes)
@@ -286,6 +292,11 @@ class LabellingSession:
         self.X_test, self.y_test = X_test, y_test
         self.query_kwargs = dict(query_kwargs or {})
         self.second_looks = second_looks
+        self.second_look_budget = second_look_budget
+        if second_look_budget is not None and not (isinstance(second_look_budget, (int, float)) and
+                                                   not isinstance(second_look_budget, bool) and
+                                                   0 < second_look_budget <= 1):
+            raise ValueError(f"second_look_budget must be a share in (0, 1] or None; got {second_look_budget!r}")
         if second_looks is not None:  # a bad rule is refused here, not in the loop's thread
             from ..noise import trust_threshold
 
@@ -301,6 +312,7 @@ class LabellingSession:
         self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                                "retrain_after": self.retrain_after, "n_items": len(self.keys),
                                "learner": repr(learner), "second_looks": repr(second_looks),
+                               "second_look_budget": second_look_budget,
                                **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
                                   if self.query_kwargs else {})})
         self.store.add_items(self.keys)
@@ -402,13 +414,18 @@ class LabellingSession:
             # the threshold from every label judged so far, these included
             tau, _ = trust_threshold(np.r_[history, p_given], max(len(classes), 2), rule)
         self.store.add_checks([{"event": e["event"], "model_version": self.learner.step_, "p_given": p,
-                                "guess": g, "threshold": tau, "flagged": p < tau}
+                                "guess": g, "threshold": tau, "flagged": False}
                                for e, p, g in zip(new, p_given, guesses)])
-        if tau > 0:  # earlier labels the threshold of now distrusts, if they are still the items' labels
+        if tau > 0:  # the labels below the threshold of now, these and earlier ones that are still their
+            checks = self.store.checks()  # items' labels, the least likely first, within the budget
             current = {r["event"] for r in self.store.current_labels().values()}
             second = {c["second_event"] for c in self.store.second_looks()}
-            self.store.flag([c["event"] for c in self.store.checks() if not c["flagged"] and c["p_given"] < tau
-                             and c["event"] in current and c["event"] not in second], tau)
+            below = sorted((c for c in checks if not c["flagged"] and c["p_given"] < tau and c["event"] in current
+                            and c["event"] not in second), key=lambda c: c["p_given"])
+            if self.second_look_budget is not None:
+                allowed = int(np.floor(self.second_look_budget * len(checks))) - sum(c["flagged"] for c in checks)
+                below = below[:max(allowed, 0)]
+            self.store.flag([c["event"] for c in below], tau)
 
     def versions(self) -> List[dict]:
         """Each model version: ``version``, ``time``, ``n_labels`` it saw, its

@@ -127,7 +127,7 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
     from selenium.webdriver.support.ui import WebDriverWait
 
     X, y = digits
-    session = new_session(X, tmp_path / "s.db", second_looks=0.1).start()
+    session = new_session(X, tmp_path / "s.db", second_looks=0.1, second_look_budget=None).start()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -27,11 +27,11 @@ def digits():
     return X[:300] / 16.0, y[:300]
 
 
-def make_session(X, path, rule):
+def make_session(X, path, rule, budget=None):
     learner = ActiveLearner(LogisticRegression(C=10, max_iter=300, random_state=0), max_entropy, random_state=0,
                             seeding="step", verbose=False)
     return LabellingSession(learner, X, classes=range(10), store=path, batch_size=10, initial=INITIAL, retrain_after=30,
-                            second_looks=rule)
+                            second_looks=rule, second_look_budget=budget)
 
 
 def model0(X, y):
@@ -150,6 +150,27 @@ def test_the_dynamic_rule_waits_for_20_judged_labels_then_flags_earlier_ones_too
         assert [c["item"] for c in checks if c["flagged"]] == flagged
         assert all(c["threshold"] == pytest.approx(tau, rel=1e-4) for c in checks if c["flagged"])
         assert s.status()["second_looks"]["pending"] == len(flagged)
+
+
+def test_the_budget_flags_the_least_likely_labels_first(digits, tmp_path):
+    """With a budget of 10%, of the labels below the threshold only the least likely are flagged: one
+    in ten judged labels at most, and more as more are judged."""
+    X, y = digits
+    P0 = model0(X, y).predict_proba(X)
+    with make_session(X, tmp_path / "s.db", 0.3, budget=0.1) as s:
+        label_batch(s, y, "ann")
+        s.wait_for_version(0, timeout=30)
+        items = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
+        for i in items:
+            s.submit(i, int(y[i]), annotator="ann")
+        s.wait_for_version(1, timeout=30)
+        p_given = P0[items, y[items]]
+        assert (p_given < 0.3).sum() >= 2                      # more below the threshold than the budget allows
+        checks = s.store.checks()
+        assert [c["item"] for c in checks if c["flagged"]] == [items[int(np.argmin(p_given))]]   # floor(0.1 * 10)
+        assert all(c["threshold"] == 0.3 for c in checks)
+    with pytest.raises(ValueError, match="second_look_budget must be"):
+        make_session(X, tmp_path / "b.db", 0.3, budget=0)
 
 
 def test_a_skip_declines_a_second_look_and_undo_withdraws_it(digits, tmp_path):

@@ -1,4 +1,6 @@
 """The labelling session: the one loop with people (here, code acting as people) as the oracle."""
+import time
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
@@ -48,6 +50,9 @@ def test_people_label_batches_and_the_model_follows(digits, tmp_path):
         assert sorted(b["item"] for b in second) == sorted(np.argsort(-H)[:10].tolist())
         np.testing.assert_allclose(sorted(b["score"] for b in second), sorted(H[np.argsort(-H)[:10]]), rtol=1e-6)
         s.wait_for_version(1, timeout=30)
+        deadline = time.time() + 30                 # the next batch is queried just after the retrain
+        while not s.status()["pending"] and time.time() < deadline:
+            time.sleep(0.02)
         status = s.status()
         assert status["labelled"] == 20 and status["model_version"] == 1 and len(status["pending"]) == 10
         assert {r["item"]: r["label"] for r in s.labels()} == {i: int(y[i]) for i in
