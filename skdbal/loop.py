@@ -156,7 +156,8 @@ class ActiveLearningLoop:
         (the experiment runner's per-step networks, ensembles and last
         layers). The model is handed to ``learner.refit(model=...)``.
     query_kwargs : dict, optional
-        Keywords for every query (``random_tie_break``, ``y_pool``...).
+        Keywords for every query (``random_tie_break``, ``y_pool``...);
+        not ``candidates``, ``n_instances`` or ``X_pool``, which the loop sets.
     pass_pool_labels : bool, default=False
         Pass the oracle's labels known in advance (``oracle.pool_labels()``)
         to every query as ``y_pool``, as the noise filter needs.
@@ -213,6 +214,10 @@ class ActiveLearningLoop:
         self.journal = MemoryJournal() if journal is None else journal
         self.fit_model = fit_model
         self.query_kwargs = dict(query_kwargs or {})
+        for own in sorted({"candidates", "n_instances", "X_pool"} & set(self.query_kwargs)):
+            raise ValueError(f"query_kwargs may not set {own!r}: the loop sets it (pending and skipped rows "
+                             "are left out of the candidates; a random subsample of a large pool is the "
+                             "learner's pool_subsample)")
         self.pass_pool_labels = pass_pool_labels
         self.verbose = verbose
         self._pending: List[int] = []

@@ -325,6 +325,14 @@ def test_the_loop_needs_a_learner_with_a_pool(digits):
         ActiveLearningLoop(logistic().fit(X[:20], y[:20]), KnownLabels(y[:20]))
 
 
+@pytest.mark.parametrize("own", ["candidates", "n_instances", "X_pool"])
+def test_the_loop_refuses_query_kwargs_it_sets_itself(digits, own):
+    X, y = digits
+    learner = logistic().set_pool(X[:50])
+    with pytest.raises(ValueError, match=f"may not set '{own}'.*pool_subsample"):
+        ActiveLearningLoop(learner, KnownLabels(y[:50]), query_kwargs={own: 20})
+
+
 class Flaky(Oracle):
     """Answers everything at once; row 50's answer is first 3, then 4 in the same batch; row 60's is 99."""
 

@@ -224,8 +224,9 @@ class LabellingSession:
     X_test, y_test : array-like, optional
         A labelled test set: its accuracy is recorded per model version.
     query_kwargs : dict, optional
-        Passed to each query, e.g. ``{"candidates": 2000}`` to score a
-        random subsample of a large pool (see :meth:`ActiveLearner.query`).
+        Passed to each query, and so to the strategy (``{"n_samples": 50}``).
+        To score a random subsample of a large pool at each query, give the
+        learner ``pool_subsample``.
     second_looks : float, "dynamic", "quantile", callable or None, default="dynamic"
         When a label arrives, the current model (which has not seen it)
         judges it: a label whose probability ``p̄(y = given | x)`` is below
@@ -291,6 +292,9 @@ class LabellingSession:
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
         self.query_kwargs = dict(query_kwargs or {})
+        for own in sorted({"candidates", "n_instances", "X_pool"} & set(self.query_kwargs)):
+            raise ValueError(f"query_kwargs may not set {own!r}: the session's loop sets it (to score a random "
+                             "subsample of a large pool, give the learner pool_subsample)")
         self.second_looks = second_looks
         self.second_look_budget = second_look_budget
         if second_look_budget is not None and not (isinstance(second_look_budget, (int, float)) and

@@ -208,6 +208,10 @@ def test_no_second_looks_flags_nothing_and_a_bad_rule_is_refused(digits, tmp_pat
     for bad in ("batch", 1.5):
         with pytest.raises(ValueError, match="rule must be"):
             make_session(X, tmp_path / f"bad{bad}.db", bad)
+    learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    with pytest.raises(ValueError, match="may not set 'candidates'.*pool_subsample"):
+        LabellingSession(learner, X, classes=range(10), store=tmp_path / "q.db", query_kwargs={"candidates": 20})
+    assert not (tmp_path / "q.db").exists() or LabelStore(tmp_path / "q.db").config() is None
 
 
 def test_a_store_of_schema_version_1_gains_the_checks_table(tmp_path):
