@@ -85,7 +85,11 @@ class StoreOracle(Oracle):
             scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
         self.scores.update(scores)
         with self.session._changed:
-            self.batch = positions
+            # the new picks, then what earlier batches left unanswered (the loop keeps those out of its
+            # queries, so they are offered until answered)
+            loop = getattr(self.session, "loop", None)
+            left = [int(p) for p in (loop.pending if loop is not None else []) if p not in set(positions)]
+            self.batch = positions + left
             self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
                                                                            for p in positions})
             self.session._changed.notify_all()
@@ -145,7 +149,7 @@ class StoreOracle(Oracle):
                 self.judged = unjudged[-1]["event"]
             if ready:
                 break
-        return self._answers(None, events=new)
+        return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
 
     def _enough_classes(self, new, known) -> bool:
         """A first model needs two classes among its labels."""
@@ -318,7 +322,10 @@ class LabellingSession:
                                "learner": repr(learner), "second_looks": repr(second_looks),
                                "second_look_budget": second_look_budget,
                                **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
-                                  if self.query_kwargs else {})})
+                                  if self.query_kwargs else {})},
+                              # what the labels mean is compared; how the session runs may change
+                              informative=("batch_size", "retrain_after", "learner", "second_looks",
+                                           "second_look_budget", "query_kwargs"))
         self.store.add_items(self.keys)
         self.oracle = StoreOracle(self)
         self.journal = StoreJournal(self)

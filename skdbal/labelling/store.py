@@ -182,23 +182,30 @@ class LabelStore:
             self._conn.close()
 
     # --------------------------------------------------------------- meta
-    def set_config(self, config: dict) -> None:
+    def set_config(self, config: dict, *, informative: Iterable[str] = ()) -> None:
         """Record the session's configuration; a store keeps its first one.
+
+        The fields named in ``informative`` (a learner's repr, which holds
+        memory addresses; settings that may change between runs) are
+        recorded but not compared.
 
         Raises
         ------
         StoreError
             If the store holds another configuration (a session of another
-            project): it is named, and nothing is changed.
+            project): the fields that differ are named, and nothing is changed.
         """
         text = json.dumps(config, sort_keys=True)
+        informative = set(informative)
         with self._transaction() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key='config'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('config', ?)", (text,))
-            elif json.loads(row[0]) != json.loads(text):
-                stored = json.loads(row[0])
-                diff = sorted(k for k in set(stored) | set(config) if stored.get(k) != config.get(k))
+                return
+            stored = json.loads(row[0])
+            diff = sorted(k for k in set(stored) | set(config)
+                          if k not in informative and stored.get(k) != json.loads(text).get(k))
+            if diff:
                 raise StoreError(f"{self.path} holds a session with another configuration (fields {diff} "
                                  "differ); open it with its own configuration, or use another store")
 
@@ -241,8 +248,9 @@ class LabelStore:
         """Append one event, committed before returning; its id.
 
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
-        undoes the item's latest label that is not undone (an error if there
-        is none). A ``request_id`` seen before returns the earlier event's id
+        undoes ``annotator``'s latest label of the item that is not undone
+        (any annotator's if ``annotator`` is None; an error if there is
+        none): a person's undo never takes back someone else's label. A ``request_id`` seen before returns the earlier event's id
         if the request is the same (a replay), and raises ``ValueError`` if
         it differs. ``release=True`` ends the item's lease in the same
         transaction (one commit, one fsync).
@@ -299,9 +307,10 @@ class LabelStore:
                 return old[0]
         undoes = None
         if kind == "undo":
-            undoes = self._latest_label_event(conn, item)
+            undoes = self._latest_label_event(conn, item, annotator)
             if undoes is None:
-                raise ValueError(f"item {item} has no label to undo")
+                raise ValueError(f"item {item} has no label to undo" +
+                                 ("" if annotator is None else f" by {annotator!r}"))
         cur = conn.execute("INSERT INTO events (item, kind, label, undoes, annotator, time, request_id) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when, request_id))
         if release:
@@ -309,10 +318,12 @@ class LabelStore:
         return cur.lastrowid
 
     @staticmethod
-    def _latest_label_event(conn, item) -> Optional[int]:
-        row = conn.execute("SELECT event FROM events WHERE item=? AND kind='label' AND event NOT IN "
+    def _latest_label_event(conn, item, annotator: Optional[str] = None) -> Optional[int]:
+        """The item's latest label event that no undo names (``annotator``'s own, if given)."""
+        mine = "" if annotator is None else " AND annotator=?"
+        row = conn.execute("SELECT event FROM events WHERE item=? AND kind='label'" + mine + " AND event NOT IN "
                            "(SELECT undoes FROM events WHERE undoes IS NOT NULL) ORDER BY event DESC LIMIT 1",
-                           (item,)).fetchone()
+                           (item,) if annotator is None else (item, annotator)).fetchone()
         return None if row is None else row[0]
 
     def last_event(self) -> int:
@@ -445,8 +456,9 @@ class LabelStore:
         A flagged label by annotator A gets its second look from the first
         label of the item by another annotator after it: ``"confirmed"`` if
         it is the same label, ``"changed"`` if not (the later label is then
-        the item's label). Until then it is ``"pending"``, unless A undid or
-        relabelled it (``"withdrawn"``). ``declined_by`` lists the
+        the item's label; an undo of that second label reopens the look).
+        Until then it is ``"pending"``, unless A undid or relabelled it
+        (``"withdrawn"``). ``declined_by`` lists the
         annotators who skipped it since the flag.
         """
         flagged = [c for c in self.checks() if c["flagged"]]
@@ -470,13 +482,16 @@ class LabelStore:
                     if annotator != c["annotator"]:
                         look["declined_by"].append(annotator)
                     continue
+                if look["outcome"] != "pending":   # a second look given: only its undo reopens it
+                    if kind == "undo" and undoes == look["second_event"]:
+                        look.update(outcome="pending", second_label=None, second_annotator=None, second_event=None)
+                    continue
                 if (kind == "undo" and undoes == c["event"]) or (kind == "label" and annotator == c["annotator"]):
                     look["outcome"] = "withdrawn"
                     break
                 if kind == "label":
                     look.update(outcome="confirmed" if label == c["label"] else "changed", second_label=label,
                                 second_annotator=annotator, second_event=event)
-                    break
             out.append(look)
         return out
 

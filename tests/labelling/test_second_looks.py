@@ -296,3 +296,20 @@ def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
         mine, theirs = fresh.module_.state_dict(), s.learner.estimator_.module_.state_dict()
         assert list(mine) == list(theirs) and mine["_extra_state"] == theirs["_extra_state"]
         assert all(np.array_equal(mine[k].numpy(), theirs[k].numpy()) for k in mine if k != "_extra_state")
+
+
+def test_an_undo_of_the_second_look_reopens_it(tmp_path):
+    store = LabelStore(tmp_path / "s.db")
+    store.add_items(["a", "b"])
+    first = store.add_event(0, "label", "cat", annotator="ann")
+    store.add_checks([{"event": first, "model_version": 0, "p_given": 0.01, "guess": "dog", "threshold": 0.1,
+                       "flagged": True}])
+    store.add_event(0, "label", "dog", annotator="bob")
+    assert store.second_looks()[0]["outcome"] == "changed"
+    store.add_event(0, "undo", annotator="ann")                     # ann's own, flagged label: the look stands
+    assert store.second_looks()[0]["outcome"] == "changed"
+    store.add_event(0, "undo", annotator="bob")                     # bob takes his second look back
+    look = store.second_looks()[0]
+    assert look["outcome"] == "pending" and look["second_label"] is None
+    store.add_event(0, "label", "cat", annotator="eve")
+    assert store.second_looks()[0]["outcome"] == "confirmed"

@@ -123,3 +123,51 @@ def test_a_session_refuses_a_store_of_another_project(digits, tmp_path):
     with pytest.raises(ValueError, match="another configuration"):
         LabellingSession(learner(), X[:300], classes=["cat", "dog"], store=path)
     assert LabelStore(path).config()["classes"] == [str(c) for c in range(10)]
+
+
+def test_items_a_batch_left_unanswered_are_offered_with_the_next(digits, tmp_path):
+    """A retrain after 3 of 6 labels: the next batch is the new picks, then the 3 left unanswered
+    (the loop keeps them out of its queries, so they must stay on offer)."""
+    X, y = digits
+    s = LabellingSession(learner(), X[:200], classes=range(10), store=tmp_path / "s.db", batch_size=6,
+                         retrain_after=3, initial=[0, 1, 2, 3, 4, 5]).start()
+    try:
+        for i in (0, 1, 2):
+            s.submit(i, int(y[i]), annotator="a")
+        s.wait_for_version(0, timeout=30)
+        deadline = time.time() + 30
+        while len(s.store.queries()) < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        new = [i for i, _ in s.store.queries()[-1]["scores"]]
+        assert len(new) == 6 and not {0, 1, 2, 3, 4, 5} & set(new)
+        assert [b["item"] for b in s.next_batch(annotator="b", n=100)] == new + [3, 4, 5]
+        assert s.status()["pending"] == new + [3, 4, 5]
+    finally:
+        s.stop()
+
+
+def test_an_undo_takes_back_the_annotators_own_label_only(digits, tmp_path):
+    X, y = digits
+    store = LabellingSession(learner(), X[:50], classes=range(10), store=tmp_path / "s.db").store
+    store.add_event(0, "label", "3", annotator="ann")
+    store.add_event(0, "label", "5", annotator="bob")
+    store.add_event(0, "undo", annotator="ann")                      # ann's 3, not bob's 5
+    assert store.current_labels()[0]["label"] == "5"
+    with pytest.raises(ValueError, match="item 0 has no label to undo by 'ann'"):
+        store.add_event(0, "undo", annotator="ann")
+    store.add_event(0, "undo", annotator="bob")
+    assert 0 not in store.current_labels()
+
+
+def test_a_restart_with_another_learner_repr_or_batch_size_resumes(digits, tmp_path):
+    """What the labels mean (classes, items) must match; how the session runs (a learner whose repr
+    holds a function's address, the batch size, second looks) may change between runs."""
+    X, y = digits
+    path = tmp_path / "s.db"
+    LabellingSession(learner(), X[:300], classes=range(10), store=path, batch_size=10).store.close()
+    other = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), lambda *a, **k: None, random_state=0,
+                          seeding="step")
+    s = LabellingSession(other, X[:300], classes=range(10), store=path, batch_size=20, second_looks=None)
+    assert s.store.config()["batch_size"] == 10                      # the first configuration is kept
+    with pytest.raises(ValueError, match=r"fields \['classes'\] differ"):
+        LabellingSession(learner(), X[:300], classes=range(9), store=path)

@@ -180,7 +180,7 @@ def test_writers_in_threads_share_commits_and_a_refused_write_is_theirs_alone(tm
         t.start()
     for t in threads:
         t.join(30)
-    assert errors == {7: "item 39 has no label to undo"}
+    assert errors == {7: "item 39 has no label to undo by 'w7'"}
     assert sum(commits) == 16 and len(commits) < 16               # writes shared transactions
     events = {e["event"]: e for e in store.events()}
     assert len(events) == 15 and sorted(results.values()) == sorted(events)
