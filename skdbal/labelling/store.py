@@ -167,10 +167,11 @@ class LabelStore:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+                    self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
 
     def _read(self, sql: str, args: Sequence = ()) -> list:
         with self._lock:
@@ -268,11 +269,16 @@ class LabelStore:
                         release))
         with self._queue_lock:
             self._queue.append(write)
-        with self._commit_lock:  # group commit: the first writer in commits every write queued so far
-            if not write.done:
-                with self._queue_lock:
-                    writes, self._queue = self._queue, []
-                self._commit(writes)
+        while not write.done:  # group commit: the first writer in commits every write queued so far
+            with self._commit_lock:
+                if not write.done:
+                    with self._queue_lock:
+                        writes, self._queue = self._queue, []
+                    if writes:
+                        self._commit(writes)
+                    elif not write.done:  # taken by a writer that died before committing it: ours again
+                        with self._queue_lock:
+                            self._queue.append(write)
         if write.error is not None:
             raise write.error
         return write.result

@@ -189,6 +189,43 @@ def test_writers_in_threads_share_commits_and_a_refused_write_is_theirs_alone(tm
     assert store.add_event(3, "label", "0", annotator="w3", request_id="r3") == results[3]   # a replay
 
 
+def test_a_write_whose_committer_died_is_committed_by_its_own_writer(tmp_path, monkeypatch):
+    """Two writers queue; the one that takes both dies before committing (its call raises). The other
+    must not be acknowledged without its event: it commits its own write."""
+    store = LabelStore(tmp_path / "d.db")
+    store.add_items(["a", "b"])
+    real, calls = store._commit, []
+
+    def dies_once(writes):
+        calls.append(len(writes))
+        if len(calls) == 1:
+            raise RuntimeError("the committing thread died")
+        real(writes)
+
+    monkeypatch.setattr(store, "_commit", dies_once)
+    results, errors = {}, {}
+
+    def writer(k):
+        try:
+            results[k] = store.add_event(k, "label", "x", annotator=f"w{k}")
+        except RuntimeError as exc:
+            errors[k] = exc
+
+    store._commit_lock.acquire()                      # both queue before either commits
+    threads = [threading.Thread(target=writer, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 10
+    while len(store._queue) < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    store._commit_lock.release()
+    for t in threads:
+        t.join(10)
+    assert calls == [2, 1] and len(errors) == 1 and len(results) == 1
+    (k, event), = results.items()
+    assert [(e["event"], e["item"]) for e in store.events()] == [(event, k)]
+
+
 def test_a_lease_leaves_out_items_that_changed_since_the_caller_looked(store):
     seen = store.last_event()
     assert seen == 0
