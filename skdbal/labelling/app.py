@@ -1,9 +1,12 @@
 """The labelling page: a Starlette application over a :class:`LabellingSession`.
 
-Routes (JSON unless said; every POST carries the session's token in the
-``X-Token`` header, which makes state changes CSRF-safe; when the server
-is not bound to a loopback address every request needs it, the page as
-``?token=``):
+Routes (JSON unless said). Every ``/api`` request carries the session's
+token (the ``X-Token`` header, or ``?token=`` for images and downloads),
+which another site cannot read, so it can neither change state (CSRF) nor
+lease items or read labels. The page itself, which holds the token, is
+served on loopback only to requests for this machine's own names
+(``127.0.0.1``, ``localhost``, ``::1``: no DNS rebinding), and, when the
+server is bound to another interface, only with ``?token=``:
 
 - ``GET /``: the page (HTML, CSS and JavaScript inline: nothing is fetched
   from elsewhere);
@@ -34,6 +37,7 @@ import csv
 import hmac
 import io
 import json
+import re
 import secrets
 import struct
 import zlib
@@ -97,8 +101,9 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     token : str, optional
         The session's token; a new random one by default (``app.state.token``).
     require_token_everywhere : bool, default=False
-        Check the token on every request, not only on POSTs: for a server
-        bound to another interface than loopback.
+        Ask for the token for the page too (every ``/api`` request needs it
+        always), and answer to any host name: for a server bound to another
+        interface than loopback.
     images : bool, optional
         Items are images (drawn as PNG), else rows of a table; by default
         the pool's kind, else True.
@@ -129,6 +134,12 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     {'error': "unknown class 'c'; the classes are ['a', 'b']"}
     >>> client.post("/api/submit", json={"item": 0, "label": "a"}).status_code      # no token
     403
+    >>> client.get("/api/status").status_code          # reads need it too
+    403
+    >>> client.get("/").status_code                     # the page: for this machine's own names only
+    403
+    >>> TestClient(make_app(session, token="t0k"), base_url="http://127.0.0.1").get("/").status_code
+    200
     """
     token = token or secrets.token_urlsafe(24)
     if pool is not None and pool.keys != session.keys:
@@ -178,8 +189,12 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         return run
 
     async def page(request: Request) -> Response:
-        html = _PAGE.replace("__TOKEN__", json.dumps(token)).replace("__CLASSES__", json.dumps(
-            [str(c) for c in session.classes])).replace("__IMAGES__", json.dumps(bool(images)))
+        if not require_token_everywhere and (request.url.hostname or "") not in _LOOPBACK_NAMES:
+            # the page holds the token: on loopback it goes only to this machine's own names, so that
+            # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
+            raise _Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
+        values = {"__TOKEN__": token, "__CLASSES__": [str(c) for c in session.classes], "__IMAGES__": bool(images)}
+        html = re.sub("__TOKEN__|__CLASSES__|__IMAGES__", lambda m: _script_json(values[m.group(0)]), _PAGE)
         return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                                            "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
                                            "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
@@ -251,7 +266,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         writer = csv.writer(out)
         writer.writerow(_CSV_COLUMNS)
         for r in await run_in_threadpool(session.labels):
-            writer.writerow(["" if r[c] is None else r[c] for c in _CSV_COLUMNS])
+            writer.writerow(["" if r[c] is None else _csv_cell(r[c]) if c.endswith("annotator") else r[c]
+                             for c in _CSV_COLUMNS])
         return PlainTextResponse(out.getvalue(), media_type="text/csv",
                                  headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
 
@@ -271,20 +287,36 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
     routes = [
         Route("/", handler(page, False)),
-        Route("/api/batch", handler(batch, False)),
-        Route("/api/item/{item:int}.png", handler(item_png, False)),
-        Route("/api/item/{item:int}", handler(item_values, False)),
+        Route("/api/batch", handler(batch, True)),
+        Route("/api/item/{item:int}.png", handler(item_png, True)),
+        Route("/api/item/{item:int}", handler(item_values, True)),
         Route("/api/submit", handler(submit, True), methods=["POST"]),
         Route("/api/skip", handler(skip, True), methods=["POST"]),
         Route("/api/undo", handler(undo, True), methods=["POST"]),
-        Route("/api/status", handler(status, False)),
-        Route("/api/labels.csv", handler(labels_csv, False)),
-        Route("/api/versions", handler(versions, False)),
-        Route("/api/model.pt", handler(model, False)),
+        Route("/api/status", handler(status, True)),
+        Route("/api/labels.csv", handler(labels_csv, True)),
+        Route("/api/versions", handler(versions, True)),
+        Route("/api/model.pt", handler(model, True)),
     ]
     app = Starlette(routes=routes)
     app.state.token = token
     return app
+
+
+#: Host names the page answers to when served on loopback.
+_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _script_json(value) -> str:
+    """JSON for inside a ``<script>``: no ``</`` can end the script early."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
+def _csv_cell(value):
+    """An annotator's name (which clients choose) as a cell that a spreadsheet will not run as a formula."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 #: The labels CSV: the current label, and for a flagged one the first label and its second look.
@@ -313,7 +345,7 @@ _PAGE = r"""<!doctype html>
 </style></head><body>
 <header><h1>skdbal: label</h1><span id="progress">starting…</span>
 <label><input type="checkbox" id="showguess" checked> show the model's guess</label>
-<label>annotator <input id="annotator" value="annotator" size="10"></label>
+<label>annotator <input id="annotator" value="" size="14" maxlength="64"></label>
 <span class="meta"><a id="csv" href="#">labels.csv</a> · <a id="model" href="#">model (save_params)</a></span></header>
 <div id="looks" class="meta"></div>
 <div id="classes"></div>
@@ -326,11 +358,21 @@ const TOKEN = __TOKEN__, CLASSES = __CLASSES__, IMAGES = __IMAGES__;
 let items = [], current = 0, history = [], shownVersion = null;
 const TQ = 'token=' + encodeURIComponent(TOKEN);   // every request carries the token (needed off loopback)
 function get(path){ return fetch(path, {headers: {'X-Token': TOKEN}}); }
-const ASKED = new URLSearchParams(location.search).get('annotator');   // ?annotator=NAME fills the field
-if(ASKED){ document.getElementById('annotator').value = ASKED.slice(0, 64); }
+const PARAMS = new URLSearchParams(location.search);
+// the name: ?annotator=NAME, else this browser's own (a new one per browser, kept), so that two people
+// are never one annotator by default (second looks go to someone other than a label's author)
+const nameBox = document.getElementById('annotator');
+let NAME = PARAMS.get('annotator');
+try { NAME = NAME || localStorage.getItem('skdbal-annotator'); } catch(e) {}
+NAME = (NAME || 'annotator-' + Math.random().toString(36).slice(2, 6)).slice(0, 64);
+nameBox.value = NAME;
+const remember = () => { try { localStorage.setItem('skdbal-annotator', nameBox.value); } catch(e) {} };
+remember(); nameBox.onchange = remember;
+// items asked for at a time (?n=, default 5): several people share a batch
+const PER_LOAD = Math.min(Math.max(parseInt(PARAMS.get('n') || '5', 10) || 5, 1), 100);
 document.getElementById('csv').href = '/api/labels.csv?' + TQ;
 document.getElementById('model').href = '/api/model.pt?' + TQ;
-function annotator(){ return document.getElementById('annotator').value || 'annotator'; }
+function annotator(){ return document.getElementById('annotator').value || NAME; }
 async function post(path, data){
   const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
                                body: JSON.stringify(data)});
@@ -339,7 +381,8 @@ async function post(path, data){
 async function refreshStatus(){ const r = await get('/api/status'); if(r.ok){ showStatus(await r.json()); } }
 function showStatus(s){
   document.getElementById('progress').textContent =
-    `${s.labelled} labelled · ${s.pending} left in the batch · model version ${s.model_version}` +
+    `${s.labelled} labelled · ${s.pending} left in the batch · ` +
+    (s.model_version < 0 ? 'no model yet' : `model version ${s.model_version}`) +
     (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain*1000).toLocaleTimeString()}` : '');
   const l = s.second_looks;
   document.getElementById('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} ` +
@@ -406,7 +449,7 @@ function render(){
   });
 }
 async function load(){
-  const r = await get('/api/batch?wait=2&annotator=' + encodeURIComponent(annotator()));
+  const r = await get(`/api/batch?wait=2&n=${PER_LOAD}&annotator=` + encodeURIComponent(annotator()));
   const j = await r.json(); items = j.items; current = 0; showStatus(j.status); render();
   if(!items.length){ setTimeout(load, 1000); }
 }

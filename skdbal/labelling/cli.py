@@ -58,6 +58,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine only; a name other than localhost is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: served beyond loopback, so the token is required everywhere
+        return False
+
+
 def _second_looks(text: str):
     if text in ("dynamic", "quantile"):
         return text
@@ -151,7 +161,7 @@ def build(args):
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget)
-    loopback = ipaddress.ip_address(args.host).is_loopback if args.host != "localhost" else True
+    loopback = _is_loopback(args.host)
     app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store
 

@@ -47,19 +47,19 @@ H = {"X-Token": "secret"}
 
 def test_label_a_batch_over_http(client, digits):
     _, y = digits
-    batch = client.get("/api/batch?annotator=ann&wait=5").json()["items"]
+    batch = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"]
     assert len(batch) == 10 and all(b["score"] is None and b["guess"] is None for b in batch)
-    png = client.get(f"/api/item/{batch[0]['item']}.png")
+    png = client.get(f"/api/item/{batch[0]['item']}.png", headers=H)
     assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
     for b in batch:
         r = client.post("/api/submit", json={"item": b["item"], "label": str(y[b["item"]]), "annotator": "ann",
                                              "request_id": f"r{b['item']}"}, headers=H)
         assert r.status_code == 200, r.text
     client.session.wait_for_version(0, timeout=30)
-    nxt = client.get("/api/batch?annotator=ann&wait=5").json()
+    nxt = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()
     assert nxt["status"]["model_version"] == 0 and len(nxt["items"]) == 10
     assert all(isinstance(b["score"], float) and b["guess"] in [str(c) for c in range(10)] for b in nxt["items"])
-    csv_text = client.get("/api/labels.csv").text.splitlines()
+    csv_text = client.get("/api/labels.csv", headers=H).text.splitlines()
     assert csv_text[0] == "item,key,label,annotator,time,p_given,first_label,first_annotator,second_look"
     assert len(csv_text) == 11
 
@@ -84,13 +84,13 @@ def test_bad_requests_get_a_4xx_and_change_nothing(client, path, payload, header
 def test_no_path_reaches_the_file_system(client):
     for path in ["/api/item/..%2F..%2Fetc%2Fpasswd.png", "/api/item/../../etc/passwd", "/api/item/-1.png",
                  "/api/item/99999.png", "/static/../../etc/passwd"]:
-        r = client.get(path)
+        r = client.get(path, headers=H)
         assert r.status_code == 404 and b"root:" not in r.content
 
 
 def test_a_replayed_submission_is_idempotent(client, digits):
     _, y = digits
-    item = client.get("/api/batch?annotator=ann&wait=5").json()["items"][0]["item"]
+    item = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"][0]["item"]
     body = {"item": item, "label": str(y[item]), "request_id": "same"}
     a, b = (client.post("/api/submit", json=body, headers=H).json()["event"] for _ in range(2))
     assert a == b and len(client.session.store.events()) == 1
@@ -103,6 +103,26 @@ def test_off_loopback_every_request_needs_the_token(digits, tmp_path):
     with TestClient(make_app(session, token="secret", require_token_everywhere=True)) as c:
         assert c.get("/").status_code == 403 and c.get("/api/status").status_code == 403
         assert c.get("/?token=secret").status_code == 200 and c.get("/api/status", headers=H).status_code == 200
+        assert c.get("/?token=secret", headers={"Host": "labelling.example.org"}).status_code == 200
+
+
+def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_names(digits, tmp_path):
+    """Another site can neither read nor lease (the token), nor read the page's token by a name of its
+    own rebound to 127.0.0.1 (DNS rebinding: the Host header names that site)."""
+    session = new_session(digits[0], tmp_path / "s.db")
+    app = make_app(session, token="secret")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        for path in ["/api/batch?annotator=x&n=1000", "/api/status", "/api/labels.csv", "/api/versions",
+                     "/api/model.pt", "/api/item/0.png", "/api/item/0"]:
+            r = c.get(path)
+            assert r.status_code == 403 and r.json()["error"] == "missing or wrong token", path
+        assert session.store.live_leases() == {}                          # nothing was leased
+        page = c.get("/")
+        assert page.status_code == 200 and '"secret"' in page.text
+        assert c.get("/", headers={"Host": "localhost:8765"}).status_code == 200
+        rebound = c.get("/", headers={"Host": "attacker.example:8765"})
+        assert rebound.status_code == 403 and "secret" not in rebound.text
+        assert c.get("/api/item/0.png?token=secret").content[:4] == b"\x89PNG"
 
 
 def free_port():
@@ -148,7 +168,7 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
-        driver.get(f"http://127.0.0.1:{port}/")
+        driver.get(f"http://127.0.0.1:{port}/?n=10")             # the whole batch at once (the page asks for 5)
         wait = WebDriverWait(driver, 30)
         def shown():  # the items on the page (read in one go: the page redraws them after every answer)
             return [int(i.split("-")[1]) for i in
@@ -275,7 +295,7 @@ def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits, tmp
             for _ in range(3):                                     # 3 x (1 batch + 2 labels) = 9 requests
                 if time.time() > deadline:
                     return
-                items = c.get(f"/api/batch?annotator=a{k}&n=2").json()["items"]
+                items = c.get(f"/api/batch?annotator=a{k}&n=2", headers=H).json()["items"]
                 for it in items:
                     rid = f"a{k}-{it['item']}"
                     r = c.post("/api/submit", headers=H, json={"item": it["item"], "label": str(y[it["item"]]),

@@ -217,7 +217,8 @@ def new_session(pool, path):
 
 def test_the_app_draws_the_original_by_id_only(folder, tmp_path):
     pool = load_pool(folder)
-    client = TestClient(make_app(new_session(pool, tmp_path / "s.db"), token="t", pool=pool))
+    client = TestClient(make_app(new_session(pool, tmp_path / "s.db"), token="t", pool=pool),
+                        base_url="http://127.0.0.1", headers={"X-Token": "t"})
     r = client.get(f"/api/item/{pool.keys.index('big.PNG')}.png")
     assert r.status_code == 200 and r.headers["content-type"] == "image/png"
     shown = Image.open(io.BytesIO(r.content))
@@ -234,7 +235,8 @@ def test_the_app_shows_the_rows_of_a_table(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("name,petal,sepal\n<b>rose</b>,0.1,2\ntulip,3,4\n")
     pool = load_pool(path, id_column="name")
-    client = TestClient(make_app(new_session(pool, tmp_path / "s.db"), token="t", pool=pool))
+    client = TestClient(make_app(new_session(pool, tmp_path / "s.db"), token="t", pool=pool),
+                        base_url="http://127.0.0.1", headers={"X-Token": "t"})
     assert client.get("/api/item/0").json() == {"item": 0, "key": "<b>rose</b>", "columns": ["petal", "sepal"],
                                                 "values": [0.1, 2.0]}
     assert client.get("/api/item/0.png").status_code == 404
@@ -269,7 +271,7 @@ def test_the_cli_builds_a_session_for_a_folder(folder, tmp_path):
     assert session.keys == load_pool(folder).keys and len(session.X) == 5 and session.X.shape == (5, 12, 12)
     assert session.classes == ["cat", "dog"] and store == str(tmp_path / "p.db") and loopback
     assert session.learner.estimator.module__kernel_size == 3          # small images: a smaller kernel
-    with TestClient(app) as client:
+    with TestClient(app, headers={"X-Token": app.state.token}) as client:
         assert client.get("/api/item/0.png").content[:8] == b"\x89PNG\r\n\x1a\n"
     args = parser.parse_args(["--images", str(folder), "--classes", "cat,dog", "--store", str(tmp_path / "q.db"),
                               "--mode", "RGB"])
@@ -285,7 +287,7 @@ def test_the_cli_builds_a_session_for_a_table(tmp_path):
     session, app, _, _ = build(args)
     assert session.keys == ["rose", "tulip", "lily"] and session.X.shape == (3, 2)
     assert session.learner.estimator.module.__name__ == "MLP"
-    with TestClient(app) as client:
+    with TestClient(app, headers={"X-Token": app.state.token}) as client:
         assert client.get("/api/item/2").json()["values"] == [1.0, 1.0]
     with pytest.raises(ValueError, match="--classes is required"):
         build(parser.parse_args(["--table", str(path), "--id-column", "name"]))

@@ -257,7 +257,7 @@ def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
     X, y = digits
     P0 = model0(X, y).predict_proba(X)
     s = make_session(X, tmp_path / "s.db", 0.05)
-    with TestClient(make_app(s, token="t", images=False)) as client, s:
+    with TestClient(make_app(s, token="t", images=False), headers={"X-Token": "t"}) as client, s:
         assert client.get("/api/model.pt").status_code == 404            # no model yet
         label_batch(s, y, "ann")
         s.wait_for_version(0, timeout=30)
@@ -286,7 +286,7 @@ def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
     learner = ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False)
     s = LabellingSession(learner, X.astype(np.float32), classes=range(10), store=tmp_path / "n.db", batch_size=10,
                          initial=INITIAL, retrain_after=30)
-    with TestClient(make_app(s, token="t", images=False)) as client, s:
+    with TestClient(make_app(s, token="t", images=False), headers={"X-Token": "t"}) as client, s:
         label_batch(s, y, "ann")
         s.wait_for_version(0, timeout=60)
         r = client.get("/api/model.pt")
