@@ -93,6 +93,8 @@ class StoreOracle(Oracle):
             self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
                                                                            for p in positions})
             self.session._changed.notify_all()
+        for callback in list(self.session.on_query):  # in the loop's thread, after people can see the batch
+            callback(positions, scores)
 
     def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
                  events: Optional[List[dict]] = None) -> List[Answer]:
@@ -313,6 +315,9 @@ class LabellingSession:
         if len(self._by_text) != len(self.classes):
             raise ValueError("classes must be distinct as text")
         self._changed = threading.Condition()
+        #: Called as ``callback(positions, scores)`` in the loop's thread after each query (the first
+        #: batch included, with no scores), e.g. to push predictions to Label Studio.
+        self.on_query: List = []
         self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None

@@ -1,0 +1,228 @@
+"""skdbal behind a real Label Studio server on 127.0.0.1 (slow).
+
+The test starts ``label-studio`` from its own virtual environment (so that its dependencies never
+touch ours): ``$SKDBAL_LABEL_STUDIO`` names the executable, else ``.venv-ls/bin/label-studio`` in
+the checkout (``.ci/run`` makes it: ``python -m venv .venv-ls && .venv-ls/bin/pip install
+label-studio``). The server gets a fresh data folder with SQLite, a preset user and a preset API
+token. A simulated annotator then labels through Label Studio's API, in the order of the Data
+Manager sorted by our scores, and the session must follow: every annotation recorded once, skips,
+relabels and deletions handled, the order changed after a retrain, nothing lost or doubled when
+skdbal restarts, and none when Label Studio restarts.
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import max_entropy
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "0123456789abcdef0123456789abcdef01234567"
+CONFIG = ('<View><Image name="image" value="$image"/><Choices name="digit" toName="image" choice="single">'
+          + "".join(f'<Choice value="{c}"/>' for c in range(10)) + "</Choices></View>")
+INITIAL = np.arange(10)
+
+
+def label_studio_executable():
+    path = os.environ.get("SKDBAL_LABEL_STUDIO") or str(ROOT / ".venv-ls" / "bin" / "label-studio")
+    return path if Path(path).exists() else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``label-studio start`` on 127.0.0.1 with a data folder of its own; start() waits for /health."""
+
+    def __init__(self, executable, data):
+        self.executable, self.data, self.port, self.process = executable, Path(data), free_port(), None
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout=240):
+        env = dict(os.environ, LABEL_STUDIO_BASE_DATA_DIR=str(self.data), LABEL_STUDIO_USERNAME="annotator@example.org",
+                   LABEL_STUDIO_PASSWORD="a-test-password-1", LABEL_STUDIO_USER_TOKEN=TOKEN,
+                   LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
+                   DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false")
+        self.log = open(self.data / "server.log", "ab")
+        self.process = subprocess.Popen([self.executable, "start", "--no-browser", "--host", "127.0.0.1",
+                                         "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        import httpx
+
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"label-studio exited: {(self.data / 'server.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise TimeoutError(f"label-studio did not answer within {timeout} s")
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    executable = label_studio_executable()
+    if executable is None:
+        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable, or "
+                    "python -m venv .venv-ls && .venv-ls/bin/pip install label-studio (.ci/run does)")
+    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
+    s = Server(executable, tmp_path_factory.mktemp("label-studio")).start()
+    yield s
+    s.stop()
+
+
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:200] / 16.0, y[:200]
+
+
+def png_uri(row):
+    from skdbal.labelling.app import png_bytes
+
+    return "data:image/png;base64," + base64.b64encode(png_bytes(np.asarray(row).reshape(8, 8))).decode()
+
+
+def session_of(X, store):
+    from skdbal.labelling import LabellingSession
+
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                            seeding="step", verbose=False)
+    return LabellingSession(learner, X, classes=range(10), store=store, batch_size=10, initial=INITIAL)
+
+
+def queue(client, project, n=10):
+    """The Data Manager's order by prediction score, best first: (key, score) of the unlabelled tasks."""
+    query = json.dumps({"ordering": ["-tasks:predictions_score"]})
+    tasks = [t for t in client.tasks.list(project=project, query=query, fields="all") if not t.total_annotations]
+    return [(t.data["skdbal_key"], t.predictions_score) for t in tasks[:n]], {t.data["skdbal_key"]: t.id for t in tasks}
+
+
+def annotate(client, task, label):
+    return client.annotations.create(id=task, result=[{"from_name": "digit", "to_name": "image", "type": "choices",
+                                                       "value": {"choices": [str(label)]}}])
+
+
+def wait_until(condition, timeout=60, what="the condition"):
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise TimeoutError(f"{what} did not happen within {timeout} s")
+        time.sleep(0.05)
+
+
+def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, tmp_path):
+    from label_studio_sdk import LabelStudio
+
+    from skdbal.labelstudio import LabelStudioSync
+
+    X, y = digits()
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    project = client.projects.create(title="skdbal digits", label_config=CONFIG).id
+    store = tmp_path / "project.db"
+    session = session_of(X, store)
+    sync = LabelStudioSync(session, client, project)
+    assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 200
+    assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 0          # found by key: none twice
+    session.start()
+    try:
+        # the first batch, before any model: on top of the queue, score 1
+        wait_until(lambda: queue(client, project)[0][0][1] == 1.0, what="the first batch's predictions")
+        top, ids = queue(client, project)
+        assert sorted(int(k) for k, _ in top) == INITIAL.tolist() and all(s == 1.0 for _, s in top)
+        for key, _ in top:
+            annotate(client, ids[key], y[int(key)])
+        assert sync.pull() == 10 and sync.pull() == 0                             # each annotation once
+        labels = session.store.current_labels()
+        assert {i: r["label"] for i, r in labels.items()} == {i: str(y[i]) for i in INITIAL}
+        assert {r["annotator"] for r in labels.values()} == {"labelstudio:1"}
+
+        # model 0: every unlabelled task carries its guess and score; the queue is the session's batch
+        session.wait_for_version(0, timeout=60)
+        wait_until(lambda: sync.pushed_version == 0 or session.error, what="model 0's predictions")
+        assert session.error is None, json.dumps(getattr(session.error, "body", None))
+        top, ids = queue(client, project)
+        batch = session.oracle.batch
+        assert [int(k) for k, _ in top] == batch                                   # max entropy, best first
+        raw = [session.oracle.scores[i] for i in batch]          # max entropy in nats; Label Studio takes [0, 1]
+        assert top[0][1] == 1.0 and [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+        assert all(np.diff(raw) <= 0)
+        assert client.projects.get(id=project).model_version == "skdbal-v0"
+        first_order = [k for k, _ in top]
+
+        # a skip (a cancelled annotation), a relabel, a deletion; the rest labelled right
+        a, b, c = (ids[k] for k in first_order[:3])
+        client.annotations.create(id=a, result=[], was_cancelled=True)
+        wrong = annotate(client, b, (y[int(first_order[1])] + 1) % 10)
+        gone = annotate(client, c, y[int(first_order[2])])
+        assert sync.pull() == 3
+        client.annotations.update(id=wrong.id, result=[{"from_name": "digit", "to_name": "image",
+                                                         "type": "choices",
+                                                         "value": {"choices": [str(y[int(first_order[1])])]}}])
+        client.annotations.delete(id=gone.id)
+        assert sync.pull() == 2
+        current = session.store.current_labels()
+        assert int(first_order[0]) in session.store.skipped()
+        assert current[int(first_order[1])]["label"] == str(y[int(first_order[1])])
+        assert int(first_order[2]) not in current
+        for key in first_order[3:]:
+            annotate(client, ids[key], y[int(key)])
+        assert sync.pull() == 7
+        session.wait_for_version(1, timeout=60)
+        wait_until(lambda: sync.pushed_version == 1 or session.error, what="model 1's predictions")
+        assert session.error is None, json.dumps(getattr(session.error, "body", None))
+        top, _ = queue(client, project)
+        assert [k for k, _ in top] != first_order and [int(k) for k, _ in top][:5] == session.oracle.batch[:5]
+        n_events, n_labels = len(session.store.events()), len(session.store.current_labels())
+    finally:
+        session.stop()
+        session.store.close()
+
+    # skdbal restarts: the annotations pulled again add nothing, the session resumes at model 1
+    session = session_of(X, store)
+    sync = LabelStudioSync(session, client, project)
+    assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 0
+    session.start()
+    try:
+        assert sync.pull() == 0 and len(session.store.events()) == n_events
+        session.wait_for_version(1, timeout=60)
+        assert len(session.store.current_labels()) == n_labels
+    finally:
+        session.stop()
+
+    # Label Studio restarts: its annotations are all still there, and pulled again add nothing
+    server.stop()
+    server.start()
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    session = session_of(X, store)
+    sync = LabelStudioSync(session, client, project)
+    sync.import_tasks(lambda i: {"image": png_uri(X[i])})
+    assert sync.pull() == 0 and len(session.store.events()) == n_events
