@@ -12,7 +12,6 @@ skdbal restarts, and none when Label Studio restarts.
 import base64
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
