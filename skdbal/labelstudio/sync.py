@@ -191,7 +191,7 @@ class LabelStudioSync:
         by_task = {t: i for i, t in self._task_of.items()}
         current = store.current_labels()
         skipped = set(store.skipped(current))
-        n = 0
+        n, last = 0, store.last_event()
         for task in self._tasks(fields="all"):
             item = by_task.get(task["id"])
             if item is None:
@@ -206,9 +206,9 @@ class LabelStudioSync:
                     continue
                 annotator = f"labelstudio:{a.get('completed_by')}"
                 request_id = f"labelstudio:{a['id']}:{a.get('updated_at')}"
-                before = len(store.events())
-                session.submit(item, label, annotator=annotator, request_id=request_id)
-                n += len(store.events()) - before
+                event = session.submit(item, label, annotator=annotator, request_id=request_id)
+                n += event > last                   # a replayed annotation returns its old event
+                last = max(last, event)
             elif annotations and item not in current and item not in skipped:
                 session.skip(item, annotator=f"labelstudio:{annotations[-1].get('completed_by')}")
                 n += 1
