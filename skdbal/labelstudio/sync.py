@@ -176,6 +176,21 @@ class LabelStudioSync:
         with self._lock:
             self._task_of = found
 
+    def queue_view(self, title: str = "skdbal queue") -> int:
+        """A Data Manager tab of the project sorted by prediction score, best first (made once; found by
+        its title after); its id. Annotators open it, or sort any tab by *Prediction score*."""
+        for view in self.client.views.list(project=self.project):
+            view = _plain(view)
+            if (view.get("data") or {}).get("title") == title:
+                return view["id"]
+        view = self.client.views.create(project=self.project, data={
+            "title": title, "ordering": ["-tasks:predictions_score"],
+            "hiddenColumns": {"explore": ["tasks:inner_id", "tasks:annotations_results", "tasks:predictions_results",
+                                          "tasks:file_upload", "tasks:storage_filename", "tasks:created_at",
+                                          "tasks:updated_at", "tasks:updated_by", "tasks:avg_lead_time",
+                                          "tasks:draft_exists"], "labeling": []}})
+        return _plain(view)["id"]
+
     # ------------------------------------------------------------- pull
     def pull(self) -> int:
         """Record the project's annotations in the session's store; the number of new events.

@@ -125,6 +125,12 @@ def queue(client, project, n=10):
     return [(t.data["skdbal_key"], t.predictions_score) for t in tasks[:n]], {t.data["skdbal_key"]: t.id for t in tasks}
 
 
+def _view_ordering(client, project, view):
+    found = [v for v in client.views.list(project=project) if v.id == view]
+    data = found[0].data if found else {}
+    return (data if isinstance(data, dict) else dict(data)).get("ordering")
+
+
 def annotate(client, task, label):
     return client.annotations.create(id=task, result=[{"from_name": "digit", "to_name": "image", "type": "choices",
                                                        "value": {"choices": [str(label)]}}])
@@ -151,6 +157,9 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
     sync = LabelStudioSync(session, client, project)
     assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 200
     assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 0          # found by key: none twice
+    view = sync.queue_view()
+    assert sync.queue_view() == view                                            # made once
+    assert _view_ordering(client, project, view) == ["-tasks:predictions_score"]
     session.start()
     try:
         # the first batch, before any model: on top of the queue, score 1
