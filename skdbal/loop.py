@@ -132,6 +132,16 @@ def _plain(value):
     return value.tolist() if isinstance(value, np.ndarray) else value
 
 
+def _own_query_kwargs(query_kwargs: Optional[dict]) -> dict:
+    """``query_kwargs`` as a dict, refusing the keywords that the loop sets itself."""
+    query_kwargs = dict(query_kwargs or {})
+    for own in sorted({"candidates", "n_instances", "X_pool"} & set(query_kwargs)):
+        raise ValueError(f"query_kwargs may not set {own!r}: the loop sets it (pending and skipped rows "
+                         "are left out of the candidates; a random subsample of a large pool is the "
+                         "learner's pool_subsample)")
+    return query_kwargs
+
+
 class ActiveLearningLoop:
     """Run a learner against an oracle, step by step, writing a journal.
 
@@ -213,11 +223,7 @@ class ActiveLearningLoop:
         self.evaluate = evaluate
         self.journal = MemoryJournal() if journal is None else journal
         self.fit_model = fit_model
-        self.query_kwargs = dict(query_kwargs or {})
-        for own in sorted({"candidates", "n_instances", "X_pool"} & set(self.query_kwargs)):
-            raise ValueError(f"query_kwargs may not set {own!r}: the loop sets it (pending and skipped rows "
-                             "are left out of the candidates; a random subsample of a large pool is the "
-                             "learner's pool_subsample)")
+        self.query_kwargs = _own_query_kwargs(query_kwargs)
         self.pass_pool_labels = pass_pool_labels
         self.verbose = verbose
         self._pending: List[int] = []

@@ -278,9 +278,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         buffer = io.BytesIO()
         try:
             version = await run_in_threadpool(session.save_model, buffer)
-        except LookupError as exc:
-            raise _Refused(404, str(exc)) from None
-        except TypeError as exc:
+        except (LookupError, TypeError) as exc:   # no model yet; not a skorch net
             raise _Refused(404, str(exc)) from None
         return Response(buffer.getvalue(), media_type="application/octet-stream", headers={
             "Content-Disposition": f'attachment; filename="model-v{version}.pt"'})

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..loop import ActiveLearningLoop
+from ..loop import ActiveLearningLoop, _own_query_kwargs
 from ..oracles import Answer, Oracle
 from .store import LabelStore
 
@@ -297,10 +297,7 @@ class LabellingSession:
         self.initial = initial
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
-        self.query_kwargs = dict(query_kwargs or {})
-        for own in sorted({"candidates", "n_instances", "X_pool"} & set(self.query_kwargs)):
-            raise ValueError(f"query_kwargs may not set {own!r}: the session's loop sets it (to score a random "
-                             "subsample of a large pool, give the learner pool_subsample)")
+        self.query_kwargs = _own_query_kwargs(query_kwargs)   # refused here, before the store is written
         self.second_looks = second_looks
         self.second_look_budget = second_look_budget
         if second_look_budget is not None and not (isinstance(second_look_budget, (int, float)) and
@@ -440,17 +437,15 @@ class LabellingSession:
         p_given = P[np.arange(len(new)), [classes.index(e["label"]) for e in new]]
         guesses = [classes[j] for j in P.argmax(axis=1)]
         tau, rule = 0.0, self.second_looks
-        history = [c["p_given"] for c in self.store.checks()]
-        if rule is not None and not (isinstance(rule, str) and len(history) + len(new) < MIN_JUDGED):
-            # the threshold from every label judged so far, these included
-            tau, _ = trust_threshold(np.r_[history, p_given], max(len(classes), 2), rule)
-        self.store.add_checks([{"event": e["event"], "model_version": self.learner.step_, "p_given": p,
-                                "guess": g, "threshold": tau, "flagged": False}
-                               for e, p, g in zip(new, p_given, guesses)])
+        rows = [{"event": e["event"], "model_version": self.learner.step_, "p_given": p, "guess": g,
+                 "flagged": False} for e, p, g in zip(new, p_given, guesses)]
+        checks = self.store.checks() + rows           # every label judged so far, these included
+        if rule is not None and not (isinstance(rule, str) and len(checks) < MIN_JUDGED):
+            tau, _ = trust_threshold([c["p_given"] for c in checks], max(len(classes), 2), rule)
+        self.store.add_checks([dict(r, threshold=tau) for r in rows])
         if tau > 0:  # the labels below the threshold of now, these and earlier ones that are still their
-            checks = self.store.checks()  # items' labels, the least likely first, within the budget
+            # items' labels, the least likely first, within the budget
             current = {r["event"] for r in self.store.current_labels().values()}
-            second = {c["second_event"] for c in self.store.second_looks()}
             below = sorted((c for c in checks if not c["flagged"] and c["p_given"] < tau and c["event"] in current
                             and c["event"] not in second), key=lambda c: c["p_given"])
             if self.second_look_budget is not None:
