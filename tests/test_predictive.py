@@ -223,17 +223,19 @@ def test_no_module_imports_the_learner_or_the_experiments():
 
 
 def test_only_the_command_line_imports_the_labelling_server():
-    """The labelling store, session and page sit on top: estimators, strategies and the loop never import
-    them (the page needs the optional starlette); only the command line does, lazily."""
+    """The labelling store, session and page sit on top, and Label Studio's sync on them: estimators,
+    strategies and the loop never import either (they need optional extras); only the command line
+    does, lazily."""
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith("labelling/") or rel == "experiments/cli.py":
+        if rel.startswith("labelstudio/") or rel == "experiments/cli.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
                      [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            if any("labelling" in n.split(".") for n in names):
+            if any({"labelstudio"} & set(n.split(".")) for n in names) or (
+                    not rel.startswith("labelling/") and any("labelling" in n.split(".") for n in names)):
                 offenders.append((rel, node.lineno))
     assert offenders == []
 

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ..labelling.cli import add_parser as add_label_parser, run as run_label
 
     add_label_parser(sub).set_defaults(func=run_label)
+    from ..labelstudio.cli import add_parser as add_labelstudio_parser, run as run_labelstudio
+
+    add_labelstudio_parser(sub).set_defaults(func=run_labelstudio)
     return parser
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["add_parser", "build", "run"]
+__all__ = ["add_parser", "add_pool_arguments", "build", "make_session", "run"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -31,6 +31,26 @@ def add_parser(sub) -> argparse.ArgumentParser:
     True
     """
     p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
+    add_pool_arguments(p)
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
+                   "only; any other needs the token printed at start on every request)")
+    p.add_argument("--port", type=int, default=8765)
+    return p
+
+
+def add_pool_arguments(p: argparse.ArgumentParser) -> None:
+    """The pool, store and session options of ``skdbal label`` (shared by ``skdbal labelstudio``).
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.labelling.cli import add_pool_arguments
+    >>> parser = argparse.ArgumentParser()
+    >>> add_pool_arguments(parser)
+    >>> args = parser.parse_args(["--table", "items.csv", "--id-column", "name", "--classes", "a,b"])
+    >>> args.table, args.id_column, args.batch_size, args.second_look_budget
+    ('items.csv', 'name', 10, 0.1)
+    """
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring")
     src.add_argument("--images", metavar="DIR", help="a folder of images (png, jpg, bmp, gif, tif, webp; "
@@ -44,9 +64,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L, default) or "
                    "colour (RGB) features, with --images")
     p.add_argument("--store", help="the SQLite store; resumed if it exists (default: skdbal-<name>.db here)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
-                   "only; any other needs the token printed at start on every request)")
-    p.add_argument("--port", type=int, default=8765)
     p.add_argument("--batch-size", type=int, default=10)
     p.add_argument("--retrain-after", type=int, default=None, help="new labels before a retrain (default: a batch)")
     p.add_argument("--second-looks", type=_second_looks, default="dynamic", metavar="RULE",
@@ -55,7 +72,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "threshold in (0, 1), or 'off'")
     p.add_argument("--second-look-budget", type=float, default=0.1, metavar="SHARE",
                    help="at most this share of the labels is flagged, the least likely first (default 0.1)")
-    return p
 
 
 def _is_loopback(host: str) -> bool:
@@ -92,39 +108,24 @@ def _demo():
     return X_pool, X_test, y_test, list(range(10))
 
 
-def build(args):
-    """The session, the application, whether it serves loopback only, and the store of ``args``.
+def make_session(args):
+    """The session, the pool and the store's path that ``args`` name (the pool options of ``skdbal label``,
+    shared by ``skdbal labelstudio``).
 
     Examples
     --------
     >>> import argparse, os, tempfile
-    >>> from skdbal.labelling.cli import add_parser, build
+    >>> from skdbal.labelling.cli import add_parser, make_session
     >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
-    >>> store = os.path.join(tempfile.mkdtemp(), "demo.db")
-    >>> parser = add_parser(sub)
-    >>> args = parser.parse_args(["--demo", "digits", "--store", store])
-    >>> session, app, loopback, path = build(args)       # what run() serves, not started
-    >>> len(session.keys), session.classes[:3], loopback
-    (1297, [0, 1, 2], True)
-
-    A folder of images (the keys are the file names):
-
-    >>> from PIL import Image
-    >>> folder = tempfile.mkdtemp()
-    >>> Image.new("L", (20, 20), 0).save(os.path.join(folder, "cat1.png"))
-    >>> Image.new("L", (20, 20), 255).save(os.path.join(folder, "dog1.jpg"))
-    >>> _ = open(os.path.join(folder, "notes.txt"), "w").write("not an image")      # ignored
-    >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog",
-    ...                           "--store", os.path.join(folder, "project.db")])
-    >>> session, app, loopback, path = build(args)
-    >>> session.keys, session.X.shape, session.classes
-    (['cat1.png', 'dog1.jpg'], (2, 28, 28), ['cat', 'dog'])
+    >>> args = add_parser(sub).parse_args(["--demo", "digits", "--store", os.path.join(tempfile.mkdtemp(), "d.db")])
+    >>> session, pool, store = make_session(args)
+    >>> pool.kind, len(pool), session.batch_size
+    ('images', 1297, 10)
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
     from ..mc_dropout import MCDropoutClassifier
     from ..nets import MLP
-    from .app import make_app
     from .pools import load_pool
     from .session import LabellingSession
 
@@ -161,6 +162,40 @@ def build(args):
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget)
+    return session, pool, store
+
+
+def build(args):
+    """The session, the application, whether it serves loopback only, and the store of ``args``.
+
+    Examples
+    --------
+    >>> import argparse, os, tempfile
+    >>> from skdbal.labelling.cli import add_parser, build
+    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    >>> store = os.path.join(tempfile.mkdtemp(), "demo.db")
+    >>> parser = add_parser(sub)
+    >>> args = parser.parse_args(["--demo", "digits", "--store", store])
+    >>> session, app, loopback, path = build(args)       # what run() serves, not started
+    >>> len(session.keys), session.classes[:3], loopback
+    (1297, [0, 1, 2], True)
+
+    A folder of images (the keys are the file names):
+
+    >>> from PIL import Image
+    >>> folder = tempfile.mkdtemp()
+    >>> Image.new("L", (20, 20), 0).save(os.path.join(folder, "cat1.png"))
+    >>> Image.new("L", (20, 20), 255).save(os.path.join(folder, "dog1.jpg"))
+    >>> _ = open(os.path.join(folder, "notes.txt"), "w").write("not an image")      # ignored
+    >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog",
+    ...                           "--store", os.path.join(folder, "project.db")])
+    >>> session, app, loopback, path = build(args)
+    >>> session.keys, session.X.shape, session.classes
+    (['cat1.png', 'dog1.jpg'], (2, 28, 28), ['cat', 'dog'])
+    """
+    from .app import make_app
+
+    session, pool, store = make_session(args)
     loopback = _is_loopback(args.host)
     app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store

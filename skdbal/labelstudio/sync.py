@@ -11,13 +11,14 @@ and update time are the store's request id).
 """
 from __future__ import annotations
 
+import json
 import threading
 from typing import Callable, Dict, List, Optional
 from xml.etree import ElementTree
 
 import numpy as np
 
-__all__ = ["LabelStudioSync", "choices_of", "unit_scores"]
+__all__ = ["LabelStudioSync", "choices_of", "file_key", "is_transient", "unit_scores"]
 
 
 def _plain(obj) -> dict:
@@ -81,6 +82,12 @@ def unit_scores(scores) -> np.ndarray:
     return out
 
 
+#: The Data Manager's filter of the tasks with an annotation, cancelled or not (what a pull reads).
+_ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
+    {"filter": f"filter:tasks:{field}", "operator": "greater", "type": "Number", "value": 0}
+    for field in ("total_annotations", "cancelled_annotations")]}})
+
+
 class LabelStudioSync:
     """Keep a :class:`~skdbal.labelling.LabellingSession` and a Label Studio project in step.
 
@@ -96,6 +103,10 @@ class LabelStudioSync:
     key_field : str, default="skdbal_key"
         The task data field that holds a pool item's key: how tasks and
         items find each other, across restarts.
+    key_of : callable, optional
+        ``key_of(data)``, a task's pool key from its data (or None): how
+        tasks made outside skdbal are attached, e.g. by their file name
+        (:func:`file_key`). By default ``data[key_field]``.
     model_version_prefix : str, default="skdbal"
         Predictions are pushed under ``f"{prefix}-v{version}"``.
 
@@ -130,13 +141,15 @@ class LabelStudioSync:
     """
 
     def __init__(self, session, client, project: int, *, key_field: str = "skdbal_key",
-                 model_version_prefix: str = "skdbal"):
+                 key_of: Optional[Callable[[dict], Optional[str]]] = None, model_version_prefix: str = "skdbal"):
         self.session = session
         self.client = client
         self.project = int(project)
         self.key_field = key_field
+        self.key_of = key_of
         self.model_version_prefix = model_version_prefix
-        config = choices_of(_plain(client.projects.get(id=self.project))["label_config"])
+        self.label_config = _plain(client.projects.get(id=self.project))["label_config"]
+        config = choices_of(self.label_config)
         classes = [str(c) for c in session.classes]
         if sorted(config["choices"]) != sorted(classes):
             raise ValueError(f"project {self.project}'s choices {config['choices']} are not the session's classes "
@@ -146,35 +159,42 @@ class LabelStudioSync:
         self._task_of: Dict[int, int] = {}       # pool item -> task id
         self._lock = threading.Lock()
         self.pushed_version: Optional[int] = None
+        self.last_error: Optional[BaseException] = None
+        self._pending = None
+        self._send_lock = threading.Lock()
         session.on_query.append(self._after_query)
 
     # ------------------------------------------------------------ tasks
-    def _tasks(self, fields: str = "task_only") -> List[dict]:
-        return [_plain(t) for t in self.client.tasks.list(project=self.project, fields=fields)]
+    def _tasks(self, fields: str = "task_only", query: Optional[str] = None) -> List[dict]:
+        return [_plain(t) for t in self.client.tasks.list(project=self.project, fields=fields,
+                                                          **({"query": query} if query else {}))]
 
     def import_tasks(self, data: Callable[[int], dict], *, chunk: int = 500) -> int:
-        """Create a task for each pool item that has none (found by ``key_field``); how many were made.
+        """Create a task for each pool item that has none (found by its key); how many were made.
 
         ``data(i)`` gives item ``i``'s task data (its image as a URL or a
         data URI, its fields...); the key is added to it.
         """
-        self._map_tasks()
+        self.map_tasks()
         missing = [i for i in range(len(self.session.keys)) if i not in self._task_of]
         for start in range(0, len(missing), chunk):
             part = missing[start:start + chunk]
             self.client.projects.import_tasks(
                 id=self.project, request=[{"data": {**data(i), self.key_field: self.session.keys[i]}} for i in part])
-        self._map_tasks()
+        self.map_tasks()
         return len(missing)
 
-    def _map_tasks(self) -> None:
+    def map_tasks(self) -> int:
+        """Find the project's tasks of pool items (by ``key_of``, else ``key_field``); how many there are."""
         found = {}
         for t in self._tasks():
-            key = (t.get("data") or {}).get(self.key_field)
+            data = t.get("data") or {}
+            key = self.key_of(data) if self.key_of is not None else data.get(self.key_field)
             if key is not None and str(key) in self._by_key:
                 found[self._by_key[str(key)]] = t["id"]
         with self._lock:
             self._task_of = found
+        return len(found)
 
     def queue_view(self, title: str = "skdbal queue") -> int:
         """A Data Manager tab of the project sorted by prediction score, best first (made once; found by
@@ -201,13 +221,19 @@ class LabelStudioSync:
         Label Studio and whose annotations were all deleted there is undone.
         Each annotation is recorded once: its id and update time are the
         request id, so a pull after a restart of either side adds nothing twice.
+        It reads only the tasks that have annotations (a Data Manager
+        filter), so its cost grows with the labels, not the pool.
         """
         session, store = self.session, self.session.store
         by_task = {t: i for i, t in self._task_of.items()}
         current = store.current_labels()
         skipped = set(store.skipped(current))
         n, last = 0, store.last_event()
-        for task in self._tasks(fields="all"):
+        tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
+        seen = {by_task.get(t["id"]) for t in tasks}
+        gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
+                if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
+        for task in tasks + gone:
             item = by_task.get(task["id"])
             if item is None:
                 continue
@@ -242,7 +268,9 @@ class LabelStudioSync:
 
     # ------------------------------------------------------------- push
     def _after_query(self, positions, scores) -> None:
-        """In the session's loop thread, after each query: the first batch, or the new model's predictions."""
+        """In the session's loop thread, after each query: the first batch, or the new model's predictions.
+        A push that fails for want of Label Studio (unreachable, or a 5xx) is kept and sent again by
+        :meth:`run`; the session's loop goes on."""
         if getattr(self.session.learner, "step_", -1) < 0:
             self.push_first_batch(positions)
         else:
@@ -251,20 +279,10 @@ class LabelStudioSync:
     def push_first_batch(self, positions) -> int:
         """Before any model: the first batch's tasks get a prediction with no label and score 1, the
         others none, so that sorting by score puts the first batch on top."""
-        request = [{"task": self._task_of[int(i)], "model_version": f"{self.model_version_prefix}-first",
-                    "score": 1.0, "result": []} for i in positions if int(i) in self._task_of]
-        self._replace_predictions(request)
-        if request:  # Label Studio scores the tasks by the predictions of the project's model version
-            self.client.projects.update(id=self.project, model_version=f"{self.model_version_prefix}-first")
-        return len(request)
-
-    def _replace_predictions(self, request: List[dict]) -> None:
-        """The project's predictions become ``request``'s: Label Studio's "prediction score" of a task is
-        the mean over its predictions, so older versions' are deleted first (one Data Manager action)."""
-        self.client.actions.create(id="delete_tasks_predictions", project=self.project,
-                                   selected_items={"all": True, "excluded": []})
-        for start in range(0, len(request), 1000):
-            self.client.projects.import_predictions(id=self.project, request=request[start:start + 1000])
+        name = f"{self.model_version_prefix}-first"
+        request = [{"task": self._task_of[int(i)], "model_version": name, "score": 1.0, "result": []}
+                   for i in positions if int(i) in self._task_of]
+        return self._send(-1, name, request)
 
     def push(self) -> int:
         """Give every unlabelled task a prediction of the current model version: its guess, and the
@@ -276,8 +294,7 @@ class LabelStudioSync:
         version = getattr(learner, "step_", -1)
         if version < 0 or version == self.pushed_version:
             return 0
-        mask = ~learner.labelled_mask_
-        unlabelled = np.flatnonzero(mask)
+        unlabelled = np.flatnonzero(~learner.labelled_mask_)
         if not len(unlabelled):
             return 0
         idx, _, scores = learner.query(n_instances=len(unlabelled) if learner.pool_subsample is None else
@@ -288,14 +305,105 @@ class LabelStudioSync:
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
                                 "value": {"choices": [str(g)]}}]}
                    for i, s, g in zip(idx, unit_scores(scores), guesses) if int(i) in self._task_of]
-        self._replace_predictions(request)
-        self.client.projects.update(id=self.project, model_version=name)   # its scores, and guesses shown
-        self.pushed_version = version
-        return len(request)
+        return self._send(version, name, request)
+
+    def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
+        """Send a push (or, with no arguments, the one kept after a failure): the project's predictions
+        become ``request``'s, under model version ``name``. Label Studio's "prediction score" of a task
+        is the mean over its predictions, so older versions' are deleted first (one Data Manager
+        action). How many were sent; 0 while Label Studio cannot be reached (the push is kept)."""
+        with self._send_lock:
+            if request is not None:
+                self._pending = (version, name, request)
+            if self._pending is None:
+                return 0
+            version, name, request = self._pending
+            try:
+                self.client.actions.create(id="delete_tasks_predictions", project=self.project,
+                                           selected_items={"all": True, "excluded": []})
+                for start in range(0, len(request), 1000):
+                    self.client.projects.import_predictions(id=self.project, request=request[start:start + 1000])
+                if request:  # Label Studio scores tasks by the predictions of the project's model version
+                    self.client.projects.update(id=self.project, model_version=name)
+            except Exception as exc:  # noqa: BLE001 - only Label Studio being away is kept for later
+                if not is_transient(exc):
+                    raise
+                self.last_error = exc
+                return 0
+            self._pending = None
+            if version is not None and version >= 0:
+                self.pushed_version = version
+            return len(request)
 
     # -------------------------------------------------------------- run
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:
-        """Pull every ``interval`` seconds until ``stop`` is set (the pushes follow the session's queries)."""
+        """Pull every ``interval`` seconds until ``stop`` is set (the pushes follow the session's
+        queries), sending again a push that failed. While Label Studio cannot be reached the pulls
+        and pushes wait and retry (the error is in ``last_error``); any other error, or the
+        session's loop failing, ends the run with it."""
         while not stop.is_set():
-            self.pull()
+            if self.session.error is not None:
+                raise RuntimeError("the session's loop failed") from self.session.error
+            try:
+                self.pull()
+                self._send(None)
+            except Exception as exc:  # noqa: BLE001
+                if not is_transient(exc):
+                    raise
+                self.last_error = exc
             stop.wait(interval)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is Label Studio being away (no connection, a time-out, a 5xx answer, a 429), to
+    retry, rather than a request it refused.
+
+    Examples
+    --------
+    >>> import httpx
+    >>> from skdbal.labelstudio.sync import is_transient
+    >>> is_transient(httpx.ConnectError("refused")), is_transient(ValueError("bad"))
+    (True, False)
+    """
+    import httpx
+
+    if isinstance(exc, httpx.TransportError):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status >= 500 or status == 429)
+
+
+def file_key(field: str, keys) -> Callable[[dict], Optional[str]]:
+    """A ``key_of`` that attaches tasks made outside skdbal by the file named in their ``field``: a URL,
+    a path, or Label Studio's local-files address (``/data/local-files/?d=...``), whose trailing path
+    is one of ``keys`` (the longest that fits).
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.sync import file_key
+    >>> key_of = file_key("image", ["cat1.png", "dogs/dog 1.png"])
+    >>> key_of({"image": "s3://bucket/photos/cat1.png"})
+    'cat1.png'
+    >>> key_of({"image": "/data/local-files/?d=photos/dogs/dog%201.png"})
+    'dogs/dog 1.png'
+    >>> key_of({"image": "https://example.org/cat2.png"}) is None
+    True
+    """
+    from urllib.parse import parse_qs, unquote, urlparse
+
+    known = {str(k) for k in keys}
+
+    def key_of(data: dict) -> Optional[str]:
+        value = data.get(field)
+        if not isinstance(value, str):
+            return None
+        url = urlparse(value)
+        path = (parse_qs(url.query).get("d") or [None])[0] or unquote(url.path)
+        parts = [p for p in path.split("/") if p]
+        for j in range(len(parts)):
+            candidate = "/".join(parts[j:])
+            if candidate in known:
+                return candidate
+        return None
+
+    return key_of

@@ -11,12 +11,7 @@ skdbal restarts, and none when Label Studio restarts.
 """
 import base64
 import json
-import os
-import signal
-import socket
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,65 +21,13 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 
+from lsserver import TOKEN, Server, label_studio_executable
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "0123456789abcdef0123456789abcdef01234567"
 CONFIG = ('<View><Image name="image" value="$image"/><Choices name="digit" toName="image" choice="single">'
           + "".join(f'<Choice value="{c}"/>' for c in range(10)) + "</Choices></View>")
 INITIAL = np.arange(10)
-
-
-def label_studio_executable():
-    path = os.environ.get("SKDBAL_LABEL_STUDIO") or str(ROOT / ".venv-ls" / "bin" / "label-studio")
-    return path if Path(path).exists() else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``label-studio start`` on 127.0.0.1 with a data folder of its own; start() waits for /health."""
-
-    def __init__(self, executable, data):
-        self.executable, self.data, self.port, self.process = executable, Path(data), free_port(), None
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout=240):
-        env = dict(os.environ, LABEL_STUDIO_BASE_DATA_DIR=str(self.data), LABEL_STUDIO_USERNAME="annotator@example.org",
-                   LABEL_STUDIO_PASSWORD="a-test-password-1", LABEL_STUDIO_USER_TOKEN=TOKEN,
-                   LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
-                   DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false")
-        self.log = open(self.data / "server.log", "ab")
-        self.process = subprocess.Popen([self.executable, "start", "--no-browser", "--host", "127.0.0.1",
-                                         "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        import httpx
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"label-studio exited: {(self.data / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        raise TimeoutError(f"label-studio did not answer within {timeout} s")
-
-    def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

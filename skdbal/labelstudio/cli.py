@@ -1,0 +1,283 @@
+"""``skdbal labelstudio``: a Label Studio project's queue ordered by skdbal, retrained as labels come in.
+
+The pool options are ``skdbal label``'s. The token comes from an environment
+variable (``--token-env``) or a file (``--token-file``), never from the
+command line, and is never printed or logged; an HTTPS server's certificate
+is verified (against ``--ca-bundle`` if given), and a plain-HTTP URL off this
+machine is refused unless ``--allow-http`` says so.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import stat
+import sys
+import threading
+from typing import Callable, Optional
+from urllib.parse import urlparse
+from xml.sax.saxutils import quoteattr
+
+__all__ = ["add_parser", "connect", "label_config", "read_token", "run", "task_data"]
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add the ``labelstudio`` command to the ``skdbal`` command line's subparsers.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.labelstudio.cli import add_parser
+    >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    >>> args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:8080", "--token-env", "LS_TOKEN",
+    ...                           "--new-project", "digits"])
+    >>> args.url, args.token_env, args.new_project, args.interval, args.key_field
+    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key')
+
+    The token itself is refused on the command line (without echoing it):
+
+    >>> import contextlib, io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:8080", "--project", "1",
+    ...                        "--token=s3cret"])
+    Traceback (most recent call last):
+        ...
+    SystemExit: 2
+    >>> "s3cret" in err.getvalue(), "--token-env" in err.getvalue()
+    (False, True)
+    """
+    p = sub.add_parser("labelstudio", help="order a Label Studio project's queue by the model, retrained as "
+                       "its annotations come in", allow_abbrev=False)
+    from ..labelling.cli import add_pool_arguments
+
+    add_pool_arguments(p)
+    p.add_argument("--url", required=True, help="Label Studio's address, e.g. https://label.example.org")
+    p.add_argument("--token", "--api-key", nargs="?", action=_RefuseToken, help=argparse.SUPPRESS)
+    token = p.add_mutually_exclusive_group(required=True)
+    token.add_argument("--token-env", metavar="VAR", help="the environment variable that holds the API token")
+    token.add_argument("--token-file", metavar="FILE", help="a file that holds the API token (mode 600)")
+    project = p.add_mutually_exclusive_group(required=True)
+    project.add_argument("--project", type=int, metavar="ID", help="an existing project (its <Choices> must be "
+                         "--classes)")
+    project.add_argument("--new-project", metavar="TITLE", help="create a project with a classification config "
+                         "for the pool")
+    p.add_argument("--attach", metavar="FIELD", help="attach the project's existing tasks by the file name in "
+                   "their data FIELD (a URL, path or local-files address ending in a pool key) instead of "
+                   "importing the pool")
+    p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
+                   "skdbal imports (default skdbal_key)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
+    p.add_argument("--ca-bundle", metavar="FILE", help="verify the server's certificate against this CA bundle")
+    p.add_argument("--allow-http", action="store_true", help="send the token over plain HTTP to another machine")
+    return p
+
+
+class _RefuseToken(argparse.Action):
+    """``--token`` is refused without echoing its value: on a command line a token would be in the shell's
+    history and in every user's process list."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is not taken: a token on the command line is in the shell history and "
+                     f"the process list; put it in an environment variable (--token-env VAR) or a file "
+                     f"(--token-file FILE)")
+
+
+def read_token(env: Optional[str] = None, file: Optional[str] = None, *, environ=None) -> str:
+    """The API token, from the environment variable ``env`` or the file ``file``; errors name the
+    source, never the token. A file that others can read is refused (like ssh's keys).
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import read_token
+    >>> read_token(env="LS_TOKEN", environ={"LS_TOKEN": " abc123\\n"})
+    'abc123'
+    >>> read_token(env="LS_TOKEN", environ={})
+    Traceback (most recent call last):
+        ...
+    ValueError: the environment variable LS_TOKEN (--token-env) is not set or empty
+    """
+    if (env is None) == (file is None):
+        raise ValueError("give the token's environment variable or its file, one of them")
+    if env is not None:
+        token = (os.environ if environ is None else environ).get(env, "").strip()
+        if not token:
+            raise ValueError(f"the environment variable {env} (--token-env) is not set or empty")
+        return token
+    mode = os.stat(file).st_mode
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ValueError(f"the token file {file} can be read by others (mode {stat.S_IMODE(mode):o}); "
+                         f"chmod 600 {file}")
+    with open(file, encoding="utf-8") as f:
+        token = f.read().strip()
+    if not token:
+        raise ValueError(f"the token file {file} is empty")
+    return token
+
+
+def _loopback(host: Optional[str]) -> bool:
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def connect(url: str, token: str, *, ca_bundle: Optional[str] = None, allow_http: bool = False,
+            timeout: float = 60.0):
+    """A Label Studio client (``label_studio_sdk.LabelStudio``) for ``url``: certificates verified
+    (by ``ca_bundle`` if given, else the system's), and plain HTTP only to this machine unless
+    ``allow_http``.
+
+    Raises
+    ------
+    ValueError
+        For a URL that is not http(s), or plain HTTP to another machine without ``allow_http``.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import connect
+    >>> connect("http://label.example.org", "a-token")
+    Traceback (most recent call last):
+        ...
+    ValueError: http://label.example.org is plain HTTP to another machine: the token would cross the network \
+unencrypted; use https, or --allow-http
+    """
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"--url must be an http(s) address of Label Studio; got {url!r}")
+    if parsed.scheme == "http" and not _loopback(parsed.hostname) and not allow_http:
+        raise ValueError(f"{url} is plain HTTP to another machine: the token would cross the network "
+                         f"unencrypted; use https, or --allow-http")
+    import httpx
+    from label_studio_sdk import LabelStudio
+
+    verify = True
+    if ca_bundle is not None:
+        import ssl
+
+        verify = ssl.create_default_context(cafile=ca_bundle)
+    http = httpx.Client(verify=verify, timeout=timeout, follow_redirects=True)  # drops the token off-origin
+    return LabelStudio(base_url=url.rstrip("/"), api_key=token, httpx_client=http)
+
+
+def label_config(kind: str, classes) -> str:
+    """A labelling config for a pool of ``kind`` ("images": an image, "table": its row as text) and one
+    single choice among ``classes``.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import label_config
+    >>> print(label_config("images", ["cat", "dog & co"]))   # doctest: +NORMALIZE_WHITESPACE
+    <View><Image name="image" value="$image"/><Choices name="label" toName="image" choice="single"
+    showInLine="true"><Choice value="cat"/><Choice value="dog &amp; co"/></Choices></View>
+    """
+    source = '<Image name="image" value="$image"/>' if kind == "images" else '<Text name="item" value="$item"/>'
+    to_name = "image" if kind == "images" else "item"
+    choices = "".join(f"<Choice value={quoteattr(str(c))}/>" for c in classes)
+    return (f'<View>{source}<Choices name="label" toName="{to_name}" choice="single" showInLine="true">'
+            f"{choices}</Choices></View>")
+
+
+def task_data(pool, field: str) -> Callable[[int], dict]:
+    """``data(i)``, the task data of pool item ``i``: its image as a PNG data URI, or its row as text,
+    in ``field``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.labelling.pools import Pool
+    >>> from skdbal.labelstudio.cli import task_data
+    >>> task_data(Pool(np.array([[1.5, 2.0]]), columns=["height", "width"]), "item")(0)
+    {'item': 'height = 1.5, width = 2'}
+    >>> task_data(Pool(np.zeros((1, 8, 8))), "image")(0)["image"][:22]
+    'data:image/png;base64,'
+    """
+    import base64
+
+    if pool.kind == "images":
+        return lambda i: {field: "data:image/png;base64," + base64.b64encode(pool.png(i)).decode("ascii")}
+    return lambda i: {field: ", ".join(f"{name} = {value:g}" for name, value in pool.row(i))}
+
+
+def _refusal(args, exc: BaseException) -> str:
+    """What went wrong on the first request, in words (the token is in no exception's message)."""
+    status = getattr(exc, "status_code", None)
+    source = f"the environment variable {args.token_env}" if args.token_env else f"the file {args.token_file}"
+    if status in (401, 403):
+        return f"Label Studio at {args.url} refused the token from {source} ({status})"
+    return f"cannot reach Label Studio at {args.url}: {type(exc).__name__}: {exc if status is None else status}"
+
+
+def run(args) -> int:
+    """Keep the session and the project in step until interrupted (Ctrl-C or SIGTERM).
+
+    It reads the token, connects, makes (or checks) the project, imports
+    the pool as tasks (or attaches existing ones), makes the queue's Data
+    Manager tab, and prints its address; then the session retrains as
+    annotations are pulled, and every query's scores are pushed.
+
+    Examples
+    --------
+    Everything is checked before anything is sent: here the token would
+    cross the network in the clear.
+
+    >>> import argparse, os
+    >>> from skdbal.labelstudio.cli import add_parser, run
+    >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    >>> os.environ["EXAMPLE_LS_TOKEN"] = "not-a-real-token"
+    >>> run(parser.parse_args(["--demo", "digits", "--url", "http://label.example.org", "--project", "1",
+    ...                        "--token-env", "EXAMPLE_LS_TOKEN"]))
+    Traceback (most recent call last):
+        ...
+    ValueError: http://label.example.org is plain HTTP to another machine: the token would cross the network \
+unencrypted; use https, or --allow-http
+    """
+    from ..labelling.cli import make_session
+    from .sync import LabelStudioSync, choices_of, file_key
+
+    token = read_token(args.token_env, args.token_file)
+    client = connect(args.url, token, ca_bundle=args.ca_bundle, allow_http=args.allow_http)
+    try:
+        client.projects.list(page_size=1)     # fails here, before the pool is read, if the server or token is wrong
+    except Exception as exc:  # noqa: BLE001 - said without the token, which no message here contains
+        raise ValueError(_refusal(args, exc)) from None
+    session, pool, store = make_session(args)
+    try:
+        if args.new_project:
+            project = client.projects.create(title=args.new_project,
+                                             label_config=label_config(pool.kind, session.classes)).id
+            print(f"made project {project}, {args.new_project!r}")
+        else:
+            project = args.project
+        key_of = file_key(args.attach, session.keys) if args.attach else None
+        sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of)
+        if args.attach:
+            attached = sync.map_tasks()
+            print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")
+            if not attached:
+                raise ValueError(f"no task of project {project} has a file in {args.attach!r} that is a pool key")
+        else:
+            field = choices_of(sync.label_config)["data"] or ("image" if pool.kind == "images" else "item")
+            made = sync.import_tasks(task_data(pool, field))
+            print(f"imported {made} tasks ({len(session.keys) - made} were there)")
+        view = sync.queue_view()
+        print(f"skdbal labelstudio: {len(session.keys)} items, store {store}; the queue: "
+              f"{args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
+            if threading.current_thread() is threading.main_thread() else None
+        try:
+            with session:
+                sync.run(stop, interval=args.interval)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        print(f"stopped; {len(session.store.current_labels())} labels in {store}", file=sys.stderr)
+    finally:
+        session.store.close()
+    return 0
