@@ -11,6 +11,7 @@ skdbal restarts, and none when Label Studio restarts.
 """
 import base64
 import json
+import os
 import time
 
 import numpy as np
@@ -74,8 +75,8 @@ def _view_ordering(client, project, view):
     return (data if isinstance(data, dict) else dict(data)).get("ordering")
 
 
-def annotate(client, task, label):
-    return client.annotations.create(id=task, result=[{"from_name": "digit", "to_name": "image", "type": "choices",
+def annotate(client, task, label, from_name="digit"):
+    return client.annotations.create(id=task, result=[{"from_name": from_name, "to_name": "image", "type": "choices",
                                                        "value": {"choices": [str(label)]}}])
 
 
@@ -177,3 +178,84 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
     sync = LabelStudioSync(session, client, project)
     sync.import_tasks(lambda i: {"image": png_uri(X[i])})
     assert sync.pull() == 0 and len(session.store.events()) == n_events
+
+
+def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_path):
+    """``skdbal labelstudio`` as a user runs it (a process; the token in a variable; the default MC-dropout
+    net and BALD), stopped by SIGTERM after two models and started again: nothing lost or doubled."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from label_studio_sdk import LabelStudio
+
+    X, y = digits()
+    np.save(tmp_path / "pool.npy", X.reshape(-1, 8, 8).astype(np.float32))
+    store = tmp_path / "cli.db"
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+
+    def command(*project):
+        env = dict(os.environ, SKDBAL_TEST_LS_TOKEN=TOKEN, OMP_NUM_THREADS="1")
+        return subprocess.Popen([sys.executable, "-u", "-m", "skdbal", "labelstudio", "--npy", str(tmp_path / "pool.npy"),
+                                 "--classes", ",".join(map(str, range(10))), "--url", server.url, "--token-env",
+                                 "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "0.5", *project],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def lines_until(process, text, timeout=120):
+        deadline, seen = time.time() + timeout, []
+        while time.time() < deadline:
+            line = process.stdout.readline()
+            if not line and process.poll() is not None:
+                break
+            seen.append(line)
+            if text in line:
+                return seen
+        raise AssertionError(f"{text!r} not printed: {''.join(seen)}")
+
+    def version():
+        return client.projects.get(id=project).model_version
+
+    process = command("--new-project", "cli digits")
+    try:
+        out = lines_until(process, "the queue:")
+        project = int(next(line for line in out if line.startswith("made project")).split()[2].rstrip(","))
+        assert any("imported 200 tasks (0 were there)" in line for line in out)
+        assert f"/projects/{project}/data?tab=" in out[-1]
+        for expected in ("skdbal-first", "skdbal-v0", "skdbal-v1"):
+            wait_until(lambda: version() == expected, timeout=120, what=expected)
+            top, ids = queue(client, project)
+            assert len({s for _, s in top}) > 1 or expected == "skdbal-first"   # scores, not all equal
+            if expected == "skdbal-v0":
+                order_v0 = [k for k, _ in top]
+            if expected == "skdbal-v1":
+                assert [k for k, _ in top] != order_v0
+                break
+            for key, _ in top:
+                annotate(client, ids[key], y[int(key)], from_name="label")    # the config skdbal made
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        assert "stopped; 20 labels" in process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    # started again on the same project: no task imported twice, no annotation recorded twice
+    process = command("--project", str(project))
+    try:
+        out = lines_until(process, "the queue:")
+        assert any("imported 0 tasks (200 were there)" in line for line in out)
+        top, ids = queue(client, project)
+        for key, _ in top[:3]:
+            annotate(client, ids[key], y[int(key)], from_name="label")
+        wait_until(lambda: sqlite3.connect(store).execute("SELECT COUNT(*) FROM events").fetchone()[0] >= 23,
+                   timeout=60, what="the three new annotations in the store")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    db = sqlite3.connect(store)
+    kinds = db.execute("SELECT kind, COUNT(*), COUNT(DISTINCT item) FROM events GROUP BY kind").fetchall()
+    assert kinds == [("label", 23, 23)]
+    assert len(list(client.tasks.list(project=project, fields="task_only"))) == 200
