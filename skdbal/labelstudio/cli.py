@@ -278,6 +278,15 @@ unencrypted; use https, or --allow-http
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         print(f"stopped; {len(session.store.current_labels())} labels in {store}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001
+        # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
+        # said here by its status and body only, also when it ended the session's loop
+        cause = exc
+        while cause is not None and (getattr(cause, "status_code", None) is None or not hasattr(cause, "body")):
+            cause = cause.__cause__
+        if cause is None:
+            raise
+        raise ValueError(f"Label Studio answered {cause.status_code}: {cause.body}") from None
     finally:
         session.store.close()
     return 0

@@ -109,6 +109,10 @@ class LabelStudioSync:
         (:func:`file_key`). By default ``data[key_field]``.
     model_version_prefix : str, default="skdbal"
         Predictions are pushed under ``f"{prefix}-v{version}"``.
+    head : int, default=100
+        A push imports this many predictions, the best scored, then makes
+        their version the project's, then imports the rest: the queue's
+        head is the new model's after one small request.
 
     Examples
     --------
@@ -141,7 +145,8 @@ class LabelStudioSync:
     """
 
     def __init__(self, session, client, project: int, *, key_field: str = "skdbal_key",
-                 key_of: Optional[Callable[[dict], Optional[str]]] = None, model_version_prefix: str = "skdbal"):
+                 key_of: Optional[Callable[[dict], Optional[str]]] = None, model_version_prefix: str = "skdbal",
+                 head: int = 100):
         self.session = session
         self.client = client
         self.project = int(project)
@@ -159,6 +164,7 @@ class LabelStudioSync:
         self._task_of: Dict[int, int] = {}       # pool item -> task id
         self._lock = threading.Lock()
         self.pushed_version: Optional[int] = None
+        self.head = int(head)
         self.last_error: Optional[BaseException] = None
         self._pending = None
         self._send_lock = threading.Lock()
@@ -308,32 +314,45 @@ class LabelStudioSync:
         return self._send(version, name, request)
 
     def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
-        """Send a push (or, with no arguments, the one kept after a failure): the project's predictions
-        become ``request``'s, under model version ``name``. Label Studio's "prediction score" of a task
-        is the mean over its predictions, so older versions' are deleted first (one Data Manager
-        action). How many were sent; 0 while Label Studio cannot be reached (the push is kept)."""
+        """Send a push (or, with no arguments, what is left of one after a failure): import ``request``'s
+        predictions, best first, and make ``name`` the project's model version as soon as the first
+        ``head`` are in, so that the queue's head is the new model's while the rest are imported (a
+        task with no prediction of the project's version sorts last). How many were sent in this
+        call; 0 while Label Studio cannot be reached (what is left is kept, and sent by :meth:`run`).
+
+        The Data Manager's "prediction score" of a task is that of the project's model version (Label
+        Studio 1.23's default), so older versions' predictions are kept, as Label Studio keeps an ML
+        backend's: deleting them would cost Label Studio about 16 ms each, in one transaction that
+        holds SQLite's write lock (annotators' submissions would wait)."""
         with self._send_lock:
             if request is not None:
-                self._pending = (version, name, request)
-            if self._pending is None:
+                order = sorted(request, key=lambda r: -r["score"])
+                self._pending = {"version": version, "name": name, "request": order, "sent": 0, "switched": False}
+            pending = self._pending
+            if pending is None:
                 return 0
-            version, name, request = self._pending
+            request, sent_before = pending["request"], pending["sent"]
             try:
-                self.client.actions.create(id="delete_tasks_predictions", project=self.project,
-                                           selected_items={"all": True, "excluded": []})
-                for start in range(0, len(request), 1000):
-                    self.client.projects.import_predictions(id=self.project, request=request[start:start + 1000])
-                if request:  # Label Studio scores tasks by the predictions of the project's model version
-                    self.client.projects.update(id=self.project, model_version=name)
+                while pending["sent"] < len(request) or not pending["switched"]:
+                    if pending["switched"] or pending["sent"] < min(self.head, len(request)):
+                        end = pending["sent"] + (1000 if pending["switched"] else self.head)
+                        if request:
+                            self.client.projects.import_predictions(id=self.project,
+                                                                    request=request[pending["sent"]:end])
+                        pending["sent"] = min(end, len(request))
+                    else:     # Label Studio scores tasks by the predictions of the project's model version
+                        if request:
+                            self.client.projects.update(id=self.project, model_version=pending["name"])
+                        pending["switched"] = True
             except Exception as exc:  # noqa: BLE001 - only Label Studio being away is kept for later
                 if not is_transient(exc):
                     raise
                 self.last_error = exc
-                return 0
+                return pending["sent"] - sent_before
             self._pending = None
-            if version is not None and version >= 0:
-                self.pushed_version = version
-            return len(request)
+            if pending["version"] is not None and pending["version"] >= 0:
+                self.pushed_version = pending["version"]
+            return len(request) - sent_before
 
     # -------------------------------------------------------------- run
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:
