@@ -37,6 +37,7 @@ from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEn
 from ._names import DECORATORS, canonical_name, get_strategy, parse_strategy_name
 from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
+from ._stochastic import StochasticBatch, stochastic_batch
 from ._batchbald import BatchBALD
 from ._regression import ExpectedGradientLength, PredictiveVariance
 
@@ -60,6 +61,8 @@ __all__ = [
     "NoiseFilter",
     "diversity_penalty",
     "DiversityPenalty",
+    "stochastic_batch",
+    "StochasticBatch",
     # their classes, and the bases to write your own
     "BALD",
     "MaxEntropy",

@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 from ._base import Strategy
 from ._diversity import diversity_penalty
 from ._noise import noise_filter
+from ._stochastic import stochastic_batch
 
 __all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS"]
 
@@ -14,6 +15,7 @@ __all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS"
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
     "filter": (noise_filter, ("threshold",)),
     "diverse": (diversity_penalty, ("weight", "features")),
+    "stochastic": (stochastic_batch, ("mode", "beta")),
 }
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")
