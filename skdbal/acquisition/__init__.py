@@ -39,6 +39,7 @@ from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch
 from ._batchbald import BatchBALD
+from ._epig import EPIG
 from ._regression import ExpectedGradientLength, PredictiveVariance
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "predictive_variance",
     "expected_gradient_length",
     "batch_bald",
+    "epig",
     "STRATEGIES",
     "get_strategy",
     "canonical_name",
@@ -72,6 +74,7 @@ __all__ = [
     "PredictiveVariance",
     "ExpectedGradientLength",
     "BatchBALD",
+    "EPIG",
     "Strategy",
     "StrategyDecorator",
     "SamplesStrategy",
@@ -106,6 +109,7 @@ random_sampling = _shared(RandomSampling(), "random_sampling")
 predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
 expected_gradient_length = _shared(ExpectedGradientLength(), "expected_gradient_length")
 batch_bald = _shared(BatchBALD(), "batch_bald")
+epig = _shared(EPIG(), "epig")
 
 #: Strategies by name, as used by the command line and the experiment runner.
 STRATEGIES = {
@@ -117,4 +121,5 @@ STRATEGIES = {
     "predictive_variance": predictive_variance,
     "egl": expected_gradient_length,
     "batch_bald": batch_bald,
+    "epig": epig,
 }
