@@ -1093,6 +1093,35 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
             return self.predict_proba_samples(X).mean(axis=0)
         return self._deterministic(X)
 
+    def predict_proba_deterministic(self, X) -> np.ndarray:
+        """Class probabilities of one pass with dropout off: the deterministic network, whatever
+        ``predict_method`` says (what BADGE's gradient embedding and DDU's aleatoric part read).
+
+        Parameters
+        ----------
+        X : array-like of shape (N, n_features), (N, H, W) or (N, C, H, W)
+
+        Returns
+        -------
+        proba : ndarray of shape (N, n_classes), dtype float32
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from skdbal import MCDropoutClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> net = MCDropoutClassifier(classes=np.arange(10), module__kernel_size=3, max_epochs=2,
+        ...                           random_state=0).fit((X[:100] / 16).reshape(-1, 8, 8).astype("float32"), y[:100])
+        >>> P = net.predict_proba_deterministic((X[:3] / 16).reshape(-1, 8, 8).astype("float32"))
+        >>> P.shape, np.allclose(P.sum(axis=1), 1, atol=1e-5)
+        ((3, 10), True)
+        >>> np.array_equal(P, net.predict_proba_deterministic((X[:3] / 16).reshape(-1, 8, 8).astype("float32")))
+        True
+        """
+        self.check_is_fitted()
+        return self._deterministic(X)
+
     def predict(self, X) -> np.ndarray:
         """Most probable class label under :meth:`predict_proba`.
 

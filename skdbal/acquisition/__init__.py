@@ -39,6 +39,7 @@ from ._noise import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch
 from ._batchbald import BatchBALD
+from ._badge import BADGE
 from ._epig import EPIG
 from ._regression import ExpectedGradientLength, PredictiveVariance
 
@@ -52,6 +53,7 @@ __all__ = [
     "predictive_variance",
     "expected_gradient_length",
     "batch_bald",
+    "badge",
     "epig",
     "STRATEGIES",
     "get_strategy",
@@ -74,6 +76,7 @@ __all__ = [
     "PredictiveVariance",
     "ExpectedGradientLength",
     "BatchBALD",
+    "BADGE",
     "EPIG",
     "Strategy",
     "StrategyDecorator",
@@ -109,6 +112,7 @@ random_sampling = _shared(RandomSampling(), "random_sampling")
 predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
 expected_gradient_length = _shared(ExpectedGradientLength(), "expected_gradient_length")
 batch_bald = _shared(BatchBALD(), "batch_bald")
+badge = _shared(BADGE(), "badge")
 epig = _shared(EPIG(), "epig")
 
 #: Strategies by name, as used by the command line and the experiment runner.
@@ -121,5 +125,6 @@ STRATEGIES = {
     "predictive_variance": predictive_variance,
     "egl": expected_gradient_length,
     "batch_bald": batch_bald,
+    "badge": badge,
     "epig": epig,
 }
