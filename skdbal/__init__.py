@@ -16,6 +16,7 @@ _CLASSES = {
     "ActiveLearner": "learner",
     "ActiveLearningBudget": "budget",
     "BayesianLinearRegression": "bayesian_linear",
+    "DDUClassifier": "ddu",
     "DeepEnsembleClassifier": "ensemble",
     "NetFeatures": "features",
     "MCDropoutClassifier": "mc_dropout",
@@ -23,7 +24,7 @@ _CLASSES = {
 }
 _SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
                "noise", "diversity", "batchbald", "datasets", "ensemble", "egl",
-               "mc_regression", "budget")
+               "mc_regression", "budget", "stochastic", "badge", "ddu", "epig")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 

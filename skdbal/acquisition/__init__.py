@@ -40,6 +40,7 @@ from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch
 from ._batchbald import BatchBALD
 from ._badge import BADGE
+from ._ddu import DDU
 from ._epig import EPIG
 from ._regression import ExpectedGradientLength, PredictiveVariance
 
@@ -54,6 +55,7 @@ __all__ = [
     "expected_gradient_length",
     "batch_bald",
     "badge",
+    "ddu",
     "epig",
     "STRATEGIES",
     "get_strategy",
@@ -77,6 +79,7 @@ __all__ = [
     "ExpectedGradientLength",
     "BatchBALD",
     "BADGE",
+    "DDU",
     "EPIG",
     "Strategy",
     "StrategyDecorator",
@@ -113,6 +116,7 @@ predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
 expected_gradient_length = _shared(ExpectedGradientLength(), "expected_gradient_length")
 batch_bald = _shared(BatchBALD(), "batch_bald")
 badge = _shared(BADGE(), "badge")
+ddu = _shared(DDU(), "ddu")
 epig = _shared(EPIG(), "epig")
 
 #: Strategies by name, as used by the command line and the experiment runner.
@@ -126,5 +130,6 @@ STRATEGIES = {
     "egl": expected_gradient_length,
     "batch_bald": batch_bald,
     "badge": badge,
+    "ddu": ddu,
     "epig": epig,
 }

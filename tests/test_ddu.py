@@ -1,0 +1,84 @@
+"""DDU: the class-conditional density by hand, seed 003's worked example (epistemic and aleatoric apart),
+and the ddu strategy with the learner."""
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import ddu, get_strategy, stochastic_batch
+from skdbal.ddu import ClassConditionalGaussian, DDUClassifier
+
+
+class Identity(LogisticRegression):
+    """A 'network' whose features are its inputs (as seed 003's SimpleDDU, on raw x)."""
+
+    def transform(self, X):
+        return np.asarray(X, dtype=float)
+
+
+def test_the_density_by_hand():
+    Z = np.array([[0.0], [2.0], [3.0], [10.0], [12.0]])
+    y = np.array([0, 0, 0, 1, 1])
+    d = ClassConditionalGaussian(reg_covar=0.5).fit(Z, y)
+    # class 0: mean 5/3, MLE variance 14/9 (+0.5); class 1: mean 11, variance 1 (+0.5); priors 3/5, 2/5
+    for z in (-1.0, 1.5, 7.0, 11.0):
+        expected = np.log(0.6 * norm.pdf(z, 5 / 3, np.sqrt(14 / 9 + 0.5)) + 0.4 * norm.pdf(z, 11, np.sqrt(1.5)))
+        np.testing.assert_allclose(d.score_samples([[z]])[0], expected, rtol=1e-10)
+    with pytest.raises(ValueError, match="covariance_type"):
+        ClassConditionalGaussian("banded").fit(Z, y)
+    with pytest.raises(ValueError, match="Z has 2 features"):
+        d.score_samples(np.zeros((1, 2)))
+
+
+@pytest.fixture(scope="module")
+def worked_example():
+    """Seed 003's regions: unambiguous points in [-6, -4] (class 0), no data in [-2, 2], ambiguous points
+    in [3.5, 4.5] (classes 1 and 2, half each: the same inputs, either label)."""
+    rng = np.random.RandomState(0)
+    X = np.concatenate([rng.uniform(-6, -4, 100), rng.uniform(3.5, 4.5, 100)])[:, None]
+    y = np.concatenate([np.zeros(100, int), rng.permutation(np.repeat([1, 2], 50))])
+    return DDUClassifier(Identity(), reg_covar=1e-3).fit(X, y)
+
+
+def test_epistemic_and_aleatoric_apart_on_seed_003s_example(worked_example):
+    model = worked_example
+    x = np.array([[-5.0], [0.0], [4.0]])          # unambiguous, no data, ambiguous
+    epistemic = -model.log_density(x)
+    aleatoric = model.aleatoric_score(x)
+    # no data: far less dense than either region with data
+    assert epistemic[1] > epistemic[0] + 5 and epistemic[1] > epistemic[2] + 5
+    # ambiguous: dense (known), but the classes overlap; unambiguous: dense and sure
+    assert aleatoric[2] > 0.5 > 0.2 > aleatoric[0]
+    assert epistemic[2] < epistemic[1]
+    # the strategy picks in the gap, never among the ambiguous points, however high their entropy
+    grid = np.linspace(-6, 4.5, 106)[:, None]
+    picks = ddu(model, grid, n_instances=10)[0]
+    assert np.all((grid[picks, 0] > -4) & (grid[picks, 0] < 3.5))
+
+
+def test_ddu_stacks_with_decorators_and_the_learner(digits, small_net):
+    X, y = digits
+    model = DDUClassifier(small_net(max_epochs=3), reg_covar=1e-2)
+    learner = ActiveLearner(model, get_strategy("ddu"), random_state=0, verbose=False)
+    history = learner.simulate(X[:300], y[:300], n_queries=2, n_instances=5, initial_idx=np.arange(30))
+    assert len(set(learner.labelled_idx_.tolist())) == 40 and len(history) == 3
+    # the picks are the least dense unlabelled points of the model of that step
+    scores = -learner.estimator_.log_density(X[:300])
+    unlabelled = np.setdiff1d(np.arange(300), learner.labelled_idx_)
+    idx, _ = learner.query(n_instances=3)
+    np.testing.assert_array_equal(np.sort(idx), np.sort(unlabelled[np.argsort(-scores[unlabelled])[:3]]))
+    learner.set_params(query_strategy=stochastic_batch(ddu, "softmax", 1.0))
+    assert len(set(learner.query(n_instances=5)[0].tolist()) - set(learner.labelled_idx_.tolist())) == 5
+    with pytest.raises(ValueError, match="power sampling needs scores >= 0"):
+        stochastic_batch(ddu, "power", 1.0)(learner, X[:300], 2, random_state=0)
+
+
+def test_clone_and_refusals():
+    model = DDUClassifier(Identity(), covariance_type="diag", reg_covar=0.1)
+    assert clone(model).get_params()["covariance_type"] == "diag"
+    with pytest.raises(TypeError, match="has no log_density"):
+        ddu(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), np.eye(4), 1)
+    with pytest.raises(TypeError, match="needs a network with transform"):
+        DDUClassifier(LogisticRegression()).fit(np.eye(4), [0, 1, 0, 1])
