@@ -146,6 +146,9 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         See :class:`ClassConditionalGaussian`.
     random_state : int or None, default=None
         For the default network.
+    prefit : bool, default=False
+        ``estimator`` is already trained: :meth:`fit` uses it as it is (not
+        a clone) and fits only the density of its features of ``X``.
 
     Attributes
     ----------
@@ -172,11 +175,12 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, estimator=None, covariance_type: str = "full", reg_covar: float = 1e-4,
-                 random_state: Optional[int] = None):
+                 random_state: Optional[int] = None, prefit: bool = False):
         self.estimator = estimator
         self.covariance_type = covariance_type
         self.reg_covar = reg_covar
         self.random_state = random_state
+        self.prefit = prefit
 
     def fit(self, X, y, **fit_params):
         """Train the network, then the density of its training features.
@@ -193,7 +197,11 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        if self.estimator is None:
+        if self.prefit:
+            if self.estimator is None:
+                raise ValueError("prefit=True needs a trained estimator; got None")
+            net = self.estimator
+        elif self.estimator is None:
             from .mc_dropout import MCDropoutClassifier
 
             net = MCDropoutClassifier(random_state=self.random_state)
@@ -203,7 +211,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
             raise TypeError(f"DDU needs a network with transform (its penultimate features); "
                             f"{type(net).__name__} has none")
         y = np.asarray(y)
-        self.estimator_ = net.fit(X, y, **fit_params)
+        self.estimator_ = net if self.prefit else net.fit(X, y, **fit_params)
         Z = np.asarray(self.estimator_.transform(X)).reshape(len(y), -1)
         self.density_ = ClassConditionalGaussian(self.covariance_type, self.reg_covar).fit(Z, y)
         self.classes_ = np.asarray(self.estimator_.classes_)

@@ -82,3 +82,21 @@ def test_clone_and_refusals():
         ddu(LogisticRegression().fit(np.eye(4), [0, 1, 0, 1]), np.eye(4), 1)
     with pytest.raises(TypeError, match="needs a network with transform"):
         DDUClassifier(LogisticRegression()).fit(np.eye(4), [0, 1, 0, 1])
+
+
+def test_the_runner_wraps_the_network_for_ddu(tmp_path):
+    import csv
+
+    from skdbal.experiments.cli import main
+
+    tiny = ["n_queries=2", "max_epochs=2", "n_samples=4", "pool_subsample=100", "n_validation=50",
+            "module_params={'kernel_size': 3}"]
+    assert main(["experiment", "--dataset", "digits", "--strategies", "ddu,stochastic(ddu,softrank,1)", "--seeds",
+                 "1", "--torch-threads", "1", "--quiet", "--out", str(tmp_path)]
+                + [a for kv in tiny for a in ("--set", kv)]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert sorted({r["strategy"] for r in rows}) == ["ddu", "stochastic(ddu,softrank,1)"]
+    assert all(len(r["query_indices"].split()) == (20 if r["step"] == "0" else 10) for r in rows)
+    # resumed: the cached network of the last step, wrapped again, gives the same rows
+    assert main(["experiment", "--dataset", "digits", "--strategies", "ddu", "--seeds", "1", "--torch-threads", "1",
+                 "--quiet", "--out", str(tmp_path)] + [a for kv in tiny for a in ("--set", kv)]) == 0

@@ -333,7 +333,9 @@ def _one_hot(y, n_classes: int = 10) -> np.ndarray:
 
 
 def _net_of(est):
-    """The network of a step's model (itself, or the features step of a pipeline)."""
+    """The network of a step's model (itself, the features step of a pipeline, or DDU's network)."""
+    if hasattr(est, "density_"):
+        return est.estimator_
     return est[0].net_ if hasattr(est, "steps") else est
 
 
@@ -1009,9 +1011,33 @@ def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", 
         net.module_.load_state_dict(state)
     else:
         net.fit(X, y)
+    if uses_density(spec.strategy):   # DDU: the trained network and the density of its features
+        from ..ddu import DDUClassifier
+
+        return DDUClassifier(net, reg_covar=DDU_REG_COVAR, prefit=True).fit(X, y)
     if spec.last_layer is None:
         return net
     return make_last_layer(spec.preset, net, spec.last_layer).fit(X, _one_hot(y))
+
+
+#: The jitter of DDU's class covariances in the runner: 128 features and 2 to 30 labels per class.
+DDU_REG_COVAR = 1e-2
+
+
+def uses_density(strategy: str) -> bool:
+    """Whether a strategy name reads a feature density (``ddu``, decorated or not): its runs wrap the
+    network in :class:`~skdbal.ddu.DDUClassifier`.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.runner import uses_density
+    >>> uses_density("ddu"), uses_density("stochastic(ddu,softmax,1)"), uses_density("bald")
+    (True, True, False)
+    """
+    from ..acquisition import parse_strategy_name
+
+    decorator, inner, _ = parse_strategy_name(strategy)
+    return inner == "ddu" if decorator is None else uses_density(inner)
 
 
 def _labelled_indices(rows: list) -> np.ndarray:
@@ -1228,6 +1254,10 @@ def _learner_template(spec: RunSpec, device: str):
     the models themselves are trained by :func:`_fit_step_model`."""
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
                          n_train=spec.preset.batch_size or 1)
+    if uses_density(spec.strategy):
+        from ..ddu import DDUClassifier
+
+        return DDUClassifier(net, reg_covar=DDU_REG_COVAR)
     return net if spec.last_layer is None else make_last_layer(spec.preset, net, spec.last_layer)
 
 
