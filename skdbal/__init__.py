@@ -18,13 +18,14 @@ _CLASSES = {
     "BayesianLinearRegression": "bayesian_linear",
     "DDUClassifier": "ddu",
     "DeepEnsembleClassifier": "ensemble",
+    "LaplaceClassifier": "laplace",
     "NetFeatures": "features",
     "MCDropoutClassifier": "mc_dropout",
     "MCDropoutRegressor": "mc_regression",
 }
 _SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
                "noise", "diversity", "batchbald", "datasets", "ensemble", "egl",
-               "mc_regression", "budget", "stochastic", "badge", "ddu", "epig")
+               "mc_regression", "budget", "stochastic", "badge", "ddu", "epig", "laplace")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 

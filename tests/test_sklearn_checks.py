@@ -112,3 +112,16 @@ def test_learner_checks_features_and_refuses_unconvertible_objects():
     bad[0, 0] = {"a": 1}
     with pytest.raises(TypeError, match="argument must be a string or a real number"):
         ActiveLearner(LogisticRegression(), verbose=False).fit(bad, y)
+
+
+def _laplace():
+    from skdbal.laplace import LaplaceClassifier  # laplace-torch itself is imported by fit only
+
+    return LaplaceClassifier(MCDropoutClassifier(MLP, max_epochs=5, n_samples=5, random_state=0), n_samples=5,
+                             random_state=0)
+
+
+@parametrize_with_checks([_laplace()])
+def test_laplace_classifier_passes_sklearn_checks(estimator, check):
+    pytest.importorskip("laplace")  # the optional laplace-torch, not in the test extra
+    check(estimator)
