@@ -292,3 +292,22 @@ def test_active_learner_with_a_trained_network_refits_only_the_posterior(fitted,
     assert [r["n_labels"] for r in history] == [20, 25]
     assert learner.estimator_.estimator_ is net and len(net.history) == n_epochs  # never retrained
     assert learner.estimator_.laplace_.n_data == 25
+
+
+def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path):
+    import csv
+
+    from skdbal.experiments.cli import main
+
+    args = ["experiment", "--dataset", "digits", "--strategies", "bald", "--laplace", "--seeds", "1",
+            "--torch-threads", "1", "--quiet", "--out", str(tmp_path)]
+    tiny = ["n_queries=2", "max_epochs=2", "n_samples=8", "pool_subsample=100", "n_validation=50",
+            "module_params={'kernel_size': 3}"]
+    assert main(args + [a for kv in tiny for a in ("--set", kv)]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert {r["variant"] for r in rows} == {"laplace"} and [r["step"] for r in rows] == ["0", "1", "2"]
+    before = (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text()
+    assert main(args + [a for kv in tiny for a in ("--set", kv)]) == 0        # nothing left: unchanged
+    assert (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text() == before
+    with pytest.raises(SystemExit):
+        main(args + ["--ensemble", "3"])

@@ -95,7 +95,7 @@ def _experiment(args) -> int:
     # the preset by name and the --set values as overrides, so that grid.json records them as given
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
-             ensemble=args.ensemble, n_jobs=args.n_jobs,
+             ensemble=args.ensemble, laplace=args.laplace, n_jobs=args.n_jobs,
              torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device, **overrides)
     from .report import write_report
 
@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
     ex.add_argument("--deterministic-baseline", action="store_true",
                     help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
+    ex.add_argument("--laplace", action="store_true",
+                    help="score and evaluate with a last-layer Laplace posterior of each step's network "
+                         "(laplace-torch; variant laplace) instead of MC dropout")
     ex.add_argument("--last-layer", default=None, metavar="analytic,mfvi",
                     help="score with a Bayesian linear regression on the CNN's penultimate features instead of "
                          "its softmax (exact 'analytic' inference, or mean-field variational 'mfvi'), as in "

@@ -111,6 +111,8 @@ class RunSpec:
     'bayesian-init-kmeans_per_class'
     >>> RunSpec(get_preset("gal2017"), "bald", 1, ensemble=5).variant   # 5 deterministic networks
     'ensemble5'
+    >>> RunSpec(get_preset("kirsch2019"), "bald", 1, laplace=True).run_id   # a last-layer Laplace posterior
+    'kirsch2019__bald__laplace__seed1'
     """
 
     preset: Preset
@@ -121,11 +123,14 @@ class RunSpec:
     noise_rate: float = 0.0
     initial_set: str = "balanced_random"
     ensemble: int = 0
+    laplace: bool = False
 
     @property
     def variant(self) -> str:
         if self.last_layer is not None:
             base = f"blr_{self.last_layer}"
+        elif self.laplace:
+            base = "laplace"
         elif self.ensemble:
             base = f"ensemble{self.ensemble}"
         else:
@@ -155,6 +160,8 @@ class RunSpec:
             config["initial_set"] = self.initial_set
         if self.ensemble:
             config["ensemble"] = self.ensemble
+        if self.laplace:
+            config["laplace"] = True
         return config
 
 
@@ -334,7 +341,7 @@ def _one_hot(y, n_classes: int = 10) -> np.ndarray:
 
 def _net_of(est):
     """The network of a step's model (itself, the features step of a pipeline, or DDU's network)."""
-    if hasattr(est, "density_"):
+    if hasattr(est, "density_") or hasattr(est, "laplace_"):
         return est.estimator_
     return est[0].net_ if hasattr(est, "steps") else est
 
@@ -754,7 +761,7 @@ def _has_rows(csv_path: Path) -> bool:
 #: Run-file keys that differ between the runs of one grid by design; the rest
 #: of a run's configuration (the preset but for ``_FREE_FIELDS``, the results
 #: version) is the folder's, shared by every run in it.
-_PER_RUN = ("strategy", "seed", "mc_dropout", "last_layer", "noise_rate", "initial_set", "ensemble")
+_PER_RUN = ("strategy", "seed", "mc_dropout", "last_layer", "noise_rate", "initial_set", "ensemble", "laplace")
 
 
 def _folder_configs(runs: Path) -> dict:
@@ -1011,6 +1018,11 @@ def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", 
         net.module_.load_state_dict(state)
     else:
         net.fit(X, y)
+    if spec.laplace:   # the trained network's last-layer Laplace posterior (laplace-torch)
+        from ..laplace import LaplaceClassifier
+
+        return LaplaceClassifier(net, prefit=True, n_samples=spec.preset.n_samples,
+                                 random_state=step_seed(spec.seed, step)).fit(X, y)
     if uses_density(spec.strategy):   # DDU: the trained network and the density of its features
         from ..ddu import DDUClassifier
 
@@ -1254,6 +1266,10 @@ def _learner_template(spec: RunSpec, device: str):
     the models themselves are trained by :func:`_fit_step_model`."""
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
                          n_train=spec.preset.batch_size or 1)
+    if spec.laplace:
+        from ..laplace import LaplaceClassifier
+
+        return LaplaceClassifier(net, n_samples=spec.preset.n_samples)
     if uses_density(spec.strategy):
         from ..ddu import DDUClassifier
 
@@ -1320,6 +1336,7 @@ def run_grid(
     noise_rates: Sequence[float] = (0.0,),
     initial_sets: Sequence[str] = ("balanced_random",),
     ensemble: int = 0,
+    laplace: bool = False,
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -1393,6 +1410,13 @@ def run_grid(
         ``M = 1`` is refused with a strategy that needs several samples
         (BALD, mean_std, variation_ratios, BatchBALD, or one decorating
         them): one sample scores every point the same.
+    laplace : bool, default=False
+        Score and evaluate with a last-layer Laplace posterior of each
+        step's network (:class:`~skdbal.laplace.LaplaceClassifier`, through
+        laplace-torch, prior precision by marginal likelihood; variant
+        ``"laplace"``) instead of MC dropout: the network trains as usual,
+        then the posterior is fitted on the labelled set, and its
+        ``n_samples`` last-layer samples are the strategies' samples.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -1483,7 +1507,13 @@ def run_grid(
         if sampled:
             raise ValueError(f"ensemble=1 gives one sample per point, so {', '.join(sampled)} would score every "
                              "point the same (ties); use ensemble >= 2")
-    if ensemble:
+    if laplace and (ensemble or last_layer):
+        raise ValueError("laplace cannot be combined with ensemble or last_layer: each replaces the MC-dropout "
+                         "posterior")
+    if laplace:
+        specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, laplace=True)
+                 for i in initial_sets for r in noise_rates for seed in seeds for s in strategies]
+    elif ensemble:
         specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, ensemble=int(ensemble))
                  for i in initial_sets for r in noise_rates for seed in seeds for s in strategies]
     elif last_layer:
@@ -1546,6 +1576,7 @@ def run_grid(
             "strategies": list(strategies), "seeds": [int(s) for s in seeds],
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
             "noise_rates": noise_rates, "initial_sets": initial_sets, "ensemble": int(ensemble),
+            **({"laplace": True} if laplace else {}),
             "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides})
         jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False, device=device)
                 for spec in specs)
