@@ -14,7 +14,7 @@ and the target's, averaged over ``M`` target inputs ``x*_m ~ p_*(x*)``:
 
 ``EPIG(x) = (1/M) Σ_m Σ_{y, y*} p(y, y*) log[p(y, y*) / (p(y) p(y*))]``.
 
-This is the estimator of Bickford Smith et al. (2023) for classification
+This is the estimator of Bickford Smith et al. (2023) [1]_ for classification
 with a sampled posterior. Where BALD, ``I(y; θ)``, counts information about
 the parameters, EPIG counts only the information that bears on predictions
 at the target inputs, so it passes over points that are uncertain but
