@@ -5,20 +5,11 @@ import numpy as np
 
 from .. import badge
 from .._validation import check_n_instances, check_pool, pool_kwargs
-from ..predictive import as_predictive
 from ._base import Acquisition, Strategy, check_options
+from ._diversity import model_with
 from ._pointwise import DEFAULT_CHUNK_SIZE
 
 __all__ = ["BADGE"]
-
-
-def _model_of(estimator):
-    """The fitted model behind ``estimator`` (a learner's ``estimator_``) and the steps before it."""
-    predictive = as_predictive(estimator)
-    model = predictive.model
-    if not hasattr(model, "transform") and hasattr(getattr(model, "estimator_", None), "transform"):
-        model = model.estimator_
-    return predictive, model
 
 
 def features_and_proba(estimator, X, chunk_size: int = DEFAULT_CHUNK_SIZE):
@@ -46,7 +37,7 @@ def features_and_proba(estimator, X, chunk_size: int = DEFAULT_CHUNK_SIZE):
     >>> H.shape, P.shape
     ((3, 2), (3, 2))
     """
-    predictive, model = _model_of(estimator)
+    predictive, model = model_with(estimator, "transform")
     if not hasattr(model, "transform"):
         raise TypeError(f"{type(model).__name__} has no transform (a network's penultimate features), which "
                         f"BADGE and DDU read: use one of skdbal's networks (MCDropoutClassifier)")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..predictive import as_predictive
 from ._base import Strategy
+from ._diversity import model_with
 from ._pointwise import DEFAULT_CHUNK_SIZE
 
 __all__ = ["DDU"]
@@ -52,10 +52,7 @@ class DDU(Strategy):
         self.chunk_size = chunk_size
 
     def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
-        predictive = as_predictive(estimator)
-        model = predictive.model
-        if not hasattr(model, "log_density") and hasattr(getattr(model, "estimator_", None), "log_density"):
-            model = model.estimator_
+        predictive, model = model_with(estimator, "log_density")
         if not hasattr(model, "log_density"):
             raise TypeError(f"the ddu strategy reads a feature density, and {type(model).__name__} has no "
                             f"log_density: wrap the network in skdbal.ddu.DDUClassifier")

@@ -15,13 +15,21 @@ __all__ = ["DiversityPenalty", "diversity_penalty"]
 _FEATURES = ("input", "embedding")
 
 
+def model_with(estimator, method: str):
+    """``(predictive, model)``: the predictive view of ``estimator`` and the model behind it that has
+    ``method`` (a learner's fitted ``estimator_`` when the learner itself has none); ``model`` lacks
+    ``method`` if neither has it, for the caller to say why it needs it."""
+    predictive = as_predictive(estimator)
+    model = predictive.model
+    if not hasattr(model, method) and hasattr(getattr(model, "estimator_", None), method):
+        model = model.estimator_  # a learner: its fitted model
+    return predictive, model
+
+
 def _embedding(estimator, X) -> np.ndarray:
     """The model's own features of ``X``: its ``transform`` (a network's
     penultimate layer), after a pipeline's earlier steps."""
-    predictive = as_predictive(estimator)
-    model = predictive.model
-    if not hasattr(model, "transform") and hasattr(getattr(model, "estimator_", None), "transform"):
-        model = model.estimator_  # a learner: its fitted model
+    predictive, model = model_with(estimator, "transform")
     if not hasattr(model, "transform"):
         raise TypeError(f"features='embedding' needs a model with transform (the network's features); "
                         f"{type(model).__name__} has none: use features='input' or a callable")

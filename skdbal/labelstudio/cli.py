@@ -9,7 +9,6 @@ machine is refused unless ``--allow-http`` says so.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import stat
@@ -17,6 +16,8 @@ import sys
 import threading
 from typing import Callable, Optional
 from urllib.parse import urlparse
+
+from ..labelling.cli import _is_loopback
 from xml.sax.saxutils import quoteattr
 
 __all__ = ["add_parser", "connect", "label_config", "read_token", "run", "task_data"]
@@ -116,15 +117,6 @@ def read_token(env: Optional[str] = None, file: Optional[str] = None, *, environ
     return token
 
 
-def _loopback(host: Optional[str]) -> bool:
-    if host in ("localhost",):
-        return True
-    try:
-        return ipaddress.ip_address(host or "").is_loopback
-    except ValueError:
-        return False
-
-
 def connect(url: str, token: str, *, ca_bundle: Optional[str] = None, allow_http: bool = False,
             timeout: float = 60.0):
     """A Label Studio client (``label_studio_sdk.LabelStudio``) for ``url``: certificates verified
@@ -148,7 +140,7 @@ unencrypted; use https, or --allow-http
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"--url must be an http(s) address of Label Studio; got {url!r}")
-    if parsed.scheme == "http" and not _loopback(parsed.hostname) and not allow_http:
+    if parsed.scheme == "http" and not _is_loopback(parsed.hostname) and not allow_http:
         raise ValueError(f"{url} is plain HTTP to another machine: the token would cross the network "
                          f"unencrypted; use https, or --allow-http")
     import httpx
