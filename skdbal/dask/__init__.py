@@ -1,0 +1,13 @@
+"""Pools bigger than one machine, scored where they live on a Dask cluster.
+
+:func:`write_pool` and :func:`open_pool` keep a pool in Zarr, chunked by
+rows, on a disk or object store every worker reaches; :func:`query_pool`
+queries it on a ``dask.distributed`` cluster, sending the model to each
+worker once and bringing back only each chunk's best candidates. Behind the
+``dask`` extra (``pip install 'skdbal[dask]'``); the estimators never import
+this subpackage.
+"""
+from .pool import open_pool, write_pool
+from .scoring import query_pool
+
+__all__ = ["open_pool", "write_pool", "query_pool"]

@@ -1,0 +1,229 @@
+"""skdbal.dask.query_pool on a real dask.distributed cluster against the single-process result.
+
+One LocalCluster for the module: two single-threaded worker processes talking TCP on 127.0.0.1, bounded
+in time, shut down by its context managers even on failure. The pool is a Zarr array on disk that the
+workers read; the client only ever holds candidates.
+"""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")  # in the test extra: the import succeeds wherever the suite runs
+from distributed import Client, LocalCluster  # noqa: E402
+
+from skdbal.acquisition import (EPIG, BatchBALD, acquire_among, badge, bald,  # noqa: E402
+                                diversity_penalty, max_entropy, mean_std, noise_filter, random_sampling,
+                                stochastic_batch, variation_ratios)
+from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
+from skdbal.dask.scoring import _kept_to_global  # noqa: E402
+
+from conftest import _small_net  # noqa: E402
+
+TIMEOUT = 120.0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
+                      dashboard_address=None) as c, Client(c, timeout="60s") as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client
+
+
+def bounded(fn):
+    """``fn()`` in a daemon thread, failing the test if the cluster hangs."""
+    out = {}
+
+    def run():
+        try:
+            out["result"] = fn()
+        except BaseException as exc:  # re-raised below
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(TIMEOUT)
+    assert not thread.is_alive(), f"the cluster did not answer within {TIMEOUT:g} s"
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+@pytest.fixture(scope="module")
+def pool(digits, tmp_path_factory):
+    X, y = digits
+    path = str(tmp_path_factory.mktemp("pool") / "pool.zarr")
+    write_pool(path, (X[s:s + 250] for s in range(400, len(X), 250)), chunk_rows=97)
+    return path, X[400:], y[400:]
+
+
+@pytest.fixture(scope="module")
+def net(digits):
+    X, y = digits
+    return _small_net().fit(X[:300], y[:300])
+
+
+def same(dist, local, keys=()):
+    assert dist.indices.tolist() == local.indices.tolist()
+    np.testing.assert_allclose(dist.scores, local.scores, rtol=1e-6, atol=1e-9)
+    for k in keys:
+        a, b = dist.info[k], local.info[k]
+        if isinstance(b, np.ndarray):
+            assert np.asarray(a).tolist() == b.tolist(), k
+        else:
+            assert a == pytest.approx(b), k
+
+
+@pytest.mark.parametrize("strategy", [bald, max_entropy, variation_ratios, mean_std], ids=lambda s: type(s).__name__)
+def test_pointwise_equals_local_and_ignores_chunking(cluster, pool, net, strategy):
+    path, X, _ = pool
+    local = strategy.acquire(net, X, 12)
+    for rows in (97, 300):  # 14 and 5 tasks, over two workers
+        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 12, client=cluster))
+        same(dist, local)
+        assert dist.info["dask"]["exact"] and dist.info["dask"]["tasks"] == -(-len(X) // rows)
+
+
+def test_exclude_is_the_local_query_among_the_rest(cluster, pool, net):
+    path, X, _ = pool
+    rng = np.random.RandomState(0)
+    labelled = rng.choice(len(X), 600, replace=False)
+    rest = np.setdiff1d(np.arange(len(X)), labelled)
+    for strategy in (bald, random_sampling, EPIG(n_targets=30)):
+        local = acquire_among(strategy, net, X, rest, 10, random_state=3)
+        dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 10, client=cluster, exclude=labelled,
+                                          random_state=3))
+        same(dist, local)
+        assert not np.isin(dist.indices, labelled).any()
+
+
+def test_kept_to_global_by_hand():
+    excluded = np.array([0, 1, 4, 7])
+    # the points kept are 2, 3, 5, 6, 8, 9
+    assert _kept_to_global([0, 1, 2, 3, 4, 5], excluded).tolist() == [2, 3, 5, 6, 8, 9]
+
+
+def test_random_sampling_streams_the_local_draw(cluster, pool, monkeypatch):
+    path, X, _ = pool
+    import skdbal.dask.scoring as scoring
+
+    monkeypatch.setattr(scoring, "_RANDOM_BLOCK", 100)  # many client blocks: the same stream
+    local = random_sampling.acquire(None, X, 7, random_state=11)
+    dist = query_pool(random_sampling, None, open_pool(path), 7, client=cluster, random_state=11)
+    same(dist, local)
+
+
+def test_epig_targets_drawn_as_locally(cluster, pool, net):
+    path, X, _ = pool
+    strategy = EPIG(n_targets=40)
+    local = strategy.acquire(net, X, 8, random_state=5)
+    dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 8, client=cluster, random_state=5))
+    same(dist, local)
+
+
+def test_noise_filter_fixed_threshold_with_rejects_and_fill(cluster, pool, net):
+    path, X, y = pool
+    y_noisy = y.copy()
+    y_noisy[::3] = (y_noisy[::3] + 1) % 10  # a third of the labels wrong: many rejects
+    for tau, n in ((0.3, 15), (0.999, 40)):  # the second trusts few points: the batch is filled
+        strategy = noise_filter(bald, tau)
+        with warnings.catch_warnings(record=True) as w_local:
+            warnings.simplefilter("always")
+            local = strategy.acquire(net, X, n, y_pool=y_noisy)
+        with warnings.catch_warnings(record=True) as w_dist:
+            warnings.simplefilter("always")
+            dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=61), n, client=cluster,
+                                              y_pool=da.from_array(y_noisy, chunks=200)))
+        same(dist, local, ("threshold", "n_rejected", "rejected_indices", "n_filled"))
+        assert local.info["n_rejected"] > 0
+        assert [str(w.message) for w in w_dist if w.category is UserWarning] == \
+            [str(w.message) for w in w_local if w.category is UserWarning]
+    assert local.info["n_filled"] > 0
+
+
+def test_diversity_penalty_gathers_every_candidate(cluster, pool, net, monkeypatch):
+    """Each chunk sends 5 candidates at first; the bound needs more, so the chunks that may hold them are
+    scored again: the batch is the local one, over the same candidates."""
+    path, X, y = pool
+    rounds = []
+    for strategy in (diversity_penalty(bald, 0.05), diversity_penalty(noise_filter(max_entropy, 0.2), 0.1),
+                     diversity_penalty(bald, 0.1, n_candidates=50)):
+        local = strategy.acquire(net, X, 6, y_pool=y)
+        dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 6, client=cluster, y_pool=y,
+                                          n_candidates=5))
+        same(dist, local, ("n_candidates",))
+        assert dist.info["dask"]["exact"]
+        rounds.append(dist.info["dask"]["rounds"])
+    assert rounds[0] == 2 and rounds[2] == 1  # fetched more once; with n_candidates set, one round is exact
+
+
+def test_batch_bald_exact_when_the_candidates_are_the_pool(cluster, pool, net):
+    path, X, _ = pool
+    strategy = BatchBALD(n_joint_samples=200)
+    sub = X[:300]
+    local = strategy.acquire(net, sub, 4, random_state=0)
+    dask_pool = da.from_array(sub, chunks=64)
+    dist = bounded(lambda: query_pool(strategy, net, dask_pool, 4, client=cluster, n_candidates=300, random_state=0))
+    same(dist, local)
+    assert dist.info["dask"]["exact"]
+    pre = bounded(lambda: query_pool(strategy, net, dask_pool, 4, client=cluster, n_candidates=40, random_state=0))
+    assert not pre.info["dask"]["exact"] and pre.info["n_candidates"] == 40
+    top40 = bald.acquire(net, sub, 40).indices
+    assert set(pre.indices.tolist()) <= set(top40.tolist())
+
+
+def test_refusals_name_the_problem(cluster, pool, net):
+    path, X, y = pool
+    Xd = open_pool(path)
+    with pytest.raises(ValueError, match="float threshold"):
+        query_pool(noise_filter(bald, "dynamic"), net, Xd, 2, client=cluster, y_pool=y)
+    with pytest.raises(TypeError, match="not StochasticBatch"):
+        query_pool(stochastic_batch(bald), net, Xd, 2, client=cluster)
+    with pytest.raises(TypeError, match="not BADGE"):
+        query_pool(badge, net, Xd, 2, client=cluster)
+    with pytest.raises(TypeError, match="dask array"):
+        query_pool(bald, net, X, 2, client=cluster)
+    with pytest.raises(ValueError, match="random_tie_break"):
+        query_pool(bald, net, Xd, 2, client=cluster, random_tie_break=True)
+    with pytest.raises(ValueError, match="needs y_pool"):
+        query_pool(noise_filter(bald, 0.2), net, Xd, 2, client=cluster)
+    with pytest.raises(ValueError, match=r"exclude must lie in \[0, 1397\)"):
+        query_pool(bald, net, Xd, 2, client=cluster, exclude=[1397])
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        query_pool(bald, net, Xd, 2, client=cluster, n_joint_samples=3)
+    with pytest.raises(ValueError, match="n_instances"):
+        query_pool(bald, net, Xd, 2, client=cluster, exclude=np.arange(1396))
+
+
+_UNPICKLED = []
+
+
+class CountedNet:
+    """A model that counts, in each process, how often it was unpickled there."""
+
+    def __init__(self, net):
+        self.net = net
+
+    def predict_proba_samples(self, X, n_samples=None):
+        return self.net.predict_proba_samples(X, n_samples=n_samples)
+
+    def __setstate__(self, state):
+        _UNPICKLED.append(1)
+        self.__dict__.update(state)
+
+
+def _unpickled():
+    return len(_UNPICKLED)
+
+
+def test_model_sent_once_per_worker(cluster, pool, net):
+    """14 tasks over 2 worker processes: the model is unpickled once on each worker, not once per task."""
+    path, X, _ = pool
+    model = CountedNet(net)
+    before = cluster.run(_unpickled)
+    dist = bounded(lambda: query_pool(bald, model, open_pool(path, chunk_rows=97), 3, client=cluster))
+    after = cluster.run(_unpickled)
+    assert {w: after[w] - before[w] for w in after} == {w: 1 for w in after}
+    assert dist.indices.tolist() == bald.acquire(net, X, 3).indices.tolist()
