@@ -240,6 +240,22 @@ def test_only_the_command_line_imports_the_labelling_server():
     assert offenders == []
 
 
+def test_only_the_runner_imports_the_dask_subpackage():
+    """Dask is an optional extra: estimators, strategies and the loop never import it (skdbal.dask or dask
+    itself); the grid runner does, lazily, when asked for a scheduler."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("dask/") or rel == "experiments/runner.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if any({"dask", "distributed", "zarr"} & set(n.split(".")) for n in names):
+                offenders.append((rel, node.lineno))
+    assert offenders == []
+
+
 def test_strategies_never_check_estimator_classes():
     """No isinstance on estimators in the acquisition package or the adapter."""
     for path in list((PACKAGE / "acquisition").glob("*.py")) + [PACKAGE / "predictive.py"]:

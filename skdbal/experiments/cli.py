@@ -96,7 +96,8 @@ def _experiment(args) -> int:
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
              ensemble=args.ensemble, laplace=args.laplace, n_jobs=args.n_jobs,
-             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device, **overrides)
+             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device,
+             scheduler=args.scheduler, **overrides)
     from .report import write_report
 
     paths = write_report(args.out)
@@ -207,7 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
                          "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise")
     ex.add_argument("--n-jobs", type=int, default=1, help="runs in parallel (default 1)")
-    ex.add_argument("--torch-threads", type=int, default=None, help="torch threads per run (default cpus/n-jobs)")
+    ex.add_argument("--torch-threads", type=int, default=None,
+                    help="torch threads per run (default cpus/n-jobs; 1 with --scheduler)")
+    ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="run the grid on a Dask cluster (tcp://host:8786; the dask extra): one task per run on "
+                         "its workers, with --out and the data on a file system they all reach")
     ex.add_argument("--deterministic-baseline", action="store_true",
                     help="also run mc_dropout=False for max_entropy and variation_ratios (Gal et al. 5.2)")
     ex.add_argument("--laplace", action="store_true",

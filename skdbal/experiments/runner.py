@@ -1342,6 +1342,7 @@ def run_grid(
     data_home: Optional[str] = None,
     verbose: bool = True,
     device: str = "cpu",
+    scheduler=None,
     **overrides,
 ) -> List[dict]:
     """Run a strategies × seeds grid of one preset, resuming what is there.
@@ -1435,6 +1436,13 @@ def run_grid(
         another one (which warns, naming both); a GPU's kernels and random
         numbers differ from the CPU's, so rows computed on one do not equal
         rows computed on the other.
+    scheduler : str or distributed.Client, optional
+        Run the grid on a Dask cluster (the ``dask`` extra): each run is one
+        task on a worker (:func:`skdbal.dask.grid.map_runs`), as many at a
+        time as the workers have threads, and ``n_jobs`` is unused. The
+        output folder and ``data_home`` must be on a file system every
+        worker reaches; the locks and the resume are a local run's.
+        ``torch_threads`` defaults to 1 there.
     **overrides :
         Preset fields to change, e.g. ``n_queries=3``.
 
@@ -1536,7 +1544,7 @@ def run_grid(
                   for i in initial_sets for r in noise_rates for seed in seeds for s in strategies
                   if s in DETERMINISTIC_BASELINE]
     if torch_threads is None:
-        torch_threads = max(1, (os.cpu_count() or 1) // max(1, n_jobs))
+        torch_threads = 1 if scheduler is not None else max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
     device = resolve_device(device)
     seen = {}
@@ -1562,8 +1570,9 @@ def run_grid(
             warnings.warn(message, UserWarning)
         (done if _finished(spec, rows) else resumed if rows else new).append((spec, len(rows)))
     if verbose:
+        where = f"{n_jobs} at a time" if scheduler is None else "on the Dask cluster"
         print(f"{len(specs)} run(s) into {out_dir}: {len(done)} finished, {len(resumed)} to resume, {len(new)} new; "
-              f"{n_jobs} at a time, {torch_threads} torch thread(s) each", flush=True)
+              f"{where}, {torch_threads} torch thread(s) each", flush=True)
         for spec, n in resumed:
             print(f"  {spec.run_id}: resumes at step {n} of {spec.preset.n_queries}", flush=True)
         if new or resumed:
@@ -1577,10 +1586,18 @@ def run_grid(
             "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
             "noise_rates": noise_rates, "initial_sets": initial_sets, "ensemble": int(ensemble),
             **({"laplace": True} if laplace else {}),
-            "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides})
-        jobs = (delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False, device=device)
-                for spec in specs)
-        Parallel(n_jobs=n_jobs)(jobs)
+            "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides,
+            **({"scheduler": str(getattr(scheduler, "scheduler_info", lambda: {})().get("address", scheduler))}
+               if scheduler is not None else {})})
+        if scheduler is None:
+            Parallel(n_jobs=n_jobs)(delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False,
+                                                      device=device) for spec in specs)
+        else:
+            from ..dask.grid import map_runs
+
+            map_runs(scheduler, _run_one, [((spec, out_dir.resolve(), torch_threads, data_home, verbose),
+                                            {"warn": False, "device": device}) for spec in specs],
+                     [spec.run_id for spec in specs])
         return assemble_results(out_dir)
 
 
