@@ -1,6 +1,8 @@
 """Shared set-up for the benchmarks: a trained Gal CNN and an MNIST-shaped pool."""
 import os
 import platform
+import threading
+import time
 
 import numpy as np
 import torch
@@ -12,6 +14,30 @@ from skdbal.nets import BayesianCNN
 def machine() -> str:
     return (f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
             f"({torch.get_num_threads()} threads), python {platform.python_version()}")
+
+
+def status_kb(field: str) -> int:
+    """A field of /proc/self/status in KiB (``RssAnon``, ``VmRSS``, ``VmHWM``), 0 if absent."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class Peak(threading.Thread):
+    """The peaks of ``fields`` of /proc/self/status (KiB), sampled every 20 ms until ``running`` is False."""
+
+    def __init__(self, fields=("RssAnon", "VmRSS")):
+        super().__init__(daemon=True)
+        self.peak = {k: 0 for k in fields}
+        self.running = True
+
+    def run(self):
+        while self.running:
+            for k in self.peak:
+                self.peak[k] = max(self.peak[k], status_kb(k))
+            time.sleep(0.02)
 
 
 def mnist_or_synthetic(n_train: int, n_pool: int, seed: int = 0):

@@ -12,36 +12,14 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import machine, trained_net  # noqa: E402
+from _common import Peak, machine, status_kb, trained_net  # noqa: E402
 
 from skdbal.acquisition import bald  # noqa: E402
-
-
-def status_kb(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-class Peak(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = {"RssAnon": 0, "VmRSS": 0}
-        self.running = True
-
-    def run(self):
-        while self.running:
-            for k in self.peak:
-                self.peak[k] = max(self.peak[k], status_kb(k))
-            time.sleep(0.02)
 
 
 def main():

@@ -50,6 +50,11 @@ def write_pool(path: str, blocks: Union[np.ndarray, Iterable[np.ndarray]], *, ch
     -------
     zarr.Array
 
+    Raises
+    ------
+    FileExistsError
+        If ``path`` holds data and ``overwrite`` is False.
+
     Examples
     --------
     >>> import tempfile, numpy as np
@@ -72,8 +77,11 @@ def write_pool(path: str, blocks: Union[np.ndarray, Iterable[np.ndarray]], *, ch
         if block.ndim < 2:
             raise ValueError(f"each block must have shape (n, ...) with at least 2 dimensions; got {block.shape}")
         if z is None:
-            z = zarr.open_array(path, mode="w" if overwrite else "w-", shape=(0,) + block.shape[1:],
-                                chunks=(int(chunk_rows),) + block.shape[1:], dtype=block.dtype)
+            try:
+                z = zarr.open_array(path, mode="w" if overwrite else "w-", shape=(0,) + block.shape[1:],
+                                    chunks=(int(chunk_rows),) + block.shape[1:], dtype=block.dtype)
+            except FileExistsError:
+                raise FileExistsError(f"{path} already holds data; pass overwrite=True to replace it") from None
         elif block.shape[1:] != z.shape[1:] or block.dtype != z.dtype:
             raise ValueError(f"block of shape {block.shape[1:]} and dtype {block.dtype} after blocks of "
                              f"{z.shape[1:]} and {z.dtype}")

@@ -287,7 +287,6 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     import dask
     from distributed import as_completed, get_client
 
-    client = get_client() if client is None else client
     X = _check_pool(X)
     N = int(X.shape[0])
     excluded = _check_exclude(exclude, N)
@@ -316,6 +315,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
             best_i, best_s = i[o], s[o]
         return Acquisition(_kept_to_global(best_i, excluded).astype(np.intp), best_s, {"dask": info})
 
+    client = get_client() if client is None else client
     if noise is not None and y_pool is None:
         raise ValueError("noise_filter needs y_pool: the annotator's labels of the pool, row by row")
     score_base = base if kind == "pointwise" else BALD(n_samples=base.n_samples)
@@ -332,7 +332,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
             n_t = check_positive_int(score_base.n_targets if opts.get("n_targets") is None else opts["n_targets"],
                                      "n_targets")
             rows = np.sort(check_random_state(random_state).choice(n_valid, size=min(n_t, n_valid), replace=False))
-            X_target = X[_kept_to_global(rows, excluded)].compute()
+            X_target = client.compute(X[_kept_to_global(rows, excluded)]).result()
         opts.pop("n_targets", None)
         opts["random_state"] = random_state
     noise_T = noise._n_samples(options) if noise is not None else None
@@ -395,7 +395,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         cand = np.sort(e_i[:m_e])  # the global top m_e by BALD, in pool order
         info["exact"] = len(cand) == n_valid
         info["candidates"] = int(len(cand))
-        acq = base.acquire(estimator, X[cand].compute(), k, random_state=random_state,
+        acq = base.acquire(estimator, client.compute(X[cand]).result(), k, random_state=random_state,
                            **{key: v for key, v in options.items() if key != "n_candidates"})
         return Acquisition(cand[acq.indices].astype(np.intp), acq.scores,
                            {**acq.info, "n_candidates": int(len(cand)), "dask": info})
