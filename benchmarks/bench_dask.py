@@ -61,7 +61,7 @@ def du_bytes(path):
     return total
 
 
-def task_times(stream, plan_keys=()):
+def task_times(stream):
     """Seconds of each kind of work in the task stream: reading chunks, scoring, transfers."""
     out = {"read": 0.0, "score": 0.0, "transfer": 0.0, "other": 0.0}
     for t in stream:

@@ -114,17 +114,13 @@ class PoolScores:
              fill_words: str = "others of highest priority") -> Tuple[np.ndarray, int]:
         """``picks`` completed to ``n_instances`` with the ineligible points of
         highest ``fill_priority`` (with a warning); returns ``(picks, n_filled)``."""
-        import warnings
-
         picks = np.asarray(picks, dtype=np.intp)
         n_filled = n_instances - len(picks)
         if n_filled <= 0:
             return picks, 0
         n_eligible = len(self.order) if self.eligible is None else int(self.eligible.sum())
-        threshold = f" (threshold {self.info['threshold']:.3g})" if "threshold" in self.info else ""
-        warnings.warn(f"{who}: only {n_eligible} of the {len(self.order)} pool points are {eligible_word}"
-                      f"{threshold}; the batch is filled with the {n_filled} {fill_words}",
-                      UserWarning, stacklevel=4)
+        warn_fill(who, n_eligible, len(self.order), n_filled, self.info.get("threshold"), eligible_word, fill_words,
+                  stacklevel=4)
         others = np.setdiff1d(np.arange(len(self.order)), picks)
         if self.fill_priority is not None:
             key = -np.asarray(self.fill_priority, dtype=np.float64)[others]
@@ -146,6 +142,17 @@ class PoolScores:
             rejected = rejected[~np.isin(rejected, picks)]
             info.update({"n_rejected": int(len(rejected)), "rejected_indices": rejected, "n_filled": int(n_filled)})
         return Acquisition(picks, self.scores[picks], info)
+
+
+def warn_fill(who: str, n_eligible: int, n_pool: int, n_filled: int, threshold=None, eligible_word: str = "eligible",
+              fill_words: str = "others of highest priority", stacklevel: int = 2) -> None:
+    """The warning of a batch filled with ineligible points (:meth:`PoolScores.fill`, and a query on a
+    cluster that fills the same way)."""
+    import warnings
+
+    at = f" (threshold {threshold:.3g})" if threshold is not None else ""
+    warnings.warn(f"{who}: only {n_eligible} of the {n_pool} pool points are {eligible_word}{at}; the batch is "
+                  f"filled with the {n_filled} {fill_words}", UserWarning, stacklevel=stacklevel + 1)
 
 
 def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:

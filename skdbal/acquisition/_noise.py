@@ -15,6 +15,8 @@ from ._pointwise import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
 __all__ = ["NoiseFilter", "noise_filter"]
 
 _RULES = ("dynamic", "batch", "quantile")
+#: How a filled batch's warning names the trusted points and the fill.
+_FILL_WORDS = ("trusted", "untrusted points whose labels the model finds most likely")
 
 
 class _FilterChunk:
@@ -244,8 +246,7 @@ class NoiseFilter(StrategyDecorator):
             return self._acquire_among_trusted(estimator, setup, random_tie_break, random_state, kwargs)
         n_instances = setup[1]
         picks = ps.order[ps.eligible[ps.order]][:n_instances]
-        return ps.acquisition(picks, n_instances, "noise_filter", "trusted",
-                              "untrusted points whose labels the model finds most likely")
+        return ps.acquisition(picks, n_instances, "noise_filter", *_FILL_WORDS)
 
     def _acquire_among_trusted(self, estimator, setup, random_tie_break, random_state, kwargs) -> Acquisition:
         """For a strategy without pool scores (a modAL function, a joint
@@ -274,7 +275,7 @@ class NoiseFilter(StrategyDecorator):
         # too few trusted points: the untrusted ones whose labels the model finds most likely
         by_p_label = np.argsort(-p_label, kind="stable")
         picks, n_filled = PoolScores(p_label, by_p_label, trusted, p_label, {"threshold": tau}).fill(
-            picks, n_instances, "noise_filter", "trusted", "untrusted points whose labels the model finds most likely")
+            picks, n_instances, "noise_filter", *_FILL_WORDS)
         if n_filled:
             rejected = np.setdiff1d(rejected, picks[-n_filled:])
             pick_scores = None

@@ -55,9 +55,9 @@ from .. import diversity as _div
 from .._validation import check_n_instances, check_positive_int, label_columns
 from ..acquisition import (BALD, Acquisition, BatchBALD, DiversityPenalty, NoiseFilter, RandomSampling,
                            SamplesStrategy, Strategy, as_strategy, map_chunks)
-from ..acquisition._base import check_options
+from ..acquisition._base import check_options, warn_fill
 from ..acquisition._epig import EPIG
-from ..acquisition._noise import _FilterChunk, _plain_measure
+from ..acquisition._noise import _FILL_WORDS, _FilterChunk, _plain_measure
 from ..predictive import as_predictive
 
 __all__ = ["query_pool"]
@@ -79,11 +79,9 @@ def _above(scores, idx, score, index):
 class _Plan:
     """Everything a worker needs to score a chunk: sent to each worker once."""
 
-    def __init__(self, estimator, base, *, n_samples, options, noise_n_samples=None, tau=None,
-                 X_target=None, features=None):
+    def __init__(self, estimator, base, *, options, noise_n_samples=None, tau=None, X_target=None, features=None):
         self.estimator = estimator
         self.base = base
-        self.n_samples = n_samples
         self.options = options
         self.noise_n_samples = noise_n_samples
         self.tau = tau
@@ -131,16 +129,15 @@ def _block_summary(X, offset, plan, y, excluded, m_e, min_e, m_i, min_i, k_fill)
     valid[np.asarray(excluded, dtype=np.intp)] = False
     scores, p_label = plan.score(X, y)
     eligible = valid if p_label is None else valid & (p_label >= plan.tau)
-    out = {"n_valid": int(valid.sum()), "n_eligible": int(eligible.sum())}
+    out = {"n_eligible": int(eligible.sum())}
     es = scores[eligible]
     out["lo"], out["hi"] = (float(es.min()), float(es.max())) if len(es) else (np.inf, -np.inf)
     order, out["e_more"], sel = _top(eligible, idx, scores, m_e, min_e)
     out["e_idx"], out["e_score"] = idx[sel][order], scores[sel][order]
     if p_label is not None:
-        out["e_plabel"] = p_label[sel][order]
         inel = valid & ~eligible
         order, out["i_more"], sel = _top(inel, idx, scores, m_i, min_i)
-        out["i_idx"], out["i_score"], out["i_plabel"] = idx[sel][order], scores[sel][order], p_label[sel][order]
+        out["i_idx"], out["i_score"] = idx[sel][order], scores[sel][order]
         fi, fp, fs = idx[inel], p_label[inel], scores[inel]
         order = np.lexsort((fi, -fp))[:k_fill]  # the fill: highest p̄(y | x), then lower index
         out["f_idx"], out["f_plabel"], out["f_score"] = fi[order], fp[order], fs[order]
@@ -336,7 +333,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         opts.pop("n_targets", None)
         opts["random_state"] = random_state
     noise_T = noise._n_samples(options) if noise is not None else None
-    plan = _Plan(estimator, score_base, n_samples=opts.get("n_samples"), options=opts, noise_n_samples=noise_T,
+    plan = _Plan(estimator, score_base, options=opts, noise_n_samples=noise_T,
                  tau=None if noise is None else float(noise.threshold), X_target=X_target, features=div)
 
     t0 = time.perf_counter()
@@ -368,7 +365,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     def run(which, m_e, min_e, m_i, min_i):
         t = time.perf_counter()
         tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), plan_f, y_blocks[b],
-                                                           ex_blocks[b], m_e, min_e[b], m_i, min_i[b], k)
+                                                           ex_blocks[b], m_e, min_e, m_i, min_i, k)
                  for b in which]
         futures = client.compute(tasks)
         pos = {f.key: b for f, b in zip(futures, which)}
@@ -380,13 +377,13 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         return got
 
     nb = len(blocks)
-    parts = run(range(nb), m_e, [None] * nb, k, [None] * nb)
+    parts = run(range(nb), m_e, None, k, None)
 
-    def merged(key_idx, key_score, extra=()):
+    def merged(key_idx, key_score):
         ps = [parts[b] for b in range(nb)]
         i, s = _concat(ps, key_idx, np.int64), _concat(ps, key_score)
         o = _ranked(i, s)
-        return (i[o], s[o]) + tuple(_concat(ps, e)[o] for e in extra)
+        return i[o], s[o]
 
     n_eligible = sum(p["n_eligible"] for p in parts.values())
     e_i, e_s = merged("e_idx", "e_score")
@@ -416,7 +413,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
                      and _div.normalize_scores(parts[b]["e_score"][-1:], reference=[lo, hi])[0] >= bound]
             if short:
                 margin = 1e-9 * max(abs(lo), abs(hi), 1.0)
-                again = run(short, None, [thr - margin] * nb, k, [None] * nb)
+                again = run(short, None, thr - margin, k, None)
                 for b, res in again.items():
                     parts[b].update({key: res[key] for key in ("e_idx", "e_score", "e_more")})
                 e_i, e_s = merged("e_idx", "e_score")
@@ -474,9 +471,9 @@ def _noise_rest(parts, nb, run, picks, picks_s, k, n_eligible, n_valid, tau, who
     need = [b for b in range(nb) if parts[b]["i_more"] and (
         low is None or _above(parts[b]["i_score"][-1:], parts[b]["i_idx"][-1:], *low)[0])]
     if need:
-        again = run(need, 0, [None] * nb, None, [None if low is None else low[0]] * nb)
+        again = run(need, 0, None, None, None if low is None else low[0])
         for b, res in again.items():
-            parts[b].update({key: res[key] for key in ("i_idx", "i_score", "i_plabel", "i_more")})
+            parts[b].update({key: res[key] for key in ("i_idx", "i_score", "i_more")})
     ps = [parts[b] for b in range(nb)]
     i_i, i_s = _concat(ps, "i_idx", np.int64), _concat(ps, "i_score")
     o = _ranked(i_i, i_s)
@@ -484,10 +481,7 @@ def _noise_rest(parts, nb, run, picks, picks_s, k, n_eligible, n_valid, tau, who
     rej = i_i if low is None else i_i[_above(i_s, i_i, *low)]
     n_filled = k - len(picks)
     if n_filled > 0:
-        warnings.warn(f"{who}: only {n_eligible} of the {n_valid} pool points are "
-                      f"{'trusted' if plain else 'eligible'} (threshold {tau:.3g}); the batch is filled with the "
-                      f"{n_filled} {'untrusted points whose labels the model finds most likely' if plain else 'others of highest priority'}",
-                      UserWarning, stacklevel=3)
+        warn_fill(who, n_eligible, n_valid, n_filled, tau, *(_FILL_WORDS if plain else ()), stacklevel=3)
         f_i, f_p, f_s = _concat(ps, "f_idx", np.int64), _concat(ps, "f_plabel"), _concat(ps, "f_score")
         o = np.lexsort((f_i, -f_p))[:n_filled]
         picks = np.concatenate([np.asarray(picks, dtype=np.int64), f_i[o]])

@@ -1587,8 +1587,8 @@ def run_grid(
             "noise_rates": noise_rates, "initial_sets": initial_sets, "ensemble": int(ensemble),
             **({"laplace": True} if laplace else {}),
             "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides,
-            **({"scheduler": str(getattr(scheduler, "scheduler_info", lambda: {})().get("address", scheduler))}
-               if scheduler is not None else {})})
+            **({} if scheduler is None else {"scheduler": scheduler if isinstance(scheduler, str)
+                                              else scheduler.scheduler_info()["address"]})})
         if scheduler is None:
             Parallel(n_jobs=n_jobs)(delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False,
                                                       device=device) for spec in specs)
