@@ -100,26 +100,41 @@ def _row_keyed_reference(clf, xb, T):
     return torch.stack(out, dim=1).numpy()
 
 
-def run_on_local_dask(work, timeout: float = 60.0):
-    """Run ``work()`` under joblib's Dask backend on a real ``dask.distributed`` cluster: two
-    single-threaded workers in this process, talking TCP on 127.0.0.1, bounded in time (the work runs in a
-    daemon thread, so that a hung cluster fails the test instead of blocking it) and shut down by its context
-    managers even on failure. Returns ``(result, tasks, workers)``: the task stream and the workers' ids, so
-    that a test can check the work ran there (with one worker thread joblib would run it locally)."""
+def bounded(fn, timeout: float, what: str = "the Dask cluster"):
+    """``fn()`` in a daemon thread, bounded in time: a hung cluster fails the test (naming ``what``) instead
+    of blocking it; ``fn``'s own exception is re-raised here."""
     import threading
-
-    import dask
-    import joblib
-    from distributed import Client, LocalCluster, get_task_stream
 
     out = {}
 
     def run():
         try:
-            with joblib.parallel_backend("dask"):
-                out["result"] = work()
+            out["result"] = fn()
         except BaseException as exc:  # re-raised below
             out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=timeout)
+    assert not thread.is_alive(), f"{what} did not finish within {timeout:g} s"
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def run_on_local_dask(work, timeout: float = 60.0):
+    """Run ``work()`` under joblib's Dask backend on a real ``dask.distributed`` cluster: two
+    single-threaded workers in this process, talking TCP on 127.0.0.1, bounded in time (:func:`bounded`)
+    and shut down by its context managers even on failure. Returns ``(result, tasks, workers)``: the task
+    stream and the workers' ids, so that a test can check the work ran there (with one worker thread joblib
+    would run it locally)."""
+    import dask
+    import joblib
+    from distributed import Client, LocalCluster, get_task_stream
+
+    def run():
+        with joblib.parallel_backend("dask"):
+            return work()
 
     with dask.config.set({"distributed.comm.timeouts.connect": "30s"}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
@@ -127,10 +142,5 @@ def run_on_local_dask(work, timeout: float = 60.0):
             Client(cluster, timeout="30s") as client, get_task_stream(client) as stream:
         client.wait_for_workers(2, timeout=30)
         workers = set(client.scheduler_info()["workers"])
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        thread.join(timeout=timeout)
-        assert not thread.is_alive(), f"the Dask cluster did not finish within {timeout:g} s"
-    if "error" in out:
-        raise out["error"]
-    return out["result"], stream.data, workers
+        result = bounded(run, timeout)
+    return result, stream.data, workers

@@ -201,24 +201,29 @@ def test_active_learner_delegates_the_interface(digits):
     assert isinstance(pred, Predictive) and pred.kind == "regressor" and pred.model is reg
 
 
-def test_no_module_imports_the_learner_or_the_experiments():
-    """Arrows point one way: strategies know the learner by its protocol, not by import."""
-    offenders = []
+def _imports():
+    """``(path relative to the package, line, names)`` of every import statement in the package: the
+    module, and for ``from ... import`` the names imported too."""
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
-        # the learner, and what is built on it (an active-learning set-up as an estimator, budget.py)
-        if rel in ("__init__.py", "__main__.py", "learner.py", "budget.py") or rel.startswith(("experiments/",
-                                                                                             "labelling/")):
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""] + [a.name for a in node.names]
+                yield rel, node.lineno, [node.module or ""] + [a.name for a in node.names]
             elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            if any({"learner", "ActiveLearner", "experiments"} & set(n.split(".")) for n in names):
-                offenders.append((rel, node.lineno))
+                yield rel, node.lineno, [a.name for a in node.names]
+
+
+def _parts(names):
+    return {p for n in names for p in n.split(".")}
+
+
+def test_no_module_imports_the_learner_or_the_experiments():
+    """Arrows point one way: strategies know the learner by its protocol, not by import."""
+    # the learner, and what is built on it (an active-learning set-up as an estimator, budget.py)
+    allowed = ("__init__.py", "__main__.py", "learner.py", "budget.py")
+    offenders = [(rel, line) for rel, line, names in _imports()
+                 if not (rel in allowed or rel.startswith(("experiments/", "labelling/")))
+                 and {"learner", "ActiveLearner", "experiments"} & _parts(names)]
     assert offenders == []
 
 
@@ -226,33 +231,19 @@ def test_only_the_command_line_imports_the_labelling_server():
     """The labelling store, session and page sit on top, and Label Studio's sync on them: estimators,
     strategies and the loop never import either (they need optional extras); only the command line
     does, lazily."""
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith("labelstudio/") or rel == "experiments/cli.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
-                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            if any({"labelstudio"} & set(n.split(".")) for n in names) or (
-                    not rel.startswith("labelling/") and any("labelling" in n.split(".") for n in names)):
-                offenders.append((rel, node.lineno))
+    offenders = [(rel, line) for rel, line, names in _imports()
+                 if not (rel.startswith("labelstudio/") or rel == "experiments/cli.py")
+                 and ("labelstudio" in _parts(names)
+                      or (not rel.startswith("labelling/") and "labelling" in _parts(names)))]
     assert offenders == []
 
 
 def test_only_the_runner_imports_the_dask_subpackage():
     """Dask is an optional extra: estimators, strategies and the loop never import it (skdbal.dask or dask
     itself); the grid runner does, lazily, when asked for a scheduler."""
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if rel.startswith("dask/") or rel == "experiments/runner.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
-                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-            if any({"dask", "distributed", "zarr"} & set(n.split(".")) for n in names):
-                offenders.append((rel, node.lineno))
+    offenders = [(rel, line) for rel, line, names in _imports()
+                 if not (rel.startswith("dask/") or rel == "experiments/runner.py")
+                 and {"dask", "distributed", "zarr"} & _parts(names)]
     assert offenders == []
 
 

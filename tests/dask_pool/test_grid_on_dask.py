@@ -1,7 +1,6 @@
 """An experiment grid on a real dask.distributed cluster: the rows of a local run, the same resume, the
 same locks. Two single-threaded worker processes on 127.0.0.1, bounded in time and closed even on failure."""
 import fcntl
-import threading
 
 import pytest
 
@@ -9,6 +8,8 @@ from distributed import LocalCluster
 
 from skdbal.experiments import run_grid
 from skdbal.experiments.runner import FolderLockedError
+
+from conftest import bounded
 
 TINY = dict(dataset="digits", n_queries=2, max_epochs=2, module_params={"kernel_size": 3}, n_samples=4,
             pool_subsample=120, n_validation=40)
@@ -21,22 +22,8 @@ def no_times(path):
     return [[row.split(",")[i] for i in keep] for row in lines]
 
 
-def bounded(fn, timeout=240.0):
-    out = {}
-
-    def run():
-        try:
-            out["result"] = fn()
-        except BaseException as exc:  # re-raised below
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"the grid did not finish on the cluster within {timeout:g} s"
-    if "error" in out:
-        raise out["error"]
-    return out["result"]
+def on_cluster(fn):
+    return bounded(fn, 240.0, "the grid on the cluster")
 
 
 def test_grid_on_a_cluster_equals_local_resumes_and_locks(tmp_path):
@@ -48,7 +35,7 @@ def test_grid_on_a_cluster_equals_local_resumes_and_locks(tmp_path):
         remote = tmp_path / "remote"
         with cluster.get_client() as client:
             before = {w: v for w, v in client.run(lambda: 0).items()}
-        bounded(lambda: run_grid("gal2017", ["bald", "random"], [1], remote, verbose=False, scheduler=address,
+        on_cluster(lambda: run_grid("gal2017", ["bald", "random"], [1], remote, verbose=False, scheduler=address,
                                  **TINY))
         # the rows are the local ones, and grid.json says where they ran
         assert no_times(remote / "results.csv") == no_times(local / "results.csv")
@@ -56,7 +43,7 @@ def test_grid_on_a_cluster_equals_local_resumes_and_locks(tmp_path):
         assert len(before) == 2
         # a finished grid is not run again
         csv = (remote / "runs" / "gal2017__bald__bayesian__seed1.csv").read_bytes()
-        bounded(lambda: run_grid("gal2017", ["bald", "random"], [1], remote, verbose=False, scheduler=address,
+        on_cluster(lambda: run_grid("gal2017", ["bald", "random"], [1], remote, verbose=False, scheduler=address,
                                  **TINY))
         assert (remote / "runs" / "gal2017__bald__bayesian__seed1.csv").read_bytes() == csv
         # a run whose lock another process holds is refused on the worker, the other run still finishes
@@ -65,7 +52,7 @@ def test_grid_on_a_cluster_equals_local_resumes_and_locks(tmp_path):
         with open(other / "runs" / ".gal2017__bald__bayesian__seed1.lock", "a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             with pytest.raises(FolderLockedError, match="another process is writing run gal2017__bald"):
-                bounded(lambda: run_grid("gal2017", ["bald", "random"], [1], other, verbose=False,
+                on_cluster(lambda: run_grid("gal2017", ["bald", "random"], [1], other, verbose=False,
                                          scheduler=address, **TINY))
         assert (other / "runs" / "gal2017__random__bayesian__seed1.csv").exists()
         assert not (other / "runs" / "gal2017__bald__bayesian__seed1.csv").exists()

@@ -4,7 +4,6 @@ One LocalCluster for the module: two single-threaded worker processes talking TC
 in time, shut down by its context managers even on failure. The pool is a Zarr array on disk that the
 workers read; the client only ever holds candidates.
 """
-import threading
 import warnings
 
 import numpy as np
@@ -19,7 +18,7 @@ from skdbal.acquisition import (EPIG, BatchBALD, acquire_among, badge, bald,  # 
 from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
 from skdbal.dask.scoring import _kept_to_global  # noqa: E402
 
-from conftest import _small_net  # noqa: E402
+from conftest import _small_net, bounded as _bounded  # noqa: E402
 
 TIMEOUT = 120.0
 
@@ -33,22 +32,8 @@ def cluster():
 
 
 def bounded(fn):
-    """``fn()`` in a daemon thread, failing the test if the cluster hangs."""
-    out = {}
-
-    def run():
-        try:
-            out["result"] = fn()
-        except BaseException as exc:  # re-raised below
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(TIMEOUT)
-    assert not thread.is_alive(), f"the cluster did not answer within {TIMEOUT:g} s"
-    if "error" in out:
-        raise out["error"]
-    return out["result"]
+    """``fn()``, failing the test if the cluster hangs."""
+    return _bounded(fn, TIMEOUT)
 
 
 @pytest.fixture(scope="module")
