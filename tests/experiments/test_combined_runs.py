@@ -88,7 +88,8 @@ def test_every_committed_run_passes_the_folder_check():
         for path, c in configs.items():
             spec = RunSpec(runner._stored_preset(c), c["strategy"], c["seed"], mc_dropout=c["mc_dropout"],
                            last_layer=c.get("last_layer"), noise_rate=c.get("noise_rate", 0.0),
-                           initial_set=c.get("initial_set", "balanced_random"), ensemble=c.get("ensemble", 0))
+                           initial_set=c.get("initial_set", "balanced_random"), ensemble=c.get("ensemble", 0),
+                           laplace=c.get("laplace", False))
             assert spec.run_id == path.stem
             runner._check_folder_config(spec, configs)
             runner._check_run_config(spec, runs)
