@@ -23,11 +23,15 @@ from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
 from ._validation import check_bool, check_positive_int, label_columns
+from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear, fused_linear_outputs
 from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
 
 _DROPOUT = nn.modules.dropout._DropoutNd
+#: The values of ``mask_seeding``: masks per row from numpy's PCG64 (results version 4), per row from
+#: torch's generators (version 3), or from one stream per call (version 2).
+MASK_SEEDINGS = ("row_pcg64", "row", "stream")
 #: Dropout layers whose masks we draw ourselves (exactly as torch would).
 _CHANNEL_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
 #: Held while a module's mode flags and dropout hooks are changed for inference (mc_dropout_mode),
@@ -242,25 +246,15 @@ def row_seeds(X: np.ndarray, seed: int) -> list:
             for row in X]
 
 
-def _draw_row_masks(generators: list, T: int, feat: tuple, keep: float, device) -> torch.Tensor:
-    """``(len(generators), T) + feat`` inverted-dropout masks: row ``r``'s ``T``
-    masks drawn as ``uniform < keep`` from ``generators[r]``, kept units
-    scaled by ``1 / keep``. The one place per-row masks are drawn, so that
-    every sampling path consumes each row's generator the same way."""
-    masks = torch.empty((len(generators), T) + tuple(feat), device=device)
-    for r, gen in enumerate(generators):  # generators live on the input's device
-        torch.rand((T,) + tuple(feat), generator=gen, device=device, out=masks[r])
-    return masks.lt_(keep).mul_(1.0 / keep)
-
-
 @contextlib.contextmanager
 def _row_keyed_dropout(module: nn.Module, state: dict):
     """Inside, every dropout layer of ``module`` that :func:`_mask_kind` knows
     multiplies its input by masks drawn row by row: the input holds
-    ``len(state["generators"])`` rows, each repeated ``state["T"]`` times
-    (row-major), and row ``r``'s ``T`` masks come from generator ``r``, in
-    layer order. Layers are left in eval mode for this (any other dropout
-    stays in train mode, drawing from torch's global RNG)."""
+    ``len(state["streams"])`` rows, each repeated ``state["T"]`` times
+    (row-major), and row ``r``'s ``T`` masks come from the row's generator in
+    ``state["streams"]`` (:mod:`skdbal._row_masks`), in layer order. Layers are
+    left in eval mode for this (any other dropout stays in train mode, drawing
+    from torch's global RNG)."""
 
     def hook(m, inputs, output):
         x = inputs[0]
@@ -269,11 +263,11 @@ def _row_keyed_dropout(module: nn.Module, state: dict):
             return x
         if keep <= 0.0:
             return torch.zeros_like(x)
-        gens, T = state["generators"], state["T"]
+        streams, T = state["streams"], state["T"]
         feat = tuple(x.shape[1:])
         if _mask_kind(m) == "channel":
             feat = feat[:1] + (1,) * (len(feat) - 1)
-        masks = _draw_row_masks(gens, T, feat, keep, x.device).reshape((len(gens) * T,) + feat)
+        masks = streams.masks(T, feat, keep, x.device).reshape((len(streams) * T,) + feat)
         return x * masks.to(dtype=x.dtype)
 
     layers = [m for m in module.modules() if _mask_kind(m) is not None]
@@ -357,12 +351,20 @@ def _sum_channels(masks: torch.Tensor, U: torch.Tensor, conv: nn.Conv2d, spec: s
     return z if conv.bias is None else z + conv.bias.view(-1, 1, 1)
 
 
+def _row_streams(mask_seeding: str, device):
+    """The per-row generators of a row-keyed ``mask_seeding``: ``seeds -> streams``."""
+    if mask_seeding == "row_pcg64":
+        return PCG64RowStreams
+    return lambda seeds: TorchRowStreams(seeds, device)
+
+
 def _row_keyed_factored_passes(head: nn.Sequential, k: int, h: torch.Tensor, seeds: list, T: int,
-                               rows_per_call: int, link=_softmax) -> torch.Tensor:
+                               rows_per_call: int, link=_softmax, streams_for=None) -> torch.Tensor:
     """:func:`_row_keyed_passes` of ``head`` on trunk outputs ``h``, with its
     first convolution factored (:func:`_factored_conv`): row ``r``'s channel
     masks are drawn first from its generator, exactly as the dropout hook
     would draw them, and the layers after the convolution draw theirs next."""
+    streams_for = streams_for or _row_streams("row", h.device)
     b, conv, rest = h.shape[0], head[k], head[k + 1:]
     keep = 1.0 - head[0].p
     group = max(1, min(rows_per_call // T, _FACTORED_BYTES // _contribution_bytes(head, k, h)))
@@ -371,22 +373,46 @@ def _row_keyed_factored_passes(head: nn.Sequential, k: int, h: torch.Tensor, see
     with _row_keyed_dropout(rest, state):
         for r0 in range(0, b, group):
             r1 = min(b, r0 + group)
-            gens = [torch.Generator(device=h.device).manual_seed(s) for s in seeds[r0:r1]]
-            masks = _draw_row_masks(gens, T, (conv.in_channels, 1, 1), keep, h.device).reshape(r1 - r0, T, -1)
+            streams = streams_for(seeds[r0:r1])
+            masks = streams.masks(T, (conv.in_channels, 1, 1), keep, h.device).reshape(r1 - r0, T, -1)
             U = _channel_contributions(head, k, h[r0:r1])
             z = _sum_channels(masks, U, conv, "rtc,rcx->rtx")  # (R, T, O, H', W')
-            state["generators"] = gens
+            state["streams"] = streams
             p = link(rest(z.reshape((r1 - r0) * T, *z.shape[2:]))).reshape(r1 - r0, T, -1)
             out.append(p.transpose(0, 1).cpu())
     return torch.cat(out, dim=1)
 
 
+def _row_keyed_linear_passes(head: nn.Sequential, k: int, h: torch.Tensor, seeds: list, T: int,
+                             rows_per_call: int, link=_softmax) -> torch.Tensor:
+    """:func:`_row_keyed_passes` of ``head`` on trunk outputs ``h`` with
+    ``mask_seeding="row_pcg64"``, its opening dropout and linear layer fused
+    (:func:`skdbal._row_masks.fused_linear`): row ``r``'s masks of that
+    dropout are drawn first from its generator, exactly as the dropout hook
+    would draw them, and the layers after the linear one draw theirs next."""
+    b, rest = h.shape[0], head[k + 1:]
+    group = max(1, rows_per_call // T)
+    state = {"T": T}
+    out = []
+    with _row_keyed_dropout(rest, state):
+        for r0 in range(0, b, group):
+            r1 = min(b, r0 + group)
+            streams = PCG64RowStreams(seeds[r0:r1])
+            z = fused_linear_outputs(head, k, h[r0:r1], streams, T)  # (R, T, out_features)
+            state["streams"] = streams
+            p = link(rest(z.reshape((r1 - r0) * T, -1))).reshape(r1 - r0, T, -1)
+            out.append(p.transpose(0, 1).cpu())
+    return torch.cat(out, dim=1)
+
+
 def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: int, rows_per_call: int,
-                      link=_softmax):
+                      link=_softmax, streams_for=None):
     """Outputs ``(T, b, K)`` of ``link(fn(x))`` with ``module``'s dropout masks
     drawn per row of ``x`` from generators seeded by ``seeds`` (see
-    :func:`_row_keyed_dropout`): row ``i``'s passes depend on ``seeds[i]``
-    and on its own values only."""
+    :func:`_row_keyed_dropout`; ``streams_for(seeds)`` makes them, torch's
+    by default): row ``i``'s passes depend on ``seeds[i]`` and on its own
+    values only."""
+    streams_for = streams_for or _row_streams("row", x.device)
     b = x.shape[0]
     group = max(1, rows_per_call // T)
     state = {"T": T}
@@ -394,7 +420,7 @@ def _row_keyed_passes(fn, module: nn.Module, x: torch.Tensor, seeds: list, T: in
     with _row_keyed_dropout(module, state):
         for r0 in range(0, b, group):
             r1 = min(b, r0 + group)
-            state["generators"] = [torch.Generator(device=x.device).manual_seed(s) for s in seeds[r0:r1]]
+            state["streams"] = streams_for(seeds[r0:r1])
             rep = x[r0:r1].unsqueeze(1).expand(r1 - r0, T, *x.shape[1:]).reshape((r1 - r0) * T, *x.shape[1:])
             p = link(fn(rep)).reshape(r1 - r0, T, -1)
             out.append(p.transpose(0, 1).cpu())
@@ -617,8 +643,12 @@ class _MCDropoutNet:
         self._n_passes()
         if self.predict_method not in ("mc", "deterministic"):
             raise ValueError(f"predict_method must be 'mc' or 'deterministic'; got {self.predict_method!r}")
-        if self.mask_seeding not in ("row", "stream"):
-            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
+        self._check_mask_seeding()
+
+    def _check_mask_seeding(self):
+        if not isinstance(self.mask_seeding, str) or self.mask_seeding not in MASK_SEEDINGS:
+            raise ValueError(f"mask_seeding must be one of {', '.join(map(repr, MASK_SEEDINGS))}; "
+                             f"got {self.mask_seeding!r}")
 
     def _n_passes(self, n_samples=None) -> int:
         """The number of MC passes ``T``: ``n_samples``, or the parameter; checked."""
@@ -663,9 +693,8 @@ class _MCDropoutNet:
                 f"{type(self.module_).__name__} has no dropout layers, so the {T} MC passes "
                 "are identical; add nn.Dropout to the module, or use mc_dropout=False",
                 UserWarning, stacklevel=2)
-        if self.mask_seeding not in ("row", "stream"):
-            raise ValueError(f"mask_seeding must be 'row' or 'stream'; got {self.mask_seeding!r}")
-        by_row = self.mask_seeding == "row" and not consistent
+        self._check_mask_seeding()
+        by_row = self.mask_seeding != "stream" and not consistent
         chunks, masks, split, factored = [], None, None, 0
         with _torch_seeded(_seed_from(self.random_state, offset=2)), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
@@ -677,14 +706,19 @@ class _MCDropoutNet:
                     factored = _factored_conv(split[1]) if split is not None and T > 1 else 0
                 if by_row and self.mc_dropout:
                     seeds = row_seeds(X[start:start + len(xb)], base)
+                    streams_for = _row_streams(self.mask_seeding, xb.device)
+                    h = split[0](xb) if split is not None else None
+                    fused = fused_linear(split[1], h, T) if h is not None and self.mask_seeding == "row_pcg64" else 0
                     if factored:
-                        chunks.append(_row_keyed_factored_passes(split[1], factored, split[0](xb), seeds, T,
-                                                                 self._HEAD_ROWS, link))
+                        chunks.append(_row_keyed_factored_passes(split[1], factored, h, seeds, T,
+                                                                 self._HEAD_ROWS, link, streams_for))
+                    elif fused:
+                        chunks.append(_row_keyed_linear_passes(split[1], fused, h, seeds, T, self._HEAD_ROWS, link))
                     elif split is not None:
-                        h = split[0](xb)
-                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link))
+                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link,
+                                                        streams_for))
                     else:  # no trunk/head split: T full passes, masks drawn per row in every layer
-                        chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS, link))
+                        chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS, link, streams_for))
                 elif not self.mc_dropout:
                     p = link(net(xb)).cpu()
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
@@ -831,14 +865,20 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict_proba` and :meth:`predict` predict: the average of
         ``n_samples`` MC passes, or one deterministic (weight-scaled) pass.
-    mask_seeding : {"row", "stream"}, default="row"
-        How :meth:`predict_proba_samples` draws its dropout masks. ``"row"``:
-        each input row has its own generator, keyed by ``random_state`` and
-        the row's values, so a row's passes do not depend on its position,
-        on the other rows or on the batch size (scikit-learn's sample-order
-        and subset invariance). ``"stream"``: one random stream for the
-        whole call, as skdbal drew masks up to results version 2 (the
-        committed grids of ``docs/results`` that say so reproduce with it).
+    mask_seeding : {"row_pcg64", "row", "stream"}, default="row_pcg64"
+        How :meth:`predict_proba_samples` draws its dropout masks.
+        ``"row_pcg64"`` and ``"row"``: each input row has its own generator,
+        keyed by ``random_state`` and the row's values, so a row's passes do
+        not depend on its position, on the other rows or on the batch size
+        (scikit-learn's sample-order and subset invariance). ``"row_pcg64"``
+        draws from numpy's PCG64 on the CPU, the same masks on every device
+        and the fastest on a CPU (results version 4; a head opening with
+        dropout and a linear layer is then computed only over the non-zero
+        inputs of each row). ``"row"`` draws from a ``torch.Generator`` on the
+        model's device, as results version 3 did (the faster on a GPU, where
+        the CPU's draws would bound the throughput). ``"stream"``: one random
+        stream for the whole call, as skdbal drew masks up to results version
+        2. The committed grids of ``docs/results`` say which they use.
         ``consistent_masks=True`` shares its masks between rows either way.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout in
@@ -911,7 +951,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         mc_dropout: bool = True,
         consistent_masks: bool = False,
         predict_method: str = "mc",
-        mask_seeding: str = "row",
+        mask_seeding: str = "row_pcg64",
         random_state=None,
         **kwargs,
     ):

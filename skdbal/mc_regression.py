@@ -93,9 +93,9 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict` predicts: the mean of ``n_samples`` passes, or
         one pass with dropout off (weights scaled as at test time).
-    mask_seeding : {"row", "stream"}, default="row"
-        As for :class:`~skdbal.MCDropoutClassifier`: ``"row"`` makes a row's
-        passes independent of the other rows.
+    mask_seeding : {"row_pcg64", "row", "stream"}, default="row_pcg64"
+        As for :class:`~skdbal.MCDropoutClassifier`: ``"row_pcg64"`` and
+        ``"row"`` make a row's passes independent of the other rows.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout,
         and the masks of :meth:`predict_samples`.
@@ -166,7 +166,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         mc_dropout: bool = True,
         consistent_masks: bool = False,
         predict_method: str = "mc",
-        mask_seeding: str = "row",
+        mask_seeding: str = "row_pcg64",
         random_state=None,
         **kwargs,
     ):

@@ -75,7 +75,12 @@ def _row_keyed_reference(clf, xb, T):
     """The ``(T, len(xb), C)`` passes that per-row masks must give, built by hand: each row's trunk
     output through the head, its masks drawn in layer order from a generator seeded by a hash of the
     row and the sampling seed (``random_state + 2``); one draw per element for ``nn.Dropout``, one per
-    channel for ``nn.Dropout2d``."""
+    channel for ``nn.Dropout2d``.
+
+    ``clf.mask_seeding == "row"``: a ``torch.Generator`` per row, ``T × units`` uniforms per layer,
+    kept below ``keep``. ``"row_pcg64"``: numpy's PCG64 per row, ``units × T`` bytes per layer (the
+    little-endian bytes of its 64-bit outputs, unit-major), kept below ``256 · keep`` (a whole number
+    for the p of these nets)."""
     from torch import nn
 
     from skdbal.mc_dropout import row_seeds
@@ -87,13 +92,23 @@ def _row_keyed_reference(clf, xb, T):
         base = int(torch.randint(2**62, (1,)).item())
         for i, seed in enumerate(row_seeds(xb, base)):
             gen = torch.Generator().manual_seed(seed)
+            bitgen = np.random.PCG64(seed)
             h = module.trunk(torch.as_tensor(xb[i:i + 1]))
             h = h.expand(T, *h.shape[1:])
             for m in module.head:
                 if isinstance(m, nn.modules.dropout._DropoutNd):
+                    keep = 1 - m.p
                     channel = type(m) is not nn.Dropout
                     shape = (T, h.shape[1]) + (1,) * (h.dim() - 2) if channel else (T,) + tuple(h.shape[1:])
-                    h = h * (torch.rand(shape, generator=gen) < 1 - m.p) / (1 - m.p)
+                    if clf.mask_seeding == "row":
+                        kept = torch.rand(shape, generator=gen) < keep
+                    else:
+                        assert clf.mask_seeding == "row_pcg64" and keep * 256 == int(keep * 256)
+                        units = int(np.prod(shape[1:]))
+                        draws = bitgen.random_raw(-(-units * T // 8)).astype("<u8").view(np.uint8)
+                        kept = torch.from_numpy(draws[:units * T].reshape(units, T).T < int(keep * 256))
+                        kept = kept.reshape(shape)
+                    h = h * kept / keep
                 else:
                     h = m(h)
             out.append(torch.softmax(h, -1))

@@ -59,8 +59,9 @@ def test_sampling_on_cuda_matches_its_own_seeding(digits):
     np.testing.assert_array_equal(net.predict_proba_samples(X[300:310], n_samples=20),
                                   net.predict_proba_samples(X[300:310], n_samples=20))
     # the other samplers run on CUDA tensors as well
-    for params in ({"mask_seeding": "stream"}, {"consistent_masks": True}, {"mc_dropout": False}):
-        defaults = dict(batch_size=128, mask_seeding="row", consistent_masks=False, mc_dropout=True)
+    for params in ({"mask_seeding": "row"}, {"mask_seeding": "stream"}, {"consistent_masks": True},
+                   {"mc_dropout": False}):
+        defaults = dict(batch_size=128, mask_seeding="row_pcg64", consistent_masks=False, mc_dropout=True)
         R = net.set_params(**{**defaults, **params}).predict_proba_samples(X[300:340], n_samples=5)
         assert R.shape == (5, 40, 10) and np.allclose(R.sum(-1), 1, atol=1e-5)
 

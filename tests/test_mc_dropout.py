@@ -381,9 +381,17 @@ def test_module_without_dropout_warns(small_net, digits):
     np.testing.assert_array_equal(P[0], P[1])
 
 
-def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(fitted_net, digits, row_keyed_reference):
+@pytest.fixture(params=["row_pcg64", "row"])
+def row_keyed_net(request, fitted_net):
+    """``fitted_net`` with each row-keyed mask seeding in turn (the default ``row_pcg64`` last)."""
+    yield fitted_net.set_params(mask_seeding=request.param)
+    fitted_net.set_params(mask_seeding="row_pcg64")
+
+
+def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(row_keyed_net, digits, row_keyed_reference):
     """Each row's T passes: its trunk output through the head, with masks drawn in layer order from a
     generator seeded by a hash of the row and the sampling seed; nothing else."""
+    fitted_net = row_keyed_net
     X, _ = digits
     xb, T = X[:7], 5
     P = fitted_net.predict_proba_samples(xb, n_samples=T)
@@ -404,10 +412,13 @@ def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(fitted_net, digits
     np.testing.assert_array_equal(twice[:, 0], twice[:, 1])
 
 
-def test_row_keyed_masks_match_dropout_in_distribution():
+@pytest.mark.parametrize("kind", ["pcg64", "torch"])
+def test_row_keyed_masks_match_dropout_in_distribution(kind):
+    from skdbal._row_masks import PCG64RowStreams, TorchRowStreams
     from skdbal.mc_dropout import _row_keyed_dropout
     head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
-    state = {"T": 10, "generators": [torch.Generator().manual_seed(s) for s in range(400)]}
+    streams = PCG64RowStreams(range(400)) if kind == "pcg64" else TorchRowStreams(range(400), "cpu")
+    state = {"T": 10, "streams": streams}
     with _row_keyed_dropout(head, state), torch.no_grad():
         y = head(torch.ones(4000, 3, 2, 2))  # 400 rows x 10 passes
     kept = y != 0

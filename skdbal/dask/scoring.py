@@ -40,7 +40,7 @@ whole pool, stochastic batches, BADGE, DDU and plain callables; and
 
 Picks do not depend on the number of workers or on the chunking: ties go to
 the lower pool index, and an MC-dropout model with an int ``random_state``
-seeds each row's masks from the row itself (``mask_seeding="row"``).
+seeds each row's masks from the row itself (``mask_seeding="row_pcg64"``, the default, or ``"row"``).
 """
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
+from ..mc_dropout import MASK_SEEDINGS
+
 __all__ = ["Preset", "PRESETS", "get_preset"]
 
 
@@ -147,11 +149,13 @@ class Preset:
         :func:`skdbal.experiments.run_grid`).
     last_layer_fit_hyperparameters : bool
         Fit them per step instead (evidence for analytic, ELBO for mfvi).
-    mask_seeding : {"row", "stream"}
+    mask_seeding : {"row_pcg64", "row", "stream"}
         How MC-dropout masks are drawn (see
         :class:`~skdbal.MCDropoutClassifier`): per pool row, independent of
-        the pool's order and chunking (the default), or from one stream per
-        call, as every run of results version 2 (before the field existed).
+        the pool's order and chunking, from numpy's PCG64 (the default,
+        results version 4) or from torch's generators (results version 3);
+        or from one stream per call, as every run of results version 2
+        (before the field existed).
     notes : str
         A description of the protocol; ignored when presets are compared.
 
@@ -202,7 +206,7 @@ class Preset:
     last_layer_noise_variance: float = 0.1
     last_layer_prior_variance: float = 1.0
     last_layer_fit_hyperparameters: bool = False
-    mask_seeding: str = "row"
+    mask_seeding: str = "row_pcg64"
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -211,7 +215,7 @@ class Preset:
         _check_choice("selection", self.selection, _SELECTIONS)
         _check_choice("eval_method", self.eval_method, _EVAL_METHODS)
         _check_choice("batch_split", self.batch_split, _BATCH_SPLITS)
-        _check_choice("mask_seeding", self.mask_seeding, ("row", "stream"))
+        _check_choice("mask_seeding", self.mask_seeding, MASK_SEEDINGS)
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
         for name in ("name", "notes"):

@@ -84,10 +84,14 @@ LAST_LAYERS = ("analytic", "mfvi")
 
 #: Bumped whenever a change in skdbal changes the rows a run produces (e.g. how
 #: dropout masks are drawn); run files of another version are not resumed.
-#: Version 3 draws masks per pool row; a preset with ``mask_seeding="stream"``
-#: draws them as version 2 did, and its runs are version 2 (see
-#: :meth:`RunSpec.config`).
-RESULTS_VERSION = 3
+#: Version 4 draws masks per pool row from numpy's PCG64. A preset with
+#: ``mask_seeding="row"`` draws them from torch's generators per row as
+#: version 3 did, and one with ``"stream"`` from one stream per call as version
+#: 2 did; their runs carry those versions (see :meth:`RunSpec.config`).
+RESULTS_VERSION = 4
+
+#: The results version of each older mask seeding, kept so that its grids reproduce.
+_SEEDING_VERSIONS = {"stream": 2, "row": 3}
 
 #: Preset fields added since results version 2, with the value that run files
 #: written before them implicitly used.
@@ -149,7 +153,7 @@ class RunSpec:
     def config(self) -> dict:
         config = {"preset": self.preset.as_dict(), "strategy": self.strategy, "seed": self.seed,
                   "mc_dropout": self.mc_dropout,
-                  "results_version": 2 if self.preset.mask_seeding == "stream" else RESULTS_VERSION,
+                  "results_version": _SEEDING_VERSIONS.get(self.preset.mask_seeding, RESULTS_VERSION),
                   # the strategy object with its parameters, e.g. "BALD()" (recorded only)
                   "strategy_object": repr(get_strategy(self.strategy))}
         if self.last_layer is not None:

@@ -78,7 +78,7 @@ def test_the_report_refuses_to_average_runs_of_different_configurations(grid):
     edit(grid / "runs" / f"{SEED2}.json", preset_max_epochs=8, results_version=2)
     with pytest.raises(ValueError, match=r"(?s)cannot be averaged as seeds.*\(gal2017 random bayesian\):.*"
                                          rf"g/runs/{SEED2} differs from g/runs/gal2017__random__bayesian__seed1 in "
-                                         r"preset.max_epochs \(8 against 2\), results_version \(2 against 3\)"):
+                                         r"preset.max_epochs \(8 against 2\), results_version \(2 against 4\)"):
         write_report(grid)
     with pytest.raises(SystemExit) as exc:  # the command line: a usage error with the message
         main(["report", str(grid)])
