@@ -23,8 +23,6 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from ..mc_dropout import MASK_SEEDINGS
-
 __all__ = ["Preset", "PRESETS", "get_preset"]
 
 
@@ -39,16 +37,18 @@ _BATCH_SPLITS = ("fixed", "even")
 #: Integer fields and their smallest allowed value.
 _INT_FIELDS = {"n_initial_per_class": 1, "n_validation": 0, "pool_size": 1, "pool_subsample": 1, "n_queries": 0,
                "n_instances": 1, "max_epochs": 1, "batch_size": 1, "epoch_samples": 1, "n_samples": 1, "patience": 1,
-               "n_test": 1}
+               "n_test": 1, "warm_epochs": 1}
 #: Float fields and their smallest allowed value.
 _FLOAT_FIELDS = {"lr": 0.0, "weight_decay": 0.0, "scaled_l2": 0.0, "last_layer_noise_variance": 0.0,
                  "last_layer_prior_variance": 0.0}
 #: Float fields that must be strictly above it.
 _POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 #: Fields that may be None.
-_OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2")
+_OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2", "warm_epochs")
 #: Bool fields: True or False only (a string such as "false" would be truthy).
 BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
+#: skdbal.mc_dropout.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
+_MASK_SEEDINGS = ("row_pcg64", "row", "stream")
 
 
 def _np_bool():
@@ -156,6 +156,14 @@ class Preset:
         results version 4) or from torch's generators (results version 3);
         or from one stream per call, as every run of results version 2
         (before the field existed).
+    warm_epochs : int or None
+        None (Gal's protocol, and every run written before the field
+        existed): every step trains from scratch for ``max_epochs``. An int:
+        step 0 does, and each later step trains on from the previous step's
+        weights (with a fresh optimizer) for ``warm_epochs`` epochs, or until
+        ``selection="early_stopping"`` stops it. A step's model then depends
+        on every earlier step: a run resumes from its cached weights, or
+        replays the earlier steps' training when they are missing.
     notes : str
         A description of the protocol; ignored when presets are compared.
 
@@ -207,6 +215,7 @@ class Preset:
     last_layer_prior_variance: float = 1.0
     last_layer_fit_hyperparameters: bool = False
     mask_seeding: str = "row_pcg64"
+    warm_epochs: Optional[int] = None
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -215,7 +224,7 @@ class Preset:
         _check_choice("selection", self.selection, _SELECTIONS)
         _check_choice("eval_method", self.eval_method, _EVAL_METHODS)
         _check_choice("batch_split", self.batch_split, _BATCH_SPLITS)
-        _check_choice("mask_seeding", self.mask_seeding, MASK_SEEDINGS)
+        _check_choice("mask_seeding", self.mask_seeding, _MASK_SEEDINGS)
         if not isinstance(self.module, str) or not self.module:
             raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
         for name in ("name", "notes"):

@@ -95,7 +95,7 @@ _SEEDING_VERSIONS = {"stream": 2, "row": 3}
 
 #: Preset fields added since results version 2, with the value that run files
 #: written before them implicitly used.
-_IMPLICIT_BEFORE = {"mask_seeding": "stream"}
+_IMPLICIT_BEFORE = {"mask_seeding": "stream", "warm_epochs": None}
 
 #: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. (2017, §5.2) report.
 DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")
@@ -1007,19 +1007,24 @@ def read_run_file(csv_path: Path, warn: bool = False) -> list:
         return rows
 
 
-def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", state=None):
+def _fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", state=None, start=None):
     """Step ``step``'s model of ``spec``'s run on its labelled set ``(X, y)``:
     the network (rebuilt from the cached ``state`` if given, else trained with
-    the step's seed, so that it is the same model every time) and, with a
-    Bayesian last layer, the pipeline of its features and the layer."""
+    the step's seed, so that it is the same model every time, on from the
+    weights ``start`` with ``warm_epochs``) and, with a Bayesian last layer,
+    the pipeline of its features and the layer."""
     if spec.ensemble:
         return _fit_ensemble(spec, step, X, y, state, device, valid, len(X))
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=step_seed(spec.seed, step),
                          device=device, valid=valid, n_train=len(X))
-    if state is not None:
+    if state is not None or start is not None:
+        train = {"callbacks": net.callbacks}
         net.set_params(max_epochs=0, callbacks=None)
-        net.fit(X[:1], y[:1])  # builds the module only
-        net.module_.load_state_dict(state)
+        net.fit(X[:1], y[:1])  # builds the module (and a fresh optimizer) only
+        net.module_.load_state_dict(state if state is not None else start)
+        if state is None:  # warm start: train on from the previous step's weights
+            net.set_params(warm_start=True, callbacks=train["callbacks"], max_epochs=spec.preset.warm_epochs)
+            net.fit(X, y)
     else:
         net.fit(X, y)
     if spec.laplace:   # the trained network's last-layer Laplace posterior (laplace-torch)
@@ -1265,11 +1270,12 @@ class _RunJournal:
                       f"{r['accuracy']:.4f} ({r['time']:.1f} s; run done in ~{_duration(left)})", flush=True)
 
 
-def _learner_template(spec: RunSpec, device: str):
+def _learner_template(spec: RunSpec, device: str, valid=None):
     """What a run's model is (for the learner's checks of labels and inputs);
-    the models themselves are trained by :func:`_fit_step_model`."""
+    the models themselves are trained by :func:`_fit_step_model`. ``valid``:
+    the run's validation set, which a preset selecting on it needs."""
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
-                         n_train=spec.preset.batch_size or 1)
+                         valid=valid, n_train=spec.preset.batch_size or 1)
     if spec.laplace:
         from ..laplace import LaplaceClassifier
 
@@ -1304,19 +1310,42 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
         if not np.array_equal(labelled[:len(initial)], initial):
             raise ValueError(f"{csv_path} does not start from this seed's initial set")
     cache = {"step": rows[-1]["step"] if rows else None}
+    # warm_epochs: the network weights of the previous step's model, {"step", "state"}
+    previous = {}
+
+    def keep(step, model):
+        if preset.warm_epochs is not None:
+            previous.update(step=step, state={k: v.detach().clone() if torch.is_tensor(v) else v for k, v in
+                                              _net_of(model).module_.state_dict().items()})
+        return model
+
+    def start_of(step, X, y):
+        """With warm_epochs, the weights step ``step`` trains on from: the previous step's, replayed
+        from the labelled sets of the steps before when they are not at hand (a resume without a cache)."""
+        if preset.warm_epochs is None or step == 0:
+            return None
+        if previous.get("step") != step - 1:
+            sizes = {r["step"]: int(r["n_labels"]) for r in journal.csv_rows}
+            if verbose:
+                print(f"{spec.run_id}: replaying steps 0-{step - 1} (warm_epochs, no cached weights)", flush=True)
+            for j in range(step):
+                n = sizes[j]
+                keep(j, _fit_step_model(spec, j, X[:n], y[:n], valid, device, start=start_of(j, X, y)))
+        return previous["state"]
 
     def fit_model(step, X, y):
         if step == cache.pop("step", None):  # resuming: the cached weights of the last step, if they fit
             state = _load_weights(weights_path, step)
             if state is not None:
                 try:
-                    return _fit_step_model(spec, step, X, y, valid, device, state=state)
+                    return keep(step, _fit_step_model(spec, step, X, y, valid, device, state=state))
                 except (RuntimeError, KeyError) as exc:  # a state of another architecture
                     warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {step} is "
                                   "refitted from its labels instead", RuntimeWarning)
-        return _fit_step_model(spec, step, X, y, valid, device)  # the same model every time: seeded by the step
+        # the same model every time: seeded by the step (and, with warm_epochs, by the earlier steps)
+        return keep(step, _fit_step_model(spec, step, X, y, valid, device, start=start_of(step, X, y)))
 
-    learner = ActiveLearner(_learner_template(spec, device), get_strategy(spec.strategy),
+    learner = ActiveLearner(_learner_template(spec, device, valid), get_strategy(spec.strategy),
                             pool_subsample=preset.pool_subsample, random_state=spec.seed, seeding="step",
                             verbose=False)
     learner.set_pool(X_train[pool], ids=pool)  # subsampled candidates are scored in training-set order
@@ -1519,6 +1548,9 @@ def run_grid(
         if sampled:
             raise ValueError(f"ensemble=1 gives one sample per point, so {', '.join(sampled)} would score every "
                              "point the same (ties); use ensemble >= 2")
+    if ensemble and preset.warm_epochs is not None:
+        raise ValueError("warm_epochs cannot be combined with ensemble: an ensemble's members are trained from "
+                         "their own initialisations")
     if laplace and (ensemble or last_layer):
         raise ValueError("laplace cannot be combined with ensemble or last_layer: each replaces the MC-dropout "
                          "posterior")

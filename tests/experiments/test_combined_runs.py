@@ -136,9 +136,19 @@ def test_the_data_sizes_are_those_of_the_data():
     ({"module_params": [1, 2]}, "module_params must be a dict"),
     ({"module_params": "kernel_size=3"}, "module_params must be a dict"),
     ({"notes": 3}, "notes must be a str"),
+    ({"warm_epochs": 2.5}, "warm_epochs must be"),
 ])
 def test_preset_fields_of_the_wrong_type_are_refused(changes, match):
     with pytest.raises(TypeError, match=match):
+        get_preset("gal2017", **changes)
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"warm_epochs": 0}, "warm_epochs must be >= 1; got 0"),
+    ({"mask_seeding": "cell"}, r"mask_seeding must be one of \['row_pcg64', 'row', 'stream'\]; got 'cell'"),
+])
+def test_preset_fields_out_of_range_are_refused(changes, match):
+    with pytest.raises(ValueError, match=match):
         get_preset("gal2017", **changes)
 
 
@@ -232,3 +242,11 @@ def test_report_clean_without_noisy_runs_or_a_grid_is_a_usage_error(finished, tm
     with pytest.raises(SystemExit) as exc:
         main(["report", str(finished), "--clean", str(finished)])
     assert exc.value.code == 2 and "has no noisy runs" in capsys.readouterr().err
+
+
+def test_the_presets_know_the_samplers_mask_seedings():
+    """presets.py imports neither torch nor numpy, so it keeps its own copy of the seedings."""
+    from skdbal.experiments.presets import _MASK_SEEDINGS
+    from skdbal.mc_dropout import MASK_SEEDINGS
+
+    assert _MASK_SEEDINGS == MASK_SEEDINGS

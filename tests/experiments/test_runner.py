@@ -172,6 +172,76 @@ def test_resume_rebuilds_a_lost_model_cache(tmp_path):
     assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
 
 
+@pytest.mark.parametrize("cache", ["kept", "lost"])
+def test_warm_epochs_train_on_from_the_previous_step_and_resume_exactly(tmp_path, cache):
+    """Each step trains from the previous step's weights; a resumed run (from the cached weights, or
+    replaying the earlier steps' training when they are lost) ends with an uninterrupted run's rows."""
+    import torch
+
+    warm = {**TINY, "warm_epochs": 2, "n_queries": 4}
+    run_grid("gal2017", ["bald"], [3], tmp_path / "full", verbose=False, **warm)
+    run_grid("gal2017", ["bald"], [3], tmp_path / "cold", verbose=False, **{**warm, "warm_epochs": None})
+    full = read_results(tmp_path / "full" / "results.csv")
+    cold = read_results(tmp_path / "cold" / "results.csv")
+    assert full[0]["accuracy"] == cold[0]["accuracy"]  # step 0 trains from scratch either way
+    assert [r["accuracy"] for r in full[1:]] != [r["accuracy"] for r in cold[1:]]
+    run_grid("gal2017", ["bald"], [3], tmp_path / "part", verbose=False, **{**warm, "n_queries": 2})
+    csv_path = next((tmp_path / "part" / "runs").glob("*.csv"))
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines[:3]))  # steps 0 and 1 finished: resume at step 2
+    weights = next((tmp_path / "part" / "runs").glob("*.pt"))
+    assert torch.load(weights, weights_only=True)["step"] == 2
+    if cache == "lost":
+        weights.unlink()
+    else:  # the cache of step 1, as a run stopped after writing step 1 leaves it
+        run_grid("gal2017", ["bald"], [3], tmp_path / "one", verbose=False, **{**warm, "n_queries": 1})
+        weights.write_bytes(next((tmp_path / "one" / "runs").glob("*.pt")).read_bytes())
+    run_grid("gal2017", ["bald"], [3], tmp_path / "part", verbose=False, **warm)
+    assert without_times(tmp_path / "part" / "results.csv") == without_times(tmp_path / "full" / "results.csv")
+
+
+def test_warm_start_from_given_weights_by_hand():
+    """_fit_step_model(start=w) loads w into the step's network and trains on from it with a fresh
+    optimizer: with lr=1e-12 (Adam moves nothing that shows) the result is w itself."""
+    import torch
+
+    from skdbal.experiments.runner import _fit_step_model
+
+    preset = get_preset("gal2017", **{**TINY, "warm_epochs": 1, "lr": 1e-12})
+    X, y = load_digits_images_for_test()
+    spec = RunSpec(preset, "bald", 1)
+    first = _fit_step_model(spec, 0, X[:40], y[:40], (X[40:60], y[40:60]))
+    w = {k: v.clone() for k, v in first.module_.state_dict().items() if torch.is_tensor(v)}
+    second = _fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]), start=first.module_.state_dict())
+    for k, v in w.items():
+        torch.testing.assert_close(second.module_.state_dict()[k], v, rtol=0, atol=1e-9)
+    fresh = _fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]))
+    assert not all(torch.equal(fresh.module_.state_dict()[k], v) for k, v in w.items())
+
+
+def load_digits_images_for_test():
+    from skdbal.experiments.data import load_digits_images
+
+    X_pool, _, y_pool, _ = load_digits_images()
+    return X_pool, y_pool
+
+
+def test_a_preset_that_selects_on_the_validation_set_runs(tmp_path):
+    """The learner's template model is built with the run's validation set (it once was not, and every
+    selection='early_stopping' or 'best_valid_loss' run stopped before its first step)."""
+    for selection in ("early_stopping", "best_valid_loss"):
+        run_grid("gal2017", ["bald"], [1], tmp_path / selection, verbose=False,
+                 **{**TINY, "n_queries": 1, "selection": selection,
+                    "warm_epochs": 2 if selection == "early_stopping" else None})
+        assert [r["step"] for r in read_results(tmp_path / selection / "results.csv")] == [0, 1]
+
+
+def test_warm_start_with_an_ensemble_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="warm_epochs cannot be combined with ensemble"):
+        run_grid("gal2017", ["bald"], [1], tmp_path, verbose=False, ensemble=2, **{**TINY, "warm_epochs": 2})
+    assert not (tmp_path / "runs").exists()
+
+
 def test_other_configuration_in_same_folder_is_refused(tmp_path):
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
