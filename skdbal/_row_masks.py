@@ -19,7 +19,7 @@ classes so that they agree.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 import torch
@@ -151,8 +151,8 @@ def fused_linear(head: nn.Sequential, h: torch.Tensor, T: int) -> int:
 
 
 @torch.no_grad()
-def fused_linear_outputs(head: nn.Sequential, k: int, h: torch.Tensor, streams: PCG64RowStreams, T: int,
-                         out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def fused_linear_outputs(head: nn.Sequential, k: int, h: torch.Tensor, streams: PCG64RowStreams,
+                         T: int) -> torch.Tensor:
     """``(rows, T, out_features)``: ``head[:k + 1]`` (see :func:`fused_linear`) on
     the rows ``h``, with the dropout's masks drawn from ``streams``; no gradients
     (sampling is inference)."""
@@ -162,7 +162,7 @@ def fused_linear_outputs(head: nn.Sequential, k: int, h: torch.Tensor, streams: 
     x = h.reshape(h.shape[0], -1)
     kept = streams.kept(T, x.shape[1], keep)
     weight_t = linear.weight.t().contiguous()  # rows of W^T: one gather per row below
-    z = torch.empty((x.shape[0], T, linear.out_features), dtype=x.dtype) if out is None else out
+    z = torch.empty((x.shape[0], T, linear.out_features), dtype=x.dtype)
     for r in range(x.shape[0]):
         nz = torch.nonzero(x[r]).squeeze(1)
         rows = weight_t.index_select(0, nz).mul_(x[r].index_select(0, nz).mul_(1.0 / keep).unsqueeze(1))
