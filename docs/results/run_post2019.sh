@@ -8,7 +8,9 @@ export SKDBAL_DATA="${SKDBAL_DATA:-../shared/data}" OMP_NUM_THREADS=1
 PY="${PYTHON:-.venv/bin/python}"
 while pgrep -f "skdbal experiment --preset kirsch2019" > /dev/null; do sleep 30; done
 S="bald,batch_bald,stochastic(bald,power,1),epig,badge,ddu,random"
-run() { "$PY" -m skdbal experiment --preset kirsch2019 --n-jobs 1 --torch-threads 1 --quiet "$@"; }
+# results version 3 (torch's per-row generators), as the grid began: see docs/results/README.md
+run() { "$PY" -m skdbal experiment --preset kirsch2019 --n-jobs 1 --torch-threads 1 --quiet \
+          --set "mask_seeding='row'" "$@"; }
 for seed in 1 2 3; do
   run --strategies "$S" --seeds $seed --out docs/results/post2019
   run --strategies bald --laplace --seeds $seed --out docs/results/post2019
