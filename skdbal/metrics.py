@@ -93,13 +93,16 @@ def labels_to_accuracy(
         :func:`curves_from_histories`.
     threshold : float
         Accuracy in (0, 1], e.g. 0.90 for 10% test error.
-    method : {"average-step", "step-average"}, default="average-step"
+    method : {"average-step", "step-average", "median"}, default="average-step"
         ``"average-step"``: average the accuracy over runs step by step, then
         take the first label count where the average reaches the threshold
         (an integer; Gal et al.'s Table 1 reports it). Runs of unequal length
         are averaged over the steps they share. ``"step-average"``: take the
         first label count of each run (over all of its steps), then their
-        mean and (population) standard deviation.
+        mean and (population) standard deviation. ``"median"``: the median of
+        those per-run counts (Kirsch et al., 2019, report medians), where a
+        run that never reaches the threshold counts as more labels than any
+        run that does; the median is NaN only if it falls on such runs.
 
     Returns
     -------
@@ -138,22 +141,27 @@ def labels_to_accuracy(
     >>> r = labels_to_accuracy(runs, 0.9, method="step-average")
     >>> r["runs"], r["value"], r["std"]
     ([30.0, 40.0], 35.0, 5.0)
+    >>> runs.append([{"n_labels": n, "accuracy": a} for n, a in zip([20, 30, 40], [0.5, 0.6, 0.7])])
+    >>> labels_to_accuracy(runs, 0.9, method="median")["value"]   # 30, 40 and never: the middle is 40
+    40.0
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be an accuracy in (0, 1]; got {threshold!r}")
     histories = list(histories)
-    if method not in ("average-step", "step-average"):
-        raise ValueError(f"method must be 'average-step' or 'step-average'; got {method!r}")
+    if method not in ("average-step", "step-average", "median"):
+        raise ValueError(f"method must be 'average-step', 'step-average' or 'median'; got {method!r}")
     labels, acc = curves_from_histories(histories)
     if method == "average-step":
         return {"value": _first_reaching(labels, acc.mean(axis=0), threshold), "std": np.nan, "runs": []}
-    if method == "step-average":
-        per_run = []
-        for h in histories:  # each run on its own steps: no truncation to the shortest
-            run_labels, run_acc = curves_from_histories([h])
-            per_run.append(_first_reaching(run_labels, run_acc[0], threshold))
-        arr = np.array(per_run)
-        return {"value": float(arr.mean()), "std": float(arr.std(ddof=0)), "runs": per_run}
+    per_run = []
+    for h in histories:  # each run on its own steps: no truncation to the shortest
+        run_labels, run_acc = curves_from_histories([h])
+        per_run.append(_first_reaching(run_labels, run_acc[0], threshold))
+    arr = np.array(per_run)
+    if method == "median":  # never reached: above every count reached; NaN where the median lands there
+        med = float(np.median(np.where(np.isnan(arr), np.inf, arr)))
+        return {"value": med if np.isfinite(med) else np.nan, "std": np.nan, "runs": per_run}
+    return {"value": float(arr.mean()), "std": float(arr.std(ddof=0)), "runs": per_run}
 
 
 def accuracy_at(histories, n_labels: int) -> tuple:

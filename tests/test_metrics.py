@@ -81,3 +81,16 @@ def test_step_average_uses_each_run_in_full():
     assert r["runs"] == [50, 30] and r["value"] == 40 and r["std"] == 10
     gen = (run for run in runs)  # a one-shot iterable works too
     assert labels_to_accuracy(gen, 0.9, method="step-average")["runs"] == [50, 30]
+
+
+def test_median_by_hand():
+    # RUNS reach 95% at 30, 40, 50 labels: the median is 40; 90% at 30, 40, 50 too
+    r = labels_to_accuracy(RUNS, 0.95, method="median")
+    assert r["value"] == 40 and r["runs"] == [30, 40, 50] and np.isnan(r["std"])
+    # a run that never reaches counts above the rest: 30, never, 40 -> 40; at 96%, two of three never -> NaN
+    runs = runs_from([[0.5, 0.95, 0.95], [0.5, 0.5, 0.5], [0.5, 0.5, 0.96]])
+    assert labels_to_accuracy(runs, 0.95, method="median")["value"] == 40
+    assert np.isnan(labels_to_accuracy(runs, 0.96, method="median")["value"])
+    # an even count: the mean of the two middle runs (30 and 40 of 20, 30, 40, 50)
+    runs = runs_from([[0.95], [0.5, 0.95], [0.5, 0.5, 0.95], [0.5, 0.5, 0.5, 0.95]])
+    assert labels_to_accuracy(runs, 0.95, method="median")["value"] == 35

@@ -121,6 +121,10 @@ def _report(args) -> int:
             raise ValueError(f"--clean is for a grid with label noise (its runs stand for 0% noise beside the noisy "
                              f"ones), and {args.out} has no noisy runs")
     paths = write_report(args.out, clean_dir=args.clean)
+    if args.cost:
+        from .report import write_cost
+
+        paths.append(write_cost(args.out))
     print("wrote " + ", ".join(map(str, paths)))
     return 0
 
@@ -237,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--clean", default=None, metavar="DIR",
                     help="a grid without label noise whose runs of the same strategies stand for 0%% noise in "
                          "the cross-rate noise table and figure, e.g. docs/results/gal2017")
+    rp.add_argument("--cost", action="store_true",
+                    help="also write cost.md: labels to 90%% and 95%% by median, step-average and average-step, "
+                         "beside the median seconds a step spends scoring, training and in all")
     rp.set_defaults(func=_report)
     from ..labelling.cli import add_parser as add_label_parser, run as run_label
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
 
-__all__ = ["ANCHORS", "group_runs", "table_markdown", "plot_curves", "plot_last_layer", "last_layer_markdown",
+__all__ = ["ANCHORS", "group_runs", "table_markdown", "cost_markdown", "write_cost", "plot_curves", "plot_last_layer", "last_layer_markdown",
            "deterministic_markdown", "noise_markdown", "plot_noise_levels", "plot_flipped", "SEED000_REJECTS",
            "write_report"]
 
@@ -243,6 +243,94 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
                      + " | ".join(cells) + f" | {acc} |" + (" " + " | ".join(anchor_cells) + " |" if anchors else "")
                      + (f" {_devices_by_seed(runs)} |" if mixed else ""))
     return "\n".join(lines)
+
+
+def cost_markdown(rows: List[dict], n_initial: int = 20, thresholds: Sequence[float] = (0.90, 0.95)) -> str:
+    """Labels to each accuracy by three measures, beside the cost of a step.
+
+    For each strategy and variant: the median over runs of the labels where
+    each run first reaches the threshold (Kirsch et al., 2019, report
+    medians; a run that never reaches it counts above every run that does),
+    the step-average (their mean ± population std) and the average-step (where
+    the mean curve first reaches it); see
+    :func:`skdbal.metrics.labels_to_accuracy`. Labels include the
+    ``n_initial`` initial points, the acquired ones in parentheses. The cost
+    columns are medians over every acquisition step (step ≥ 1) of every run,
+    in wall-clock seconds: scoring and picking (``query_time``), training
+    (``train_time``) and the whole step (``time``: training, query and
+    evaluation). Only runs of the longest length in a group are counted, as
+    in :func:`table_markdown`.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.report import cost_markdown
+    >>> def run(strategy, seed, accuracies, query_time):   # one run's rows, 10 labels a step
+    ...     return [dict(preset="p", strategy=strategy, variant="bayesian", seed=seed, step=i, n_labels=20 + 10 * i,
+    ...                  accuracy=a, train_time=1.0, query_time=query_time * (i > 0), time=1.5 + query_time * (i > 0))
+    ...             for i, a in enumerate(accuracies)]
+    >>> rows = (run("bald", 1, [0.5, 0.91, 0.96], 0.5) + run("bald", 2, [0.5, 0.8, 0.92], 0.7)
+    ...         + run("bald", 3, [0.5, 0.9, 0.95], 0.6))
+    >>> print(cost_markdown(rows))
+    | strategy | variant | runs | 90%: median | 90%: step-average | 90%: average-step | 95%: median | 95%: step-average | 95%: average-step | query s/step | train s/step | step s |
+    |---|---|---|---|---|---|---|---|---|---|---|---|
+    | BALD | bayesian | 3 | 30 (10) | 33.3 (13.3) ± 4.7 | 40 (20) | 40 (20) | 2/3 runs reached | > 40 | 0.60 | 1.00 | 2.10 |
+    """
+    groups = group_runs(rows)
+    head = ["strategy", "variant", "runs"]
+    for thr in thresholds:
+        head += [f"{100 * thr:.0f}%: {m}" for m in ("median", "step-average", "average-step")]
+    head += ["query s/step", "train s/step", "step s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in sorted(groups, key=_sort_key):
+        _, strategy, variant = key
+        runs = _longest(groups[key])
+        labels, _ = curves_from_histories(runs)
+        cells = [_LABEL.get(strategy, strategy), variant, str(len(runs))]
+        for thr in thresholds:
+            med = labels_to_accuracy(runs, thr, "median")
+            sa = labels_to_accuracy(runs, thr, "step-average")
+            avg = labels_to_accuracy(runs, thr, "average-step")["value"]
+            reached = sum(not np.isnan(r) for r in sa["runs"])
+            cells.append(_fmt_labels(med["value"], n_initial, labels[-1]))
+            cells.append(f"{reached}/{len(runs)} runs reached" if np.isnan(sa["value"]) else
+                         f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
+            cells.append(_fmt_labels(avg, n_initial, labels[-1]))
+        for column in ("query_time", "train_time", "time"):
+            values = [float(r[column]) for run in runs for r in run
+                      if int(r["step"]) >= 1 and r.get(column) not in (None, "")]
+            cells.append(f"{np.median(values):.2f}" if values else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
+    """Write ``cost.md`` in a grid's folder: :func:`cost_markdown` of its runs.
+
+    Parameters
+    ----------
+    out_dir : path
+        A folder written by :func:`skdbal.experiments.run_grid`.
+
+    Returns
+    -------
+    path : Path
+        The file written.
+    """
+    out_dir = Path(out_dir)
+    preset = _grid_preset(out_dir)
+    rows = _read_grid_rows(out_dir)
+    devices = sorted({str(run_file[1].get("device", "unrecorded")) for run_file in _run_files(out_dir).values()
+                      if run_file[1] is not None})
+    path = out_dir / "cost.md"
+    path.write_text(
+        f"# {out_dir.name}: labels to accuracy and the cost of a step\n\n"
+        "Labels to 90% and 95% test accuracy (the initial points included, the acquired ones in parentheses) by "
+        "the median over seeds, the step-average (± population std) and the average-step; then the median over "
+        "the acquisition steps of every run of the seconds spent scoring and picking, training, and on the "
+        f"whole step (device: {', '.join(devices) or 'unrecorded'}; runs side by side share the machine, so "
+        "compare costs within one grid).\n\n"
+        + cost_markdown(rows, 10 * preset["n_initial_per_class"]) + "\n")
+    return path
 
 
 def _missing_accuracy(last_labels: int, at_labels: int, end_labels: Optional[int]) -> str:

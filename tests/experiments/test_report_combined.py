@@ -191,3 +191,26 @@ def test_clean_runs_of_another_configuration_are_refused(tmp_path):
     run_grid("gal2017", out_dir=tmp_path / "clean2", **kw, **{**TINY, "n_queries": 2})  # only longer: fine
     write_report(tmp_path / "noisy", clean_dir=tmp_path / "clean2")
     assert "| Random | 0% | 1 (1) |" in (tmp_path / "noisy" / "noise_levels.md").read_text()
+
+
+def test_report_cost_writes_the_median_and_the_step_costs_of_the_runs(grid, capsys):
+    """``skdbal report DIR --cost`` writes cost.md: labels by median, step-average and average-step, and the
+    median seconds of the acquisition steps, read back here from the runs' own rows (issue 31)."""
+    import numpy as np
+
+    from skdbal.metrics import labels_to_accuracy
+
+    assert main(["report", str(grid), "--cost"]) == 0
+    assert "cost.md" in capsys.readouterr().out
+    text = (grid / "cost.md").read_text()
+    assert "device: cpu" in text
+    line = [ln for ln in text.splitlines() if ln.startswith("| Random")][0]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    rows = read_results(grid / "results.csv")
+    runs = [[r for r in rows if r["seed"] == s] for s in (1, 2)]
+    assert cells[:3] == ["Random", "bayesian", "2"]
+    for column, name in zip(cells[-3:], ("query_time", "train_time", "time")):
+        assert float(column) == pytest.approx(np.median([r[name] for run in runs for r in run if r["step"] >= 1]),
+                                              abs=0.006)
+    med = labels_to_accuracy(runs, 0.90, "median")["value"]
+    assert cells[3] == (f"{med:.0f} ({med - 10 * 2:.0f})" if not np.isnan(med) else "> 30")
