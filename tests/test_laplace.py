@@ -294,7 +294,7 @@ def test_active_learner_with_a_trained_network_refits_only_the_posterior(fitted,
     assert learner.estimator_.laplace_.n_data == 25
 
 
-def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path):
+def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monkeypatch):
     import csv
 
     from skdbal.experiments.cli import main
@@ -306,6 +306,16 @@ def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path):
     assert main(args + [a for kv in tiny for a in ("--set", kv)]) == 0
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert {r["variant"] for r in rows} == {"laplace"} and [r["step"] for r in rows] == ["0", "1", "2"]
+    # its figure draws the Laplace runs, named as such (a grid of them alone once gave an empty figure)
+    import skdbal.experiments.report as report
+
+    results = report.read_results(tmp_path / "results.csv")
+    fig = report.plot_curves(results, None, variants=("laplace",))
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["BALD (laplace), 1 run(s)"]
+    calls, plot = [], report.plot_curves
+    monkeypatch.setattr(report, "plot_curves", lambda rows, path, **kw: calls.append(kw) or plot(rows, path, **kw))
+    report.write_report(tmp_path)
+    assert calls[0]["variants"] == ("laplace",) and calls[0]["title"].startswith("digits, Bayesian CNN:")
     before = (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text()
     assert main(args + [a for kv in tiny for a in ("--set", kv)]) == 0        # nothing left: unchanged
     assert (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text() == before

@@ -503,7 +503,9 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         labels, acc = curves_from_histories(runs)
         mean, std = acc.mean(axis=0), acc.std(axis=0)
         style = ("-", "--", ":", "-.")[list(variants).index(variant) % 4]  # bayesian first: solid
-        name = _LABEL.get(strategy, strategy) + ("" if len(variants) == 1 else f" ({variant})")
+        # one MC-dropout variant needs no name; another (a Laplace posterior) is always named
+        alone = len(variants) == 1 and variant.startswith("bayesian")
+        name = _LABEL.get(strategy, strategy) + ("" if alone else f" ({variant})")
         plotted[name] = runs
         color = _color(strategy, others)
         left = _not_counted(groups[key], runs)
@@ -1231,7 +1233,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
         return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
-                                  end_labels, _anchors(rows, files, preset))
+                                  end_labels, _anchors(rows, files, preset), _network(preset))
     paths = []
     for rate in noisy:  # one table and figure per noise rate; the clean rows go on as usual
         part = [r for r in rows if r["noise_rate"] == rate]
@@ -1285,7 +1287,7 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     if not rows:
         return paths
     return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
-                                      end_labels, _anchors(rows, files, preset))
+                                      end_labels, _anchors(rows, files, preset), _network(preset))
 
 
 def _anchors(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]], preset: dict) -> bool:
@@ -1298,6 +1300,13 @@ def _anchors(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]], 
 
 
 _DATASET_LABEL = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "digits": "digits"}
+_NETWORK_LABEL = {"BayesianCNN": "Bayesian CNN", "KirschCNN": "Kirsch et al.'s CNN"}
+
+
+def _network(preset: dict) -> str:
+    """The network of a grid's preset as its figures name it (the module's name where it has no label)."""
+    module = preset.get("module") or "BayesianCNN"
+    return _NETWORK_LABEL.get(module, module)
 
 
 def _run_files(out_dir: Path) -> Dict[tuple, Tuple[Path, Optional[dict]]]:
@@ -1424,7 +1433,8 @@ def _gal2017_protocol(preset: dict) -> bool:
 
 
 def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset: str = "MNIST",
-                       end_labels: Optional[int] = None, anchors: bool = True) -> List[Path]:
+                       end_labels: Optional[int] = None, anchors: bool = True,
+                       network: str = "Bayesian CNN") -> List[Path]:
     """The report of rows without label noise (see :func:`write_report`)."""
     if any(r["variant"].startswith("blr_") for r in rows):
         table = out_dir / "last_layer.md"
@@ -1456,10 +1466,14 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
     )
     paths.append(table)
     curves = out_dir / "learning_curves.png"
-    # the Bayesian CNN's runs, from every initial set in the folder ("bayesian-init-kmeans_per_class")
-    variants = tuple(sorted({r["variant"] for r in rows if r["variant"].startswith("bayesian")})) or ("bayesian",)
+    # the MC-dropout network's runs, from every initial set in the folder ("bayesian-init-kmeans_per_class"), and
+    # those scored with a Laplace posterior; a grid of neither plots what it has (never an empty figure)
+    present = {r["variant"] for r in rows}
+    variants = tuple(sorted(v for v in present if v.startswith("bayesian"))) + (("laplace",) if "laplace" in present
+                                                                                else ())
+    variants = variants or tuple(sorted(present))
     plot_curves(rows, curves, variants=variants,
-                title=f"{dataset}, Bayesian CNN: test accuracy (mean ± std over seeds)")
+                title=f"{dataset}, {network}: test accuracy (mean ± std over seeds)")
     paths.append(curves)
     sweep = diversity_markdown(rows)
     if sweep:
