@@ -82,9 +82,9 @@ except ImportError:  # not installed: the checkout this script sits in
     sys.path.insert(1, str(HERE.parent))
 import skdbal  # noqa: E402
 from _common import machine, mnist_or_synthetic  # noqa: E402
+from bench_scoring import naive_loop, trunk_once_loop  # noqa: E402  (the same loops, on the pool's device)
 
 from skdbal import MCDropoutClassifier  # noqa: E402
-from skdbal.mc_dropout import mc_dropout_mode  # noqa: E402
 from skdbal.nets import BayesianCNN  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402
 
@@ -215,27 +215,6 @@ def ratio(a, b):
 
 
 # ------------------------------------------------------------------- part A: pool scoring
-# bench_scoring's naive_loop and trunk_once_loop call .numpy() on the result, which fails for
-# a CUDA tensor; these are the same loops on the pool's device, with the copy to the host timed
-# as every other method's.
-def naive_loop(net, X, T, bs):
-    out = []
-    with mc_dropout_mode(net):
-        for s in range(0, len(X), bs):
-            xb = X[s:s + bs]
-            out.append(torch.stack([torch.softmax(net(xb), -1) for _ in range(T)]))
-    return torch.cat(out, 1).cpu().numpy()
-
-
-def trunk_once_loop(net, X, T, bs):
-    out = []
-    with mc_dropout_mode(net):
-        for s in range(0, len(X), bs):
-            h = net.trunk(X[s:s + bs])
-            out.append(torch.stack([torch.softmax(net.head(h), -1) for _ in range(T)]))
-    return torch.cat(out, 1).cpu().numpy()
-
-
 def baal_scorer(net, replicate, caching, bs, device, X_host):
     """bench_scoring's baal runner on ``device``: baal's ModelWrapper moves each batch of a host
     dataset to the GPU itself (``use_cuda``), as a baal user's data loader feeds it."""

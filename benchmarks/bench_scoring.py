@@ -40,7 +40,7 @@ def naive_loop(net, X, T, bs):
         for s in range(0, len(X), bs):
             xb = X[s:s + bs]
             out.append(torch.stack([torch.softmax(net(xb), -1) for _ in range(T)]))
-    return torch.cat(out, 1).numpy()
+    return torch.cat(out, 1).cpu().numpy()  # .cpu(): bench_gpu.py runs these loops on a GPU
 
 
 def trunk_once_loop(net, X, T, bs):
@@ -49,7 +49,7 @@ def trunk_once_loop(net, X, T, bs):
         for s in range(0, len(X), bs):
             h = net.trunk(X[s:s + bs])
             out.append(torch.stack([torch.softmax(net.head(h), -1) for _ in range(T)]))
-    return torch.cat(out, 1).numpy()
+    return torch.cat(out, 1).cpu().numpy()  # .cpu(): bench_gpu.py runs these loops on a GPU
 
 
 def baal_runner(net, replicate, caching, bs):

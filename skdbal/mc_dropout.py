@@ -876,9 +876,11 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         dropout and a linear layer is then computed only over the non-zero
         inputs of each row). ``"row"`` draws from a ``torch.Generator`` on the
         model's device, as results version 3 did (the faster on a GPU, where
-        the CPU's draws would bound the throughput). ``"stream"``: one random
+        the CPU's draws bound the throughput: 4.1× ``"row_pcg64"``'s rate at
+        T=100 on an H100, docs/performance.md). ``"stream"``: one random
         stream for the whole call, as skdbal drew masks up to results version
-        2. The committed grids of ``docs/results`` say which they use.
+        2 (9× ``"row_pcg64"``'s rate on that GPU, but a row's masks then
+        depend on the rows scored with it). The committed grids of ``docs/results`` say which they use.
         ``consistent_masks=True`` shares its masks between rows either way.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout in
