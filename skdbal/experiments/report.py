@@ -315,6 +315,21 @@ def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
     -------
     path : Path
         The file written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from skdbal.experiments import get_preset, run_grid
+    >>> from skdbal.experiments.report import write_cost
+    >>> tiny = get_preset("gal2017", dataset="digits", n_queries=1, max_epochs=2, n_samples=4,
+    ...                   pool_subsample=100, n_validation=50, module_params={"kernel_size": 3})
+    >>> out = tempfile.mkdtemp()
+    >>> _ = run_grid(tiny, ["random"], seeds=[1, 2], out_dir=out, torch_threads=1, verbose=False)
+    >>> lines = write_cost(out).read_text().splitlines()
+    >>> lines[4].split(" | ")[:4]
+    ['| strategy', 'variant', 'runs', '90%: median']
+    >>> lines[6].split(" | ")[:3]
+    ['| Random', 'bayesian', '2']
     """
     out_dir = Path(out_dir)
     preset = _grid_preset(out_dir)
