@@ -74,13 +74,33 @@ def test_mc_dropout_regressor_passes_sklearn_checks(estimator, check):
 
 
 # ---------------------------------------------------------------- every public estimator (issue 27, item 8)
-#: What a float32 network's features cannot promise; listed so that an unexpected pass is noticed
-#: (``xfail_strict`` in setup.cfg).
-FLOAT32_NET = {
-    "check_methods_subset_invariance":
-        "a float32 network's matrix products over batches of other sizes differ in the last bit "
-        "(about 2e-7 relative on features of size 2), over the check's tolerance of 1e-7",
-}
+#: What a float32 network's features cannot promise to scikit-learn's tolerance, checked here at a
+#: float32 one instead: its matrix products over batches of other sizes may differ in the last bit
+#: (about 2e-7 relative on features of size 2, over the check's 1e-7) or not, by the CPU's kernels (an
+#: AMD EPYC differed, an Intel Xeon did not), so neither a pass nor an expected failure can be pinned.
+FLOAT32_NET = {"check_methods_subset_invariance": "_subset_invariance_to_float32"}
+
+
+def _check_name(check) -> str:
+    return getattr(check, "func", check).__name__
+
+
+def _subset_invariance_to_float32(estimator):
+    """sklearn's check_methods_subset_invariance at float32's tolerance: transform over the whole set,
+    over batches of 7 and row by row agree to 1e-5 relative."""
+    import numpy as np
+    from sklearn.base import clone
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(40, 4)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    est = clone(estimator).fit(X, y)
+    full = est.transform(X)
+    batches = np.concatenate([est.transform(X[s:s + 7]) for s in range(0, len(X), 7)])
+    rows = np.concatenate([est.transform(X[i:i + 1]) for i in range(len(X))])
+    np.testing.assert_allclose(batches, full, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rows, full, rtol=1e-5, atol=1e-6)
+    assert full.std() > 1e-3  # real features, not a constant
 
 
 def _net_features():
@@ -109,10 +129,12 @@ def _blr(inference):
     return BayesianLinearRegression(inference=inference)
 
 
-@parametrize_with_checks([_ensemble(), _learner(), _blr("analytic"), _blr("mfvi"), _net_features()],
-                         expected_failed_checks=lambda est: FLOAT32_NET if type(est).__name__ == "NetFeatures" else {})
+@parametrize_with_checks([_ensemble(), _learner(), _blr("analytic"), _blr("mfvi"), _net_features()])
 def test_public_estimators_pass_sklearn_checks(estimator, check):
-    check(estimator)
+    if type(estimator).__name__ == "NetFeatures" and _check_name(check) in FLOAT32_NET:
+        _subset_invariance_to_float32(estimator)  # the same property at float32's tolerance
+    else:
+        check(estimator)
 
 
 def test_learner_checks_features_and_refuses_unconvertible_objects():
