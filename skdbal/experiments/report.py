@@ -171,6 +171,15 @@ def _fmt_labels(value: float, n_initial: int, reached_max: int) -> str:
         f"{value:.1f} ({value - n_initial:.1f})"
 
 
+def _fmt_step_average(sa: dict, n_initial: int, reached_max: int) -> str:
+    """The step-average cell of :func:`labels_to_accuracy`'s result ``sa``: mean ± std, or how many runs
+    reached the threshold where one did not."""
+    if np.isnan(sa["value"]):
+        reached = sum(not np.isnan(r) for r in sa["runs"])
+        return f"{reached}/{len(sa['runs'])} runs reached"
+    return f"{_fmt_labels(sa['value'], n_initial, reached_max)} ± {sa['std']:.1f}"
+
+
 def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000, anchors: bool = True,
                    end_labels: Optional[int] = None, devices: bool = True) -> str:
     """The Table 1 equivalent: labels to 90% and 95% accuracy, both methods, and
@@ -228,11 +237,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
             avg = labels_to_accuracy(runs, thr, "average-step")["value"]
             sa = labels_to_accuracy(runs, thr, "step-average")
             cells.append(_fmt_labels(avg, n_initial, labels[-1]))
-            if np.isnan(sa["value"]):
-                reached = [r for r in sa["runs"] if not np.isnan(r)]
-                cells.append(f"{len(reached)}/{len(runs)} runs reached")
-            else:
-                cells.append(f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
+            cells.append(_fmt_step_average(sa, n_initial, labels[-1]))
         mean, std = accuracy_at(runs, at_labels)
         acc = _missing_accuracy(labels[-1], at_labels, end_labels) if np.isnan(mean) else \
             f"{100 * mean:.2f} ± {100 * std:.2f}%"
@@ -290,10 +295,8 @@ def cost_markdown(rows: List[dict], n_initial: int = 20, thresholds: Sequence[fl
             med = labels_to_accuracy(runs, thr, "median")
             sa = labels_to_accuracy(runs, thr, "step-average")
             avg = labels_to_accuracy(runs, thr, "average-step")["value"]
-            reached = sum(not np.isnan(r) for r in sa["runs"])
             cells.append(_fmt_labels(med["value"], n_initial, labels[-1]))
-            cells.append(f"{reached}/{len(runs)} runs reached" if np.isnan(sa["value"]) else
-                         f"{_fmt_labels(sa['value'], n_initial, labels[-1])} ± {sa['std']:.1f}")
+            cells.append(_fmt_step_average(sa, n_initial, labels[-1]))
             cells.append(_fmt_labels(avg, n_initial, labels[-1]))
         for column in ("query_time", "train_time", "time"):
             values = [float(r[column]) for run in runs for r in run
@@ -332,10 +335,8 @@ def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
     ['| Random', 'bayesian', '2']
     """
     out_dir = Path(out_dir)
-    preset = _grid_preset(out_dir)
-    rows = _read_grid_rows(out_dir)
-    devices = sorted({str(run_file[1].get("device", "unrecorded")) for run_file in _run_files(out_dir).values()
-                      if run_file[1] is not None})
+    rows, _, _, n_initial, _ = _grid_rows(out_dir)  # as write_report reads them: the same runs and steps
+    devices = sorted({str(r.get("device") or "unrecorded") for r in rows})
     path = out_dir / "cost.md"
     path.write_text(
         f"# {out_dir.name}: labels to accuracy and the cost of a step\n\n"
@@ -344,7 +345,7 @@ def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
         "the acquisition steps of every run of the seconds spent scoring and picking, training, and on the "
         f"whole step (device: {', '.join(devices) or 'unrecorded'}; runs side by side share the machine, so "
         "compare costs within one grid).\n\n"
-        + cost_markdown(rows, 10 * preset["n_initial_per_class"]) + "\n")
+        + cost_markdown(rows, n_initial) + "\n")
     return path
 
 
@@ -1236,15 +1237,8 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
     ['learning_curves.png', 'table.md']
     """
     out_dir = Path(out_dir)
-    files = _run_files(out_dir)
-    rows = _with_devices(_read_grid_rows(out_dir), files)
-    _check_comparable(rows, files)
-    preset = _grid_preset(out_dir)
-    n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
-    end_labels = None
-    if preset.get("n_queries") is not None:  # steps beyond the grid's latest protocol (a longer earlier run)
-        rows = [r for r in rows if r["step"] <= preset["n_queries"]]
-        end_labels = n_initial + preset["n_queries"] * n_instances
+    rows, files, preset, n_initial, end_labels = _grid_rows(out_dir)
+    n_instances = preset["n_instances"]
     noisy = sorted({r["noise_rate"] for r in rows if r["noise_rate"]})
     if not noisy:
         return _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
@@ -1303,6 +1297,22 @@ def write_report(out_dir: Union[str, os.PathLike], clean_dir: Union[str, os.Path
         return paths
     return paths + _write_report_rows(out_dir, rows, n_initial, _DATASET_LABEL.get(preset.get("dataset"), "MNIST"),
                                       end_labels, _anchors(rows, files, preset), _network(preset))
+
+
+def _grid_rows(out_dir: Path):
+    """A grid's rows as its report reads them: each with its run's device, refused where runs are not
+    comparable, and cut at the grid's latest ``n_queries``; with the run files, the preset, the initial
+    labels and the labels at which the runs end (None where the preset does not say)."""
+    files = _run_files(out_dir)
+    rows = _with_devices(_read_grid_rows(out_dir), files)
+    _check_comparable(rows, files)
+    preset = _grid_preset(out_dir)
+    n_initial, n_instances = 10 * preset["n_initial_per_class"], preset["n_instances"]
+    end_labels = None
+    if preset.get("n_queries") is not None:  # steps beyond the grid's latest protocol (a longer earlier run)
+        rows = [r for r in rows if r["step"] <= preset["n_queries"]]
+        end_labels = n_initial + preset["n_queries"] * n_instances
+    return rows, files, preset, n_initial, end_labels
 
 
 def _anchors(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict]]], preset: dict) -> bool:
