@@ -100,6 +100,13 @@ class Results:
         self.path = path
         self.data = {"meta": {}, "part_a": {}, "skdbal_run": {}, "baal_run": {}, "summary": {}, "errors": []}
 
+    def failed(self, name):
+        """Print and record the traceback of the exception being handled, as ``name``'s failure."""
+        tb = traceback.format_exc()
+        log(f"!!! {name} failed:\n{tb}")
+        self.data["errors"].append({"section": name, "traceback": tb})
+        self.save()
+
     def save(self):
         if not self.path:
             return
@@ -137,10 +144,7 @@ def section(name, results):
     try:
         yield
     except Exception:  # noqa: BLE001 - one failing section must not stop the others
-        tb = traceback.format_exc()
-        log(f"!!! {name} failed:\n{tb}")
-        results.data["errors"].append({"section": name, "traceback": tb})
-        results.save()
+        results.failed(name)
     log(f"=== {name}: {time.perf_counter() - t0:.1f} s ===")
 
 
@@ -287,8 +291,7 @@ def part_a(args, device, results):
                 log(f"  T={T} warm-up {name}: {dt:.2f} s ({warm.stop} images)")
             except Exception:  # noqa: BLE001
                 failed.add(name)
-                log(f"!!! {name} failed:\n{traceback.format_exc()}")
-                results.data["errors"].append({"section": f"part A {name}", "traceback": traceback.format_exc()})
+                results.failed(f"part A {name}")
         for rep in range(args.repeats):
             for name, fn in methods.items():
                 if name in failed or (rep and time.perf_counter() - t_a > limit):
@@ -297,9 +300,7 @@ def part_a(args, device, results):
                     dt, out = timed(fn, device, slice(None), T)
                 except Exception:  # noqa: BLE001
                     failed.add(name)
-                    log(f"!!! {name} failed:\n{traceback.format_exc()}")
-                    results.data["errors"].append({"section": f"part A {name}",
-                                                   "traceback": traceback.format_exc()})
+                    results.failed(f"part A {name}")
                     continue
                 scores = mutual_information(out)
                 if name not in best or dt < best[name][0]:
