@@ -110,6 +110,9 @@ def _report(args) -> int:
 
     from .report import write_report
 
+    if not (Path(args.out) / "results.csv").is_file():  # a usage error naming the folder, not a traceback
+        raise ValueError(f"{args.out} holds no grid ({Path(args.out) / 'results.csv'} is missing): give a folder "
+                         "written by skdbal experiment")
     if args.clean is not None:  # checked here: otherwise a --clean that cannot apply would be ignored
         from .runner import read_results
 

@@ -214,3 +214,11 @@ def test_report_cost_writes_the_median_and_the_step_costs_of_the_runs(grid, caps
                                               abs=0.006)
     med = labels_to_accuracy(runs, 0.90, "median")["value"]
     assert cells[3] == (f"{med:.0f} ({med - 10 * 2:.0f})" if not np.isnan(med) else "> 30")
+
+
+@pytest.mark.parametrize("extra", [[], ["--cost"]])
+def test_report_of_a_folder_without_a_grid_is_a_usage_error(tmp_path, capsys, extra):
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(tmp_path)] + extra)
+    assert exc.value.code == 2
+    assert "holds no grid" in capsys.readouterr().err and not (tmp_path / "cost.md").exists()
