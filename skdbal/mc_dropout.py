@@ -590,6 +590,14 @@ class _MCDropoutNet:
         return tags
 
     # ------------------------------------------------------------ saving
+    def __getstate__(self):
+        # MC scoring changes the module's mode flags and puts row-keyed dropout hooks (closures, which
+        # cannot be pickled) on it, under _SHARED_STATE_LOCK; a pickle taken from another thread meanwhile
+        # (a Dask worker sending its copy to a peer, joblib, copy.deepcopy) waits for the scoring to end,
+        # so it holds the network as it is between calls and never fails on a hook.
+        with _SHARED_STATE_LOCK:
+            return super().__getstate__()
+
     def load_params(self, f_params=None, *args, **kwargs):
         """Load parameters saved by :meth:`save_params`, as skorch does.
 

@@ -497,3 +497,45 @@ def test_factored_contributions_leave_the_trunk_output_alone():
     before = h.clone()
     _channel_contributions(head, 2, h)
     torch.testing.assert_close(h, before, rtol=0, atol=0)
+
+
+def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digits):
+    """Scoring puts row-keyed dropout hooks (closures) on the module and changes its mode flags; a pickle
+    taken from another thread meanwhile (a Dask worker sending its copy to a peer) waits for the scoring
+    to end instead of failing on a hook, and holds the network as it is between calls."""
+    import pickle
+    import threading
+
+    from skdbal.mc_dropout import _row_keyed_dropout, mc_dropout_mode
+
+    X, _ = digits
+    scoring, release, out = threading.Event(), threading.Event(), {}
+
+    def score():
+        with mc_dropout_mode(fitted_net.module_), _row_keyed_dropout(fitted_net.module_, {"T": 1}):
+            scoring.set()
+            release.wait(10)
+
+    def dump():
+        try:
+            out["blob"] = pickle.dumps(fitted_net)
+        except BaseException as exc:  # re-raised below
+            out["error"] = exc
+
+    a = threading.Thread(target=score)
+    a.start()
+    assert scoring.wait(10)
+    assert any(m._forward_hooks for m in fitted_net.module_.modules())  # the state a pickle must not see
+    b = threading.Thread(target=dump)
+    b.start()
+    b.join(0.3)
+    assert b.is_alive() and not out  # waits while the other thread scores
+    release.set()
+    a.join(10)
+    b.join(10)
+    assert "error" not in out, out.get("error")
+    copy_ = pickle.loads(out["blob"])
+    assert not any(m._forward_hooks for m in copy_.module_.modules())
+    assert [m.training for m in copy_.module_.modules()] == [m.training for m in fitted_net.module_.modules()]
+    np.testing.assert_array_equal(copy_.predict_proba_samples(X[:5], n_samples=3),
+                                  fitted_net.predict_proba_samples(X[:5], n_samples=3))

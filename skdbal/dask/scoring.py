@@ -44,6 +44,7 @@ seeds each row's masks from the row itself (``mask_seeding="row_pcg64"``, the de
 """
 from __future__ import annotations
 
+import pickle
 import time
 import warnings
 from typing import Optional
@@ -87,6 +88,22 @@ class _Plan:
         self.tau = tau
         self.X_target = X_target
         self.features = features  # a DiversityPenalty, whose _features_of is used
+        self._estimator_bytes = None
+
+    def __getstate__(self):
+        # The estimator travels as the bytes it was first pickled to, and a worker keeps them: when it
+        # passes its copy on to a peer, it sends those bytes again instead of pickling a network that
+        # one of its threads may be scoring with at that moment.
+        state = dict(self.__dict__)
+        if state["_estimator_bytes"] is None:
+            self._estimator_bytes = state["_estimator_bytes"] = pickle.dumps(self.estimator,
+                                                                             protocol=pickle.HIGHEST_PROTOCOL)
+        state["estimator"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.estimator = pickle.loads(self._estimator_bytes)
 
     def score(self, X, y=None):
         """``(scores, p̄(y | x) or None)`` of the rows ``X``."""

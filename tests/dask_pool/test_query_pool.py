@@ -212,3 +212,23 @@ def test_model_sent_once_per_worker(cluster, pool, net):
     after = cluster.run(_unpickled)
     assert {w: after[w] - before[w] for w in after} == {w: 1 for w in after}
     assert dist.indices.tolist() == bald.acquire(net, X, 3).indices.tolist()
+
+
+def test_plan_sends_the_estimator_as_the_bytes_it_was_first_pickled_to(net, digits):
+    """A worker that passes its copy of the plan on sends the estimator's bytes from the client again; it
+    does not pickle the live network, which one of its threads may be scoring with (the hooks that
+    scoring puts on the module cannot be pickled)."""
+    import pickle
+
+    from skdbal.dask.scoring import _Plan
+    from skdbal.mc_dropout import _row_keyed_dropout
+
+    X, _ = digits
+    blob = pickle.dumps(_Plan(net, bald, options={}))
+    on_worker = pickle.loads(blob)
+    est = on_worker.estimator
+    assert est is not net and not any(m._forward_hooks for m in est.module_.modules())
+    with _row_keyed_dropout(est.module_, {"T": 1}):  # a thread scoring with the worker's copy
+        again = pickle.loads(pickle.dumps(on_worker))  # sent on to a peer meanwhile
+    assert not any(m._forward_hooks for m in again.estimator.module_.modules())
+    np.testing.assert_array_equal(bald.score(again.estimator, X[:20]), bald.score(net, X[:20]))
