@@ -8,7 +8,7 @@ own process with one thread and one torch thread. Printed side by side, in one r
 - the wall time of each query and its throughput, and the in-process rate of ``bald`` on the first rows;
 - the client's peak memory (VmHWM and RssAnon of this process) against the pool's size;
 - where the time went, from the task stream: reading chunks, scoring them, and moving data between
-  workers, against the time to send the model (``scatter``) and to bring the candidates back.
+  workers, against the time to send the model and to bring the candidates back.
 
 The workers start without the nanny's default ``MALLOC_TRIM_THRESHOLD_=65536``, which halves torch's
 throughput on a CPU worker (glibc then maps and unmaps every large tensor; see the scale-out guide);
@@ -143,7 +143,7 @@ def main():
             small = query_pool(bald, net, X[:len(first)], args.k, client=client)
             assert small.indices.tolist() == local.indices.tolist(), "picks differ from the single process"
     print()
-    print("| workers | wall (s) | img/s | speed-up | scatter model (s) | read chunks (s) | score chunks (s) "
+    print("| workers | wall (s) | img/s | speed-up | send model (s) | read chunks (s) | score chunks (s) "
           "| transfers (s) | candidates back | client RssAnon growth | client VmHWM |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     w1 = results[min(results)][0]

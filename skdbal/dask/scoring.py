@@ -5,8 +5,9 @@ that is a :class:`dask.array.Array` (a Zarr array on a shared disk or an
 object store, :func:`~skdbal.dask.open_pool`) on a ``dask.distributed``
 cluster. The client never loads the pool:
 
-1. the estimator and the strategy (with EPIG's target inputs) go to every
-   worker once, with ``client.scatter(..., broadcast=True)``;
+1. the estimator and the strategy (with EPIG's target inputs) are pickled
+   once and go to every worker present once (``client.run``), where they
+   stay until the query ends; the chunks are scored on those workers only;
 2. one task per row chunk reads the chunk, scores it and returns only its
    best candidates (with their scores, the noise filter's ``p̄(y | x)``, and
    the chunk's count, minimum and maximum), so the client holds
@@ -44,8 +45,10 @@ seeds each row's masks from the row itself (``mask_seeding="row_pcg64"``, the de
 """
 from __future__ import annotations
 
+import contextlib
 import pickle
 import time
+import uuid
 import warnings
 from typing import Optional
 
@@ -88,22 +91,6 @@ class _Plan:
         self.tau = tau
         self.X_target = X_target
         self.features = features  # a DiversityPenalty, whose _features_of is used
-        self._estimator_bytes = None
-
-    def __getstate__(self):
-        # The estimator travels as the bytes it was first pickled to, and a worker keeps them: when it
-        # passes its copy on to a peer, it sends those bytes again instead of pickling a network that
-        # one of its threads may be scoring with at that moment.
-        state = dict(self.__dict__)
-        if state["_estimator_bytes"] is None:
-            self._estimator_bytes = state["_estimator_bytes"] = pickle.dumps(self.estimator,
-                                                                             protocol=pickle.HIGHEST_PROTOCOL)
-        state["estimator"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.estimator = pickle.loads(self._estimator_bytes)
 
     def score(self, X, y=None):
         """``(scores, p̄(y | x) or None)`` of the rows ``X``."""
@@ -138,8 +125,54 @@ def _top(keep, idx, scores, m, min_score):
     return order, False, sel
 
 
-def _block_summary(X, offset, plan, y, excluded, m_e, min_e, m_i, min_i, k_fill):
+#: The plans this worker process holds, by token: installed by ``client.run`` when a query begins
+#: and dropped when it ends, so they are outside the scheduler's data and its memory manager.
+_PLANS: dict = {}
+
+
+def _install_plan(token: str, blob: bytes) -> None:
+    """Unpickle a query's plan on this worker (run through ``client.run``)."""
+    _PLANS[token] = pickle.loads(blob)
+
+
+def _drop_plan(token: str) -> None:
+    _PLANS.pop(token, None)
+
+
+def _plan_for(token: str) -> "_Plan":
+    plan = _PLANS.get(token)
+    if plan is None:
+        raise RuntimeError(f"this worker holds no plan {token!r}: only the workers present when the query "
+                           "began score its chunks")
+    return plan
+
+
+@contextlib.contextmanager
+def _plan_on_workers(client, plan: "_Plan", info: dict):
+    """Inside, every worker present now holds ``plan`` under a token: ``(token, workers)``.
+
+    The plan is pickled once, here, and unpickled once on each worker, whatever the number of tasks
+    and rounds. It is not scattered: the scheduler's active memory manager drops replicas of a
+    scattered key that no task is waiting for (within seconds, between two rounds of a query),
+    after which a worker fetches it from a peer, which would pickle the network again, possibly
+    while one of its threads scores with it."""
+    token = f"skdbal-plan-{uuid.uuid4().hex}"
+    t0 = time.perf_counter()
+    blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    workers = sorted(client.run(_install_plan, token, blob))
+    info["scatter_s"] = time.perf_counter() - t0
+    try:
+        yield token, workers
+    finally:
+        try:
+            client.run(_drop_plan, token, workers=workers)
+        except Exception:  # a worker gone since holds nothing; never hide the query's own error
+            pass
+
+
+def _block_summary(X, offset, token, y, excluded, m_e, min_e, m_i, min_i, k_fill):
     """One chunk scored and reduced to its candidates (runs on a worker)."""
+    plan = _plan_for(token)
     X = np.asarray(X)
     idx = np.arange(offset, offset + len(X), dtype=np.int64)
     valid = np.ones(len(X), dtype=bool)
@@ -161,9 +194,9 @@ def _block_summary(X, offset, plan, y, excluded, m_e, min_e, m_i, min_i, k_fill)
     return out
 
 
-def _block_features(X, plan, rows):
+def _block_features(X, token, rows):
     """The diversity features of the chunk's rows ``rows`` (runs on a worker)."""
-    return plan.features_of(np.asarray(X)[np.asarray(rows, dtype=np.intp)])
+    return _plan_for(token).features_of(np.asarray(X)[np.asarray(rows, dtype=np.intp)])
 
 
 def _check_pool(X):
@@ -353,10 +386,6 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     plan = _Plan(estimator, score_base, options=opts, noise_n_samples=noise_T,
                  tau=None if noise is None else float(noise.threshold), X_target=X_target, features=div)
 
-    t0 = time.perf_counter()
-    plan_f = client.scatter(plan, broadcast=True, hash=False)
-    info["scatter_s"] = time.perf_counter() - t0
-
     blocks = X.to_delayed().reshape(len(X.chunks[0]), -1)[:, 0]
     offsets = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
     if y_pool is not None and noise is not None:
@@ -379,84 +408,85 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     else:
         m_e = k
 
-    def run(which, m_e, min_e, m_i, min_i):
-        t = time.perf_counter()
-        tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), plan_f, y_blocks[b],
-                                                           ex_blocks[b], m_e, min_e, m_i, min_i, k)
-                 for b in which]
-        futures = client.compute(tasks)
-        pos = {f.key: b for f, b in zip(futures, which)}
-        got = {}
-        for fut, res in as_completed(futures, with_results=True):
-            got[pos[fut.key]] = res
-        info["rounds"] += 1
-        info["score_s"] = info.get("score_s", 0.0) + time.perf_counter() - t
-        return got
+    with _plan_on_workers(client, plan, info) as (token, workers):
+        def run(which, m_e, min_e, m_i, min_i):
+            t = time.perf_counter()
+            tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), token, y_blocks[b],
+                                                               ex_blocks[b], m_e, min_e, m_i, min_i, k)
+                     for b in which]
+            futures = client.compute(tasks, workers=workers)
+            pos = {f.key: b for f, b in zip(futures, which)}
+            got = {}
+            for fut, res in as_completed(futures, with_results=True):
+                got[pos[fut.key]] = res
+            info["rounds"] += 1
+            info["score_s"] = info.get("score_s", 0.0) + time.perf_counter() - t
+            return got
 
-    nb = len(blocks)
-    parts = run(range(nb), m_e, None, k, None)
+        nb = len(blocks)
+        parts = run(range(nb), m_e, None, k, None)
 
-    def merged(key_idx, key_score):
-        ps = [parts[b] for b in range(nb)]
-        i, s = _concat(ps, key_idx, np.int64), _concat(ps, key_score)
-        o = _ranked(i, s)
-        return i[o], s[o]
+        def merged(key_idx, key_score):
+            ps = [parts[b] for b in range(nb)]
+            i, s = _concat(ps, key_idx, np.int64), _concat(ps, key_score)
+            o = _ranked(i, s)
+            return i[o], s[o]
 
-    n_eligible = sum(p["n_eligible"] for p in parts.values())
-    e_i, e_s = merged("e_idx", "e_score")
+        n_eligible = sum(p["n_eligible"] for p in parts.values())
+        e_i, e_s = merged("e_idx", "e_score")
 
-    if kind == "batch_bald":
-        cand = np.sort(e_i[:m_e])  # the global top m_e by BALD, in pool order
-        info["exact"] = len(cand) == n_valid
-        info["candidates"] = int(len(cand))
-        acq = base.acquire(estimator, client.compute(X[cand]).result(), k, random_state=random_state,
-                           **{key: v for key, v in options.items() if key != "n_candidates"})
-        return Acquisition(cand[acq.indices].astype(np.intp), acq.scores,
-                           {**acq.info, "n_candidates": int(len(cand)), "dask": info})
+        if kind == "batch_bald":
+            cand = np.sort(e_i[:m_e])  # the global top m_e by BALD, in pool order
+            info["exact"] = len(cand) == n_valid
+            info["candidates"] = int(len(cand))
+            acq = base.acquire(estimator, client.compute(X[cand]).result(), k, random_state=random_state,
+                               **{key: v for key, v in options.items() if key != "n_candidates"})
+            return Acquisition(cand[acq.indices].astype(np.intp), acq.scores,
+                               {**acq.info, "n_candidates": int(len(cand)), "dask": info})
 
-    out_info = {}
-    picks_s = None
-    if div is None or n_eligible < k:
-        picks, picks_s = e_i[:k], e_s[:k]
-    else:
-        lo = min(p["lo"] for p in parts.values())
-        hi = max(p["hi"] for p in parts.values())
-        s_norm = _div.normalize_scores(e_s, reference=[lo, hi])
-        bound = _div.candidate_bound(s_norm, k, div.weight)
-        if div.n_candidates is None:
-            # a chunk that sent all it was asked for may hold more candidates above the bound
-            thr = lo + bound * (hi - lo) if hi > lo else -np.inf
-            short = [b for b in range(nb) if parts[b]["e_more"]
-                     and _div.normalize_scores(parts[b]["e_score"][-1:], reference=[lo, hi])[0] >= bound]
-            if short:
-                margin = 1e-9 * max(abs(lo), abs(hi), 1.0)
-                again = run(short, None, thr - margin, k, None)
-                for b, res in again.items():
-                    parts[b].update({key: res[key] for key in ("e_idx", "e_score", "e_more")})
-                e_i, e_s = merged("e_idx", "e_score")
-                s_norm = _div.normalize_scores(e_s, reference=[lo, hi])
-        keep = s_norm >= bound
-        if div.n_candidates is not None:
-            keep &= np.arange(len(e_i)) < max(int(div.n_candidates), k)
-        cand, s_c = e_i[keep], s_norm[keep]
-        F = _gather_features(client, blocks, offsets, plan_f, cand)
-        pos, _ = _div.greedy_cosine_batch(s_c, F, k, div.weight)
-        picks, picks_s = cand[pos], e_s[keep][pos]
-        out_info["n_candidates"] = int(len(cand))
-        info["candidates"] = int(len(cand))
+        out_info = {}
+        picks_s = None
+        if div is None or n_eligible < k:
+            picks, picks_s = e_i[:k], e_s[:k]
+        else:
+            lo = min(p["lo"] for p in parts.values())
+            hi = max(p["hi"] for p in parts.values())
+            s_norm = _div.normalize_scores(e_s, reference=[lo, hi])
+            bound = _div.candidate_bound(s_norm, k, div.weight)
+            if div.n_candidates is None:
+                # a chunk that sent all it was asked for may hold more candidates above the bound
+                thr = lo + bound * (hi - lo) if hi > lo else -np.inf
+                short = [b for b in range(nb) if parts[b]["e_more"]
+                         and _div.normalize_scores(parts[b]["e_score"][-1:], reference=[lo, hi])[0] >= bound]
+                if short:
+                    margin = 1e-9 * max(abs(lo), abs(hi), 1.0)
+                    again = run(short, None, thr - margin, k, None)
+                    for b, res in again.items():
+                        parts[b].update({key: res[key] for key in ("e_idx", "e_score", "e_more")})
+                    e_i, e_s = merged("e_idx", "e_score")
+                    s_norm = _div.normalize_scores(e_s, reference=[lo, hi])
+            keep = s_norm >= bound
+            if div.n_candidates is not None:
+                keep &= np.arange(len(e_i)) < max(int(div.n_candidates), k)
+            cand, s_c = e_i[keep], s_norm[keep]
+            F = _gather_features(client, blocks, offsets, token, workers, cand)
+            pos, _ = _div.greedy_cosine_batch(s_c, F, k, div.weight)
+            picks, picks_s = cand[pos], e_s[keep][pos]
+            out_info["n_candidates"] = int(len(cand))
+            info["candidates"] = int(len(cand))
 
-    if noise is not None:
-        out_info = {"threshold": float(noise.threshold), **out_info}
-        picks, picks_s, rej, n_filled = _noise_rest(parts, nb, run, picks, picks_s, k, n_eligible, n_valid,
-                                                    noise.threshold, "DiversityPenalty" if div else "noise_filter",
-                                                    div is None)
-        out_info.update({"n_rejected": int(len(rej)), "rejected_indices": np.asarray(rej, dtype=np.intp), "n_filled": int(n_filled)})
-    info["candidates"] = max(info["candidates"], int(len(e_i)))
-    out_info["dask"] = info
-    return Acquisition(np.asarray(picks, dtype=np.intp), np.asarray(picks_s, dtype=np.float64), out_info)
+        if noise is not None:
+            out_info = {"threshold": float(noise.threshold), **out_info}
+            picks, picks_s, rej, n_filled = _noise_rest(parts, nb, run, picks, picks_s, k, n_eligible, n_valid,
+                                                        noise.threshold, "DiversityPenalty" if div else "noise_filter",
+                                                        div is None)
+            out_info.update({"n_rejected": int(len(rej)), "rejected_indices": np.asarray(rej, dtype=np.intp), "n_filled": int(n_filled)})
+        info["candidates"] = max(info["candidates"], int(len(e_i)))
+        out_info["dask"] = info
+        return Acquisition(np.asarray(picks, dtype=np.intp), np.asarray(picks_s, dtype=np.float64), out_info)
 
 
-def _gather_features(client, blocks, offsets, plan_f, cand):
+def _gather_features(client, blocks, offsets, token, workers, cand):
     """The features of ``cand``, read by the workers that hold their chunks, in ``cand``'s order."""
     import dask
 
@@ -464,9 +494,9 @@ def _gather_features(client, blocks, offsets, plan_f, cand):
     tasks, where = [], []
     for b in np.unique(b_of):
         rows = np.flatnonzero(b_of == b)
-        tasks.append(dask.delayed(_block_features, pure=False)(blocks[b], plan_f, cand[rows] - offsets[b]))
+        tasks.append(dask.delayed(_block_features, pure=False)(blocks[b], token, cand[rows] - offsets[b]))
         where.append(rows)
-    parts = client.gather(client.compute(tasks))
+    parts = client.gather(client.compute(tasks, workers=workers))
     F = None
     for rows, f in zip(where, parts):
         f = np.asarray(f).reshape(len(rows), -1)

@@ -4,6 +4,7 @@ One LocalCluster for the module: two single-threaded worker processes talking TC
 in time, shut down by its context managers even on failure. The pool is a Zarr array on disk that the
 workers read; the client only ever holds candidates.
 """
+import time
 import warnings
 
 import numpy as np
@@ -214,21 +215,31 @@ def test_model_sent_once_per_worker(cluster, pool, net):
     assert dist.indices.tolist() == bald.acquire(net, X, 3).indices.tolist()
 
 
-def test_plan_sends_the_estimator_as_the_bytes_it_was_first_pickled_to(net, digits):
-    """A worker that passes its copy of the plan on sends the estimator's bytes from the client again; it
-    does not pickle the live network, which one of its threads may be scoring with (the hooks that
-    scoring puts on the module cannot be pickled)."""
-    import pickle
 
-    from skdbal.dask.scoring import _Plan
-    from skdbal.mc_dropout import _row_keyed_dropout
+def test_plan_stays_on_every_worker_through_every_round(pool, net, monkeypatch):
+    """The scheduler's memory manager drops replicas of a scattered key that no task waits for (here every
+    50 ms); the plan is outside its reach: a query of three rounds (two of scores, one of features), with
+    pauses between them, unpickles the model once on each worker and leaves nothing behind."""
+    import dask
 
-    X, _ = digits
-    blob = pickle.dumps(_Plan(net, bald, options={}))
-    on_worker = pickle.loads(blob)
-    est = on_worker.estimator
-    assert est is not net and not any(m._forward_hooks for m in est.module_.modules())
-    with _row_keyed_dropout(est.module_, {"T": 1}):  # a thread scoring with the worker's copy
-        again = pickle.loads(pickle.dumps(on_worker))  # sent on to a peer meanwhile
-    assert not any(m._forward_hooks for m in again.estimator.module_.modules())
-    np.testing.assert_array_equal(bald.score(again.estimator, X[:20]), bald.score(net, X[:20]))
+    import skdbal.dask.scoring as scoring
+
+    path, X, y = pool
+    slow = scoring._gather_features
+
+    def paused(*args, **kwargs):
+        time.sleep(0.5)  # ten turns of the memory manager with no task waiting
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(scoring, "_gather_features", paused)
+    with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "50ms"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
+                         dashboard_address=None) as c, Client(c, timeout="60s") as client:
+        client.wait_for_workers(2, timeout=60)
+        model = CountedNet(net)
+        strategy = diversity_penalty(bald, 0.05)
+        dist = bounded(lambda: query_pool(strategy, model, open_pool(path), 6, client=client, n_candidates=5))
+        assert dist.info["dask"]["rounds"] == 2
+        assert set(client.run(_unpickled).values()) == {1}
+        assert set(client.run(lambda: len(scoring._PLANS)).values()) == {0}
+    same(dist, strategy.acquire(net, X, 6), ("n_candidates",))
