@@ -24,6 +24,10 @@ What is exact (the single-process result, index for index):
 - random sampling (its scores are drawn on the client, block by block, from
   the same stream);
 - the noise filter with a fixed threshold ``τ``, with its rejects and fill;
+- stochastic batches (``"power"``, ``"softmax"``) over a pointwise strategy
+  or EPIG: the Gumbel-top-k of the pool is the top ``k`` of each chunk's top
+  ``k``, and the client draws the local query's Gumbel noise in pool order,
+  sending each chunk its slice with its task, a few tasks at a time;
 - the diversity penalty over either of them: its scores are normalised by
   the minimum and maximum over every chunk, and every candidate above
   :func:`skdbal.diversity.candidate_bound` is gathered.
@@ -36,7 +40,8 @@ What is approximate, and says so in ``info["dask"]["exact"]``:
 
 What is refused: the noise filter's pool-wide rules (``"dynamic"``,
 ``"quantile"``, ``"batch"``, a callable), which read ``p̄(y | x)`` of the
-whole pool, stochastic batches, BADGE, DDU and plain callables; and
+whole pool, stochastic batches under ``"softrank"`` (a rank in the whole
+pool) or around a noise filter, BADGE, DDU and plain callables; and
 ``random_tie_break``, whose permutation of the pool is drawn on one machine.
 
 Picks do not depend on the number of workers or on the chunking: ties go to
@@ -56,9 +61,10 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import diversity as _div
+from .. import stochastic as _stochastic
 from .._validation import check_n_instances, check_positive_int, label_columns
 from ..acquisition import (BALD, Acquisition, BatchBALD, DiversityPenalty, NoiseFilter, RandomSampling,
-                           SamplesStrategy, Strategy, as_strategy, map_chunks)
+                           SamplesStrategy, StochasticBatch, Strategy, as_strategy, map_chunks)
 from ..acquisition._base import check_options, warn_fill
 from ..acquisition._epig import EPIG
 from ..acquisition._noise import _FILL_WORDS, _FilterChunk, _plain_measure
@@ -151,14 +157,16 @@ def _plan_for(token: str) -> "_Plan":
 def _plan_on_workers(client, plan: "_Plan", info: dict):
     """Inside, every worker present now holds ``plan`` under a token: ``(token, workers)``.
 
-    The plan is pickled once, here, and unpickled once on each worker, whatever the number of tasks
+    The plan is pickled once, here (with cloudpickle), and unpickled once on each worker, whatever the number of tasks
     and rounds. It is not scattered: the scheduler's active memory manager drops replicas of a
     scattered key that no task is waiting for (within seconds, between two rounds of a query),
     after which a worker fetches it from a peer, which would pickle the network again, possibly
     while one of its threads scores with it."""
     token = f"skdbal-plan-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
-    blob = pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
+    import cloudpickle  # as distributed does: a model class defined in __main__ or a notebook goes by value
+
+    blob = cloudpickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
     workers = sorted(client.run(_install_plan, token, blob))
     info["scatter_s"] = time.perf_counter() - t0
     try:
@@ -191,6 +199,25 @@ def _block_summary(X, offset, token, y, excluded, m_e, min_e, m_i, min_i, k_fill
         fi, fp, fs = idx[inel], p_label[inel], scores[inel]
         order = np.lexsort((fi, -fp))[:k_fill]  # the fill: highest p̄(y | x), then lower index
         out["f_idx"], out["f_plabel"], out["f_score"] = fi[order], fp[order], fs[order]
+    return out
+
+
+def _block_stochastic(X, offset, token, excluded, gumbel, mode, beta, k):
+    """One chunk's best ``k`` points by perturbed log weight ``log w + g`` (``gumbel``: the noise of the
+    chunk's rows not excluded, in order, from the query's stream), and its best ``k`` of weight 0 by score,
+    which a draw reaches only when the others run out (runs on a worker)."""
+    X = np.asarray(X)
+    idx = np.arange(offset, offset + len(X), dtype=np.int64)
+    valid = np.ones(len(X), dtype=bool)
+    valid[np.asarray(excluded, dtype=np.intp)] = False
+    scores = _plan_for(token).score(X)[0][valid]
+    idx = idx[valid]
+    key = _stochastic.log_weights(scores, mode, beta) + gumbel
+    out = {}
+    for name, sel, by in (("w", np.isfinite(key), key), ("z", ~np.isfinite(key), scores)):
+        i, b, sc = idx[sel], by[sel], scores[sel]
+        o = _ranked(i, b)[:k]
+        out[name] = (i[o], b[o], sc[o])
     return out
 
 
@@ -262,8 +289,8 @@ def _unwrap(strategy):
         inside = " inside a decorator" if (div or noise) and isinstance(s, (RandomSampling, BatchBALD)) else ""
         raise TypeError(
             f"query_pool scores pointwise strategies (BALD, max entropy, variation ratios, mean std, EPIG, "
-            f"MeasureStrategy), random sampling and BatchBALD, under a noise filter and a diversity penalty; "
-            f"not {type(s).__name__}{inside}")
+            f"MeasureStrategy), random sampling and BatchBALD, under a noise filter and a diversity penalty, "
+            f"and stochastic batches over a pointwise strategy; not {type(s).__name__}{inside}")
     return div, noise, s, kind
 
 
@@ -283,7 +310,9 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     strategy : Strategy
         A pointwise strategy, EPIG, random sampling or BatchBALD, optionally
         under :class:`~skdbal.acquisition.NoiseFilter` (a float threshold)
-        and :class:`~skdbal.acquisition.DiversityPenalty`.
+        and :class:`~skdbal.acquisition.DiversityPenalty`; or
+        :class:`~skdbal.acquisition.StochasticBatch` (``"power"`` or
+        ``"softmax"``) over a pointwise strategy or EPIG.
     estimator : estimator
         A fitted model, read through :func:`~skdbal.predictive.as_predictive`.
         It must pickle: it is sent to every worker once.
@@ -346,7 +375,26 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
                          "distributed pool ties go to the lower index")
     check_options(as_strategy(strategy), dict(options, **({"y_pool": None} if y_pool is not None else {})))
     options.pop("n_jobs", None)
+    stoch = as_strategy(strategy)
+    if isinstance(stoch, StochasticBatch):
+        stoch._check_params()
+        if stoch.mode == "softrank":
+            raise ValueError("on a distributed pool stochastic batches take mode 'power' or 'softmax': "
+                             "'softrank' weighs a point by its rank in the whole pool")
+        strategy = stoch.strategy
+    else:
+        stoch = None
     div, noise, base, kind = _unwrap(strategy)
+    if stoch is not None and (div is not None or noise is not None or kind != "pointwise"):
+        raise TypeError(
+            f"on a distributed pool stochastic batches sample from a pointwise strategy's scores (BALD, max "
+            f"entropy, ..., EPIG), not from {type(as_strategy(strategy)).__name__}: under a noise filter the "
+            f"draw's noise would follow the trusted points of earlier chunks, known only after scoring them all")
+    if stoch is not None:  # the local query's two streams of one seed: the scores' and the draw's
+        rng = np.random.RandomState(random_state) if isinstance(random_state, (int, np.integer)) else \
+            (random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState())
+        score_seed, draw_seed = rng.randint(0, 2 ** 31 - 1, size=2)
+        random_state = int(score_seed)
     if n_candidates is not None:
         n_candidates = check_positive_int(n_candidates, "n_candidates")
     info = {"tasks": int(len(X.chunks[0])), "rounds": 0, "exact": True, "candidates": 0}
@@ -409,6 +457,10 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         m_e = k
 
     with _plan_on_workers(client, plan, info) as (token, workers):
+        if stoch is not None:
+            return _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, k,
+                                    np.random.RandomState(int(draw_seed)), info)
+
         def run(which, m_e, min_e, m_i, min_i):
             t = time.perf_counter()
             tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), token, y_blocks[b],
@@ -484,6 +536,47 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         info["candidates"] = max(info["candidates"], int(len(e_i)))
         out_info["dask"] = info
         return Acquisition(np.asarray(picks, dtype=np.intp), np.asarray(picks_s, dtype=np.float64), out_info)
+
+
+def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, k, rng, info):
+    """The draw of :class:`~skdbal.acquisition.StochasticBatch`, exact: the Gumbel-top-k of the whole pool
+    is the top ``k`` of each chunk's top ``k``. The noise of the rows not excluded comes from the local
+    query's stream, drawn here in pool order and sent with each chunk's task, a bounded number of tasks at
+    a time, so the client holds the noise of those tasks and ``O(k)`` candidates, never ``O(N)``."""
+    import dask
+    from distributed import as_completed
+
+    t = time.perf_counter()
+    window = max(4, 2 * sum(client.nthreads().get(w, 1) for w in workers))
+    best = {"w": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)),
+            "z": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))}
+    queue = as_completed(with_results=True)
+    nb = len(blocks)
+
+    def submit(b):
+        g = rng.gumbel(size=int(offsets[b + 1] - offsets[b]) - len(ex_blocks[b]))
+        task = dask.delayed(_block_stochastic, pure=False)(blocks[b], int(offsets[b]), token, ex_blocks[b], g,
+                                                            stoch.mode, float(stoch.beta), k)
+        queue.add(client.compute(task, workers=workers))
+
+    for b in range(min(window, nb)):
+        submit(b)
+    nxt = min(window, nb)
+    for _, res in queue:
+        for name in best:
+            i, b_, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
+            o = _ranked(i, b_)[:k]
+            best[name] = (i[o], b_[o], sc[o])
+        if nxt < nb:
+            submit(nxt)
+            nxt += 1
+    info["rounds"] += 1
+    info["score_s"] = time.perf_counter() - t
+    picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
+    scores = np.concatenate([best["w"][2], best["z"][2]])[:k]
+    info["candidates"] = int(len(best["w"][0]) + len(best["z"][0]))
+    return Acquisition(picks.astype(np.intp), scores.astype(np.float64),
+                       {"mode": stoch.mode, "beta": float(stoch.beta), "dask": info})
 
 
 def _gather_features(client, blocks, offsets, token, workers, cand):

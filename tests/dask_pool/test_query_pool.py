@@ -85,6 +85,50 @@ def test_exclude_is_the_local_query_among_the_rest(cluster, pool, net):
         assert not np.isin(dist.indices, labelled).any()
 
 
+@pytest.mark.parametrize("mode, beta, base", [("power", 1.0, bald), ("softmax", 40.0, bald),
+                                               ("power", 2.0, EPIG(n_targets=30))], ids=["power", "softmax", "epig"])
+def test_stochastic_batch_draws_the_local_batch(cluster, pool, net, mode, beta, base):
+    """The Gumbel-top-k of the whole pool from each chunk's top k, with the local query's noise stream cut
+    along the chunks; the same draw whatever the chunking."""
+    path, X, _ = pool
+    labelled = np.random.RandomState(1).choice(len(X), 300, replace=False)
+    rest = np.setdiff1d(np.arange(len(X)), labelled)
+    strategy = stochastic_batch(base, mode, beta)
+    local = acquire_among(strategy, net, X, rest, 25, random_state=7)
+    for rows in (97, 300):
+        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 25, client=cluster,
+                                          exclude=labelled, random_state=7))
+        same(dist, local, ("mode", "beta"))
+        assert dist.info["dask"]["exact"]
+    top = bounded(lambda: query_pool(base, net, open_pool(path), 25, client=cluster, exclude=labelled,
+                                     random_state=7))
+    assert sorted(dist.indices.tolist()) != sorted(top.indices.tolist())  # a draw, not the top-k
+    other = bounded(lambda: query_pool(strategy, net, open_pool(path), 25, client=cluster, exclude=labelled,
+                                       random_state=8))
+    assert other.indices.tolist() == acquire_among(strategy, net, X, rest, 25, random_state=8).indices.tolist()
+    assert other.indices.tolist() != dist.indices.tolist()
+
+
+def test_stochastic_batch_runs_out_of_weight_as_locally(cluster, tmp_path):
+    """Fewer points of positive weight than the batch: the rest are the points of weight 0 by score, then
+    lower index, as locally; 9 chunks go a window of 4 tasks at a time (2 worker threads)."""
+    class Fixed:  # max entropy is 0 for every point but those of row sum 1 mod 3 (rows of exact 0/1 probs)
+        classes_ = np.array([0, 1])
+
+        def predict_proba(self, X):
+            p = (np.asarray(X).reshape(len(X), -1).sum(axis=1) % 3 == 1) * 0.3
+            return np.stack([1 - p, p], axis=1)
+
+    X = np.repeat(np.arange(60.0)[:, None], 2, axis=1) / 2  # row sums 0, 1, 2, ...
+    write_pool(str(tmp_path / "p.zarr"), [X], chunk_rows=7)
+    strategy = stochastic_batch(max_entropy, "power", 1.0)
+    local = strategy.acquire(Fixed(), X, 30, random_state=2)
+    dist = bounded(lambda: query_pool(strategy, Fixed(), open_pool(str(tmp_path / "p.zarr")), 30, client=cluster,
+                                      random_state=2))
+    same(dist, local)
+    assert np.sum(local.scores > 0) == 20  # 20 of positive weight, then 10 of weight 0 by index
+
+
 def test_kept_to_global_by_hand():
     excluded = np.array([0, 1, 4, 7])
     # the points kept are 2, 3, 5, 6, 8, 9
@@ -165,8 +209,14 @@ def test_refusals_name_the_problem(cluster, pool, net):
     Xd = open_pool(path)
     with pytest.raises(ValueError, match="float threshold"):
         query_pool(noise_filter(bald, "dynamic"), net, Xd, 2, client=cluster, y_pool=y)
-    with pytest.raises(TypeError, match="not StochasticBatch"):
-        query_pool(stochastic_batch(bald), net, Xd, 2, client=cluster)
+    with pytest.raises(ValueError, match="'softrank' weighs a point by its rank in the whole pool"):
+        query_pool(stochastic_batch(bald, "softrank"), net, Xd, 2, client=cluster)
+    with pytest.raises(TypeError, match="not from NoiseFilter"):
+        query_pool(stochastic_batch(noise_filter(bald, 0.2)), net, Xd, 2, client=cluster, y_pool=y)
+    with pytest.raises(TypeError, match="not from BatchBALD"):
+        query_pool(stochastic_batch(BatchBALD()), net, Xd, 2, client=cluster)
+    with pytest.raises(ValueError, match="beta must be"):
+        query_pool(stochastic_batch(bald, beta=-1.0), net, Xd, 2, client=cluster)
     with pytest.raises(TypeError, match="not BADGE"):
         query_pool(badge, net, Xd, 2, client=cluster)
     with pytest.raises(TypeError, match="dask array"):
