@@ -6,6 +6,8 @@ random, written once to a Zarr array in chunks of 16,384 rows) is queried with B
 own process with one thread and one torch thread. Printed side by side, in one run:
 
 - the wall time of each query and its throughput, and the in-process rate of ``bald`` on the first rows;
+- with ``--strategies bald powerbald``, PowerBALD (stochastic batches, ``"power"``, β = 1) beside BALD on
+  the same cluster: its Gumbel noise is drawn on the client and sent with each chunk's task;
 - the client's peak memory (VmHWM and RssAnon of this process) against the pool's size;
 - where the time went, from the task stream: reading chunks, scoring them, and moving data between
   workers, against the time to send the model and to bring the candidates back.
@@ -15,6 +17,7 @@ throughput on a CPU worker (glibc then maps and unmaps every large tensor; see t
 ``--default-malloc`` keeps it, to measure that.
 
     python benchmarks/bench_dask.py [--n 2000000] [--T 20] [--path /tmp/skdbal-pool.zarr] [--workers 1 2]
+                                    [--strategies bald powerbald]
 """
 import argparse
 import os
@@ -71,7 +74,7 @@ def task_times(stream):
             if ss["action"] == "transfer":
                 out["transfer"] += d
             elif ss["action"] == "compute":
-                if "_block_summary" in key:
+                if "_block_summary" in key or "_block_stochastic" in key:
                     out["score"] += d
                 elif "from-zarr" in key or "getitem" in key or "original" in key or "array" in key:
                     out["read"] += d
@@ -88,6 +91,7 @@ def main():
     ap.add_argument("--path", default="/tmp/skdbal-pool.zarr")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--k", type=int, default=10, help="n_instances")
+    ap.add_argument("--strategies", nargs="+", choices=("bald", "powerbald"), default=["bald"])
     ap.add_argument("--default-malloc", action="store_true",
                     help="keep the nanny's MALLOC_TRIM_THRESHOLD_=65536 in the workers")
     args = ap.parse_args()
@@ -99,10 +103,11 @@ def main():
     import torch
     from distributed import Client, LocalCluster, get_task_stream
 
-    from skdbal.acquisition import bald
+    from skdbal.acquisition import bald, stochastic_batch
     from skdbal.dask import open_pool, query_pool
 
     torch.set_num_threads(1)
+    strategies = {"bald": bald, "powerbald": stochastic_batch(bald, "power", 1.0)}
     X_train, y_train, _, source_name = mnist_or_synthetic(1000, 0)
     net = trained_net(X_train, y_train, epochs=5, n_samples=args.T)
     src, _, _, _ = mnist_or_synthetic(60000, 0, seed=1)
@@ -116,8 +121,9 @@ def main():
 
     # the in-process rate on the first rows, for reference
     first = np.asarray(z[:min(32768, args.n)])
+    local = {name: strategies[name].acquire(net, first, args.k, random_state=0) for name in args.strategies}
     t = time.perf_counter()
-    local = bald.acquire(net, first, args.k)
+    bald.acquire(net, first, args.k)
     local_rate = len(first) / (time.perf_counter() - t)
     print(f"in process, 1 torch thread, first {len(first):,} rows: {local_rate:,.0f} img/s")
 
@@ -128,32 +134,35 @@ def main():
             client.wait_for_workers(n_workers)
             client.run(torch.set_num_threads, 1)
             X = open_pool(args.path)
-            base = status_kb("RssAnon")
-            peak = Peak(("RssAnon",))
-            peak.start()
-            with get_task_stream(client) as ts:
-                t = time.perf_counter()
-                acq = query_pool(bald, net, X, args.k, client=client)
-                wall = time.perf_counter() - t
-            peak.running = False
-            peak.join()
-            times = task_times(ts.data)
-            results[n_workers] = (wall, acq, times, peak.peak["RssAnon"] - base, status_kb("VmHWM"))
-            # a check on a small pool that the cluster's picks are the single process's
-            small = query_pool(bald, net, X[:len(first)], args.k, client=client)
-            assert small.indices.tolist() == local.indices.tolist(), "picks differ from the single process"
+            for name in args.strategies:
+                base = status_kb("RssAnon")
+                peak = Peak(("RssAnon",))
+                peak.start()
+                with get_task_stream(client) as ts:
+                    t = time.perf_counter()
+                    acq = query_pool(strategies[name], net, X, args.k, client=client, random_state=0)
+                    wall = time.perf_counter() - t
+                peak.running = False
+                peak.join()
+                times = task_times(ts.data)
+                results[n_workers, name] = (wall, acq, times, peak.peak["RssAnon"] - base, status_kb("VmHWM"))
+                # a check on a small pool that the cluster's picks are the single process's
+                small = query_pool(strategies[name], net, X[:len(first)], args.k, client=client, random_state=0)
+                assert small.indices.tolist() == local[name].indices.tolist(), \
+                    f"{name}: picks differ from the single process"
     print()
-    print("| workers | wall (s) | img/s | speed-up | send model (s) | read chunks (s) | score chunks (s) "
+    print("| workers | strategy | wall (s) | img/s | speed-up | send model (s) | read chunks (s) | score chunks (s) "
           "| transfers (s) | candidates back | client RssAnon growth | client VmHWM |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    w1 = results[min(results)][0]
-    for n_workers, (wall, acq, times, growth_kb, hwm_kb) in results.items():
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (n_workers, name), (wall, acq, times, growth_kb, hwm_kb) in results.items():
         info = acq.info["dask"]
-        print(f"| {n_workers} | {wall:.1f} | {args.n / wall:,.0f} | {w1 / wall:.2f}x | {info['scatter_s']:.2f} "
+        w1 = results[min(args.workers), name][0]
+        print(f"| {n_workers} | {name} | {wall:.1f} | {args.n / wall:,.0f} | {w1 / wall:.2f}x | {info['scatter_s']:.2f} "
               f"| {times['read']:.1f} | {times['score']:.1f} | {times['transfer']:.2f} "
               f"| {info['candidates']:,} of {info['tasks']} tasks | {growth_kb / 1024:.0f} MiB "
               f"| {hwm_kb / 1024:.0f} MiB |")
-    same = len({tuple(r[1].indices.tolist()) for r in results.values()}) == 1
+    same = all(len({tuple(r[1].indices.tolist()) for (_, nm), r in results.items() if nm == name}) == 1
+               for name in args.strategies)
     print(f"\nthe picks of every cluster size are the same: {same}; "
           f"pool {pool_bytes / 2**20:,.0f} MiB against the client's peak growth "
           f"{max(r[3] for r in results.values()) / 1024:.0f} MiB")

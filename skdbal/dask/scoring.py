@@ -552,6 +552,7 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
             "z": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))}
     queue = as_completed(with_results=True)
     nb = len(blocks)
+    received = 0
 
     def submit(b):
         g = rng.gumbel(size=int(offsets[b + 1] - offsets[b]) - len(ex_blocks[b]))
@@ -563,6 +564,7 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
         submit(b)
     nxt = min(window, nb)
     for _, res in queue:
+        received += sum(len(res[name][0]) for name in best)
         for name in best:
             i, b_, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
             o = _ranked(i, b_)[:k]
@@ -574,7 +576,7 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
     info["score_s"] = time.perf_counter() - t
     picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
     scores = np.concatenate([best["w"][2], best["z"][2]])[:k]
-    info["candidates"] = int(len(best["w"][0]) + len(best["z"][0]))
+    info["candidates"] = int(received)
     return Acquisition(picks.astype(np.intp), scores.astype(np.float64),
                        {"mode": stoch.mode, "beta": float(stoch.beta), "dask": info})
 
