@@ -12,6 +12,7 @@ model again from those labels, and queries the same pending batch.
 """
 from __future__ import annotations
 
+import copy
 import threading
 import time as _time
 import uuid
@@ -197,6 +198,7 @@ class StoreJournal:
         session = self.session
         metrics = {k: row[k] for k in ("accuracy",) if k in row}
         if row["fit_time"] or row["step"] == 0:  # a new model version
+            session._publish()  # before the store says it exists: wait_for_version then finds it published
             session.store.add_model(learner.step_, session.oracle.cursor, len(learner.y_training_), metrics)
             session.last_retrain = _time.time()
 
@@ -319,6 +321,8 @@ class LabellingSession:
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
         self.last_retrain: Optional[float] = None
+        #: ``(version, model)`` that people's requests read (guesses, downloads); see _publish.
+        self._published: Optional[tuple] = None
         self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                                "retrain_after": self.retrain_after, "n_items": len(self.keys),
                                "learner": repr(learner), "second_looks": repr(second_looks),
@@ -356,6 +360,7 @@ class LabellingSession:
             if models:
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
+                self._publish()
             else:
                 initial = self.initial
                 if initial is None:
@@ -372,6 +377,23 @@ class LabellingSession:
             self.error = exc
             with self._changed:
                 self._changed.notify_all()
+
+    def _publish(self) -> None:
+        """Publish the learner's model and its version as one pair, from the loop's thread, for the
+        requests that people's threads serve (:meth:`guesses`, :meth:`save_model`).
+
+        They never read the learner while the loop changes it: the learner sets its model and then its
+        version, so two reads from another thread could pair a version with the model before or after
+        it, and a model retrained in place (``retrain="warm"``) would be predicted with, or saved, in
+        the middle of its training, its dropout switched off under it by the prediction. A warm model
+        is therefore published as a copy; a model trained from scratch is never changed again."""
+        model = getattr(self.learner, "estimator_", None)
+        version = getattr(self.learner, "step_", -1)
+        if model is None or version < 0:
+            return
+        if getattr(self.learner, "retrain", "scratch") == "warm":
+            model = copy.deepcopy(model)
+        self._published = (int(version), model)
 
     def _warm_up(self) -> None:
         """Fit a throw-away copy of the model on a few rows while people label the first batch, so that
@@ -405,7 +427,7 @@ class LabellingSession:
     def wait_for_version(self, version: int, timeout: float = 60.0) -> None:
         """Block until model ``version`` is trained (for scripts and tests)."""
         deadline = _time.time() + timeout
-        while getattr(self.learner, "step_", -1) < version or not self.store.models() or \
+        while self._published is None or self._published[0] < version or not self.store.models() or \
                 self.store.models()[-1]["version"] < version:
             if self.error is not None:
                 raise RuntimeError("the session's loop failed") from self.error
@@ -507,12 +529,12 @@ class LabellingSession:
             ...
         LookupError: no model yet: the first is trained once the first batch is labelled
         """
-        model = getattr(self.learner, "estimator_", None)
-        if model is None or getattr(self.learner, "step_", -1) < 0:
+        published = self._published
+        if published is None:
             raise LookupError("no model yet: the first is trained once the first batch is labelled")
+        version, model = published
         if not hasattr(model, "save_params"):
             raise TypeError(f"{type(model).__name__} is not a skorch net: save it with joblib or pickle")
-        version = self.learner.step_
         model.save_params(f_params=f)
         return version
 
@@ -609,9 +631,10 @@ class LabellingSession:
 
     def guesses(self, items: Sequence[int]) -> list:
         """The current model's label for each item (as text), or None before the first model."""
-        model = getattr(self.learner, "estimator_", None)
-        if model is None or not len(items):
+        published = self._published
+        if published is None or not len(items):
             return [None] * len(items)
+        model = published[1]
         X = self.X[np.asarray(items, dtype=np.intp)]
         return [str(p) for p in model.predict(X)]
 

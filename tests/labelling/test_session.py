@@ -171,3 +171,60 @@ def test_a_restart_with_another_learner_repr_or_batch_size_resumes(digits, tmp_p
     assert s.store.config()["batch_size"] == 10                      # the first configuration is kept
     with pytest.raises(ValueError, match=r"fields \['classes'\] differ"):
         LabellingSession(learner(), X[:300], classes=range(9), store=path)
+
+
+def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp_path):
+    """Guesses and downloads read the (version, model) pair the loop published after training, never the
+    learner that the loop changes meanwhile: here the learner is caught between setting its new model and
+    its version, and people still get model 0 with version 0. A model retrained in place is published
+    as a copy, which the next training does not touch; a restart publishes the model it resumes."""
+    import io
+
+    from sklearn.base import clone
+
+    from skdbal import MCDropoutClassifier
+    from skdbal.nets import MLP
+
+    X, y = digits
+    net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2, random_state=0,
+                              train_split=None, verbose=0)
+    for retrain in ("scratch", "warm"):
+        lrn = ActiveLearner(clone(net).set_params(warm_start=retrain == "warm"), max_entropy, random_state=0,
+                            seeding="step", retrain=retrain, verbose=False)
+        path = tmp_path / f"{retrain}.db"
+        s = LabellingSession(lrn, X[:300].astype(np.float32), classes=range(10), store=path, batch_size=10)
+        with s:
+            label_all(s, y)
+            s.wait_for_version(0, timeout=60)
+            version, model = s._published
+            assert version == 0 and (model is s.learner.estimator_) == (retrain == "scratch")
+            items = list(range(20))
+            before = s.guesses(items)
+            other = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=1,
+                                        random_state=5, train_split=None, verbose=0)
+            other.fit(X[300:400].astype(np.float32), y[300:400])
+            real, s.learner.estimator_ = s.learner.estimator_, other   # the learner mid-commit: model 1, version 0
+            try:
+                assert s.guesses(items) == before
+                buf = io.BytesIO()
+                assert s.save_model(buf) == 0
+                saved = {k: v.clone() for k, v in model.module_.state_dict().items() if hasattr(v, "clone")}
+                buf.seek(0)
+                loaded = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10))).initialize()
+                loaded.load_params(f_params=buf)
+                assert all(np.array_equal(loaded.module_.state_dict()[k].numpy(), v.numpy()) for k, v in saved.items())
+            finally:
+                s.learner.estimator_ = real
+            if retrain == "warm":  # the next training changes the learner's model in place, not the published copy
+                label_all(s, y)
+                s.wait_for_version(1, timeout=60)
+                assert s._published[0] == 1 and s._published[1] is not s.learner.estimator_
+                assert all(np.array_equal(model.module_.state_dict()[k].numpy(), v.numpy())
+                           for k, v in saved.items())
+        s.store.close()
+    r = LabellingSession(ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False),
+                         X[:300].astype(np.float32), classes=range(10), store=tmp_path / "scratch.db", batch_size=10)
+    with r:
+        r.wait_for_version(0, timeout=60)
+        assert r._published[0] == 0 and r.guesses([0, 1]) == [str(p) for p in r.learner.predict(X[:2])]
+    r.store.close()
