@@ -6,8 +6,8 @@ object store, :func:`~skdbal.dask.open_pool`) on a ``dask.distributed``
 cluster. The client never loads the pool:
 
 1. the estimator and the strategy (with EPIG's target inputs) are pickled
-   once and go to every worker present once (``client.run``), where they
-   stay until the query ends; the chunks are scored on those workers only;
+   once; the bytes are scattered to every worker, and each worker unpickles
+   them once and keeps the plan until the query ends;
 2. one task per row chunk reads the chunk, scores it and returns only its
    best candidates (with their scores, the noise filter's ``p̄(y | x)``, and
    the chunk's count, minimum and maximum), so the client holds
@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import threading
 import time
 import uuid
+from collections import OrderedDict
 import warnings
 from typing import Optional
 
@@ -131,56 +133,65 @@ def _top(keep, idx, scores, m, min_score):
     return order, False, sel
 
 
-#: The plans this worker process holds, by token: installed by ``client.run`` when a query begins
-#: and dropped when it ends, so they are outside the scheduler's data and its memory manager.
-_PLANS: dict = {}
+#: The plans this worker process has unpickled, by query token, the most recently used last. A query
+#: drops its own when it ends; a query whose client died never does, so only the latest few are kept.
+_PLANS: "OrderedDict[str, _Plan]" = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+_PLANS_KEPT = 4
 
 
-def _install_plan(token: str, blob: bytes) -> None:
-    """Unpickle a query's plan on this worker (run through ``client.run``)."""
-    _PLANS[token] = pickle.loads(blob)
+def _plan_for(ref) -> "_Plan":
+    """The plan of ``ref = (token, its bytes)``, unpickled once per worker process and kept there.
+
+    The bytes arrive as the task's dependency (dask moves them like any data, to workers that join
+    later too); one thread unpickles them while the others of the process wait for it."""
+    token, blob = ref
+    with _PLANS_LOCK:
+        plan = _PLANS.get(token)
+        if plan is None:
+            plan = _PLANS[token] = pickle.loads(blob)
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
+        _PLANS.move_to_end(token)
+        return plan
 
 
 def _drop_plan(token: str) -> None:
-    _PLANS.pop(token, None)
-
-
-def _plan_for(token: str) -> "_Plan":
-    plan = _PLANS.get(token)
-    if plan is None:
-        raise RuntimeError(f"this worker holds no plan {token!r}: only the workers present when the query "
-                           "began score its chunks")
-    return plan
+    with _PLANS_LOCK:
+        _PLANS.pop(token, None)
 
 
 @contextlib.contextmanager
 def _plan_on_workers(client, plan: "_Plan", info: dict):
-    """Inside, every worker present now holds ``plan`` under a token: ``(token, workers)``.
+    """Inside, ``ref``: what each task is given to find the plan (:func:`_plan_for`).
 
-    The plan is pickled once, here (with cloudpickle), and unpickled once on each worker, whatever the number of tasks
-    and rounds. It is not scattered: the scheduler's active memory manager drops replicas of a
-    scattered key that no task is waiting for (within seconds, between two rounds of a query),
-    after which a worker fetches it from a peer, which would pickle the network again, possibly
-    while one of its threads scores with it."""
+    The plan is pickled once, here (with cloudpickle, as distributed pickles, so that a model class
+    defined in ``__main__`` or a notebook goes by value), and its *bytes* are scattered to every
+    worker. The scheduler's active memory manager drops replicas that no task waits for (within
+    seconds, between two rounds of a query); a worker that needs the plan again then fetches the
+    bytes, never a live network, which a peer would have to pickle, perhaps while one of its threads
+    scores with it (the row-keyed dropout hooks then failed to pickle and the query hung). Each
+    worker unpickles the bytes once, whatever the number of tasks and rounds."""
+    import cloudpickle
+
     token = f"skdbal-plan-{uuid.uuid4().hex}"
     t0 = time.perf_counter()
-    import cloudpickle  # as distributed does: a model class defined in __main__ or a notebook goes by value
-
     blob = cloudpickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)
-    workers = sorted(client.run(_install_plan, token, blob))
+    blob_f = client.scatter(blob, broadcast=True, hash=False)
     info["scatter_s"] = time.perf_counter() - t0
     try:
-        yield token, workers
+        yield (token, blob_f)
     finally:
+        client.cancel([blob_f])
         try:
-            client.run(_drop_plan, token, workers=workers)
-        except Exception:  # a worker gone since holds nothing; never hide the query's own error
+            client.run(_drop_plan, token)
+        except Exception:  # a worker that is gone holds nothing; never hide the query's own error
             pass
 
 
-def _block_summary(X, offset, token, y, excluded, m_e, min_e, m_i, min_i, k_fill):
+def _block_summary(X, offset, ref, y, excluded, m_e, min_e, m_i, min_i, k_fill):
     """One chunk scored and reduced to its candidates (runs on a worker)."""
-    plan = _plan_for(token)
+    plan = _plan_for(ref)
     X = np.asarray(X)
     idx = np.arange(offset, offset + len(X), dtype=np.int64)
     valid = np.ones(len(X), dtype=bool)
@@ -202,7 +213,7 @@ def _block_summary(X, offset, token, y, excluded, m_e, min_e, m_i, min_i, k_fill
     return out
 
 
-def _block_stochastic(X, offset, token, excluded, gumbel, mode, beta, k):
+def _block_stochastic(X, offset, ref, excluded, gumbel, mode, beta, k):
     """One chunk's best ``k`` points by perturbed log weight ``log w + g`` (``gumbel``: the noise of the
     chunk's rows not excluded, in order, from the query's stream), and its best ``k`` of weight 0 by score,
     which a draw reaches only when the others run out (runs on a worker)."""
@@ -210,7 +221,7 @@ def _block_stochastic(X, offset, token, excluded, gumbel, mode, beta, k):
     idx = np.arange(offset, offset + len(X), dtype=np.int64)
     valid = np.ones(len(X), dtype=bool)
     valid[np.asarray(excluded, dtype=np.intp)] = False
-    scores = _plan_for(token).score(X)[0][valid]
+    scores = _plan_for(ref).score(X)[0][valid]
     idx = idx[valid]
     key = _stochastic.log_weights(scores, mode, beta) + gumbel
     out = {}
@@ -221,9 +232,9 @@ def _block_stochastic(X, offset, token, excluded, gumbel, mode, beta, k):
     return out
 
 
-def _block_features(X, token, rows):
+def _block_features(X, ref, rows):
     """The diversity features of the chunk's rows ``rows`` (runs on a worker)."""
-    return _plan_for(token).features_of(np.asarray(X)[np.asarray(rows, dtype=np.intp)])
+    return _plan_for(ref).features_of(np.asarray(X)[np.asarray(rows, dtype=np.intp)])
 
 
 def _check_pool(X):
@@ -456,21 +467,25 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     else:
         m_e = k
 
-    with _plan_on_workers(client, plan, info) as (token, workers):
+    with _plan_on_workers(client, plan, info) as ref:
         if stoch is not None:
-            return _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, k,
+            return _stochastic_rest(client, ref, blocks, offsets, ex_blocks, stoch, k,
                                     np.random.RandomState(int(draw_seed)), info)
 
         def run(which, m_e, min_e, m_i, min_i):
             t = time.perf_counter()
-            tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), token, y_blocks[b],
+            tasks = [dask.delayed(_block_summary, pure=False)(blocks[b], int(offsets[b]), ref, y_blocks[b],
                                                                ex_blocks[b], m_e, min_e, m_i, min_i, k)
                      for b in which]
-            futures = client.compute(tasks, workers=workers)
+            futures = client.compute(tasks)
             pos = {f.key: b for f, b in zip(futures, which)}
             got = {}
-            for fut, res in as_completed(futures, with_results=True):
-                got[pos[fut.key]] = res
+            try:
+                for fut, res in as_completed(futures, with_results=True):
+                    got[pos[fut.key]] = res
+            except BaseException:  # one chunk failed: the others are not left running
+                client.cancel(futures)
+                raise
             info["rounds"] += 1
             info["score_s"] = info.get("score_s", 0.0) + time.perf_counter() - t
             return got
@@ -521,7 +536,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
             if div.n_candidates is not None:
                 keep &= np.arange(len(e_i)) < max(int(div.n_candidates), k)
             cand, s_c = e_i[keep], s_norm[keep]
-            F = _gather_features(client, blocks, offsets, token, workers, cand)
+            F = _gather_features(client, blocks, offsets, ref, cand)
             pos, _ = _div.greedy_cosine_batch(s_c, F, k, div.weight)
             picks, picks_s = cand[pos], e_s[keep][pos]
             out_info["n_candidates"] = int(len(cand))
@@ -538,7 +553,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         return Acquisition(np.asarray(picks, dtype=np.intp), np.asarray(picks_s, dtype=np.float64), out_info)
 
 
-def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, k, rng, info):
+def _stochastic_rest(client, ref, blocks, offsets, ex_blocks, stoch, k, rng, info):
     """The draw of :class:`~skdbal.acquisition.StochasticBatch`, exact: the Gumbel-top-k of the whole pool
     is the top ``k`` of each chunk's top ``k``. The noise of the rows not excluded comes from the local
     query's stream, drawn here in pool order and sent with each chunk's task, a bounded number of tasks at
@@ -547,7 +562,7 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
     from distributed import as_completed
 
     t = time.perf_counter()
-    window = max(4, 2 * sum(client.nthreads().get(w, 1) for w in workers))
+    window = max(4, 2 * sum(client.nthreads().values()))
     best = {"w": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)),
             "z": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))}
     queue = as_completed(with_results=True)
@@ -556,22 +571,26 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
 
     def submit(b):
         g = rng.gumbel(size=int(offsets[b + 1] - offsets[b]) - len(ex_blocks[b]))
-        task = dask.delayed(_block_stochastic, pure=False)(blocks[b], int(offsets[b]), token, ex_blocks[b], g,
+        task = dask.delayed(_block_stochastic, pure=False)(blocks[b], int(offsets[b]), ref, ex_blocks[b], g,
                                                             stoch.mode, float(stoch.beta), k)
-        queue.add(client.compute(task, workers=workers))
+        queue.add(client.compute(task))
 
     for b in range(min(window, nb)):
         submit(b)
     nxt = min(window, nb)
-    for _, res in queue:
-        received += sum(len(res[name][0]) for name in best)
-        for name in best:
-            i, b_, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
-            o = _ranked(i, b_)[:k]
-            best[name] = (i[o], b_[o], sc[o])
-        if nxt < nb:
-            submit(nxt)
-            nxt += 1
+    try:
+        for _, res in queue:
+            received += sum(len(res[name][0]) for name in best)
+            for name in best:
+                i, b_, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
+                o = _ranked(i, b_)[:k]
+                best[name] = (i[o], b_[o], sc[o])
+            if nxt < nb:
+                submit(nxt)
+                nxt += 1
+    except BaseException:  # one chunk failed: the tasks in flight are not left running
+        client.cancel(list(queue.futures))
+        raise
     info["rounds"] += 1
     info["score_s"] = time.perf_counter() - t
     picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
@@ -581,7 +600,7 @@ def _stochastic_rest(client, workers, token, blocks, offsets, ex_blocks, stoch, 
                        {"mode": stoch.mode, "beta": float(stoch.beta), "dask": info})
 
 
-def _gather_features(client, blocks, offsets, token, workers, cand):
+def _gather_features(client, blocks, offsets, ref, cand):
     """The features of ``cand``, read by the workers that hold their chunks, in ``cand``'s order."""
     import dask
 
@@ -589,9 +608,14 @@ def _gather_features(client, blocks, offsets, token, workers, cand):
     tasks, where = [], []
     for b in np.unique(b_of):
         rows = np.flatnonzero(b_of == b)
-        tasks.append(dask.delayed(_block_features, pure=False)(blocks[b], token, cand[rows] - offsets[b]))
+        tasks.append(dask.delayed(_block_features, pure=False)(blocks[b], ref, cand[rows] - offsets[b]))
         where.append(rows)
-    parts = client.gather(client.compute(tasks, workers=workers))
+    futures = client.compute(tasks)
+    try:
+        parts = client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
+        raise
     F = None
     for rows, f in zip(where, parts):
         f = np.asarray(f).reshape(len(rows), -1)

@@ -293,3 +293,65 @@ def test_plan_stays_on_every_worker_through_every_round(pool, net, monkeypatch):
         assert set(client.run(_unpickled).values()) == {1}
         assert set(client.run(lambda: len(scoring._PLANS)).values()) == {0}
     same(dist, strategy.acquire(net, X, 6), ("n_candidates",))
+
+
+def _forget_plans():
+    import skdbal.dask.scoring as scoring
+
+    scoring._PLANS.clear()
+
+
+def test_a_worker_that_lost_the_plan_unpickles_it_again(cluster, pool, net, monkeypatch):
+    """A worker restarted mid-query (here: its plans forgotten between two rounds) gets the plan's bytes
+    as the next task's dependency and unpickles it again, instead of failing or waiting for ever."""
+    import skdbal.dask.scoring as scoring
+
+    path, X, y = pool
+    gather = scoring._gather_features
+
+    def forgetting(client, *args, **kwargs):
+        client.run(_forget_plans)
+        return gather(client, *args, **kwargs)
+
+    monkeypatch.setattr(scoring, "_gather_features", forgetting)
+    model = CountedNet(net)
+    strategy = diversity_penalty(bald, 0.05)
+    before = cluster.run(_unpickled)
+    dist = bounded(lambda: query_pool(strategy, model, open_pool(path), 6, client=cluster, n_candidates=5))
+    after = cluster.run(_unpickled)
+    same(dist, strategy.acquire(net, X, 6), ("n_candidates",))
+    again = [after[w] - before[w] for w in after]
+    assert sorted(again) in ([1, 2], [2, 2])  # once each, and once more by the worker(s) that read the features
+
+
+class _CorruptChunk:
+    """Max entropy's model that fails on a chunk with a corrupt row (first value > 100)."""
+    classes_ = np.arange(2)
+
+    def predict_proba(self, X):
+        X = np.asarray(X).reshape(len(X), -1)
+        if (X[:, 0] > 100).any():
+            raise ValueError("a corrupt row in this chunk")
+        return np.stack([X[:, 1] % 1, 1 - X[:, 1] % 1], axis=1)
+
+
+def _n_plans():
+    import skdbal.dask.scoring as scoring
+
+    return len(scoring._PLANS)
+
+
+def test_a_failing_chunk_fails_the_query_and_leaves_no_plan(cluster, tmp_path):
+    X = np.random.RandomState(0).rand(400, 3)
+    X[250, 0] = 1000.0
+    write_pool(str(tmp_path / "bad.zarr"), [X], chunk_rows=50)
+    for strategy in (max_entropy, stochastic_batch(max_entropy)):
+        with pytest.raises(ValueError, match="a corrupt row in this chunk"):
+            bounded(lambda: query_pool(strategy, _CorruptChunk(), open_pool(str(tmp_path / "bad.zarr")), 3,
+                                       client=cluster))
+        assert set(cluster.run(_n_plans).values()) == {0}
+    X[250, 0] = 0.5  # mended: the same cluster answers as the single process
+    write_pool(str(tmp_path / "good.zarr"), [X], chunk_rows=50)
+    ok = bounded(lambda: query_pool(max_entropy, _CorruptChunk(), open_pool(str(tmp_path / "good.zarr")), 3,
+                                    client=cluster))
+    assert ok.indices.tolist() == max_entropy.acquire(_CorruptChunk(), X, 3).indices.tolist()
