@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import inspect
 import io
@@ -594,9 +595,14 @@ class _MCDropoutNet:
         # MC scoring changes the module's mode flags and puts row-keyed dropout hooks (closures, which
         # cannot be pickled) on it, under _SHARED_STATE_LOCK; a pickle taken from another thread meanwhile
         # (a Dask worker sending its copy to a peer, joblib, copy.deepcopy) waits for the scoring to end,
-        # so it holds the network as it is between calls and never fails on a hook.
+        # so it holds the network as it is between calls and never fails on a hook. skorch pickles the
+        # fitted module inside its __getstate__, but a module given as an instance (module=MyNet()) is the
+        # same live object and stays in the returned state, pickled after the lock is released: it is
+        # copied here, under the lock, so the pickle holds that copy.
         with _SHARED_STATE_LOCK:
-            return super().__getstate__()
+            state = super().__getstate__()
+            return {key: copy.deepcopy(value) if isinstance(value, nn.Module) else value
+                    for key, value in state.items()}
 
     def load_params(self, f_params=None, *args, **kwargs):
         """Load parameters saved by :meth:`save_params`, as skorch does.

@@ -499,16 +499,23 @@ def test_factored_contributions_leave_the_trunk_output_alone():
     torch.testing.assert_close(h, before, rtol=0, atol=0)
 
 
-def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digits):
+@pytest.mark.parametrize("given", ["class", "instance"])
+def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digits, given):
     """Scoring puts row-keyed dropout hooks (closures) on the module and changes its mode flags; a pickle
     taken from another thread meanwhile (a Dask worker sending its copy to a peer) waits for the scoring
-    to end instead of failing on a hook, and holds the network as it is between calls."""
+    to end instead of failing on a hook, and holds the network as it is between calls. A module given as
+    an instance is the fitted module itself, also kept as the ``module`` parameter: that is copied too."""
     import pickle
     import threading
 
     from skdbal.mc_dropout import _row_keyed_dropout, mc_dropout_mode
 
-    X, _ = digits
+    X, y = digits
+    if given == "instance":
+        fitted_net = MCDropoutClassifier(MLP(n_features=64, n_classes=10, hidden_layer_sizes=(16,)),
+                                         classes=np.arange(10), max_epochs=1, n_samples=8, random_state=0,
+                                         verbose=0).fit(X[:100], y[:100])
+        assert fitted_net.module is fitted_net.module_
     scoring, release, out = threading.Event(), threading.Event(), {}
 
     def score():
@@ -539,3 +546,58 @@ def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digit
     assert [m.training for m in copy_.module_.modules()] == [m.training for m in fitted_net.module_.modules()]
     np.testing.assert_array_equal(copy_.predict_proba_samples(X[:5], n_samples=3),
                                   fitted_net.predict_proba_samples(X[:5], n_samples=3))
+
+
+class _SlowPickledMLP(MLP):
+    """An MLP whose second pickling in a net's pickle (the first is skorch's of the fitted module, under
+    the lock; the second is the ``module`` parameter's, the same object) gives another thread the time to
+    start scoring with it: it says so (``pickling``) and waits up to a second for that thread to have put
+    its dropout hooks on."""
+    pickling = None
+    hooked = None
+    calls = 0
+
+    def __getstate__(self):
+        cls = type(self)
+        if cls.pickling is not None:
+            cls.calls += 1
+            if cls.calls == 2:
+                cls.pickling.set()
+                cls.hooked.wait(1.0)
+        return super().__getstate__()
+
+
+def test_a_module_given_as_an_instance_is_pickled_as_it_was_under_the_lock(digits):
+    """``module=MLP(...)`` keeps the fitted module, the same object, as a parameter, which pickle reaches
+    after the net's __getstate__ has returned: another thread may start scoring with it in between and
+    put its hooks on. It is copied under the lock, so the pickle never meets a hook."""
+    import pickle
+    import threading
+
+    from skdbal.mc_dropout import _row_keyed_dropout, mc_dropout_mode
+
+    X, y = digits
+    net = MCDropoutClassifier(_SlowPickledMLP(n_features=64, n_classes=10, hidden_layer_sizes=(16,)),
+                              classes=np.arange(10), max_epochs=1, n_samples=8, random_state=0,
+                              verbose=0).fit(X[:100], y[:100])
+    _SlowPickledMLP.pickling, _SlowPickledMLP.hooked, _SlowPickledMLP.calls = threading.Event(), threading.Event(), 0
+    done = threading.Event()
+
+    def score():
+        _SlowPickledMLP.pickling.wait(10)
+        with mc_dropout_mode(net.module_), _row_keyed_dropout(net.module_, {"T": 1}):
+            _SlowPickledMLP.hooked.set()
+            done.wait(10)
+
+    a = threading.Thread(target=score)
+    a.start()
+    try:
+        blob = pickle.dumps(net)
+    finally:
+        done.set()
+        a.join(10)
+        _SlowPickledMLP.pickling = _SlowPickledMLP.hooked = None
+    copy_ = pickle.loads(blob)
+    assert not any(m._forward_hooks for m in copy_.module.modules())
+    np.testing.assert_array_equal(copy_.predict_proba_samples(X[:5], n_samples=3),
+                                  net.predict_proba_samples(X[:5], n_samples=3))
