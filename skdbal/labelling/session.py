@@ -16,6 +16,7 @@ import copy
 import threading
 import time as _time
 import uuid
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -392,7 +393,11 @@ class LabellingSession:
         if model is None or version < 0:
             return
         if getattr(self.learner, "retrain", "scratch") == "warm":
-            model = copy.deepcopy(model)
+            try:
+                model = copy.deepcopy(model)  # on its device: a GPU model's copy takes GPU memory
+            except Exception as exc:  # noqa: BLE001 - the session goes on, as before copies were made
+                warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
+                              "people's guesses and downloads read it while it retrains", RuntimeWarning)
         self._published = (int(version), model)
 
     def _warm_up(self) -> None:
