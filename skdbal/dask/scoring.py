@@ -138,6 +138,9 @@ def _top(keep, idx, scores, m, min_score):
 _PLANS: "OrderedDict[str, _Plan]" = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 4
+#: The tokens of queries that ended here (the latest 256): a task of one of them that still runs, or
+#: starts after its query was cancelled, fails instead of unpickling the plan again.
+_ENDED: "OrderedDict[str, None]" = OrderedDict()
 
 
 def _plan_for(ref) -> "_Plan":
@@ -148,6 +151,8 @@ def _plan_for(ref) -> "_Plan":
     token, blob = ref
     with _PLANS_LOCK:
         plan = _PLANS.get(token)
+        if plan is None and token in _ENDED:
+            raise RuntimeError(f"the query {token} has ended: its plan was dropped")
         if plan is None:
             plan = _PLANS[token] = pickle.loads(blob)
             while len(_PLANS) > _PLANS_KEPT:
@@ -159,6 +164,9 @@ def _plan_for(ref) -> "_Plan":
 def _drop_plan(token: str) -> None:
     with _PLANS_LOCK:
         _PLANS.pop(token, None)
+        _ENDED[token] = None
+        while len(_ENDED) > 256:
+            _ENDED.popitem(last=False)
 
 
 @contextlib.contextmanager
