@@ -219,6 +219,18 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                        dtype=np.float32) for m in self.estimators_])
 
     @property
+    def row_keyed_samples(self) -> bool:
+        """Whether a row's samples depend on the row and the ensemble alone: members without
+        ``predict_proba_samples`` (one deterministic sample each), or members whose samples are
+        row-keyed themselves. Part of the predictive interface (:mod:`skdbal.predictive`)."""
+        from .predictive import as_predictive
+
+        members = getattr(self, "estimators_", None)
+        if members is None:
+            return False
+        return all(not hasattr(m, "predict_proba_samples") or as_predictive(m).row_keyed for m in members)
+
+    @property
     def stochastic_samples(self) -> bool:
         """Whether the samples differ: more than one member, or sampling members."""
         return int(self.n_members) > 1 or self.samples_per_member not in (None, 1)

@@ -444,6 +444,14 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         """
         return True
 
+    @property
+    def row_keyed_samples(self) -> bool:
+        """Whether a row's samples are the same whatever rows it is sampled with: with an int
+        ``random_state`` every batch of every call draws from the same seed. Part of the predictive
+        interface (:mod:`skdbal.predictive`)."""
+        rs = self.random_state
+        return isinstance(rs, (int, np.integer)) and not isinstance(rs, bool)
+
     def predict_proba_samples(self, X, n_samples: Optional[int] = None, *,
                               consistent: bool = False) -> np.ndarray:
         """``T`` samples of the last-layer Laplace posterior predictive.

@@ -1114,6 +1114,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         """Whether the model's predictive samples differ from one another (no fit needed)."""
         return as_predictive(self._model_or_template()).stochastic
 
+    @property
+    def row_keyed_samples(self) -> bool:
+        """Whether each row's samples depend on the row and the model alone (see :mod:`skdbal.predictive`)."""
+        return as_predictive(self._model_or_template()).row_keyed
+
     def score(self, X, y, sample_weight=None):
         """Delegate to ``estimator_.score`` (accuracy for classifiers).
 

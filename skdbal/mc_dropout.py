@@ -762,6 +762,21 @@ class _MCDropoutNet:
         """
         return bool(self.mc_dropout)
 
+    @property
+    def row_keyed_samples(self) -> bool:
+        """Whether a row's passes depend on the row and the model alone, whatever rows it is sampled with.
+
+        True for ``mc_dropout=False``, and for an int ``random_state`` with a
+        row-keyed ``mask_seeding`` (``"row_pcg64"``, ``"row"``); ``"stream"``
+        draws one stream per call, and a ``random_state`` that is not an int
+        seeds every call anew. Part of the predictive interface
+        (:mod:`skdbal.predictive`): a pool scored in chunks is the pool scored
+        at once only then.
+        """
+        rs = self.random_state
+        seeded = isinstance(rs, (int, np.integer)) and not isinstance(rs, bool)
+        return not self.mc_dropout or (self.mask_seeding != "stream" and seeded)
+
     #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
     #: small enough for the CPU caches, large enough for efficient matrix products.
     _HEAD_ROWS = 1024

@@ -31,6 +31,18 @@ A deterministic model (one pass) is consistent trivially. Any other model
 cannot honour the request, and :meth:`Predictive.proba_samples` raises a
 ``TypeError`` rather than return per-row samples as if they were consistent.
 
+**Row-keyed samples.** A pool scored in chunks (:mod:`skdbal.dask`) is the
+pool scored at once only if a row's samples do not depend on the other rows
+of the call:
+
+``row_keyed_samples : bool`` (optional attribute, default False)
+    Whether each row's samples depend on that row and the model alone: masks
+    seeded by the row (:class:`~skdbal.MCDropoutClassifier` with an int
+    ``random_state`` and ``mask_seeding="row_pcg64"`` or ``"row"``), or one
+    seed for every call and batch (:class:`~skdbal.LaplaceClassifier` with an
+    int ``random_state``). A deterministic model is row-keyed trivially
+    (:attr:`Predictive.row_keyed`).
+
 **Regressors** implement
 
 ``predictive_variance(X) -> ndarray of shape (N,)``
@@ -158,6 +170,14 @@ class Predictive:
     @property
     def name(self) -> str:
         return type(self.model).__name__
+
+    @property
+    def row_keyed(self) -> bool:
+        """Whether each row's samples depend on that row and the model alone, not on the other rows of a
+        call: a deterministic model, or one whose ``row_keyed_samples`` says so."""
+        if not self.stochastic or self.source in ("proba", "variance"):
+            return True
+        return bool(getattr(self.model, "row_keyed_samples", False))
 
     @property
     def classes(self):

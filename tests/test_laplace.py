@@ -158,9 +158,11 @@ def test_seeding(fitted, flat):
     # a row's samples depend on the row and the seed only
     np.testing.assert_allclose(fitted.predict_proba_samples(x[::-1])[:, ::-1], a, rtol=0, atol=1e-6)
     np.testing.assert_allclose(fitted.predict_proba_samples(x[:5]), a[:, :5], rtol=0, atol=1e-6)
+    assert fitted.row_keyed_samples  # what the row-wise checks above show, declared (skdbal.predictive)
     other = copy.deepcopy(fitted).set_params(random_state=4)
     assert not np.allclose(other.predict_proba_samples(x), a)
     unseeded = copy.deepcopy(fitted).set_params(random_state=None)
+    assert not unseeded.row_keyed_samples
     assert not np.allclose(unseeded.predict_proba_samples(x), unseeded.predict_proba_samples(x))
     rs = copy.deepcopy(fitted).set_params(random_state=np.random.RandomState(0))
     first = rs.predict_proba_samples(x)

@@ -257,3 +257,37 @@ def test_strategies_never_check_estimator_classes():
                 checked = ast.unparse(node.args[1])
                 assert not re.search(r"Classifier|Regressor|Learner|Pipeline|Estimator|Net|Module", checked), \
                     (path.name, checked)
+
+
+def test_row_keyed_samples_by_hand(fitted_net, digits):
+    """Which models' samples of a row depend on that row alone (what a pool scored in chunks needs)."""
+    from sklearn.base import clone
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner, DeepEnsembleClassifier
+    from skdbal.predictive import as_predictive
+
+    X, y = digits
+    assert fitted_net.row_keyed_samples and as_predictive(fitted_net).row_keyed      # row_pcg64, int seed
+    for params, expected in (({"mask_seeding": "row"}, True), ({"mask_seeding": "stream"}, False),
+                             ({"random_state": None}, False), ({"random_state": np.random.RandomState(0)}, False),
+                             ({"random_state": True}, False),
+                             ({"mask_seeding": "stream", "random_state": None, "mc_dropout": False}, True)):
+        assert clone(fitted_net).set_params(**params).row_keyed_samples is expected, params
+    plain = LogisticRegression(max_iter=200).fit(X[:100].reshape(100, -1), y[:100])
+    assert as_predictive(plain).row_keyed                       # one deterministic pass
+
+    class Sampler:  # a third-party sampler that does not say
+        classes_ = np.arange(2)
+
+        def predict_proba_samples(self, X, n_samples=None):
+            return np.full((2, len(X), 2), 0.5)
+
+    assert not as_predictive(Sampler()).row_keyed
+    ens = DeepEnsembleClassifier(clone(fitted_net).set_params(max_epochs=1), n_members=2, samples_per_member=2,
+                                 random_state=0).fit(X[:100], y[:100])
+    assert ens.row_keyed_samples                                 # members get int seeds
+    ens.estimators_[1].set_params(mask_seeding="stream")
+    assert not ens.row_keyed_samples
+    learner = ActiveLearner(clone(fitted_net).set_params(mask_seeding="stream"), verbose=False)
+    assert not learner.row_keyed_samples and ActiveLearner(clone(fitted_net), verbose=False).row_keyed_samples

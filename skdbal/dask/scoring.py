@@ -34,6 +34,11 @@ What is exact (the single-process result, index for index):
 
 What is approximate, and says so in ``info["dask"]["exact"]``:
 
+- a model whose samples of a row depend on the rows sampled with it (not
+  ``row_keyed`` in :mod:`skdbal.predictive`: an MC-dropout net with
+  ``mask_seeding="stream"`` or without an int ``random_state``, a third-party
+  sampler that does not say): each chunk draws its own samples, so the
+  picks are valid but change with the chunking; it warns;
 - BatchBALD chooses among the ``n_candidates`` points of highest BALD (a
   pre-selection, as baal and batchbald_redux do), exact only when that is the
   whole pool.
@@ -439,6 +444,14 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     predictive = as_predictive(estimator, n_samples=opts.get("n_samples", getattr(score_base, "n_samples", None)))
     if isinstance(score_base, SamplesStrategy) and not isinstance(score_base, EPIG):
         score_base.measure_for(predictive)  # its warning (a constant score) once, here
+    if not predictive.row_keyed:
+        info["exact"] = False
+        warnings.warn(
+            f"{predictive.name}'s samples of a row depend on the other rows sampled with it (they are not "
+            f"row-keyed: see skdbal.predictive), so each chunk draws its own: the picks are a valid query but "
+            f"not the single process's, and they change with the chunking (info['dask']['exact'] is False). "
+            f"For an MC-dropout model give an int random_state and mask_seeding='row_pcg64' or 'row'",
+            UserWarning, stacklevel=2)
     X_target = None
     if isinstance(score_base, EPIG):  # the targets a local query would draw from the points not excluded
         X_target = opts.pop("X_target", None)
@@ -512,7 +525,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
 
         if kind == "batch_bald":
             cand = np.sort(e_i[:m_e])  # the global top m_e by BALD, in pool order
-            info["exact"] = len(cand) == n_valid
+            info["exact"] = info["exact"] and len(cand) == n_valid
             info["candidates"] = int(len(cand))
             acq = base.acquire(estimator, client.compute(X[cand]).result(), k, random_state=random_state,
                                **{key: v for key, v in options.items() if key != "n_candidates"})

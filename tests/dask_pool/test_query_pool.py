@@ -245,6 +245,10 @@ class CountedNet:
     def predict_proba_samples(self, X, n_samples=None):
         return self.net.predict_proba_samples(X, n_samples=n_samples)
 
+    @property
+    def row_keyed_samples(self):
+        return self.net.row_keyed_samples
+
     def __setstate__(self, state):
         _UNPICKLED.append(1)
         self.__dict__.update(state)
@@ -355,3 +359,23 @@ def test_a_failing_chunk_fails_the_query_and_leaves_no_plan(cluster, tmp_path):
     ok = bounded(lambda: query_pool(max_entropy, _CorruptChunk(), open_pool(str(tmp_path / "good.zarr")), 3,
                                     client=cluster))
     assert ok.indices.tolist() == max_entropy.acquire(_CorruptChunk(), X, 3).indices.tolist()
+
+
+def test_a_model_whose_samples_are_not_row_keyed_is_not_exact_and_says_so(cluster, pool, net):
+    """With one mask stream per call (or no int seed), each chunk draws its own masks: the picks change
+    with the chunking, and the query warns and reports exact=False instead of claiming the local result."""
+    import copy
+
+    path, X, _ = pool
+    streamed = copy.deepcopy(net).set_params(mask_seeding="stream")
+    assert net.row_keyed_samples and not streamed.row_keyed_samples
+    with pytest.warns(UserWarning, match="not row-keyed"):
+        dist = bounded(lambda: query_pool(bald, streamed, open_pool(path, chunk_rows=97), 12, client=cluster))
+    assert dist.info["dask"]["exact"] is False
+    with pytest.warns(UserWarning, match="not row-keyed"):
+        bb = bounded(lambda: query_pool(BatchBALD(n_joint_samples=50), streamed, open_pool(path)[:200], 2,
+                                        client=cluster))
+    assert bb.info["dask"]["exact"] is False  # though the candidates are the whole pool
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the row-keyed net: no warning, exact
+        assert bounded(lambda: query_pool(bald, net, open_pool(path), 12, client=cluster)).info["dask"]["exact"]
