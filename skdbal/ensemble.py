@@ -220,15 +220,19 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def row_keyed_samples(self) -> bool:
-        """Whether a row's samples depend on the row and the ensemble alone: members without
-        ``predict_proba_samples`` (one deterministic sample each), or members whose samples are
-        row-keyed themselves. Part of the predictive interface (:mod:`skdbal.predictive`)."""
+        """Whether a row's samples depend on the row and the ensemble alone: whether every member's
+        are (a deterministic member's trivially; a pipeline is read through its last step). Part of the
+        predictive interface (:mod:`skdbal.predictive`)."""
         from .predictive import as_predictive
 
         members = getattr(self, "estimators_", None)
-        if members is None:
+        if members is None:  # before fit: a member as it will be, a clone with int seeds
+            member = clone(self.estimator)
+            members = [member.set_params(**{key: 0 for key in _seed_keys(member)})]
+        try:  # each member read as a strategy reads it: a pipeline through its last step
+            return all(as_predictive(m).row_keyed for m in members)
+        except TypeError:  # a member the predictive interface cannot read: nothing is known
             return False
-        return all(not hasattr(m, "predict_proba_samples") or as_predictive(m).row_keyed for m in members)
 
     @property
     def stochastic_samples(self) -> bool:

@@ -173,6 +173,14 @@ class SkdbalClassifier(*_Base):
     def _model(self):
         return self.__dict__.get("estimator_", self.estimator)
 
+    @property
+    def row_keyed_samples(self) -> bool:
+        """Whether the wrapped model's samples of a row depend on that row alone (:mod:`skdbal.predictive`)."""
+        try:
+            return as_predictive(self._model()).row_keyed
+        except TypeError:
+            return False
+
     def __sklearn_is_fitted__(self) -> bool:
         if "estimator_" in self.__dict__:
             return True

@@ -767,15 +767,26 @@ class _MCDropoutNet:
         """Whether a row's passes depend on the row and the model alone, whatever rows it is sampled with.
 
         True for ``mc_dropout=False``, and for an int ``random_state`` with a
-        row-keyed ``mask_seeding`` (``"row_pcg64"``, ``"row"``); ``"stream"``
-        draws one stream per call, and a ``random_state`` that is not an int
-        seeds every call anew. Part of the predictive interface
+        row-keyed ``mask_seeding`` (``"row_pcg64"``, ``"row"``) or
+        ``consistent_masks=True`` (one mask per pass and unit, for every row),
+        as long as every dropout layer is one whose masks we draw
+        (``nn.Dropout``, ``nn.Dropout1d/2d/3d``: an ``nn.AlphaDropout`` or a
+        subclass draws from torch's global generator, once per call).
+        ``"stream"`` draws one stream per call, and a ``random_state`` that is
+        not an int seeds every call anew. Part of the predictive interface
         (:mod:`skdbal.predictive`): a pool scored in chunks is the pool scored
-        at once only then.
+        at once only then. Before the module exists, its layers are not known.
         """
+        if not self.mc_dropout:
+            return True
         rs = self.random_state
-        seeded = isinstance(rs, (int, np.integer)) and not isinstance(rs, bool)
-        return not self.mc_dropout or (self.mask_seeding != "stream" and seeded)
+        if not isinstance(rs, (int, np.integer)) or isinstance(rs, bool):
+            return False
+        module = getattr(self, "module_", None)
+        module = module if module is not None else (self.module if isinstance(self.module, nn.Module) else None)
+        if module is not None and any(isinstance(m, _DROPOUT) and _mask_kind(m) is None for m in module.modules()):
+            return False
+        return self.mask_seeding != "stream" or bool(self.consistent_masks)
 
     #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
     #: small enough for the CPU caches, large enough for efficient matrix products.

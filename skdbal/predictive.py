@@ -38,9 +38,9 @@ of the call:
 ``row_keyed_samples : bool`` (optional attribute, default False)
     Whether each row's samples depend on that row and the model alone: masks
     seeded by the row (:class:`~skdbal.MCDropoutClassifier` with an int
-    ``random_state`` and ``mask_seeding="row_pcg64"`` or ``"row"``), or one
-    seed for every call and batch (:class:`~skdbal.LaplaceClassifier` with an
-    int ``random_state``). A deterministic model is row-keyed trivially
+    ``random_state``, ``mask_seeding="row_pcg64"`` or ``"row"``, and only
+    dropout layers whose masks it draws), or one seed for every call and
+    batch (:class:`~skdbal.LaplaceClassifier` with an int ``random_state``). A deterministic model is row-keyed trivially
     (:attr:`Predictive.row_keyed`).
 
 **Regressors** implement

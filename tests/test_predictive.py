@@ -261,6 +261,7 @@ def test_strategies_never_check_estimator_classes():
 
 def test_row_keyed_samples_by_hand(fitted_net, digits):
     """Which models' samples of a row depend on that row alone (what a pool scored in chunks needs)."""
+    import torch
     from sklearn.base import clone
     from sklearn.linear_model import LogisticRegression
 
@@ -284,10 +285,37 @@ def test_row_keyed_samples_by_hand(fitted_net, digits):
             return np.full((2, len(X), 2), 0.5)
 
     assert not as_predictive(Sampler()).row_keyed
-    ens = DeepEnsembleClassifier(clone(fitted_net).set_params(max_epochs=1), n_members=2, samples_per_member=2,
-                                 random_state=0).fit(X[:100], y[:100])
-    assert ens.row_keyed_samples                                 # members get int seeds
+    ens = DeepEnsembleClassifier(clone(fitted_net).set_params(max_epochs=1, random_state=None), n_members=2,
+                                 samples_per_member=2, random_state=0)
+    assert ens.row_keyed_samples                                 # before fit: members will get int seeds
+    ens.fit(X[:100], y[:100])
+    assert ens.row_keyed_samples
     ens.estimators_[1].set_params(mask_seeding="stream")
     assert not ens.row_keyed_samples
+    # a member that hides its sampler in a pipeline: its predict_proba is an MC average of one stream
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    hidden = DeepEnsembleClassifier(make_pipeline(FunctionTransformer(), clone(fitted_net).set_params(
+        mask_seeding="stream", max_epochs=1)), n_members=2, random_state=0)
+    assert not hidden.row_keyed_samples
+
+    # dropout layers whose masks are not drawn per row (they use torch's generator, once per call)
+    class AlphaMLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.AlphaDropout(0.3),
+                                            torch.nn.Linear(16, 10))
+
+        def forward(self, x):
+            return self.body(x)
+
+    from skdbal import MCDropoutClassifier
+
+    alpha = MCDropoutClassifier(AlphaMLP, classes=np.arange(10), max_epochs=1, random_state=0).fit(X[:100], y[:100])
+    assert not alpha.row_keyed_samples
+    assert not np.allclose(alpha.predict_proba_samples(X[:20], n_samples=4)[:, 10:],
+                           alpha.predict_proba_samples(X[10:20], n_samples=4))  # what it means
+    assert clone(fitted_net).set_params(mask_seeding="stream", consistent_masks=True).row_keyed_samples
     learner = ActiveLearner(clone(fitted_net).set_params(mask_seeding="stream"), verbose=False)
     assert not learner.row_keyed_samples and ActiveLearner(clone(fitted_net), verbose=False).row_keyed_samples

@@ -1,4 +1,6 @@
 """scikit-activeml both ways: their strategies in our learner, our models in their BALD and BatchBALD."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,9 @@ def test_their_bald_reads_our_samples(fitted_net, digits):
     np.testing.assert_allclose(utilities[0, 300:], ours, rtol=1e-5, atol=1e-6)
     assert np.isnan(utilities[0, :300]).all()
     assert (np.asarray(idx) - 300).tolist() == bald(fitted_net, pool, 5)[0].tolist()
+    # the wrapper says what the wrapped net says about its samples (skdbal.predictive)
+    assert as_skactiveml_classifier(fitted_net).row_keyed_samples
+    assert not as_skactiveml_classifier(copy.deepcopy(fitted_net).set_params(mask_seeding="stream")).row_keyed_samples
 
 
 def test_their_bald_reads_our_ensemble(digits):

@@ -38,7 +38,8 @@ What is approximate, and says so in ``info["dask"]["exact"]``:
   ``row_keyed`` in :mod:`skdbal.predictive`: an MC-dropout net with
   ``mask_seeding="stream"`` or without an int ``random_state``, a third-party
   sampler that does not say): each chunk draws its own samples, so the
-  picks are valid but change with the chunking; it warns;
+  picks are valid but change with the chunking; it warns (BatchBALD is
+  exact or not by its candidates alone);
 - BatchBALD chooses among the ``n_candidates`` points of highest BALD (a
   pre-selection, as baal and batchbald_redux do), exact only when that is the
   whole pool.
@@ -444,7 +445,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     predictive = as_predictive(estimator, n_samples=opts.get("n_samples", getattr(score_base, "n_samples", None)))
     if isinstance(score_base, SamplesStrategy) and not isinstance(score_base, EPIG):
         score_base.measure_for(predictive)  # its warning (a constant score) once, here
-    if not predictive.row_keyed:
+    if not predictive.row_keyed and kind != "batch_bald":  # BatchBALD: exact or not by its candidates
         info["exact"] = False
         warnings.warn(
             f"{predictive.name}'s samples of a row depend on the other rows sampled with it (they are not "
@@ -525,7 +526,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
 
         if kind == "batch_bald":
             cand = np.sort(e_i[:m_e])  # the global top m_e by BALD, in pool order
-            info["exact"] = info["exact"] and len(cand) == n_valid
+            info["exact"] = len(cand) == n_valid  # the whole pool: the local call itself, on the client
             info["candidates"] = int(len(cand))
             acq = base.acquire(estimator, client.compute(X[cand]).result(), k, random_state=random_state,
                                **{key: v for key, v in options.items() if key != "n_candidates"})
