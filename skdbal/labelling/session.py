@@ -86,11 +86,12 @@ class StoreOracle(Oracle):
         if acq is not None and acq.scores is not None and len(acq.indices) == len(positions):
             scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
         self.scores.update(scores)
+        # the new picks, then what earlier batches left unanswered (the loop keeps those out of its
+        # queries, so they are offered until answered); the loop's own state, read in its thread
+        loop = getattr(self.session, "loop", None)
+        left = [int(p) for p in (loop.pending if loop is not None else []) if p not in set(positions)]
+        self.session._guess_ahead(positions + left)  # before people see the batch: their requests never wait
         with self.session._changed:
-            # the new picks, then what earlier batches left unanswered (the loop keeps those out of its
-            # queries, so they are offered until answered)
-            loop = getattr(self.session, "loop", None)
-            left = [int(p) for p in (loop.pending if loop is not None else []) if p not in set(positions)]
             self.batch = positions + left
             self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
                                                                            for p in positions})
@@ -151,6 +152,8 @@ class StoreOracle(Oracle):
             if unjudged:  # as labels arrive, outside the lock: submissions never wait for the model
                 session._judge(unjudged)
                 self.judged = unjudged[-1]["event"]
+                # the labels it flagged are offered as second looks: guessed here, not by a request
+                session._guess_ahead([c["item"] for c in session.store.second_looks() if c["outcome"] == "pending"])
             if ready:
                 break
         return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
@@ -324,6 +327,8 @@ class LabellingSession:
         self.last_retrain: Optional[float] = None
         #: ``(version, model)`` that people's requests read (guesses, downloads); see _publish.
         self._published: Optional[tuple] = None
+        #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
+        self._guessed: tuple = (-1, {})
         self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                                "retrain_after": self.retrain_after, "n_items": len(self.keys),
                                "learner": repr(learner), "second_looks": repr(second_looks),
@@ -399,6 +404,25 @@ class LabellingSession:
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
                               "people's guesses and downloads read it while it retrains", RuntimeWarning)
         self._published = (int(version), model)
+        self._guess_ahead(self.oracle.batch + [c["item"] for c in self.store.second_looks()
+                                               if c["outcome"] == "pending"])
+
+    def _guess_ahead(self, items) -> None:
+        """Guess ``items`` with the published model, in the loop's thread, for :meth:`guesses` to serve.
+
+        A request that computed them itself would wait for the loop: a network's training holds the
+        lock on torch's global generator and mode flags for the whole fit (seeded training), so a guess
+        asked for during a retrain took as long as the rest of the retrain (8.3 s of a 9 s one)."""
+        published = self._published
+        items = [int(i) for i in dict.fromkeys(items)]
+        if published is None or not items:
+            return
+        version, model = published
+        done = self._guessed[1] if self._guessed[0] == version else {}
+        todo = [i for i in items if i not in done]
+        if todo:
+            new = {i: str(g) for i, g in zip(todo, model.predict(self.X[np.asarray(todo, dtype=np.intp)]))}
+            self._guessed = (version, {**done, **new})
 
     def _warm_up(self) -> None:
         """Fit a throw-away copy of the model on a few rows while people label the first batch, so that
@@ -635,13 +659,22 @@ class LabellingSession:
         return self._event(self.check_item(item), "undo", None, annotator)
 
     def guesses(self, items: Sequence[int]) -> list:
-        """The current model's label for each item (as text), or None before the first model."""
+        """The current model's label for each item (as text), or None before the first model.
+
+        The items people are offered (the batch, what earlier batches left, the second looks) were
+        guessed by the loop when it published the model or queried the batch, so this never waits for
+        a retrain; another item is guessed here, which may wait for it."""
         published = self._published
         if published is None or not len(items):
             return [None] * len(items)
-        model = published[1]
-        X = self.X[np.asarray(items, dtype=np.intp)]
-        return [str(p) for p in model.predict(X)]
+        version, model = published
+        cached_version, cached = self._guessed
+        cached = cached if cached_version == version else {}
+        todo = [int(i) for i in items if int(i) not in cached]
+        if todo:
+            cached = {**cached, **{i: str(g) for i, g in zip(todo, model.predict(
+                self.X[np.asarray(todo, dtype=np.intp)]))}}
+        return [cached[int(i)] for i in items]
 
     def labels(self) -> List[dict]:
         """The current labels: ``item``, ``key``, ``label``, ``annotator``,

@@ -228,3 +228,52 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp
         r.wait_for_version(0, timeout=60)
         assert r._published[0] == 0 and r.guesses([0, 1]) == [str(p) for p in r.learner.predict(X[:2])]
     r.store.close()
+
+
+def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(digits, tmp_path):
+    """A seeded network holds the lock on torch's generator and mode flags for its whole fit; the guesses
+    of the batch were made by the loop when it queried it, so a request for them during a retrain (here
+    the lock held by another thread, as a training holds it) is answered at once, with the same guesses."""
+    import threading
+
+    from skdbal import MCDropoutClassifier
+    from skdbal.mc_dropout import _SHARED_STATE_LOCK
+    from skdbal.nets import MLP
+
+    X, y = digits
+    net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,
+                              random_state=0, train_split=None, verbose=0)
+    s = LabellingSession(ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False),
+                         X[:300].astype(np.float32), classes=range(10), store=tmp_path / "s.db", batch_size=10)
+    with s:
+        label_all(s, y)
+        s.wait_for_version(0, timeout=60)
+        batch = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
+        expected = [str(g) for g in s._published[1].predict(X[batch].astype(np.float32))]
+        held, release, out = threading.Event(), threading.Event(), {}
+
+        def train():  # what a seeded fit does for its whole length
+            with _SHARED_STATE_LOCK:
+                held.set()
+                release.wait(20)
+
+        trainer = threading.Thread(target=train)
+        trainer.start()
+        try:
+            assert held.wait(10)
+            asker = threading.Thread(target=lambda: out.update(guesses=s.guesses(batch)))
+            asker.start()
+            asker.join(5)
+            assert not asker.is_alive(), "the guesses waited for the retrain"
+            assert out["guesses"] == expected
+            other = next(i for i in range(300) if i not in batch and i not in s.learner.labelled_idx_)
+            late = threading.Thread(target=lambda: out.update(other=s.guesses([other])))
+            late.start()
+            late.join(0.3)
+            assert late.is_alive()  # an item nobody is offered is guessed on demand: that one waits
+        finally:
+            release.set()
+            trainer.join(10)
+        late.join(10)
+        assert out["other"] == [str(s._published[1].predict(X[[other]].astype(np.float32))[0])]
+    s.store.close()
