@@ -158,6 +158,11 @@ def label_columns(classes, y, name: str = "y", *, n_columns: Optional[int] = Non
     return np.asarray(columns, dtype=np.intp)
 
 
+def is_int_seed(random_state) -> bool:
+    """Whether ``random_state`` is an int seed (not a bool, a RandomState or None)."""
+    return isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
+
+
 def check_bool(value, name: str) -> bool:
     """``value`` as a bool (numpy's included), else a TypeError naming ``name``."""
     if not isinstance(value, (bool, np.bool_)):

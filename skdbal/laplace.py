@@ -30,7 +30,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (check_array, check_consistent_length, check_is_fitted, column_or_1d,
                                       validate_data)
 
-from ._validation import check_bool, check_positive_int, is_frame, label_columns
+from ._validation import check_bool, check_positive_int, is_frame, is_int_seed, label_columns
 
 __all__ = ["LaplaceClassifier"]
 
@@ -421,7 +421,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
     def _sampling_seed(self) -> int:
         """The seed of this call's generator: ``random_state`` itself for an int."""
         rs = self.random_state
-        if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
+        if is_int_seed(rs):
             return int(rs) % 2**64
         if rs is None:
             import torch
@@ -449,8 +449,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         """Whether a row's samples are the same whatever rows it is sampled with: with an int
         ``random_state`` every batch of every call draws from the same seed. Part of the predictive
         interface (:mod:`skdbal.predictive`)."""
-        rs = self.random_state
-        return isinstance(rs, (int, np.integer)) and not isinstance(rs, bool)
+        return is_int_seed(self.random_state)
 
     def predict_proba_samples(self, X, n_samples: Optional[int] = None, *,
                               consistent: bool = False) -> np.ndarray:

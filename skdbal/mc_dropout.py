@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
-from ._validation import check_bool, check_positive_int, label_columns
+from ._validation import check_bool, check_positive_int, is_int_seed, label_columns
 from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear, fused_linear_outputs
 from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
@@ -779,8 +779,7 @@ class _MCDropoutNet:
         """
         if not self.mc_dropout:
             return True
-        rs = self.random_state
-        if not isinstance(rs, (int, np.integer)) or isinstance(rs, bool):
+        if not is_int_seed(self.random_state):
             return False
         module = getattr(self, "module_", None)
         module = module if module is not None else (self.module if isinstance(self.module, nn.Module) else None)

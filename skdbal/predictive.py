@@ -40,8 +40,8 @@ of the call:
     seeded by the row (:class:`~skdbal.MCDropoutClassifier` with an int
     ``random_state``, ``mask_seeding="row_pcg64"`` or ``"row"``, and only
     dropout layers whose masks it draws), or one seed for every call and
-    batch (:class:`~skdbal.LaplaceClassifier` with an int ``random_state``). A deterministic model is row-keyed trivially
-    (:attr:`Predictive.row_keyed`).
+    batch (:class:`~skdbal.LaplaceClassifier` with an int ``random_state``).
+    A deterministic model is row-keyed trivially (:attr:`Predictive.row_keyed`).
 
 **Regressors** implement
 

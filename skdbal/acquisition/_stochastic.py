@@ -10,6 +10,15 @@ from ._base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 __all__ = ["StochasticBatch", "stochastic_batch"]
 
 
+def _score_and_draw_seeds(random_state):
+    """The two seeds of one stochastic query, from its ``random_state``: the scores' own randomness
+    (ties, random sampling) and the draw get separate streams (a query on a cluster uses the same)."""
+    rng = np.random.RandomState(random_state) if isinstance(random_state, (int, np.integer)) else \
+        (random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState())
+    score_seed, draw_seed = rng.randint(0, 2 ** 31 - 1, size=2)
+    return int(score_seed), int(draw_seed)
+
+
 class StochasticBatch(StrategyDecorator):
     """Draw the batch at random, in proportion to a function of the wrapped strategy's scores.
 
@@ -81,11 +90,8 @@ class StochasticBatch(StrategyDecorator):
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         base = as_strategy(self.strategy)
-        # the scores' own randomness (ties, random sampling) and the draw get separate streams of one seed
-        rng = np.random.RandomState(random_state) if isinstance(random_state, (int, np.integer)) else \
-            (random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState())
-        score_seed, draw_seed = rng.randint(0, 2 ** 31 - 1, size=2)
-        ps = pool_scores_of(base, estimator, X_pool, n_instances, random_state=int(score_seed), **kwargs)
+        score_seed, draw_seed = _score_and_draw_seeds(random_state)
+        ps = pool_scores_of(base, estimator, X_pool, n_instances, random_state=score_seed, **kwargs)
         if ps is None:
             raise TypeError(f"stochastic batch acquisition samples from pointwise pool scores, and "
                             f"{type(base).__name__} has none (it chooses its batch jointly, or is a plain "
@@ -93,7 +99,7 @@ class StochasticBatch(StrategyDecorator):
         eligible = ps.eligible
         n_draw = n_instances if eligible is None else min(n_instances, int(eligible.sum()))
         picks, _ = stochastic.sample_batch(ps.scores, n_draw, self.mode, self.beta, eligible=eligible,
-                                           random_state=int(draw_seed))
+                                           random_state=draw_seed)
         return ps.acquisition(picks, n_instances, type(self).__name__,
                               info={"mode": self.mode, "beta": float(self.beta)})
 

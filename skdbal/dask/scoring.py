@@ -76,6 +76,7 @@ from ..acquisition import (BALD, Acquisition, BatchBALD, DiversityPenalty, Noise
 from ..acquisition._base import check_options, warn_fill
 from ..acquisition._epig import EPIG
 from ..acquisition._noise import _FILL_WORDS, _FilterChunk, _plain_measure
+from ..acquisition._stochastic import _score_and_draw_seeds
 from ..predictive import as_predictive
 
 __all__ = ["query_pool"]
@@ -203,13 +204,19 @@ def _plan_on_workers(client, plan: "_Plan", info: dict):
             pass
 
 
-def _block_summary(X, offset, ref, y, excluded, m_e, min_e, m_i, min_i, k_fill):
-    """One chunk scored and reduced to its candidates (runs on a worker)."""
-    plan = _plan_for(ref)
+def _chunk_rows(X, offset, excluded):
+    """A chunk as an array, its rows' pool indices, and which of them are not excluded."""
     X = np.asarray(X)
     idx = np.arange(offset, offset + len(X), dtype=np.int64)
     valid = np.ones(len(X), dtype=bool)
     valid[np.asarray(excluded, dtype=np.intp)] = False
+    return X, idx, valid
+
+
+def _block_summary(X, offset, ref, y, excluded, m_e, min_e, m_i, min_i, k_fill):
+    """One chunk scored and reduced to its candidates (runs on a worker)."""
+    plan = _plan_for(ref)
+    X, idx, valid = _chunk_rows(X, offset, excluded)
     scores, p_label = plan.score(X, y)
     eligible = valid if p_label is None else valid & (p_label >= plan.tau)
     out = {"n_eligible": int(eligible.sum())}
@@ -231,10 +238,7 @@ def _block_stochastic(X, offset, ref, excluded, gumbel, mode, beta, k):
     """One chunk's best ``k`` points by perturbed log weight ``log w + g`` (``gumbel``: the noise of the
     chunk's rows not excluded, in order, from the query's stream), and its best ``k`` of weight 0 by score,
     which a draw reaches only when the others run out (runs on a worker)."""
-    X = np.asarray(X)
-    idx = np.arange(offset, offset + len(X), dtype=np.int64)
-    valid = np.ones(len(X), dtype=bool)
-    valid[np.asarray(excluded, dtype=np.intp)] = False
+    X, idx, valid = _chunk_rows(X, offset, excluded)
     scores = _plan_for(ref).score(X)[0][valid]
     idx = idx[valid]
     key = _stochastic.log_weights(scores, mode, beta) + gumbel
@@ -416,10 +420,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
             f"entropy, ..., EPIG), not from {type(as_strategy(strategy)).__name__}: under a noise filter the "
             f"draw's noise would follow the trusted points of earlier chunks, known only after scoring them all")
     if stoch is not None:  # the local query's two streams of one seed: the scores' and the draw's
-        rng = np.random.RandomState(random_state) if isinstance(random_state, (int, np.integer)) else \
-            (random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState())
-        score_seed, draw_seed = rng.randint(0, 2 ** 31 - 1, size=2)
-        random_state = int(score_seed)
+        random_state, draw_seed = _score_and_draw_seeds(random_state)
     if n_candidates is not None:
         n_candidates = check_positive_int(n_candidates, "n_candidates")
     info = {"tasks": int(len(X.chunks[0])), "rounds": 0, "exact": True, "candidates": 0}
@@ -492,7 +493,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     with _plan_on_workers(client, plan, info) as ref:
         if stoch is not None:
             return _stochastic_rest(client, ref, blocks, offsets, ex_blocks, stoch, k,
-                                    np.random.RandomState(int(draw_seed)), info)
+                                    np.random.RandomState(draw_seed), info)
 
         def run(which, m_e, min_e, m_i, min_i):
             t = time.perf_counter()

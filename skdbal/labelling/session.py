@@ -153,7 +153,7 @@ class StoreOracle(Oracle):
                 session._judge(unjudged)
                 self.judged = unjudged[-1]["event"]
                 # the labels it flagged are offered as second looks: guessed here, not by a request
-                session._guess_ahead([c["item"] for c in session.store.second_looks() if c["outcome"] == "pending"])
+                session._guess_ahead(session._pending_looks())
             if ready:
                 break
         return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
@@ -404,8 +404,7 @@ class LabellingSession:
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
                               "people's guesses and downloads read it while it retrains", RuntimeWarning)
         self._published = (int(version), model)
-        self._guess_ahead(self.oracle.batch + [c["item"] for c in self.store.second_looks()
-                                               if c["outcome"] == "pending"])
+        self._guess_ahead(self.oracle.batch + self._pending_looks())
 
     def _guess_ahead(self, items) -> None:
         """Guess ``items`` with the published model, in the loop's thread, for :meth:`guesses` to serve.
@@ -417,12 +416,20 @@ class LabellingSession:
         items = [int(i) for i in dict.fromkeys(items)]
         if published is None or not items:
             return
+        self._guessed = (published[0], self._with_guesses(published, items))
+
+    def _with_guesses(self, published: tuple, items: List[int]) -> Dict[int, str]:
+        """The guesses made for ``published``'s version so far, and those of ``items`` not among them."""
         version, model = published
         done = self._guessed[1] if self._guessed[0] == version else {}
         todo = [i for i in items if i not in done]
-        if todo:
-            new = {i: str(g) for i, g in zip(todo, model.predict(self.X[np.asarray(todo, dtype=np.intp)]))}
-            self._guessed = (version, {**done, **new})
+        if not todo:
+            return done
+        return {**done, **{i: str(g) for i, g in zip(todo, model.predict(self.X[np.asarray(todo, dtype=np.intp)]))}}
+
+    def _pending_looks(self) -> List[int]:
+        """Items whose flagged label awaits a second look."""
+        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"]
 
     def _warm_up(self) -> None:
         """Fit a throw-away copy of the model on a few rows while people label the first batch, so that
@@ -667,14 +674,9 @@ class LabellingSession:
         published = self._published
         if published is None or not len(items):
             return [None] * len(items)
-        version, model = published
-        cached_version, cached = self._guessed
-        cached = cached if cached_version == version else {}
-        todo = [int(i) for i in items if int(i) not in cached]
-        if todo:
-            cached = {**cached, **{i: str(g) for i, g in zip(todo, model.predict(
-                self.X[np.asarray(todo, dtype=np.intp)]))}}
-        return [cached[int(i)] for i in items]
+        items = [int(i) for i in items]
+        guessed = self._with_guesses(published, list(dict.fromkeys(items)))
+        return [guessed[i] for i in items]
 
     def labels(self) -> List[dict]:
         """The current labels: ``item``, ``key``, ``label``, ``annotator``,
