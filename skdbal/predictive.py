@@ -174,7 +174,26 @@ class Predictive:
     @property
     def row_keyed(self) -> bool:
         """Whether each row's samples depend on that row and the model alone, not on the other rows of a
-        call: a deterministic model, or one whose ``row_keyed_samples`` says so."""
+        call: a deterministic model, or one whose ``row_keyed_samples`` says so.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import MCDropoutClassifier
+        >>> from skdbal.nets import MLP
+        >>> from skdbal.predictive import as_predictive
+        >>> as_predictive(LogisticRegression().fit([[0.0], [1.0]], [0, 1])).row_keyed   # one deterministic pass
+        True
+        >>> net = MCDropoutClassifier(MLP, random_state=0)                # masks seeded by each row
+        >>> as_predictive(net).row_keyed, as_predictive(net.set_params(mask_seeding="stream")).row_keyed
+        (True, False)
+        >>> class Sampler:                                                   # says nothing: not row-keyed
+        ...     def predict_proba_samples(self, X, n_samples=None):
+        ...         return np.full((2, len(X), 2), 0.5)
+        >>> as_predictive(Sampler()).row_keyed
+        False
+        """
         if not self.stochastic or self.source in ("proba", "variance"):
             return True
         return bool(getattr(self.model, "row_keyed_samples", False))
