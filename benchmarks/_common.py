@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from skdbal import MCDropoutClassifier
-from skdbal.nets import BayesianCNN
+from skdbal.models import BayesianCNN
 
 
 def machine() -> str:

@@ -24,9 +24,9 @@ import torch
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import machine, mnist_or_synthetic  # noqa: E402
 
-import skdbal.mc_dropout as md  # noqa: E402
+import skdbal.models._mc_dropout as md  # noqa: E402
 from skdbal import MCDropoutClassifier  # noqa: E402
-from skdbal.nets import KirschCNN  # noqa: E402
+from skdbal.models import KirschCNN  # noqa: E402
 
 
 def main(argv=None):
@@ -40,7 +40,7 @@ def main(argv=None):
     X_train, y_train, X_pool, source = mnist_or_synthetic(100, args.pool)
     print(f"machine: {machine()}")
     print(f"KirschCNN trained 1 epoch of 2,048 draws on 100 {source} images; pool {len(X_pool)}, T={args.T}")
-    from skdbal.loaders import FixedLengthLoader
+    from skdbal.models import FixedLengthLoader
     net = MCDropoutClassifier(KirschCNN, max_epochs=1, batch_size=64, n_samples=args.T, random_state=0,
                               iterator_train=FixedLengthLoader, iterator_train__n_samples=2048).fit(X_train, y_train)
     for consistent in (False, True):

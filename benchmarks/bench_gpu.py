@@ -23,7 +23,7 @@ Part B, a whole ``gal2017`` active-learning run with BALD (``--steps`` acquisiti
   the same pool (the training set less the same 100 validation images), the same 20 initial labels,
   ``ActiveLearningLoop`` with ``heuristics.BALD()``, ``max_sample`` = 2,000 random pool points scored
   per step, 10 labelled per step, ``ModelWrapper.predict_on_dataset`` with T = 100 (baal's default
-  ``replicate_in_memory=True``), the same ``skdbal.nets.BayesianCNN`` wrapped in
+  ``replicate_in_memory=True``), the same ``skdbal.models.BayesianCNN`` wrapped in
   ``MCDropoutModule``, weights reset to their initial state and a fresh Adam (lr 1e-3) before each
   step's 50 epochs in batches of 128, Gal's l2(3.5/N) on the dense layer, and the deterministic
   accuracy on the 10,000 test images after every step. Stopped after the step that passes
@@ -85,7 +85,7 @@ from _common import machine, mnist_or_synthetic  # noqa: E402
 from bench_scoring import naive_loop, trunk_once_loop  # noqa: E402  (the same loops, on the pool's device)
 
 from skdbal import MCDropoutClassifier  # noqa: E402
-from skdbal.nets import BayesianCNN  # noqa: E402
+from skdbal.models import BayesianCNN  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402
 
 SKDBAL = "skdbal predict_proba_samples (row_pcg64, default)"
@@ -345,7 +345,7 @@ import json, sys, time
 import torch
 from skdbal.experiments import run_grid
 from skdbal.experiments.runner import load_data
-from skdbal.nets import BayesianCNN
+from skdbal.models import BayesianCNN
 
 out, device, overrides = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 torch.set_num_threads(1)

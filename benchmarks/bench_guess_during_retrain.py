@@ -20,7 +20,7 @@ from sklearn.datasets import load_digits
 from skdbal import ActiveLearner, MCDropoutClassifier
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession
-from skdbal.nets import MLP
+from skdbal.models import MLP
 
 
 def main():

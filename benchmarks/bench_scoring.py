@@ -30,7 +30,7 @@ from torch import nn
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import machine, mnist_or_synthetic, trained_net  # noqa: E402
 
-from skdbal.mc_dropout import mc_dropout_mode  # noqa: E402
+from skdbal.models import mc_dropout_mode  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402
 
 

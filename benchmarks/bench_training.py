@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from skdbal import MCDropoutClassifier
-from skdbal.nets import BayesianCNN
+from skdbal.models import BayesianCNN
 
 
 def raw_torch_fit(X, y, epochs, batch_size, seed):

@@ -21,7 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import bald, random_sampling
+from skdbal.acquisition import bald, random
 from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 from skdbal.uncertainty import expected_entropy, mutual_information
 
@@ -29,7 +29,7 @@ X_pool, X_test, y_pool, y_test = load_digits_images()
 
 curves = {}
 learners = {}
-for name, strategy in [("BALD", bald), ("random", random_sampling)]:
+for name, strategy in [("BALD", bald), ("random", random)]:
     learner = ActiveLearner(digits_classifier(random_state=0), strategy, random_state=0, verbose=False)
     history = learner.simulate(X_pool, y_pool, n_queries=8, n_instances=10, X_test=X_test, y_test=y_test)
     curves[name] = ([r["n_labels"] for r in history], [r["accuracy"] for r in history])

@@ -53,11 +53,11 @@ X_pool, y_pool = X_pool[:-300], y_pool[:-300]
 F_pool, F_test = net.transform(X_pool), net.transform(X_test)
 print(f"features: {F_pool.shape[1]} dimensions, {np.linalg.matrix_rank(F_pool)} of them non-degenerate")
 
-from skdbal.acquisition import random_sampling
+from skdbal.acquisition import random
 
 fig, (ax_rmse, ax_var) = plt.subplots(1, 2, figsize=(10, 4))
 runs = [("analytic", predictive_variance, "-"), ("mfvi", predictive_variance, "-"),
-        ("analytic", random_sampling, "--")]
+        ("analytic", random, "--")]
 for inference, strategy, style in runs:
     name = f"{inference}, {'variance' if strategy is predictive_variance else 'random'} acquisition"
     layer = BayesianLinearRegression(inference=inference, noise_variance=0.1)

@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import BatchBALD, bald, diversity_penalty, random_sampling
+from skdbal.acquisition import BatchBALD, bald, diversity_penalty, random
 from skdbal.datasets import make_repeated
 from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 
@@ -47,7 +47,7 @@ strategies = {"BALD (top-k)": bald,
               "diversity penalty, w = 0.1": diversity_penalty(bald, 0.1),
               "diversity penalty, w = 0.5": diversity_penalty(bald, 0.5),
               "BatchBALD (T = 100)": BatchBALD(n_samples=100),
-              "random": random_sampling}
+              "random": random}
 results = {}
 for name, strategy in strategies.items():
     learner = ActiveLearner(digits_classifier(random_state=0), strategy, random_state=0,

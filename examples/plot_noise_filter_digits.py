@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import bald, noise_filter, random_sampling
+from skdbal.acquisition import bald, noise_filter, random
 from skdbal.datasets import make_noisy_labels
 from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 
@@ -42,7 +42,7 @@ initial = np.concatenate([clean[y_pool[clean] == c][:2] for c in range(10)])
 
 strategies = {"BALD": bald, "BALD, filtered (τ = 0.1)": noise_filter(bald, 0.1),
               "BALD, filtered (dynamic τ)": noise_filter(bald, "dynamic"),
-              "BALD, filtered (batch τ)": noise_filter(bald, "batch"), "random": random_sampling}
+              "BALD, filtered (batch τ)": noise_filter(bald, "batch"), "random": random}
 results = {}
 for name, strategy in strategies.items():
     learner = ActiveLearner(digits_classifier(random_state=0), strategy, random_state=0,

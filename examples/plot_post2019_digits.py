@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from skdbal import ActiveLearner, DDUClassifier
-from skdbal.acquisition import BADGE, DDU, EPIG, bald, random_sampling, stochastic_batch
+from skdbal.acquisition import BADGE, DDU, EPIG, bald, random, stochastic_batch
 from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 
 X_pool, X_test, y_pool, y_test = load_digits_images()
@@ -39,7 +39,7 @@ strategies = {
     "EPIG (100 targets)": (EPIG(n_targets=100), False),
     "BADGE": (BADGE(), False),
     "DDU": (DDU(), True),
-    "random": (random_sampling, False),
+    "random": (random, False),
 }
 curves, costs = {}, {}
 for name, (strategy, density) in strategies.items():

@@ -14,7 +14,7 @@ Two strategies read it:
 
 - :data:`~skdbal.acquisition.predictive_variance` acquires where the total
   variance is largest;
-- :data:`~skdbal.acquisition.expected_gradient_length` (EGL) acquires where
+- :data:`~skdbal.acquisition.egl` (EGL) acquires where
   the expected squared norm of the gradient a new label would give is
   largest. In seed 004's closed form that is the same predictive variance
   around the network's output, weighted by ``‖∇_θ f(x)‖²``: how strongly the
@@ -60,7 +60,7 @@ import numpy as np
 import torch
 
 from skdbal import ActiveLearner, MCDropoutRegressor
-from skdbal.acquisition import PredictiveVariance, expected_gradient_length, predictive_variance, random_sampling
+from skdbal.acquisition import PredictiveVariance, egl, predictive_variance, random
 
 torch.set_num_threads(1)  # small networks: one thread is faster on a few cores
 
@@ -99,7 +99,7 @@ ax.scatter(X_pool[first, 0], y_pool[first], color="k", zorder=3, s=20, label="20
 ax.set(ylabel="y", ylim=(-3, 3), title="MCDropoutRegressor fitted to 20 labels (heteroscedastic head)")
 ax.legend(fontsize=8, ncol=3, loc="lower left")
 
-shown = {"predictive variance": predictive_variance, "EGL": expected_gradient_length,
+shown = {"predictive variance": predictive_variance, "EGL": egl,
          "epistemic variance": PredictiveVariance(part="epistemic")}
 for k, ((name, strategy), colour) in enumerate(zip(shown.items(), ("C1", "C2", "C3"))):
     s = strategy.score(reg, grid)
@@ -114,8 +114,8 @@ fig.tight_layout()
 
 # %%
 # Active learning: test RMSE against labels
-strategies = {"random": random_sampling, "predictive variance": predictive_variance,
-              "EGL": expected_gradient_length, "epistemic variance": PredictiveVariance(part="epistemic")}
+strategies = {"random": random, "predictive variance": predictive_variance,
+              "EGL": egl, "epistemic variance": PredictiveVariance(part="epistemic")}
 n_queries, n_instances = 6, 10
 fig2, ax2 = plt.subplots(figsize=(6, 4))
 for (name, strategy), style in zip(strategies.items(), ("k--", "C1-", "C2-", "C3-")):

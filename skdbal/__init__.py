@@ -14,18 +14,16 @@ __version__ = "0.1.0"
 #: Public classes, by the module that defines them.
 _CLASSES = {
     "ActiveLearner": "learner",
+    "ActiveLearningLoop": "loop",
     "ActiveLearningBudget": "budget",
-    "BayesianLinearRegression": "bayesian_linear",
-    "DDUClassifier": "ddu",
-    "DeepEnsembleClassifier": "ensemble",
-    "LaplaceClassifier": "laplace",
-    "NetFeatures": "features",
-    "MCDropoutClassifier": "mc_dropout",
-    "MCDropoutRegressor": "mc_regression",
+    "KnownLabels": "oracles",
+    "NoisyAnnotator": "oracles",
+    **dict.fromkeys(("BayesianLinearRegression", "DDUClassifier", "DeepEnsembleClassifier", "LaplaceClassifier",
+                     "NetFeatures", "MCDropoutClassifier", "MCDropoutRegressor"), "models"),
 }
-_SUBMODULES = ("acquisition", "initial", "loop", "nets", "linear_posterior", "predictive", "uncertainty", "metrics",
-               "noise", "diversity", "batchbald", "datasets", "ensemble", "egl",
-               "mc_regression", "budget", "stochastic", "badge", "ddu", "epig", "laplace")
+#: Subpackages and modules, imported on first use.
+_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noise", "metrics", "datasets", "initial",
+               "loop", "oracles", "budget", "learner")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 
@@ -34,6 +32,8 @@ def __getattr__(name):
     if name in _CLASSES:
         value = getattr(importlib.import_module(f".{_CLASSES[name]}", __name__), name)
     elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    elif f"{__name__}.{name}" in _compat.MOVED:  # an old module path: imported (and warned about) there
         value = importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'skdbal' has no attribute {name!r}")

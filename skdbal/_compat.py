@@ -1,4 +1,4 @@
-"""Old import paths of modules that moved, kept working with a FutureWarning.
+"""Old import paths of modules that moved, kept working with a DeprecationWarning.
 
 ``import skdbal.presets`` (and ``from skdbal.report import ...``) load the
 module at its new path and register it under the old name too, so code and
@@ -15,10 +15,25 @@ import warnings
 #: old module path -> new module path
 MOVED = {
     "skdbal.cli": "skdbal.experiments.cli",
-    "skdbal.posterior": "skdbal.linear_posterior",
+    "skdbal.posterior": "skdbal.models.linear_posterior",
     "skdbal.presets": "skdbal.experiments.presets",
     "skdbal.quickstart": "skdbal.experiments.quickstart",
     "skdbal.report": "skdbal.experiments.report",
+    # 0.2: the models in skdbal.models, each strategy's kernel beside its class
+    **{f"skdbal.{name}": f"skdbal.models._{name}"
+       for name in ("nets", "callbacks", "loaders", "mc_dropout", "mc_regression", "ensemble", "laplace", "ddu",
+                    "features", "bayesian_linear")},
+    "skdbal._row_masks": "skdbal.models._row_masks",
+    "skdbal.linear_posterior": "skdbal.models.linear_posterior",
+    "skdbal.batchbald": "skdbal.acquisition._batchbald",
+    "skdbal.epig": "skdbal.acquisition._epig",
+    "skdbal.badge": "skdbal.acquisition._badge",
+    "skdbal.egl": "skdbal.acquisition._regression",
+    "skdbal.diversity": "skdbal.acquisition._diversity",
+    "skdbal.stochastic": "skdbal.acquisition._stochastic",
+    "skdbal.acquisition._base": "skdbal.acquisition.base",
+    "skdbal.acquisition._names": "skdbal.acquisition._registry",
+    "skdbal.interop_skactiveml": "skdbal.interop.skactiveml",
 }
 
 
@@ -27,7 +42,8 @@ class _MovedLoader(importlib.abc.Loader):
         self.new = new
 
     def _warn(self, old: str) -> None:
-        warnings.warn(f"{old} has moved to {self.new}; the old path will be removed", FutureWarning, stacklevel=3)
+        warnings.warn(f"{old} has moved to {self.new}; the old path will be removed", DeprecationWarning,
+                      stacklevel=3)
 
     def create_module(self, spec):
         self._warn(spec.name)
@@ -39,9 +55,11 @@ class _MovedLoader(importlib.abc.Loader):
         module.__spec__ = self._spec  # already executed under its new name
 
     def get_code(self, fullname):
-        """``python -m <old path>``: run the moved module as ``__main__``."""
-        self._warn(fullname)
-        return compile(f"import runpy; runpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)",
+        """``python -m <old path>``: run the moved module as ``__main__``, saying so on stderr (a
+        DeprecationWarning raised here would be attributed to runpy, and hidden)."""
+        message = f"{fullname} has moved to {self.new}; the old path will be removed"
+        return compile(f"import runpy, sys; print({message!r}, file=sys.stderr); "
+                       f"runpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)",
                        f"<{fullname} moved to {self.new}>", "exec")
 
     def is_package(self, fullname):

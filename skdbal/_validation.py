@@ -1,6 +1,7 @@
 """Input checks shared by the strategies and the learner (package-internal)."""
 from __future__ import annotations
 
+import ipaddress
 from typing import Dict, Optional
 
 import numpy as np
@@ -224,3 +225,23 @@ def subset_pool_kwargs(kwargs: Dict, indices, n_pool: int) -> Dict:
     for k, v in aligned.items():
         out[k] = np.asarray(v)[indices]
     return out
+
+
+def check_query_kwargs(query_kwargs: Optional[dict]) -> dict:
+    """``query_kwargs`` as a dict, refusing the keywords that the loop sets itself."""
+    query_kwargs = dict(query_kwargs or {})
+    for own in sorted({"candidates", "n_instances", "X_pool"} & set(query_kwargs)):
+        raise ValueError(f"query_kwargs may not set {own!r}: the loop sets it (pending and skipped rows "
+                         "are left out of the candidates; a random subsample of a large pool is the "
+                         "learner's pool_subsample)")
+    return query_kwargs
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) is this machine only; a name other than localhost is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: served beyond loopback, so the token is required everywhere
+        return False

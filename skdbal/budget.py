@@ -240,7 +240,7 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         """``estimator``, or the default MCDropoutClassifier seeded by an int ``random_state``."""
         if self.estimator is not None:
             return self.estimator
-        from .mc_dropout import MCDropoutClassifier
+        from .models import MCDropoutClassifier
 
         seed = self.random_state if isinstance(self.random_state, Integral) else None
         return MCDropoutClassifier(random_state=seed)

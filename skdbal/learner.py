@@ -13,7 +13,8 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 
 from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, is_frame,
                           pool_kwargs, take_rows)
-from .acquisition import Acquisition, acquire_among, as_strategy, bald
+from .acquisition import bald
+from .acquisition.base import Acquisition, acquire_among, as_strategy
 from .initial import balanced_random
 from .loop import ActiveLearningLoop, MemoryJournal, evaluate, step_seed
 from .oracles import KnownLabels
@@ -96,14 +97,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         :class:`~skdbal.MCDropoutClassifier` with its defaults. It is cloned:
         the fitted copy is ``estimator_``.
     query_strategy : callable, default=None
-        A :class:`~skdbal.acquisition.Strategy`, or any callable
+        A :class:`~skdbal.acquisition.base.Strategy`, or any callable
         ``strategy(learner, X_pool, n_instances, **kwargs)`` returning
         ``(indices, scores)`` or bare indices (modAL's strategies); ``None``
         means :data:`skdbal.acquisition.bald`. A ``Strategy`` gets a
         ``random_state`` drawn from the learner's generator for every query;
         a plain callable is called as modAL calls it, with the caller's
         keywords (wrap it in
-        :class:`~skdbal.acquisition.CallableStrategy` with
+        :class:`~skdbal.acquisition.base.CallableStrategy` with
         ``takes_random_state=True`` to have it seeded).
     X_training, y_training : array-like, default=None
         An initial labelled set, as in modAL. It is fitted lazily, at the
@@ -184,7 +185,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Column names, when the labelled set is a DataFrame with string
         column names.
-    last_acquisition_ : :class:`~skdbal.acquisition.Acquisition`
+    last_acquisition_ : :class:`~skdbal.acquisition.base.Acquisition`
         The latest query: indices into the ``X_pool`` it was given, scores,
         and what the strategy reported about it (``info``).
     history_ : list of dict

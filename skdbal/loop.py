@@ -31,6 +31,8 @@ from typing import Callable, List, Optional
 import numpy as np
 from sklearn.base import is_regressor
 
+from ._validation import check_query_kwargs
+
 __all__ = ["ActiveLearningLoop", "MemoryJournal", "evaluate", "step_seed"]
 
 #: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
@@ -132,16 +134,6 @@ def _plain(value):
     return value.tolist() if isinstance(value, np.ndarray) else value
 
 
-def _own_query_kwargs(query_kwargs: Optional[dict]) -> dict:
-    """``query_kwargs`` as a dict, refusing the keywords that the loop sets itself."""
-    query_kwargs = dict(query_kwargs or {})
-    for own in sorted({"candidates", "n_instances", "X_pool"} & set(query_kwargs)):
-        raise ValueError(f"query_kwargs may not set {own!r}: the loop sets it (pending and skipped rows "
-                         "are left out of the candidates; a random subsample of a large pool is the "
-                         "learner's pool_subsample)")
-    return query_kwargs
-
-
 class ActiveLearningLoop:
     """Run a learner against an oracle, step by step, writing a journal.
 
@@ -223,7 +215,7 @@ class ActiveLearningLoop:
         self.evaluate = evaluate
         self.journal = MemoryJournal() if journal is None else journal
         self.fit_model = fit_model
-        self.query_kwargs = _own_query_kwargs(query_kwargs)
+        self.query_kwargs = check_query_kwargs(query_kwargs)
         self.pass_pool_labels = pass_pool_labels
         self.verbose = verbose
         self._pending: List[int] = []

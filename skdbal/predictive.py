@@ -181,7 +181,7 @@ class Predictive:
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
         >>> from skdbal import MCDropoutClassifier
-        >>> from skdbal.nets import MLP
+        >>> from skdbal.models import MLP
         >>> from skdbal.predictive import as_predictive
         >>> as_predictive(LogisticRegression().fit([[0.0], [1.0]], [0, 1])).row_keyed   # one deterministic pass
         True

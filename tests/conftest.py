@@ -83,7 +83,7 @@ def _row_keyed_reference(clf, xb, T):
     for the p of these nets)."""
     from torch import nn
 
-    from skdbal.mc_dropout import row_seeds
+    from skdbal.models._mc_dropout import row_seeds
 
     module = clf.module_.eval()
     out = []

@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from skdbal.batchbald import _joint_entropies, batch_bald_select, conditional_entropy, joint_entropy_exact
+from skdbal.acquisition._batchbald import _joint_entropies, batch_bald_select, conditional_entropy, joint_entropy_exact
 from skdbal.uncertainty import mutual_information
 
 

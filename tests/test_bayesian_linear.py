@@ -10,7 +10,7 @@ from sklearn.linear_model import BayesianRidge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdbal import BayesianLinearRegression
-from skdbal import linear_posterior as posterior
+from skdbal.models import linear_posterior as posterior
 
 
 def _data(n=40, k=6, d=3, seed=0):

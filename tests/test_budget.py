@@ -12,7 +12,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
 from skdbal import ActiveLearner, ActiveLearningBudget
-from skdbal.acquisition import CallableStrategy, max_entropy, random_sampling
+from skdbal.acquisition import max_entropy, random
+from skdbal.acquisition.base import CallableStrategy
 from skdbal.budget import learning_curve_area
 from conftest import run_on_local_dask
 
@@ -68,7 +69,7 @@ def test_fit_spends_exactly_the_budget_from_the_training_fold_only(flat_digits):
         assert est.n_features_in_ == 64
 
 
-@pytest.mark.parametrize("strategy", [max_entropy, random_sampling])
+@pytest.mark.parametrize("strategy", [max_entropy, random])
 def test_fit_runs_the_loop_of_simulate(flat_digits, strategy):
     """Same random_state: the initial set, every pick and the final model of ActiveLearner.simulate
     (random sampling draws its picks from the stream that drew the initial set, as in simulate)."""
@@ -90,10 +91,10 @@ def test_grid_search_over_strategies_picks_entropy_over_random_on_digits(flat_di
     sampling needs a model good enough to know what it does not know."""
     X, y = flat_digits
     search = GridSearchCV(budget(n_queries=20, n_instances=10),
-                          {"query_strategy": [max_entropy, random_sampling]}, cv=3).fit(X, y)
-    entropy, random = search.cv_results_["mean_test_score"]
-    assert entropy != random
-    assert entropy - random > 0.01, (entropy, random)
+                          {"query_strategy": [max_entropy, random]}, cv=3).fit(X, y)
+    entropy, random_score = search.cv_results_["mean_test_score"]
+    assert entropy != random_score
+    assert entropy - random_score > 0.01, (entropy, random_score)
     assert search.best_params_["query_strategy"] is max_entropy
     assert search.best_estimator_.n_labels_[-1] == 220
     # the scores are the final models' held-out accuracies, fold by fold
@@ -316,7 +317,7 @@ def test_an_mc_dropout_net_with_bald_and_T_as_a_grid_axis(flat_digits):
     """The default kind of model: an MC-dropout net (classes set from y, as simulate sets them) with
     BALD; the number of MC samples T is a grid axis through the estimator's parameters."""
     from skdbal import MCDropoutClassifier
-    from skdbal.nets import MLP
+    from skdbal.models import MLP
 
     X, y = flat_digits
     X = X.astype(np.float32)

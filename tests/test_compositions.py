@@ -13,10 +13,9 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.utils import check_random_state
 
 from skdbal import ActiveLearner, DeepEnsembleClassifier, MCDropoutClassifier, MCDropoutRegressor
-from skdbal import batchbald as batchbald_module
-from skdbal.acquisition import (BALD, BatchBALD, PredictiveVariance, bald, batch_bald, diversity_penalty,
-                                max_entropy, noise_filter, predictive_variance, random_sampling)
-from skdbal.nets import MLP
+from skdbal.acquisition import _batchbald as batchbald_module
+from skdbal.acquisition import BALD, BatchBALD, PredictiveVariance, bald, batch_bald, diversity_penalty, max_entropy, noise_filter, predictive_variance, random
+from skdbal.models import MLP
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +219,7 @@ def test_predictive_variance_honours_n_jobs(monkeypatch):
     np.testing.assert_array_equal(idx, np.argsort(-serial, kind="stable")[:3])
 
 
-@pytest.mark.parametrize("strategy", [bald, max_entropy, batch_bald, random_sampling, noise_filter(bald, 0.1),
+@pytest.mark.parametrize("strategy", [bald, max_entropy, batch_bald, random, noise_filter(bald, 0.1),
                                       diversity_penalty(bald, 0.1), predictive_variance],
                          ids=lambda s: type(s).__name__)
 def test_misspelt_keywords_are_refused_naming_them(strategy):
@@ -378,14 +377,14 @@ def test_shared_strategy_instances_refuse_set_params():
 
 
 def test_one_pass_of_a_stochastic_model_warns_that_the_score_is_constant():
-    from skdbal.acquisition import DegenerateScoreWarning
+    from skdbal.acquisition.base import DegenerateScoreWarning
 
     with pytest.warns(DegenerateScoreWarning, match="n_samples=1"):
         BALD(n_samples=1)(Tied(), np.zeros((5, 1)), 2)
 
 
 def test_a_constant_regression_score_warns():
-    from skdbal.acquisition import DegenerateScoreWarning
+    from skdbal.acquisition.base import DegenerateScoreWarning
 
     class SameVariance:
         def predictive_variance(self, X):
@@ -485,7 +484,7 @@ def test_heteroscedastic_head_refuses_a_criterion_that_is_not_a_likelihood(tabul
 
 
 def test_to_modal_keeps_the_pool_scores_for_the_decorators():
-    from skdbal.acquisition import pool_scores_of, to_modal
+    from skdbal.acquisition.base import pool_scores_of, to_modal
 
     rng = np.random.RandomState(1)
     X = rng.normal(size=(30, 3))

@@ -8,7 +8,7 @@ from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import ddu, get_strategy, stochastic_batch
-from skdbal.ddu import ClassConditionalGaussian, DDUClassifier
+from skdbal.models import ClassConditionalGaussian, DDUClassifier
 
 
 class Identity(LogisticRegression):

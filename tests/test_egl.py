@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from skdbal.egl import expected_gradient_length
+from skdbal.acquisition.kernels import egl_scores as expected_gradient_length
 
 
 def test_one_output_by_hand():

@@ -6,7 +6,7 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import BALD, bald, max_entropy, random_sampling
+from skdbal.acquisition import BALD, bald, max_entropy, random
 
 
 
@@ -123,7 +123,7 @@ def test_simulation_is_reproducible(flat_digits):
 
 def test_random_strategy_with_learner(flat_digits):
     X, y = flat_digits
-    learner = ActiveLearner(LogisticRegression(max_iter=300), random_sampling, random_state=1, verbose=False)
+    learner = ActiveLearner(LogisticRegression(max_iter=300), random, random_state=1, verbose=False)
     h = learner.simulate(X[:500], y[:500], n_queries=2, n_instances=3, initial_idx=np.arange(30))
     assert [r["n_labels"] for r in h] == [30, 33, 36]
     # by hand: each query draws one seed from the learner's generator (RandomState(1): the initial set is
@@ -444,7 +444,7 @@ def test_template_follows_fit_simulate_and_set_params(small_net, digits, flat_di
 
 
 def test_seeding_of_plain_callables_is_declared_not_inspected(flat_digits):
-    from skdbal.acquisition import CallableStrategy, to_modal
+    from skdbal.acquisition.base import CallableStrategy, to_modal
 
     X, y = flat_digits
 
@@ -458,14 +458,14 @@ def test_seeding_of_plain_callables_is_declared_not_inspected(flat_digits):
 
     seeded = CallableStrategy(coin, takes_random_state=True)
     assert picks(seeded) == picks(seeded)
-    assert picks(to_modal(random_sampling, "0.4.1")) == picks(to_modal(random_sampling, "0.4.1"))
+    assert picks(to_modal(random, "0.4.1")) == picks(to_modal(random, "0.4.1"))
     # a plain callable is not given the learner's seed, and the learner draws none for it
     learner = ActiveLearner(LogisticRegression(max_iter=300), coin, random_state=0, verbose=False).fit(X[:30], y[:30])
     state = rng_state(learner)
     learner.query(X[100:400], 3)
     assert rng_state(learner) == state
     # nor does it draw when the caller passes a random_state
-    learner.set_params(query_strategy=random_sampling)
+    learner.set_params(query_strategy=random)
     learner.query(X[100:400], 3, random_state=7)
     assert rng_state(learner) == state
 
@@ -482,11 +482,11 @@ def test_teach_refuses_integer_images_of_another_type(small_net, digits):
 
 
 def test_strategy_info_may_not_overwrite_history_fields(flat_digits):
-    from skdbal.acquisition import Strategy
+    from skdbal.acquisition.base import Strategy
 
     class Liar(Strategy):
         def acquire(self, estimator, X_pool, n_instances=1, **kwargs):
-            acq = random_sampling.acquire(estimator, X_pool, n_instances, **kwargs)
+            acq = random.acquire(estimator, X_pool, n_instances, **kwargs)
             acq.info = {"step": 99}
             return acq
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from skdbal import MCDropoutClassifier
-from skdbal.loaders import FixedLengthLoader, FixedLengthSampler
-from skdbal.nets import MLP
+from skdbal.models import FixedLengthLoader, FixedLengthSampler
+from skdbal.models import MLP
 
 
 def test_sampler_counts_by_hand():

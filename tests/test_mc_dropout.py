@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 from skdbal import MCDropoutClassifier
-from skdbal.mc_dropout import stochastic_head
-from skdbal.nets import MLP, BayesianCNN
+from skdbal.models import stochastic_head
+from skdbal.models import MLP, BayesianCNN
 
 
 
@@ -201,7 +201,7 @@ def test_trunk_cached_sampling_is_exact(fitted_net, digits):
     row groups and from the same seed. The trunk uses no randomness, so the
     masks are identical, and so must be the outputs.
     """
-    from skdbal.mc_dropout import MCDropoutClassifier, stochastic_head
+    from skdbal.models import MCDropoutClassifier, stochastic_head
     X, _ = digits
     xb = X[:13]
     T = 9
@@ -278,7 +278,7 @@ def test_consistent_masks_same_for_every_point_and_chunk(fitted_net, digits):
 
 def test_consistent_masks_are_a_fixed_subnetwork(fitted_net, digits):
     """Pass t equals the net with each dropout replaced by multiplication with mask t."""
-    from skdbal.mc_dropout import _draw_masks
+    from skdbal.models._mc_dropout import _draw_masks
     X, _ = digits
     net = copy.deepcopy(fitted_net).set_params(consistent_masks=True, n_samples=4)
     P = net.predict_proba_samples(X[:7])
@@ -414,8 +414,8 @@ def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(row_keyed_net, dig
 
 @pytest.mark.parametrize("kind", ["pcg64", "torch"])
 def test_row_keyed_masks_match_dropout_in_distribution(kind):
-    from skdbal._row_masks import PCG64RowStreams, TorchRowStreams
-    from skdbal.mc_dropout import _row_keyed_dropout
+    from skdbal.models._row_masks import PCG64RowStreams, TorchRowStreams
+    from skdbal.models._mc_dropout import _row_keyed_dropout
     head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
     streams = PCG64RowStreams(range(400)) if kind == "pcg64" else TorchRowStreams(range(400), "cpu")
     state = {"T": 10, "streams": streams}
@@ -434,8 +434,8 @@ def test_row_keyed_masks_match_dropout_in_distribution(kind):
 def test_factored_first_convolution_detection():
     """The first convolution after a channel dropout is factored only through layers that commute
     with scaling a channel by a number >= 0, and only for a plain convolution with a kernel > 1x1."""
-    from skdbal.mc_dropout import _factored_conv
-    from skdbal.nets import KirschCNN
+    from skdbal.models._mc_dropout import _factored_conv
+    from skdbal.models import KirschCNN
 
     assert _factored_conv(KirschCNN().head) == 3  # Dropout2d, MaxPool2d, ReLU, Conv2d
     assert _factored_conv(BayesianCNN().head) == 0  # element dropout first
@@ -450,7 +450,7 @@ def test_factored_first_convolution_detection():
 
 def test_channel_contributions_by_hand():
     """conv(u ⊙ m) = Σ_c m_c conv_c(u_c) + bias, with conv_c the convolution of channel c alone."""
-    from skdbal.mc_dropout import _channel_contributions
+    from skdbal.models._mc_dropout import _channel_contributions
 
     torch.manual_seed(0)
     head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(), nn.Conv2d(3, 2, 2, bias=True))
@@ -471,8 +471,8 @@ def test_channel_contributions_by_hand():
 @pytest.mark.parametrize("consistent", [False, True])
 def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
     """KirschCNN's passes with the first convolution factored equal the plain passes with the same masks."""
-    import skdbal.mc_dropout as md
-    from skdbal.nets import KirschCNN
+    import skdbal.models._mc_dropout as md
+    from skdbal.models import KirschCNN
 
     rng = np.random.RandomState(0)
     X = rng.rand(40, 1, 28, 28).astype(np.float32)
@@ -489,7 +489,7 @@ def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
 
 def test_factored_contributions_leave_the_trunk_output_alone():
     """An in-place ReLU between the channel dropout and the convolution must not change its input."""
-    from skdbal.mc_dropout import _channel_contributions, _factored_conv
+    from skdbal.models._mc_dropout import _channel_contributions, _factored_conv
 
     head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(inplace=True), nn.Conv2d(2, 3, 3))
     assert _factored_conv(head) == 2
@@ -508,7 +508,7 @@ def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digit
     import pickle
     import threading
 
-    from skdbal.mc_dropout import _row_keyed_dropout, mc_dropout_mode
+    from skdbal.models._mc_dropout import _row_keyed_dropout, mc_dropout_mode
 
     X, y = digits
     if given == "instance":
@@ -574,7 +574,7 @@ def test_a_module_given_as_an_instance_is_pickled_as_it_was_under_the_lock(digit
     import pickle
     import threading
 
-    from skdbal.mc_dropout import _row_keyed_dropout, mc_dropout_mode
+    from skdbal.models._mc_dropout import _row_keyed_dropout, mc_dropout_mode
 
     X, y = digits
     net = MCDropoutClassifier(_SlowPickledMLP(n_features=64, n_classes=10, hidden_layer_sizes=(16,)),

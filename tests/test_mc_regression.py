@@ -10,8 +10,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from skdbal import ActiveLearner, MCDropoutClassifier, MCDropoutRegressor
-from skdbal.acquisition import expected_gradient_length, predictive_variance
-from skdbal.mc_regression import GaussianNLLLoss
+from skdbal.acquisition import egl, predictive_variance
+from skdbal.models import GaussianNLLLoss
 from skdbal.uncertainty import decompose_gaussian
 
 
@@ -163,14 +163,14 @@ def test_egl_strategy_matches_the_closed_form():
     rng = np.random.RandomState(0)
     X = rng.uniform(-1, 1, size=(25, 2)).astype(np.float32)
     reg = MCDropoutRegressor(max_epochs=20, n_samples=8, random_state=0).fit(X[:10], X[:10, 0] ** 2)
-    scores = expected_gradient_length.score(reg, X)
+    scores = egl.score(reg, X)
     gram, ref = reg.output_gradient_gram(X, return_output=True)
     means = reg.predict_samples(X).astype(np.float64)
     ref = ref[:, 0]
     # one output: ‖∇f‖² · (σ² + mean_t (μ_t − f)²)
     by_hand = gram[:, 0, 0] * (reg.noise_variance_ + ((means - ref) ** 2).mean(axis=0))
     np.testing.assert_allclose(scores, by_hand, rtol=1e-5)
-    idx, top = expected_gradient_length(reg, X, n_instances=4)
+    idx, top = egl(reg, X, n_instances=4)
     np.testing.assert_array_equal(idx, np.argsort(-by_hand, kind="stable")[:4])
 
 
@@ -179,10 +179,10 @@ def test_strategies_through_a_learner_and_a_pipeline():
     X = rng.uniform(-2, 2, size=(60, 1)).astype(np.float32)
     y = np.sin(2 * X[:, 0])
     pipe = make_pipeline(StandardScaler(), MCDropoutRegressor(max_epochs=20, n_samples=5, random_state=0))
-    learner = ActiveLearner(pipe, query_strategy=expected_gradient_length, X_training=X[:8], y_training=y[:8])
+    learner = ActiveLearner(pipe, query_strategy=egl, X_training=X[:8], y_training=y[:8])
     idx, _ = learner.query(X[8:], n_instances=3)
     assert len(set(idx.tolist())) == 3
-    direct = expected_gradient_length.score(learner.estimator_, X[8:])
+    direct = egl.score(learner.estimator_, X[8:])
     np.testing.assert_array_equal(idx, np.argsort(-direct, kind="stable")[:3])
     learner.teach(X[8:][idx], y[8:][idx])
     assert len(learner.y_training_) == 11
@@ -232,7 +232,7 @@ def test_egl_needs_gradients():
 
     br = BayesianRidge().fit(X2, Y2)
     with pytest.raises(TypeError, match="no output_gradient_gram"):
-        expected_gradient_length(br, X2)
+        egl(br, X2)
 
 
 def test_predictive_variance_parts():

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from skdbal.nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
+from skdbal.models import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 
 @pytest.mark.parametrize("shape, n_classes", [((8, 8), 10), ((1, 28, 28), 10), ((3, 16, 16), 4)])

@@ -7,9 +7,9 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, MCDropoutClassifier
-from skdbal.acquisition import STRATEGIES, get_strategy, max_entropy, random_sampling
+from skdbal.acquisition import STRATEGIES, get_strategy, max_entropy, random
 from skdbal.loop import ActiveLearningLoop, MemoryJournal, evaluate
-from skdbal.nets import MLP
+from skdbal.models import MLP
 from skdbal.oracles import Answer, KnownLabels, NoisyAnnotator, Oracle
 
 
@@ -174,7 +174,7 @@ def simulated(digits):
     learners = {}
     for subsample in (None, 60):
         net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, n_samples=5, random_state=0)
-        learner = ActiveLearner(net, random_sampling, pool_subsample=subsample, random_state=0, verbose=False)
+        learner = ActiveLearner(net, random, pool_subsample=subsample, random_state=0, verbose=False)
         learner.simulate(X[:200], y[:200], n_queries=3, n_instances=5)
         learners[subsample] = learner
     return learners

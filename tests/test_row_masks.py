@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-import skdbal.mc_dropout as md
-from skdbal._row_masks import PCG64RowStreams, fused_linear, fused_linear_outputs, unit_threshold
+import skdbal.models._mc_dropout as md
+from skdbal.models._row_masks import PCG64RowStreams, fused_linear, fused_linear_outputs, unit_threshold
 
 
 @pytest.mark.parametrize("keep, dtype, threshold", [

@@ -3,7 +3,7 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdbal import MCDropoutClassifier
-from skdbal.nets import MLP
+from skdbal.models import MLP
 
 #: Checks that MCDropoutClassifier fails by skorch's design, not ours; skorch's own
 #: NeuralNetClassifier fails them the same way.
@@ -157,7 +157,7 @@ def test_learner_checks_features_and_refuses_unconvertible_objects():
 
 
 def _laplace():
-    from skdbal.laplace import LaplaceClassifier  # laplace-torch itself is imported by fit only
+    from skdbal.models import LaplaceClassifier  # laplace-torch itself is imported by fit only
 
     return LaplaceClassifier(MCDropoutClassifier(MLP, max_epochs=5, n_samples=5, random_state=0), n_samples=5,
                              random_state=0)

@@ -6,7 +6,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from skdbal import MCDropoutClassifier
 from skdbal.acquisition import bald
-from skdbal.nets import MLP
+from skdbal.models import MLP
 from skdbal.uncertainty import mutual_information
 
 

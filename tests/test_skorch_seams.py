@@ -8,7 +8,7 @@ import skorch
 from sklearn.exceptions import NotFittedError
 
 from skdbal import ActiveLearner, MCDropoutClassifier
-from skdbal.nets import MLP
+from skdbal.models import MLP
 
 
 @pytest.fixture

@@ -127,3 +127,169 @@ def test_no_docstring_cites_a_seed_by_number():
                  for number, line in enumerate(path.read_text().splitlines(), 1)
                  if re.search(r"\bseed\s+00\d", line, re.IGNORECASE)]
     assert not offenders, "\n".join(offenders)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The whole package: one graph of module imports (function-level ones included), and the rules its arrows follow.
+
+def _module_name(path: Path) -> str:
+    parts = ["skdbal", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports_of(module: str, path: Path) -> set:
+    """The package's modules that ``module`` imports, at any level; ``from pkg import mod`` names ``pkg.mod``."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module if is_package else module.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    base = base.rsplit(".", 1)[0]
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            candidates = [f"{target}.{alias.name}" for alias in node.names]
+            found |= {c for c in candidates if c in MODULES}
+            if not all(c in MODULES for c in candidates):
+                found.add(target)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {t for t in found if t in MODULES and t != module}
+
+
+GRAPH = {m: _imports_of(m, p) for m, p in MODULES.items()}
+
+
+def _package(module: str) -> str:
+    """The package a module belongs to: ``skdbal.models._nets`` -> ``skdbal.models``."""
+    path = MODULES[module]
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _in(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_graph_sees_function_level_and_package_imports():
+    assert "skdbal.models._mc_dropout" in GRAPH["skdbal.models._ddu"]        # imported inside a method
+    assert "skdbal.acquisition" in GRAPH["skdbal.dask.scoring"]
+    assert "skdbal.predictive" in GRAPH["skdbal.acquisition._scoring"]
+
+
+def test_no_import_cycle_in_the_package():
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components, iteratively deep enough for this graph
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert not cycles, "import cycles (function-level imports included): " + "; ".join(map(str, cycles))
+
+
+UPPER = ("skdbal.experiments", "skdbal.labelling", "skdbal.labelstudio", "skdbal.dask", "skdbal.interop")
+LEARNER = ("skdbal.learner", "skdbal.loop", "skdbal.budget", "skdbal._pool")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _in(m, "skdbal.models")))
+def test_models_never_import_strategies_the_learner_or_what_sits_above(module):
+    bad = {t for t in GRAPH[module] if _in(t, "skdbal.acquisition", *LEARNER, *UPPER)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _in(m, "skdbal.acquisition")))
+def test_strategies_never_import_models_the_learner_or_what_sits_above(module):
+    bad = {t for t in GRAPH[module] if _in(t, "skdbal.models", *LEARNER, *UPPER)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not _in(m, *UPPER) and m not in ("skdbal", "skdbal.__main__")))
+def test_servers_and_integrations_sit_above_the_learner(module):
+    """Nothing below experiments, labelling, labelstudio, dask and interop imports them."""
+    bad = {t for t in GRAPH[module] if _in(t, *UPPER)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+#: Private modules of the root package every package may use, as scikit-learn's packages use its private
+#: validation helpers: argument checks and the old-path shim.
+SHARED_PRIVATE = {"skdbal._validation", "skdbal._compat"}
+
+
+def _cross_package_private_imports(module: str) -> list:
+    path = MODULES[module]
+    is_package = path.name == "__init__.py"
+    here = _package(module)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = module if is_package else module.rsplit(".", 1)[0]
+            for _ in range(node.level - 1):
+                base = base.rsplit(".", 1)[0]
+            target = f"{base}.{node.module}" if node.module else base
+        else:
+            target = node.module or ""
+        if not target.startswith("skdbal") or target in SHARED_PRIVATE:
+            continue
+        owner = _package(target) if target in MODULES else target.rsplit(".", 1)[0]
+        if owner == here:
+            continue
+        private_module = any(_is_private(part) for part in target.split("."))
+        private_names = [a.name for a in node.names if _is_private(a.name)
+                         and f"{target}.{a.name}" not in SHARED_PRIVATE]
+        if private_module or private_names:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_cross_package_scan(tmp_path, monkeypatch):
+    assert _cross_package_private_imports("skdbal.acquisition._noise") == []  # .._validation, ._scoring: allowed
+    assert _package("skdbal.models._nets") == "skdbal.models" and _package("skdbal.models") == "skdbal.models"
+
+
+#: What issue 40 has still to mend, each a strict expected failure until it is (an unexpected pass fails).
+PENDING = {"skdbal.dask.scoring", "experiments/report.py", "experiments/runner.py", "learner.py",
+           "models/_mc_dropout.py"}
+
+
+def _pending(values):
+    return [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason="issue 40, in progress"))
+            if str(v) in PENDING or (isinstance(v, Path) and str(v.relative_to(PACKAGE)) in PENDING) else v
+            for v in values]
+
+
+@pytest.mark.parametrize("module", _pending(sorted(MODULES)))
+def test_no_private_name_crosses_a_package(module):
+    offenders = _cross_package_private_imports(module)
+    assert not offenders, f"{module} imports private names of another package:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("path", _pending(sorted(PACKAGE.rglob("*.py"))), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_file_is_over_800_lines(path):
+    assert len(path.read_text().splitlines()) <= 800

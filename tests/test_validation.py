@@ -7,7 +7,7 @@ from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, BayesianLinearRegression
 from skdbal.initial import balanced_random
-from skdbal.loaders import FixedLengthSampler
+from skdbal.models import FixedLengthSampler
 
 X4 = np.array([[0.0], [1.0], [2.0], [3.0]])
 Y4 = np.array([0, 1, 0, 1])

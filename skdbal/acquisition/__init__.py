@@ -6,7 +6,7 @@ Every strategy follows modAL's protocol::
              random_state=None, **kwargs) -> (indices, scores)
 
 ``indices`` are unique positions into ``X_pool``, best first, and ``scores``
-their acquisition values. Strategies are small objects (:class:`Strategy`)
+their acquisition values. Strategies are small objects (:class:`~skdbal.acquisition.base.Strategy`)
 with parameters, a ``repr`` and ``get_params``; the ones below are instances,
 called like functions. ``estimator`` is read through the predictive
 interface (:mod:`skdbal.predictive`): a fitted skdbal estimator, any model
@@ -28,108 +28,56 @@ Examples
 ((3,), True)
 >>> max_entropy
 MaxEntropy()
+
+The bases for writing your own strategy are in :mod:`skdbal.acquisition.base`,
+and the strategies' numeric kernels, as plain functions over arrays, in
+:mod:`skdbal.acquisition.kernels`.
 """
-from ._base import (Acquisition, CallableStrategy, PoolScores, Strategy, StrategyDecorator, acquire_among,
-                    as_strategy, pool_scores_of, select_top, to_modal)
-from ._pointwise import (DEFAULT_CHUNK_SIZE, BALD, DegenerateScoreWarning, MaxEntropy, MeanStd,
-                         MeasureStrategy, RandomSampling, SamplesStrategy, VariationRatios, map_chunks,
-                         score_pool)
-from ._names import DECORATORS, canonical_name, get_strategy, parse_strategy_name
-from ._noise import NoiseFilter, noise_filter
-from ._diversity import DiversityPenalty, diversity_penalty
-from ._stochastic import StochasticBatch, stochastic_batch
-from ._batchbald import BatchBALD
+import importlib
+import warnings
+
 from ._badge import BADGE
+from ._batchbald import BatchBALD
 from ._ddu import DDU
+from ._diversity import DiversityPenalty, diversity_penalty
 from ._epig import EPIG
+from ._noise import NoiseFilter, noise_filter
+from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
+from ._registry import (DECORATORS, STRATEGIES, badge, bald, batch_bald, canonical_name, ddu, egl, epig,
+                        get_strategy, max_entropy, mean_std, parse_strategy_name, predictive_variance, random,
+                        variation_ratios)
 from ._regression import ExpectedGradientLength, PredictiveVariance
+from ._stochastic import StochasticBatch, stochastic_batch
 
 __all__ = [
-    # strategies, as instances (modAL-style callables)
-    "bald",
-    "max_entropy",
-    "variation_ratios",
-    "mean_std",
-    "random_sampling",
-    "predictive_variance",
-    "expected_gradient_length",
-    "batch_bald",
-    "badge",
-    "ddu",
-    "epig",
-    "STRATEGIES",
-    "get_strategy",
-    "canonical_name",
-    "parse_strategy_name",
-    "DECORATORS",
+    # strategies, as instances (modAL-style callables), named as in the registry
+    "bald", "max_entropy", "variation_ratios", "mean_std", "random", "predictive_variance", "egl", "batch_bald",
+    "badge", "ddu", "epig",
+    # their classes
+    "BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "PredictiveVariance",
+    "ExpectedGradientLength", "BatchBALD", "BADGE", "DDU", "EPIG",
     # decorators
-    "noise_filter",
-    "NoiseFilter",
-    "diversity_penalty",
-    "DiversityPenalty",
-    "stochastic_batch",
-    "StochasticBatch",
-    # their classes, and the bases to write your own
-    "BALD",
-    "MaxEntropy",
-    "VariationRatios",
-    "MeanStd",
-    "RandomSampling",
-    "PredictiveVariance",
-    "ExpectedGradientLength",
-    "BatchBALD",
-    "BADGE",
-    "DDU",
-    "EPIG",
-    "Strategy",
-    "StrategyDecorator",
-    "SamplesStrategy",
-    "MeasureStrategy",
-    "CallableStrategy",
-    "Acquisition",
-    "PoolScores",
-    # helpers
-    "as_strategy",
-    "acquire_among",
-    "pool_scores_of",
-    "select_top",
-    "score_pool",
-    "map_chunks",
-    "to_modal",
-    "DegenerateScoreWarning",
-    "DEFAULT_CHUNK_SIZE",
+    "noise_filter", "NoiseFilter", "diversity_penalty", "DiversityPenalty", "stochastic_batch", "StochasticBatch",
+    # the registry
+    "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name",
 ]
 
 
-def _shared(instance, name: str):
-    """``instance``, marked as the package's shared one: its set_params refuses (clone it first)."""
-    instance._shared_name = name
-    return instance
-
-
-bald = _shared(BALD(), "bald")
-max_entropy = _shared(MaxEntropy(), "max_entropy")
-variation_ratios = _shared(VariationRatios(), "variation_ratios")
-mean_std = _shared(MeanStd(), "mean_std")
-random_sampling = _shared(RandomSampling(), "random_sampling")
-predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
-expected_gradient_length = _shared(ExpectedGradientLength(), "expected_gradient_length")
-batch_bald = _shared(BatchBALD(), "batch_bald")
-badge = _shared(BADGE(), "badge")
-ddu = _shared(DDU(), "ddu")
-epig = _shared(EPIG(), "epig")
-
-#: Strategies by name, as used by the command line and the experiment runner.
-STRATEGIES = {
-    "bald": bald,
-    "max_entropy": max_entropy,
-    "variation_ratios": variation_ratios,
-    "mean_std": mean_std,
-    "random": random_sampling,
-    "predictive_variance": predictive_variance,
-    "egl": expected_gradient_length,
-    "batch_bald": batch_bald,
-    "badge": badge,
-    "ddu": ddu,
-    "epig": epig,
+#: Names that moved: old name -> (module, new name). Kept working with a DeprecationWarning.
+_MOVED_NAMES = {
+    "random_sampling": ("skdbal.acquisition", "random"),
+    "expected_gradient_length": ("skdbal.acquisition", "egl"),
+    **{name: ("skdbal.acquisition.base", name)
+       for name in ("Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy", "CallableStrategy",
+                    "Acquisition", "PoolScores", "as_strategy", "acquire_among", "pool_scores_of", "select_top",
+                    "score_pool", "map_chunks", "to_modal", "DegenerateScoreWarning", "DEFAULT_CHUNK_SIZE")},
 }
+
+
+def __getattr__(name):
+    if name not in _MOVED_NAMES:
+        raise AttributeError(f"module 'skdbal.acquisition' has no attribute {name!r}")
+    module, new = _MOVED_NAMES[name]
+    warnings.warn(f"skdbal.acquisition.{name} has moved to {module}.{new}; the old name will be removed",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)

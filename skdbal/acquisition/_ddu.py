@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import Strategy
+from ._strategy import Strategy
 from ._diversity import model_with
-from ._pointwise import DEFAULT_CHUNK_SIZE
+from ._scoring import DEFAULT_CHUNK_SIZE
 
 __all__ = ["DDU"]
 
@@ -13,7 +13,7 @@ __all__ = ["DDU"]
 class DDU(Strategy):
     """Acquire where the network's features are least dense: ``-log q(f(x))``.
 
-    The model must have ``log_density`` (:class:`skdbal.ddu.DDUClassifier`,
+    The model must have ``log_density`` (:class:`skdbal.models.DDUClassifier`,
     whose class-conditional Gaussians are fitted to the labelled points'
     features at each fit). A deterministic score from one forward pass: no
     sampling, so a tenth of BALD's cost at T = 10 or less. Being pointwise,
@@ -37,7 +37,7 @@ class DDU(Strategy):
     >>> import numpy as np
     >>> from sklearn.linear_model import LogisticRegression
     >>> from skdbal.acquisition import ddu
-    >>> from skdbal.ddu import DDUClassifier
+    >>> from skdbal.models import DDUClassifier
     >>> class Identity(LogisticRegression):             # features: the inputs themselves
     ...     def transform(self, X):
     ...         return np.asarray(X, dtype=float)
@@ -55,7 +55,7 @@ class DDU(Strategy):
         predictive, model = model_with(estimator, "log_density")
         if not hasattr(model, "log_density"):
             raise TypeError(f"the ddu strategy reads a feature density, and {type(model).__name__} has no "
-                            f"log_density: wrap the network in skdbal.ddu.DDUClassifier")
+                            f"log_density: wrap the network in skdbal.models.DDUClassifier")
         out = [model.log_density(predictive._prepare(X_pool[s:s + self.chunk_size]))
                for s in range(0, len(X_pool), self.chunk_size)]
         return -np.concatenate(out)

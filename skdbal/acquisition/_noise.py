@@ -8,9 +8,9 @@ import numpy as np
 from .. import noise
 from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
-from ._base import (Acquisition, PoolScores, Strategy, StrategyDecorator, acquire_among, as_strategy,
+from ._strategy import (Acquisition, PoolScores, Strategy, StrategyDecorator, acquire_among, as_strategy,
                     check_options, pool_scores_of, select_top)
-from ._pointwise import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
+from ._scoring import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
 

@@ -1,6 +1,6 @@
 """Scoring a pool where it lives: each worker reads, scores and reduces its own chunks.
 
-:func:`query_pool` is :meth:`~skdbal.acquisition.Strategy.acquire` for a pool
+:func:`query_pool` is :meth:`~skdbal.acquisition.base.Strategy.acquire` for a pool
 that is a :class:`dask.array.Array` (a Zarr array on a shared disk or an
 object store, :func:`~skdbal.dask.open_pool`) on a ``dask.distributed``
 cluster. The client never loads the pool:
@@ -19,7 +19,7 @@ cluster. The client never loads the pool:
 What is exact (the single-process result, index for index):
 
 - pointwise strategies (BALD, max entropy, variation ratios, mean std, your
-  :class:`~skdbal.acquisition.MeasureStrategy`) and EPIG, whose target
+  :class:`~skdbal.acquisition.base.MeasureStrategy`) and EPIG, whose target
   inputs are drawn on the client exactly as a local query draws them;
 - random sampling (its scores are drawn on the client, block by block, from
   the same stream);
@@ -30,7 +30,7 @@ What is exact (the single-process result, index for index):
   sending each chunk its slice with its task, a few tasks at a time;
 - the diversity penalty over either of them: its scores are normalised by
   the minimum and maximum over every chunk, and every candidate above
-  :func:`skdbal.diversity.candidate_bound` is gathered.
+  :func:`skdbal.acquisition.kernels.candidate_bound` is gathered.
 
 What is approximate, and says so in ``info["dask"]["exact"]``:
 
@@ -68,12 +68,12 @@ from typing import Optional
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import diversity as _div
-from .. import stochastic as _stochastic
+from ..acquisition import _diversity as _div
+from ..acquisition import _stochastic
 from .._validation import check_n_instances, check_positive_int, label_columns
-from ..acquisition import (BALD, Acquisition, BatchBALD, DiversityPenalty, NoiseFilter, RandomSampling,
-                           SamplesStrategy, StochasticBatch, Strategy, as_strategy, map_chunks)
-from ..acquisition._base import check_options, warn_fill
+from ..acquisition import BALD, BatchBALD, DiversityPenalty, NoiseFilter, RandomSampling, StochasticBatch
+from ..acquisition.base import Acquisition, SamplesStrategy, Strategy, as_strategy, map_chunks
+from ..acquisition._strategy import check_options, warn_fill
 from ..acquisition._epig import EPIG
 from ..acquisition._noise import _FILL_WORDS, _FilterChunk, _plain_measure
 from ..acquisition._stochastic import _score_and_draw_seeds
@@ -362,7 +362,7 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
         batch needs them) or BatchBALD's pre-selection (default
         ``max(100 · n_instances, 1000)``).
     random_state : int, RandomState instance or None, default=None
-        As for :meth:`~skdbal.acquisition.Strategy.acquire`.
+        As for :meth:`~skdbal.acquisition.base.Strategy.acquire`.
     **options :
         The strategy's own options (``n_samples``, ``chunk_size``, ...).
 

@@ -13,7 +13,7 @@ from sklearn.base import clone
 
 from ..acquisition import STRATEGIES
 from ..learner import ActiveLearner
-from ..mc_dropout import MCDropoutClassifier
+from ..models import MCDropoutClassifier
 from .data import load_digits_images  # defined there, below the runner; importable from here too
 
 __all__ = ["STRATEGIES", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
+
 from pathlib import Path
 
 import numpy as np
+
+from .._validation import is_loopback
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "make_session", "run"]
 
@@ -74,16 +76,6 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    help="at most this share of the labels is flagged, the least likely first (default 0.1)")
 
 
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or a name) is this machine only; a name other than localhost is not."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: served beyond loopback, so the token is required everywhere
-        return False
-
-
 def _second_looks(text: str):
     if text in ("dynamic", "quantile"):
         return text
@@ -124,8 +116,8 @@ def make_session(args):
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
-    from ..mc_dropout import MCDropoutClassifier
-    from ..nets import MLP
+    from ..models import MCDropoutClassifier
+    from ..models import MLP
     from .pools import load_pool
     from .session import LabellingSession
 
@@ -196,7 +188,7 @@ def build(args):
     from .app import make_app
 
     session, pool, store = make_session(args)
-    loopback = _is_loopback(args.host)
+    loopback = is_loopback(args.host)
     app = make_app(session, require_token_everywhere=not loopback, pool=pool)
     return session, app, loopback, store
 

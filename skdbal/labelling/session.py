@@ -21,7 +21,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..loop import ActiveLearningLoop, _own_query_kwargs
+from .._validation import check_query_kwargs
+from ..loop import ActiveLearningLoop
 from ..oracles import Answer, Oracle
 from .store import LabelStore
 
@@ -303,7 +304,7 @@ class LabellingSession:
         self.initial = initial
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
-        self.query_kwargs = _own_query_kwargs(query_kwargs)   # refused here, before the store is written
+        self.query_kwargs = check_query_kwargs(query_kwargs)   # refused here, before the store is written
         self.second_looks = second_looks
         self.second_look_budget = second_look_budget
         if second_look_budget is not None and not (isinstance(second_look_budget, (int, float)) and

@@ -17,7 +17,7 @@ import threading
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
-from ..labelling.cli import _is_loopback
+from .._validation import is_loopback
 from xml.sax.saxutils import quoteattr
 
 __all__ = ["add_parser", "connect", "label_config", "read_token", "run", "task_data"]
@@ -140,7 +140,7 @@ unencrypted; use https, or --allow-http
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"--url must be an http(s) address of Label Studio; got {url!r}")
-    if parsed.scheme == "http" and not _is_loopback(parsed.hostname) and not allow_http:
+    if parsed.scheme == "http" and not is_loopback(parsed.hostname) and not allow_http:
         raise ValueError(f"{url} is plain HTTP to another machine: the token would cross the network "
                          f"unencrypted; use https, or --allow-http")
     import httpx

@@ -8,9 +8,8 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, uncertainty
-from skdbal.acquisition import (BALD, Acquisition, CallableStrategy, MaxEntropy, MeasureStrategy, Strategy,
-                                StrategyDecorator, acquire_among, to_modal,
-                                as_strategy, bald, max_entropy, mean_std, random_sampling, variation_ratios)
+from skdbal.acquisition import BALD, MaxEntropy, bald, max_entropy, mean_std, random, variation_ratios
+from skdbal.acquisition.base import Acquisition, CallableStrategy, MeasureStrategy, Strategy, StrategyDecorator, acquire_among, to_modal, as_strategy
 
 
 class Fixed:
@@ -159,7 +158,7 @@ def test_simulation_history_carries_the_strategy_info(digits):
 
     class Reporting(Strategy):
         def acquire(self, estimator, X_pool, n_instances=1, **kwargs):
-            acq = random_sampling.acquire(estimator, X_pool, n_instances, **kwargs)
+            acq = random.acquire(estimator, X_pool, n_instances, **kwargs)
             acq.info = {"rejected_indices": np.array([0]), "n_rejected": 1}
             return acq
 
@@ -242,7 +241,7 @@ def test_acquire_among_checks_its_candidates(fixed):
 
 
 def test_subclass_measure_may_be_a_plain_function(fixed):
-    from skdbal.acquisition import SamplesStrategy
+    from skdbal.acquisition.base import SamplesStrategy
 
     class MyBALD(SamplesStrategy):
         measure = uncertainty.mutual_information  # no staticmethod

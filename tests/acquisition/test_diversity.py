@@ -5,9 +5,9 @@ from modAL.uncertainty import uncertainty_sampling
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import (DiversityPenalty, MeasureStrategy, bald, diversity_penalty, get_strategy,
-                                max_entropy, noise_filter)
-from skdbal.diversity import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
+from skdbal.acquisition import DiversityPenalty, bald, diversity_penalty, get_strategy, max_entropy, noise_filter
+from skdbal.acquisition.base import MeasureStrategy
+from skdbal.acquisition.kernels import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
 
 
 class Scored:

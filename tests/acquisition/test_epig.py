@@ -9,8 +9,9 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import uncertainty
-from skdbal.acquisition import EPIG, STRATEGIES, DegenerateScoreWarning, epig, get_strategy
-from skdbal.epig import epig_from_probs
+from skdbal.acquisition import EPIG, STRATEGIES, epig, get_strategy
+from skdbal.acquisition.base import DegenerateScoreWarning
+from skdbal.acquisition.kernels import epig_from_probs
 from skdbal.predictive import as_predictive
 
 

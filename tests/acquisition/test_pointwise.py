@@ -6,8 +6,8 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import uncertainty
-from skdbal.acquisition import (DegenerateScoreWarning, bald, max_entropy, mean_std,
-                                random_sampling, score_pool, select_top, variation_ratios)
+from skdbal.acquisition import bald, max_entropy, mean_std, random, variation_ratios
+from skdbal.acquisition.base import DegenerateScoreWarning, score_pool, select_top
 
 from conftest import run_on_local_dask
 
@@ -82,22 +82,22 @@ def test_ties_go_to_the_lower_index_or_a_seeded_shuffle():
 
 
 def test_random_sampling_is_seeded_and_unique(pool):
-    a, _ = random_sampling(None, pool, n_instances=20, random_state=3)
-    b, _ = random_sampling(None, pool, n_instances=20, random_state=3)
-    c, _ = random_sampling(None, pool, n_instances=20, random_state=4)
+    a, _ = random(None, pool, n_instances=20, random_state=3)
+    b, _ = random(None, pool, n_instances=20, random_state=3)
+    c, _ = random(None, pool, n_instances=20, random_state=4)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert len(np.unique(a)) == 20
 
 
-@pytest.mark.parametrize("strategy", [bald, max_entropy, variation_ratios, mean_std, random_sampling])
+@pytest.mark.parametrize("strategy", [bald, max_entropy, variation_ratios, mean_std, random])
 @pytest.mark.parametrize("n, exc", [(0, ValueError), (-1, ValueError), (58, ValueError), (1.5, TypeError)])
 def test_bad_n_instances(strategy, n, exc, pool):
     with pytest.raises(exc, match="n_instances"):
         strategy(FixedSampler(), pool, n_instances=n)
 
 
-@pytest.mark.parametrize("strategy", [bald, max_entropy, random_sampling])
+@pytest.mark.parametrize("strategy", [bald, max_entropy, random])
 def test_empty_pool(strategy):
     with pytest.raises(ValueError, match="empty"):
         strategy(FixedSampler(), np.zeros((0, 2)), n_instances=1)

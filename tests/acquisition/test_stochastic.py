@@ -7,9 +7,8 @@ from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import (batch_bald, canonical_name, diversity_penalty, get_strategy, max_entropy,
-                                noise_filter, stochastic_batch)
-from skdbal.stochastic import log_weights, sample_batch
+from skdbal.acquisition import batch_bald, canonical_name, diversity_penalty, get_strategy, max_entropy, noise_filter, stochastic_batch
+from skdbal.acquisition.kernels import log_weights, sample_batch
 
 SCORES = np.array([0.8, 0.4, 0.2, 0.1, 0.0])
 

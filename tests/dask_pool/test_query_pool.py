@@ -13,9 +13,10 @@ import pytest
 da = pytest.importorskip("dask.array")  # in the test extra: the import succeeds wherever the suite runs
 from distributed import Client, LocalCluster  # noqa: E402
 
-from skdbal.acquisition import (EPIG, BatchBALD, acquire_among, badge, bald,  # noqa: E402
-                                diversity_penalty, max_entropy, mean_std, noise_filter, random_sampling,
+from skdbal.acquisition import (EPIG, BatchBALD, badge, bald,  # noqa: E402
+                                diversity_penalty, max_entropy, mean_std, noise_filter, random,
                                 stochastic_batch, variation_ratios)
+from skdbal.acquisition.base import acquire_among  # noqa: E402
 from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
 from skdbal.dask.scoring import _kept_to_global  # noqa: E402
 
@@ -77,7 +78,7 @@ def test_exclude_is_the_local_query_among_the_rest(cluster, pool, net):
     rng = np.random.RandomState(0)
     labelled = rng.choice(len(X), 600, replace=False)
     rest = np.setdiff1d(np.arange(len(X)), labelled)
-    for strategy in (bald, random_sampling, EPIG(n_targets=30)):
+    for strategy in (bald, random, EPIG(n_targets=30)):
         local = acquire_among(strategy, net, X, rest, 10, random_state=3)
         dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 10, client=cluster, exclude=labelled,
                                           random_state=3))
@@ -140,8 +141,8 @@ def test_random_sampling_streams_the_local_draw(cluster, pool, monkeypatch):
     import skdbal.dask.scoring as scoring
 
     monkeypatch.setattr(scoring, "_RANDOM_BLOCK", 100)  # many client blocks: the same stream
-    local = random_sampling.acquire(None, X, 7, random_state=11)
-    dist = query_pool(random_sampling, None, open_pool(path), 7, client=cluster, random_state=11)
+    local = random.acquire(None, X, 7, random_state=11)
+    dist = query_pool(random, None, open_pool(path), 7, client=cluster, random_state=11)
     same(dist, local)
 
 

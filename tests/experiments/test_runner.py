@@ -657,7 +657,7 @@ def test_even_batch_size_by_hand():
 
 
 def test_batch_split_even_in_the_runner(tmp_path, monkeypatch):
-    from skdbal.mc_dropout import MCDropoutClassifier
+    from skdbal.models import MCDropoutClassifier
 
     assert make_estimator(get_preset("gal2017"), n_train=130).batch_size == 128
     even = make_estimator(get_preset("gal2017", batch_split="even"), n_train=130)

@@ -251,8 +251,8 @@ def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
     from starlette.testclient import TestClient
 
     from skdbal.labelling.app import make_app
-    from skdbal.mc_dropout import MCDropoutClassifier
-    from skdbal.nets import MLP
+    from skdbal.models import MCDropoutClassifier
+    from skdbal.models import MLP
 
     X, y = digits
     P0 = model0(X, y).predict_proba(X)

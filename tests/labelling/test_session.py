@@ -183,7 +183,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp
     from sklearn.base import clone
 
     from skdbal import MCDropoutClassifier
-    from skdbal.nets import MLP
+    from skdbal.models import MLP
 
     X, y = digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2, random_state=0,
@@ -237,8 +237,8 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(digits, tmp
     import threading
 
     from skdbal import MCDropoutClassifier
-    from skdbal.mc_dropout import _SHARED_STATE_LOCK
-    from skdbal.nets import MLP
+    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
+    from skdbal.models import MLP
 
     X, y = digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,

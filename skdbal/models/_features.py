@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import is_frame
+from .._validation import is_frame
 
 __all__ = ["NetFeatures"]
 
@@ -28,7 +28,7 @@ class NetFeatures(TransformerMixin, BaseEstimator):
     ``transform(X)`` returns ``net.transform(X)``: for
     :class:`skdbal.MCDropoutClassifier` the activations that feed the last
     dense layer, with dropout off (128 features for
-    :class:`~skdbal.nets.BayesianCNN`), as float64.
+    :class:`~skdbal.models.BayesianCNN`), as float64.
 
     Parameters
     ----------
@@ -147,7 +147,7 @@ class NetFeatures(TransformerMixin, BaseEstimator):
             y = np.asarray(y)
             labels = y.argmax(axis=1) if y.ndim == 2 else y
             if self.net is None:
-                from .mc_dropout import MCDropoutClassifier
+                from ._mc_dropout import MCDropoutClassifier
 
                 net = MCDropoutClassifier(random_state=self.random_state)
             else:

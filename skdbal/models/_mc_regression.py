@@ -10,10 +10,10 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array
 from torch import nn
 
-from ._validation import check_bool
-from .mc_dropout import _MCDropoutNet, _identity, _seed_from, _torch_seeded, mc_dropout_mode
-from .nets import MLP
-from .uncertainty import decompose_gaussian
+from .._validation import check_bool
+from ._mc_dropout import _MCDropoutNet, _identity, _seed_from, _torch_seeded, mc_dropout_mode
+from ._nets import MLP
+from ..uncertainty import decompose_gaussian
 
 __all__ = ["MCDropoutRegressor", "GaussianNLLLoss"]
 
@@ -34,7 +34,7 @@ class GaussianNLLLoss(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.mc_regression import GaussianNLLLoss
+    >>> from skdbal.models import GaussianNLLLoss
     >>> out = torch.tensor([[1.0, 0.0]])          # μ = 1, log σ² = 0
     >>> float(GaussianNLLLoss()(out, torch.tensor([[3.0]])))   # ½ (1 · 2² + 0)
     2.0
@@ -75,9 +75,9 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
 
     Parameters
     ----------
-    module : torch module class or instance, default=skdbal.nets.MLP
+    module : torch module class or instance, default=skdbal.models.MLP
         Pass a class so that ``fit`` re-initialises it. Its output size
-        (``n_outputs``, or ``n_classes`` for :mod:`skdbal.nets` modules) is
+        (``n_outputs``, or ``n_classes`` for :mod:`skdbal.models` modules) is
         filled in from ``y``: ``D`` outputs, or ``2·D`` with
         ``heteroscedastic=True``; the input size as for the classifier.
     heteroscedastic : bool, default=False
@@ -434,7 +434,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
 
         ``G[n, d, e] = ⟨∇_θ f_d(x_n), ∇_θ f_e(x_n)⟩`` over every trainable
         parameter ``θ`` of the network with dropout off (weights scaled as
-        at test time): what :func:`skdbal.egl.expected_gradient_length`
+        at test time): what :func:`skdbal.acquisition.kernels.egl_scores`
         needs. Per-row Jacobians from :mod:`torch.func`, in chunks that keep
         them under about 64 MB.
 

@@ -7,7 +7,7 @@ as ``qs.query(X, y, clf=..., fit_clf=..., batch_size=...)``, where ``clf`` is
 one of *its* classifiers (:class:`skactiveml.base.SkactivemlClassifier`).
 
 - **Their strategies in our learner.** :class:`SkactivemlStrategy` wraps
-  one of their pool strategies as a :class:`~skdbal.acquisition.Strategy`:
+  one of their pool strategies as a :class:`~skdbal.acquisition.base.Strategy`:
   ``ActiveLearner(net, SkactivemlStrategy(CoreSet()))``. Each query builds
   their ``(X, y)`` from the learner's labels so far and the pool's
   candidates, hands a strategy that wants a classifier the learner's
@@ -43,7 +43,7 @@ Examples
 >>> from sklearn.linear_model import LogisticRegression
 >>> from skactiveml.pool import CoreSet
 >>> from skdbal import ActiveLearner
->>> from skdbal.interop_skactiveml import SkactivemlStrategy
+>>> from skdbal.interop.skactiveml import SkactivemlStrategy
 >>> X, y = load_digits(return_X_y=True)
 >>> learner = ActiveLearner(LogisticRegression(max_iter=200), SkactivemlStrategy(CoreSet()),
 ...                         random_state=0, verbose=False)
@@ -60,10 +60,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 
-from ._validation import check_n_instances, check_pool, is_frame, label_columns, pool_kwargs
-from .acquisition import Acquisition, Strategy
-from .acquisition._base import check_options
-from .predictive import as_predictive
+from .._validation import check_n_instances, check_pool, is_frame, label_columns, pool_kwargs
+from ..acquisition.base import Acquisition, Strategy
+from ..acquisition.base import check_options
+from ..predictive import as_predictive
 
 try:  # the optional extra
     from skactiveml.base import SkactivemlClassifier as _SkactivemlClassifier
@@ -145,7 +145,7 @@ class SkdbalClassifier(*_Base):
     >>> from sklearn.linear_model import SGDClassifier
     >>> from skactiveml.pool import BatchBALD
     >>> from skdbal import DeepEnsembleClassifier
-    >>> from skdbal.interop_skactiveml import SkdbalClassifier
+    >>> from skdbal.interop.skactiveml import SkdbalClassifier
     >>> X, y = load_iris(return_X_y=True)
     >>> ens = DeepEnsembleClassifier(SGDClassifier(loss="log_loss", max_iter=5, tol=None), n_members=4,
     ...                              random_state=0).fit(X[::10], y[::10])
@@ -355,7 +355,7 @@ def as_skactiveml_classifier(estimator, *, missing_label=MISSING_LABEL, **params
     >>> from skactiveml.pool import GreedyBALD
     >>> from skdbal import MCDropoutClassifier
     >>> from skdbal.acquisition import bald
-    >>> from skdbal.interop_skactiveml import as_skactiveml_classifier
+    >>> from skdbal.interop.skactiveml import as_skactiveml_classifier
     >>> X, y = load_digits(return_X_y=True)
     >>> X = (X / 16).reshape(-1, 8, 8).astype("float32")
     >>> net = MCDropoutClassifier(classes=np.arange(10), module__kernel_size=3, max_epochs=2, n_samples=10,
@@ -458,7 +458,7 @@ class SkactivemlStrategy(Strategy):
     >>> from skactiveml.pool import UncertaintySampling
     >>> from skdbal import ActiveLearner
     >>> from skdbal.acquisition import max_entropy
-    >>> from skdbal.interop_skactiveml import SkactivemlStrategy
+    >>> from skdbal.interop.skactiveml import SkactivemlStrategy
     >>> X, y = load_digits(return_X_y=True)
     >>> theirs = SkactivemlStrategy(UncertaintySampling(method="entropy"))
     >>> learner = ActiveLearner(LogisticRegression(max_iter=200), theirs, random_state=0, verbose=False)

@@ -53,7 +53,7 @@ class ClassConditionalGaussian(BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.ddu import ClassConditionalGaussian
+    >>> from skdbal.models import ClassConditionalGaussian
     >>> Z = np.array([[-1.0], [1.0], [9.0], [11.0]])
     >>> density = ClassConditionalGaussian(reg_covar=0.0).fit(Z, [0, 0, 1, 1])
     >>> # each class N(mean, 1) (its MLE variance), priors 1/2: at 0, 0.5 N(0; 0, 1) + 0.5 N(0; 10, 1)
@@ -99,7 +99,7 @@ class ClassConditionalGaussian(BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from skdbal.ddu import ClassConditionalGaussian
+        >>> from skdbal.models import ClassConditionalGaussian
         >>> d = ClassConditionalGaussian().fit([[0.0], [0.2], [5.0], [5.2]], ["a", "a", "b", "b"])
         >>> d.class_log_densities([[0.1]]).argmax(axis=1).tolist()
         [0]
@@ -116,7 +116,7 @@ class ClassConditionalGaussian(BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from skdbal.ddu import ClassConditionalGaussian
+        >>> from skdbal.models import ClassConditionalGaussian
         >>> d = ClassConditionalGaussian().fit([[0.0], [0.2], [5.0], [5.2]], [0, 0, 1, 1])
         >>> bool(d.score_samples([[0.1]])[0] > d.score_samples([[2.5]])[0])   # data, then the gap
         True
@@ -162,7 +162,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
     >>> import numpy as np
     >>> from sklearn.datasets import load_digits
     >>> from skdbal import MCDropoutClassifier
-    >>> from skdbal.ddu import DDUClassifier
+    >>> from skdbal.models import DDUClassifier
     >>> X, y = load_digits(return_X_y=True)
     >>> X = (X / 16).reshape(-1, 8, 8).astype("float32")
     >>> ddu = DDUClassifier(MCDropoutClassifier(classes=np.arange(10), module__kernel_size=3, max_epochs=5,
@@ -202,7 +202,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError("prefit=True needs a trained estimator; got None")
             net = self.estimator
         elif self.estimator is None:
-            from .mc_dropout import MCDropoutClassifier
+            from ._mc_dropout import MCDropoutClassifier
 
             net = MCDropoutClassifier(random_state=self.random_state)
         else:
@@ -224,7 +224,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal.ddu import DDUClassifier
+        >>> from skdbal.models import DDUClassifier
         >>> class Identity(LogisticRegression):
         ...     def transform(self, X):
         ...         return np.asarray(X, dtype=float)
@@ -243,7 +243,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal.ddu import DDUClassifier
+        >>> from skdbal.models import DDUClassifier
         >>> class Identity(LogisticRegression):
         ...     def transform(self, X):
         ...         return np.asarray(X, dtype=float)
@@ -262,7 +262,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal.ddu import DDUClassifier
+        >>> from skdbal.models import DDUClassifier
         >>> class Identity(LogisticRegression):
         ...     def transform(self, X):
         ...         return np.asarray(X, dtype=float)
@@ -279,7 +279,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal.ddu import DDUClassifier
+        >>> from skdbal.models import DDUClassifier
         >>> class Identity(LogisticRegression):
         ...     def transform(self, X):
         ...         return np.asarray(X, dtype=float)
@@ -297,7 +297,7 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         --------
         >>> import numpy as np
         >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal.ddu import DDUClassifier
+        >>> from skdbal.models import DDUClassifier
         >>> class Identity(LogisticRegression):
         ...     def transform(self, X):
         ...         return np.asarray(X, dtype=float)

@@ -22,14 +22,14 @@ class ScaledL2(Callback):
     c : float, default=3.5
     param_names : sequence of str, default=("head.2.weight",)
         Names in ``module_.named_parameters()``; the default is the weight of
-        :class:`~skdbal.nets.BayesianCNN`'s dense layer.
+        :class:`~skdbal.models.BayesianCNN`'s dense layer.
 
     Examples
     --------
     >>> import numpy as np
     >>> from skdbal import MCDropoutClassifier
-    >>> from skdbal.callbacks import ScaledL2
-    >>> from skdbal.nets import MLP
+    >>> from skdbal.models import ScaledL2
+    >>> from skdbal.models import MLP
     >>> X, y = np.random.RandomState(0).rand(20, 4).astype(np.float32), np.arange(20) % 2
     >>> clf = MCDropoutClassifier(MLP, max_epochs=1, random_state=0,
     ...                           callbacks=[ScaledL2(c=3.5, param_names=("head.1.weight",))]).fit(X, y)

@@ -4,12 +4,18 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, List, Optional, Tuple, Union
 
-from ._base import Strategy
+from ._badge import BADGE
+from ._batchbald import BatchBALD
+from ._ddu import DDU
+from ._epig import EPIG
+from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
+from ._regression import ExpectedGradientLength, PredictiveVariance
+from ._strategy import Strategy
 from ._diversity import diversity_penalty
 from ._noise import noise_filter
 from ._stochastic import stochastic_batch
 
-__all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS"]
+__all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS", "STRATEGIES"]
 
 #: Decorators by name: constructor and the names of its positional parameters.
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
@@ -17,6 +23,30 @@ DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
     "diverse": (diversity_penalty, ("weight", "features")),
     "stochastic": (stochastic_batch, ("mode", "beta")),
 }
+
+def _shared(instance, name: str):
+    """``instance``, marked as the package's shared one: its set_params refuses (clone it first)."""
+    instance._shared_name = name
+    return instance
+
+
+bald = _shared(BALD(), "bald")
+max_entropy = _shared(MaxEntropy(), "max_entropy")
+variation_ratios = _shared(VariationRatios(), "variation_ratios")
+mean_std = _shared(MeanStd(), "mean_std")
+random = _shared(RandomSampling(), "random")
+predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
+egl = _shared(ExpectedGradientLength(), "egl")
+batch_bald = _shared(BatchBALD(), "batch_bald")
+badge = _shared(BADGE(), "badge")
+ddu = _shared(DDU(), "ddu")
+epig = _shared(EPIG(), "epig")
+
+#: Strategies by name, as used by the command line and the experiment runner: each is the instance of that name.
+STRATEGIES: Dict[str, Strategy] = {name: globals()[name] for name in ("bald", "max_entropy", "variation_ratios", "mean_std", "random",
+                                                   "predictive_variance", "egl", "batch_bald", "badge", "ddu",
+                                                   "epig")}
+
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")
 
@@ -155,7 +185,7 @@ def get_strategy(name: str, strategies=None) -> Strategy:
     from sklearn.base import clone
 
     if strategies is None:
-        from . import STRATEGIES as strategies
+        strategies = STRATEGIES
     if not isinstance(name, str):
         raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
     tokens = _tokens(name)

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import check_bool, check_positive_int, is_frame
+from .._validation import check_bool, check_positive_int, is_frame
 
 __all__ = ["DeepEnsembleClassifier"]
 
@@ -198,7 +198,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         TypeError
             If ``consistent=True`` and a member cannot honour it.
         """
-        from .predictive import as_predictive
+        from ..predictive import as_predictive
 
         check_is_fitted(self, "estimators_")
         X = self._check_X(X)
@@ -223,7 +223,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         """Whether a row's samples depend on the row and the ensemble alone: whether every member's
         are (a deterministic member's trivially; a pipeline is read through its last step). Part of the
         predictive interface (:mod:`skdbal.predictive`)."""
-        from .predictive import as_predictive
+        from ..predictive import as_predictive
 
         members = getattr(self, "estimators_", None)
         if members is None:  # before fit: a member as it will be, a clone with int seeds

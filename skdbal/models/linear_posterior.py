@@ -74,7 +74,7 @@ def precision_cholesky(gram: np.ndarray, noise_variance: float, prior_variance: 
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import precision_cholesky
+    >>> from skdbal.models.linear_posterior import precision_cholesky
     >>> Phi = np.array([[1.0, 0.0], [1.0, 1.0]])         # gram = [[2, 1], [1, 1]]
     >>> L = precision_cholesky(Phi.T @ Phi, noise_variance=1.0, prior_variance=1.0)
     >>> np.round(L @ L.T, 10).tolist()                   # A = gram / 1 + I / 1
@@ -140,7 +140,7 @@ def analytic_posterior(
     ``M = (1 + 3) / 3``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import analytic_posterior
+    >>> from skdbal.models.linear_posterior import analytic_posterior
     >>> Phi, Y = np.array([[1.0], [1.0]]), np.array([[1.0], [3.0]])
     >>> M, L = analytic_posterior(Phi, Y, noise_variance=1.0, prior_variance=1.0)
     >>> np.round(M, 4).tolist(), np.round(L, 4).tolist()   # 4 / 3 and sqrt(3)
@@ -189,7 +189,7 @@ def mfvi_posterior(
     below the exact marginal ``(A^{-1})_kk = 3 / 8``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import mfvi_posterior
+    >>> from skdbal.models.linear_posterior import mfvi_posterior
     >>> Phi = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     >>> Y = np.array([[1.0], [2.0], [3.0]])
     >>> M, var = mfvi_posterior(Phi, Y, noise_variance=1.0, prior_variance=1.0)
@@ -220,7 +220,7 @@ def posterior_covariance(L: np.ndarray) -> np.ndarray:
     The inverse of ``A = [[3, 1], [1, 3]]`` is ``[[3, -1], [-1, 3]] / 8``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import posterior_covariance, precision_cholesky
+    >>> from skdbal.models.linear_posterior import posterior_covariance, precision_cholesky
     >>> L = precision_cholesky(np.array([[2.0, 1.0], [1.0, 2.0]]), 1.0, 1.0)
     >>> np.round(posterior_covariance(L), 4).tolist()
     [[0.375, -0.125], [-0.125, 0.375]]
@@ -249,7 +249,7 @@ def whiten(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
     ``Z^T Z = Phi_star Phi_star^T / 3``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import whiten
+    >>> from skdbal.models.linear_posterior import whiten
     >>> Z = whiten(np.array([[np.sqrt(3.0)]]), np.array([[1.0], [2.0]]))
     >>> np.round(Z, 4).tolist()
     [[0.5774, 1.1547]]
@@ -280,7 +280,7 @@ def analytic_feature_variance(L: np.ndarray, Phi_star: np.ndarray) -> np.ndarray
     With ``A = [[3]]``, ``phi^T A^{-1} phi = phi^2 / 3``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import analytic_feature_variance
+    >>> from skdbal.models.linear_posterior import analytic_feature_variance
     >>> L = np.array([[np.sqrt(3.0)]])
     >>> np.round(analytic_feature_variance(L, np.array([[1.0], [2.0]])), 4).tolist()
     [0.3333, 1.3333]
@@ -310,7 +310,7 @@ def mfvi_feature_variance(var: np.ndarray, Phi_star: np.ndarray) -> np.ndarray:
     ``[1, 1]`` gets ``1 / 3 + 1 / 3`` and ``[2, 0]`` gets ``4 / 3``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import mfvi_feature_variance
+    >>> from skdbal.models.linear_posterior import mfvi_feature_variance
     >>> var = np.array([[1 / 3], [1 / 3]])
     >>> np.round(mfvi_feature_variance(var, np.array([[1.0, 1.0], [2.0, 0.0]])), 4).tolist()
     [[0.6667], [1.3333]]
@@ -347,7 +347,7 @@ def log_marginal_likelihood(
 
     >>> import numpy as np
     >>> from scipy.stats import multivariate_normal
-    >>> from skdbal.linear_posterior import log_marginal_likelihood
+    >>> from skdbal.models.linear_posterior import log_marginal_likelihood
     >>> Phi, Y = np.array([[1.0], [1.0]]), np.array([[1.0], [3.0]])
     >>> round(float(log_marginal_likelihood(Phi, Y, noise_variance=1.0, prior_variance=1.0)), 4)
     -4.7205
@@ -414,7 +414,7 @@ def fit_evidence(
     ``s2 = (25 - 5 / 3) / 4 = 35 / 6``:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import fit_evidence
+    >>> from skdbal.models.linear_posterior import fit_evidence
     >>> Phi, Y = np.ones((4, 1)), np.array([[1.0], [2.0], [3.0], [4.0]])
     >>> sigma2, s2, n_iter = fit_evidence(Phi, Y, 1.0, 1.0, tol=1e-10)
     >>> round(sigma2, 4), round(s2, 4)
@@ -508,7 +508,7 @@ def fit_elbo(
     :func:`fit_evidence`:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import fit_elbo
+    >>> from skdbal.models.linear_posterior import fit_elbo
     >>> Phi, Y = np.ones((4, 1)), np.array([[1.0], [2.0], [3.0], [4.0]])
     >>> sigma2, s2, n_iter = fit_elbo(Phi, Y, 1.0, 1.0, tol=1e-10)
     >>> round(sigma2, 4), round(s2, 4)
@@ -567,7 +567,7 @@ def mfvi_elbo(
     below the evidence for the correlated features of :func:`mfvi_posterior`:
 
     >>> import numpy as np
-    >>> from skdbal.linear_posterior import log_marginal_likelihood, mfvi_elbo
+    >>> from skdbal.models.linear_posterior import log_marginal_likelihood, mfvi_elbo
     >>> round(float(mfvi_elbo(np.array([[1.0], [1.0]]), np.array([[1.0], [3.0]]), 1.0, 1.0)), 4)
     -4.7205
     >>> Phi = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])

@@ -23,9 +23,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d, validate_data
 from torch import nn
 
-from ._validation import check_bool, check_positive_int, is_int_seed, label_columns
+from .._validation import check_bool, check_positive_int, is_int_seed, label_columns
 from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear, fused_linear_outputs
-from .nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
+from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 
 __all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
 
@@ -62,7 +62,7 @@ def _mask_kind(m: nn.Module) -> Optional[str]:
 def _same_layout(a: tuple, b: tuple) -> bool:
     """Whether per-sample shapes ``a`` and ``b`` hold the same input: equal,
     equal once ``(H, W)`` reads as ``(1, H, W)``, or one of them flat with
-    as many values (the nets of :mod:`skdbal.nets` reshape flat rows)."""
+    as many values (the nets of :mod:`skdbal.models` reshape flat rows)."""
     if len(a) == 1 or len(b) == 1:
         return math.prod(a) == math.prod(b)
     chw = [(1,) + s if len(s) == 2 else s for s in (a, b)]
@@ -117,7 +117,7 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     --------
     >>> import torch
     >>> from torch import nn
-    >>> from skdbal.mc_dropout import mc_dropout_mode
+    >>> from skdbal.models import mc_dropout_mode
     >>> net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
     >>> with mc_dropout_mode(net):
     ...     print([m.training for m in net], torch.is_grad_enabled())
@@ -212,7 +212,7 @@ def stochastic_head(head: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     --------
     >>> import torch
     >>> from torch import nn
-    >>> from skdbal.mc_dropout import stochastic_head
+    >>> from skdbal.models import stochastic_head
     >>> out = stochastic_head(nn.Sequential(nn.Dropout(0.5)), torch.ones(2, 1000))
     >>> sorted(out.unique().tolist())               # dropped, or kept and scaled by 1/(1 - p)
     [0.0, 2.0]
@@ -608,7 +608,7 @@ class _MCDropoutNet:
         """Load parameters saved by :meth:`save_params`, as skorch does.
 
         The sizes that :meth:`fit` infers from the data (input shape, number
-        of classes) travel in the saved state of :mod:`skdbal.nets` modules,
+        of classes) travel in the saved state of :mod:`skdbal.models` modules,
         so a new estimator can load them after a bare :meth:`initialize`: the
         module is rebuilt with the saved sizes first. Sizes set explicitly as
         ``module__*`` parameters win. Other arguments are skorch's.
@@ -739,7 +739,7 @@ class _MCDropoutNet:
                 elif consistent:
                     if split is None:
                         raise TypeError("consistent masks (consistent_masks=True, or consistent=True) need a module with `trunk` and `head` "
-                                        f"such that forward(x) == head(trunk(x)) (see skdbal.nets); "
+                                        f"such that forward(x) == head(trunk(x)) (see skdbal.models); "
                                         f"{type(self.module_).__name__} has none")
                     h = split[0](xb)
                     if masks is None:
@@ -834,7 +834,7 @@ class _MCDropoutNet:
         """Penultimate-layer features (dropout off), shape ``(N, n_hidden)``.
 
         Requires a split module (``trunk`` and ``head`` attributes, see
-        :mod:`skdbal.nets`).
+        :mod:`skdbal.models`).
 
         Parameters
         ----------
@@ -845,8 +845,8 @@ class _MCDropoutNet:
         -------
         features : ndarray of shape (N, n_hidden), dtype float32
             The input of the last layer of ``head``, flattened per row:
-            128 features for :class:`~skdbal.nets.BayesianCNN`, 84 for
-            :class:`~skdbal.nets.LeNet5`.
+            128 features for :class:`~skdbal.models.BayesianCNN`, 84 for
+            :class:`~skdbal.models.LeNet5`.
 
         Raises
         ------
@@ -860,7 +860,7 @@ class _MCDropoutNet:
         if split is None:
             raise TypeError(
                 f"transform needs a module with `trunk` and `head` attributes such that "
-                f"forward(x) == head(trunk(x)) (see skdbal.nets); "
+                f"forward(x) == head(trunk(x)) (see skdbal.models); "
                 f"{type(self.module_).__name__} has none"
             )
         trunk, head = split
@@ -885,7 +885,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
 
     Parameters
     ----------
-    module : torch module class or instance, default=:class:`~skdbal.nets.BayesianCNN`
+    module : torch module class or instance, default=:class:`~skdbal.models.BayesianCNN`
         Pass a class so that ``fit`` re-initialises it. ``n_classes`` and the
         input size (``input_shape`` or ``n_features``) are filled in from the
         data when the module accepts them and they are not given as
@@ -898,7 +898,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
     consistent_masks : bool, default=False
         Use the same ``T`` dropout masks for every input: pass ``t`` is then
         one fixed sub-network applied to the whole pool, as BatchBALD needs.
-        Needs a split module (see :mod:`skdbal.nets`) whose head uses
+        Needs a split module (see :mod:`skdbal.models`) whose head uses
         ``nn.Dropout``/``nn.DropoutNd``. With an int ``random_state`` the masks
         are also the same in every call, so chunked scoring stays consistent.
     predict_method : {"mc", "deterministic"}, default="mc"

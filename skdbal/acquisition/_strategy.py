@@ -35,11 +35,12 @@ class Acquisition:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import Acquisition, random_sampling
-    >>> acq = random_sampling.acquire(None, np.zeros((5, 2)), 2, random_state=0)
+    >>> from skdbal.acquisition import random
+    >>> from skdbal.acquisition.base import Acquisition
+    >>> acq = random.acquire(None, np.zeros((5, 2)), 2, random_state=0)
     >>> isinstance(acq, Acquisition), acq.indices.tolist(), acq.scores.round(4).tolist(), acq.info
     (True, [1, 2], [0.7152, 0.6028], {})
-    >>> random_sampling(None, np.zeros((5, 2)), 2, random_state=0)[0].tolist()   # the modAL form
+    >>> random(None, np.zeros((5, 2)), 2, random_state=0)[0].tolist()   # the modAL form
     [1, 2]
     """
 
@@ -164,8 +165,9 @@ def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) 
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import pool_scores_of, random_sampling
-    >>> pool_scores_of(random_sampling, None, np.zeros((4, 1)), 2, random_state=0).order.tolist()
+    >>> from skdbal.acquisition import random
+    >>> from skdbal.acquisition.base import pool_scores_of
+    >>> pool_scores_of(random, None, np.zeros((4, 1)), 2, random_state=0).order.tolist()
     [1, 2, 0, 3]
     >>> pool_scores_of(lambda est, X, n_instances=1: np.arange(n_instances), None, np.zeros((4, 1))) is None
     True
@@ -216,8 +218,9 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import acquire_among, random_sampling
-    >>> acq = acquire_among(random_sampling, None, np.zeros((10, 2)), [7, 8, 9], 2, random_state=0)
+    >>> from skdbal.acquisition import random
+    >>> from skdbal.acquisition.base import acquire_among
+    >>> acq = acquire_among(random, None, np.zeros((10, 2)), [7, 8, 9], 2, random_state=0)
     >>> set(acq.indices.tolist()) <= {7, 8, 9}
     True
     """
@@ -257,7 +260,7 @@ def select_top(
 
     Examples
     --------
-    >>> from skdbal.acquisition import select_top
+    >>> from skdbal.acquisition.base import select_top
     >>> idx, top = select_top([0.1, 0.7, 0.7, 0.3], n_instances=2)
     >>> idx.tolist(), top.tolist()
     ([1, 2], [0.7, 0.7])
@@ -294,6 +297,16 @@ def check_options(strategy, kwargs) -> None:
     pool-aligned keywords (``*_pool``, which decorators consume), and the
     strategy's own per-call options (:meth:`Strategy.call_options`). A
     strategy whose options are unknown (a plain callable) accepts anything.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import bald
+    >>> from skdbal.acquisition.base import check_options
+    >>> check_options(bald, {"random_state": 0, "n_samples": 10, "y_pool": None})   # all taken
+    >>> check_options(bald, {"n_sample": 10})
+    Traceback (most recent call last):
+    ...
+    TypeError: BALD got unexpected keyword argument(s) 'n_sample'; it takes chunk_size, n_jobs, n_samples, random_state, random_tie_break and pool-aligned *_pool keywords
     """
     options = strategy.call_options() if isinstance(strategy, Strategy) else None
     if options is None:
@@ -350,7 +363,7 @@ class Strategy(BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import Strategy
+    >>> from skdbal.acquisition.base import Strategy
     >>> class FirstFeature(Strategy):
     ...     def score(self, estimator, X_pool, **kwargs):
     ...         return X_pool[:, 0]
@@ -539,7 +552,8 @@ class StrategyDecorator(Strategy):
 
     Examples
     --------
-    >>> from skdbal.acquisition import BALD, StrategyDecorator
+    >>> from skdbal.acquisition import BALD
+    >>> from skdbal.acquisition.base import StrategyDecorator
     >>> StrategyDecorator(BALD(n_samples=50)).get_params()["strategy__n_samples"]
     50
     """
@@ -624,7 +638,7 @@ class CallableStrategy(Strategy):
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import CallableStrategy
+    >>> from skdbal.acquisition.base import CallableStrategy
     >>> first = CallableStrategy(lambda est, X, n_instances=1: np.arange(n_instances))
     >>> first.acquire(None, np.zeros((5, 2)), 2).indices.tolist()
     [0, 1]
@@ -673,7 +687,8 @@ def as_strategy(strategy) -> Strategy:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition import as_strategy, bald
+    >>> from skdbal.acquisition import bald
+    >>> from skdbal.acquisition.base import as_strategy
     >>> as_strategy(bald) is bald
     True
     >>> first = as_strategy(lambda est, X, n_instances=1: np.arange(n_instances))
@@ -711,7 +726,8 @@ def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callabl
 
     Examples
     --------
-    >>> from skdbal.acquisition import bald, to_modal
+    >>> from skdbal.acquisition import bald
+    >>> from skdbal.acquisition.base import to_modal
     >>> to_modal(bald, "0.4.2.1") is bald
     True
     """

@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._validation import check_positive_int
+from .._validation import check_positive_int
 
 __all__ = ["FixedLengthLoader", "FixedLengthSampler"]
 
@@ -44,7 +44,7 @@ class FixedLengthSampler(Sampler):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.loaders import FixedLengthSampler
+    >>> from skdbal.models import FixedLengthSampler
     >>> idx = list(FixedLengthSampler(3, 8, generator=torch.Generator().manual_seed(0)))
     >>> len(idx), sorted(idx.count(i) for i in range(3))    # 8 draws of 3 items: 2, 3, 3 times
     (8, [2, 3, 3])
@@ -94,8 +94,8 @@ class FixedLengthLoader(DataLoader):
     --------
     >>> import numpy as np
     >>> from skdbal import MCDropoutClassifier
-    >>> from skdbal.loaders import FixedLengthLoader
-    >>> from skdbal.nets import MLP
+    >>> from skdbal.models import FixedLengthLoader
+    >>> from skdbal.models import MLP
     >>> X = np.random.RandomState(0).rand(20, 4).astype(np.float32); y = np.arange(20) % 2
     >>> net = MCDropoutClassifier(MLP, batch_size=64, max_epochs=2, random_state=0,
     ...                           iterator_train=FixedLengthLoader, iterator_train__n_samples=640).fit(X, y)

@@ -30,7 +30,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (check_array, check_consistent_length, check_is_fitted, column_or_1d,
                                       validate_data)
 
-from ._validation import check_bool, check_positive_int, is_frame, is_int_seed, label_columns
+from .._validation import check_bool, check_positive_int, is_frame, is_int_seed, label_columns
 
 __all__ = ["LaplaceClassifier"]
 
@@ -107,7 +107,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         :class:`~skdbal.MCDropoutClassifier`. None means
         ``MCDropoutClassifier(random_state=random_state)``.
     prefit : bool, default=False
-        As :class:`~skdbal.ddu.DDUClassifier`'s (scikit-learn's
+        As :class:`~skdbal.models.DDUClassifier`'s (scikit-learn's
         ``CalibratedClassifierCV(cv="prefit")`` idea). False: :meth:`fit`
         trains a clone of ``estimator`` on ``(X, y)``. True: ``estimator``
         is trained already; its weights are the MAP as they are (the same
@@ -206,8 +206,8 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
     >>> from sklearn.datasets import load_digits
     >>> from skdbal import MCDropoutClassifier
     >>> from skdbal.acquisition import bald
-    >>> from skdbal.laplace import LaplaceClassifier
-    >>> from skdbal.nets import MLP
+    >>> from skdbal.models import LaplaceClassifier
+    >>> from skdbal.models import MLP
     >>> X, y = load_digits(return_X_y=True)
     >>> X = (X / 16.0).astype(np.float32)
     >>> net = MCDropoutClassifier(MLP, max_epochs=5, classes=np.arange(10), random_state=0)
@@ -375,7 +375,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         check_consistent_length(X, y)
         if train:
             if self.estimator is None:
-                from .mc_dropout import MCDropoutClassifier
+                from ._mc_dropout import MCDropoutClassifier
 
                 net = MCDropoutClassifier(random_state=self.random_state)
             else:

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import linear_posterior as posterior
-from ._validation import check_positive_int
+from .._validation import check_positive_int
 
 __all__ = ["BayesianLinearRegression"]
 

@@ -1,7 +1,7 @@
 """Dropout masks drawn per pool row: the generators behind ``mask_seeding``.
 
 Each input row owns a generator, seeded by a hash of the row's values (see
-:func:`skdbal.mc_dropout.row_seeds`), so that a row's MC passes do not depend
+``skdbal.models._mc_dropout.row_seeds``), so that a row's MC passes do not depend
 on its position, on the other rows or on how the pool is chunked. Two kinds of
 generator give the two row-keyed seedings:
 
@@ -61,7 +61,7 @@ def unit_threshold(keep: float) -> Tuple[np.dtype, int]:
 
     Examples
     --------
-    >>> from skdbal._row_masks import unit_threshold
+    >>> from skdbal.models._row_masks import unit_threshold
     >>> unit_threshold(0.75), unit_threshold(0.5)
     ((dtype('uint8'), 192), (dtype('uint8'), 128))
     >>> unit_threshold(0.9)

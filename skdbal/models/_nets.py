@@ -57,7 +57,7 @@ class ToImage(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.nets import ToImage
+    >>> from skdbal.models import ToImage
     >>> to_image = ToImage((1, 2, 3))
     >>> to_image(torch.arange(6.0).reshape(1, 6)).tolist()      # flat rows to (N, 1, 2, 3)
     [[[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]]]
@@ -154,7 +154,7 @@ class BayesianCNN(_SizedNet):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.nets import BayesianCNN
+    >>> from skdbal.models import BayesianCNN
     >>> net = BayesianCNN(n_classes=10, input_shape=(8, 8))
     >>> net(torch.zeros(5, 64)).shape
     torch.Size([5, 10])
@@ -236,7 +236,7 @@ class KirschCNN(_SizedNet):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.nets import KirschCNN
+    >>> from skdbal.models import KirschCNN
     >>> net = KirschCNN()
     >>> net(torch.zeros(2, 1, 28, 28)).shape
     torch.Size([2, 10])
@@ -321,7 +321,7 @@ class LeNet5(_SizedNet):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.nets import LeNet5
+    >>> from skdbal.models import LeNet5
     >>> LeNet5()(torch.zeros(2, 1, 28, 28)).shape
     torch.Size([2, 10])
     >>> LeNet5().head[2].in_features
@@ -383,7 +383,7 @@ class MLP(_SizedNet):
     Examples
     --------
     >>> import torch
-    >>> from skdbal.nets import MLP
+    >>> from skdbal.models import MLP
     >>> MLP(n_features=4, n_classes=3, hidden_layer_sizes=(16, 8))(torch.zeros(2, 4)).shape
     torch.Size([2, 3])
     """
@@ -426,7 +426,7 @@ def split_module(module: nn.Module):
     --------
     >>> import torch
     >>> from torch import nn
-    >>> from skdbal.nets import MLP, split_module
+    >>> from skdbal.models import MLP, split_module
     >>> net = MLP(n_features=4, n_classes=3, hidden_layer_sizes=(8,)).eval()
     >>> trunk, head = split_module(net)
     >>> x = torch.ones(5, 4)
