@@ -4,10 +4,26 @@ Kept apart from the estimators: nothing in :mod:`skdbal` outside this
 package imports it.
 
 - :mod:`skdbal.experiments.runner`: resumable grids of (preset, strategy,
-  seed) runs, :func:`run_grid`, with a tidy ``results.csv``;
+  seed) runs, :func:`run_grid`, with a tidy ``results.csv``; it runs them on
+  - :mod:`skdbal.experiments.specs`: the runs of a grid, :class:`RunSpec`,
+    and the checks made before any runs;
+  - :mod:`skdbal.experiments.results`: the result files (run CSVs,
+    ``results.csv``), read, checked and written, and the folder locks;
+  - :mod:`skdbal.experiments.configs`: whether runs share a configuration;
+  - :mod:`skdbal.experiments.factories`: the data, their split, and the
+    models a run trains;
+  - :mod:`skdbal.experiments.journal`: a run in progress on disk;
 - :mod:`skdbal.experiments.presets`: the ``gal2017``, ``pilz2025`` and ``kirsch2019``
   protocols, every number a field;
-- :mod:`skdbal.experiments.report`: tables and figures from ``results.csv``;
+- :mod:`skdbal.experiments.report`: tables and figures from ``results.csv``,
+  one module per section (:mod:`~skdbal.experiments.curves`,
+  :mod:`~skdbal.experiments.diversity_weights`,
+  :mod:`~skdbal.experiments.last_layer`,
+  :mod:`~skdbal.experiments.calibration`,
+  :mod:`~skdbal.experiments.label_noise`) on the runs as
+  :mod:`~skdbal.experiments.grid_reading` reads a grid's folder and
+  :mod:`~skdbal.experiments.grouping` groups them; none of them imports
+  torch;
 - :mod:`skdbal.experiments.plotting`: the figure helpers the report and the
   quickstart share;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
@@ -15,10 +31,12 @@ package imports it.
   runner and the quickstart;
 - :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
 
-Imports point one way, function-level ones included: cli → quickstart →
-report → runner → presets, data, with plotting under report and quickstart
-(``tests/test_structure.py`` checks it). Each module here reaches the rest of
-the package through public modules and names only, as a user would.
+Imports point one way, function-level ones included: cli → quickstart,
+report, runner; runner → journal → factories → specs → presets, data;
+runner and report → configs → results; report → its sections → grouping,
+plotting (``tests/test_structure.py`` checks that there is no cycle). Each
+module here reaches the rest of the package through public modules and
+names only, as a user would.
 
 The runner's public names are importable from here.
 """
@@ -28,9 +46,11 @@ import importlib
 #: command line starts without loading torch).
 _NAMES = {
     "Preset": "presets", "PRESETS": "presets", "get_preset": "presets",
-    **{name: "runner" for name in ("COLUMNS", "LAST_LAYERS", "DamagedResultsError", "FolderLockedError", "RunSpec",
-                                   "assemble_results", "check_run_rows", "even_batch_size", "load_data",
-                                   "make_estimator", "make_last_layer", "read_results", "run_grid", "run_one")},
+    "RunSpec": "specs", "LAST_LAYERS": "specs",
+    **{name: "results" for name in ("COLUMNS", "DamagedResultsError", "FolderLockedError", "assemble_results",
+                                    "check_run_rows", "read_results")},
+    **{name: "factories" for name in ("even_batch_size", "load_data", "make_estimator", "make_last_layer")},
+    "run_grid": "runner", "run_one": "runner",
 }
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",

@@ -114,7 +114,7 @@ def _report(args) -> int:
         raise ValueError(f"{args.out} holds no grid ({Path(args.out) / 'results.csv'} is missing): give a folder "
                          "written by skdbal experiment")
     if args.clean is not None:  # checked here: otherwise a --clean that cannot apply would be ignored
-        from .runner import read_results
+        from .results import read_results
 
         clean = Path(args.clean) / "results.csv"
         if not clean.is_file():
@@ -308,7 +308,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(exc))
         return 2
     except Exception as exc:
-        from .runner import FolderLockedError
+        from .results import FolderLockedError
 
         if not isinstance(exc, FolderLockedError):
             raise

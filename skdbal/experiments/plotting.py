@@ -85,3 +85,16 @@ def legend_outside(ax, handles: Optional[dict] = None, **kwargs) -> None:
     args = (list(handles.values()), list(handles.keys())) if handles else ()
     if args or (handles is None and ax.get_legend_handles_labels()[0]):
         ax.legend(*args, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kwargs)
+
+
+def save_figure(fig, path):
+    """Save ``fig`` to ``path`` and close it; with ``path=None`` keep it open
+    and return it (for notebooks and the example gallery)."""
+    if path is None:
+        return fig
+    fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return None
+

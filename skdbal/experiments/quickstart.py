@@ -105,7 +105,7 @@ def run_quickstart(
         if repeated:  # one run counted twice would shrink the spread and inflate the count of seeds
             raise ValueError(f"{what} repeat {repeated}: each run would be counted more than once")
     runs = [(name, seed) for seed in seeds for name in strategies]
-    from .runner import resolve_device
+    from .factories import resolve_device
 
     device = resolve_device(device)
     if n_jobs is None:

@@ -9,7 +9,7 @@ import pytest
 
 from skdbal.acquisition import canonical_name
 from skdbal.experiments import DamagedResultsError, RunSpec, get_preset, run_grid, run_one
-from skdbal.experiments import runner
+from skdbal.experiments import configs, runner, specs
 from skdbal.experiments.cli import _parse_overrides, main
 
 TINY = dict(dataset="digits", n_queries=1, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,
@@ -84,15 +84,15 @@ def test_fewer_queries_than_the_folder_records_warn_that_the_report_is_cut(folde
 def test_every_committed_run_passes_the_folder_check():
     checked = 0
     for runs in sorted(RESULTS.glob("*/runs")):
-        configs = runner._folder_configs(runs)
-        for path, c in configs.items():
-            spec = RunSpec(runner._stored_preset(c), c["strategy"], c["seed"], mc_dropout=c["mc_dropout"],
+        stored = configs.folder_configs(runs)
+        for path, c in stored.items():
+            spec = RunSpec(configs._stored_preset(c), c["strategy"], c["seed"], mc_dropout=c["mc_dropout"],
                            last_layer=c.get("last_layer"), noise_rate=c.get("noise_rate", 0.0),
                            initial_set=c.get("initial_set", "balanced_random"), ensemble=c.get("ensemble", 0),
                            laplace=c.get("laplace", False))
             assert spec.run_id == path.stem
-            runner._check_folder_config(spec, configs)
-            runner._check_run_config(spec, runs)
+            configs.check_folder_config(spec, stored)
+            configs.check_run_config(spec, runs)
             checked += 1
     assert checked > 100
 
@@ -126,7 +126,7 @@ def test_a_run_that_the_data_cannot_hold_is_refused_up_front(tmp_path, changes, 
 
 def test_the_data_sizes_are_those_of_the_data():
     X_train, _, X_test, _ = runner.load_data("digits")
-    assert runner._DATA_SIZES["digits"] == (len(X_train), len(X_test))
+    assert specs._DATA_SIZES["digits"] == (len(X_train), len(X_test))
 
 
 # ------------------------------------------------------------------- D: preset types
@@ -231,7 +231,7 @@ def test_a_one_member_ensemble_with_a_sampling_strategy_is_refused(tmp_path, str
     with pytest.raises(ValueError, match=r"ensemble=1 gives one sample per point.*ties"):
         grid(tmp_path / "out", strategies=(strategy, "max_entropy"), ensemble=1)
     assert not (tmp_path / "out").exists()
-    assert not runner._needs_samples("max_entropy") and not runner._needs_samples("random")
+    assert not specs._needs_samples("max_entropy") and not specs._needs_samples("random")
 
 
 # ------------------------------------------------------------------- I: report --clean

@@ -6,7 +6,7 @@ import pytest
 from skdbal import ActiveLearner
 from skdbal.acquisition import get_strategy
 from skdbal.experiments import RunSpec, get_preset, load_data, make_estimator, run_one
-from skdbal.experiments.runner import _split
+from skdbal.experiments.factories import split_indices
 from skdbal.oracles import KnownLabels, NoisyAnnotator
 
 TINY = dict(dataset="digits", n_queries=3, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,
@@ -21,7 +21,7 @@ def test_simulate_and_the_runner_pick_the_same_points(tmp_path, strategy, noise_
 
     # the same run, written as a user would with the public API
     X_train, y_train, X_test_all, y_test_all = load_data("digits")
-    val, pool, initial, test = _split(preset, seed, y_train, len(y_test_all))
+    val, pool, initial, test = split_indices(preset, seed, y_train, len(y_test_all))
     position = {int(p): i for i, p in enumerate(pool)}
     if noise_rate:
         noisy = NoisyAnnotator.flip(y_train, noise_rate, classes=np.arange(10),

@@ -169,7 +169,7 @@ def test_published_anchors_only_beside_gal2017_on_mnist(grid):
     write_report(grid)  # digits: not the papers' dataset
     text = (grid / "table.md").read_text()
     assert "Gal et al. (2017), 90% / 95%" not in text and "255 / 835" not in text
-    from skdbal.experiments.report import _gal2017_protocol
+    from skdbal.experiments.grid_reading import _gal2017_protocol
 
     as_json = lambda p: json.loads(json.dumps(p.as_dict(), default=str))
     assert _gal2017_protocol(as_json(get_preset("gal2017")))

@@ -105,7 +105,7 @@ def test_epoch_samples_trains_on_fixed_length_epochs(digits):
     with pytest.raises(ValueError, match="epoch_samples must be >= 1"):
         preset.replace(epoch_samples=0)
     # a run stored before the field existed reads as epoch_samples=None
-    from skdbal.experiments.runner import _same_config
+    from skdbal.experiments.configs import _same_config
     current = json.loads(json.dumps(RunSpec(get_preset("gal2017"), "bald", 1).config(), default=str))
     stored = {**current, "preset": {k: v for k, v in current["preset"].items() if k != "epoch_samples"}}
     assert _same_config(stored, current)
@@ -201,21 +201,21 @@ def test_warm_epochs_train_on_from_the_previous_step_and_resume_exactly(tmp_path
 
 
 def test_warm_start_from_given_weights_by_hand():
-    """_fit_step_model(start=w) loads w into the step's network and trains on from it with a fresh
+    """fit_step_model(start=w) loads w into the step's network and trains on from it with a fresh
     optimizer: with lr=1e-12 (Adam moves nothing that shows) the result is w itself."""
     import torch
 
-    from skdbal.experiments.runner import _fit_step_model
+    from skdbal.experiments.factories import fit_step_model
 
     preset = get_preset("gal2017", **{**TINY, "warm_epochs": 1, "lr": 1e-12})
     X, y = load_digits_images_for_test()
     spec = RunSpec(preset, "bald", 1)
-    first = _fit_step_model(spec, 0, X[:40], y[:40], (X[40:60], y[40:60]))
+    first = fit_step_model(spec, 0, X[:40], y[:40], (X[40:60], y[40:60]))
     w = {k: v.clone() for k, v in first.module_.state_dict().items() if torch.is_tensor(v)}
-    second = _fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]), start=first.module_.state_dict())
+    second = fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]), start=first.module_.state_dict())
     for k, v in w.items():
         torch.testing.assert_close(second.module_.state_dict()[k], v, rtol=0, atol=1e-9)
-    fresh = _fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]))
+    fresh = fit_step_model(spec, 1, X[:50], y[:50], (X[40:60], y[40:60]))
     assert not all(torch.equal(fresh.module_.state_dict()[k], v) for k, v in w.items())
 
 
@@ -369,19 +369,19 @@ def test_signed_weights_get_their_own_run_files(tmp_path):
 
 
 def test_a_second_writer_of_a_folder_is_refused(tmp_path):
-    from skdbal.experiments.runner import _exclusive
+    from skdbal.experiments.results import exclusive_lock
 
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **{**TINY, "n_queries": 1})
-    with _exclusive(tmp_path / ".lock", "the grid"):  # as if another grid were running there
+    with exclusive_lock(tmp_path / ".lock", "the grid"):  # as if another grid were running there
         with pytest.raises(FolderLockedError, match="another process is writing the grid in"):
             run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)
-    with _exclusive(tmp_path / "runs" / ".gal2017__random__bayesian__seed1.lock", "run"):
+    with exclusive_lock(tmp_path / "runs" / ".gal2017__random__bayesian__seed1.lock", "run"):
         with pytest.raises(FolderLockedError, match="another process is writing run gal2017__random"):
             run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
     assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
     from skdbal.experiments.cli import main
 
-    with _exclusive(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
+    with exclusive_lock(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
         assert main(["experiment", "--strategies", "random", "--seeds", "1", "--out", str(tmp_path)]
                     + [f"--set={k}={v!r}" for k, v in TINY.items()]) == 1
     run_grid("gal2017", ["random"], [1], tmp_path, verbose=False, **TINY)  # free again
@@ -685,7 +685,7 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
     """Noisy annotator and filter in the runner: run ids, label bookkeeping, rejects, resume."""
     from skdbal.datasets import make_noisy_labels
     from skdbal.experiments import load_data
-    from skdbal.experiments.runner import _split
+    from skdbal.experiments.factories import split_indices
 
     kw = dict(verbose=False, torch_threads=1, **TINY)
     rows = run_grid("gal2017", ["bald", "filter(bald,0.1)"], [1], tmp_path / "a", noise_rates=[0.0, 0.3], **kw)
@@ -698,7 +698,7 @@ def test_noise_grid_with_a_filtered_strategy(tmp_path):
     # the annotator, by hand: the same seeded flips, initial set clean
     X, y, _, y_test = load_data("digits")
     preset = get_preset("gal2017", **TINY)
-    _, _, initial, _ = _split(preset, 1, y, len(y_test))
+    _, _, initial, _ = split_indices(preset, 1, y, len(y_test))
     _, flipped = make_noisy_labels(y, 0.3, classes=np.unique(y), random_state=np.random.RandomState([1, 7907]))
     flipped[initial] = False
     for strategy in ("bald", "filter(bald,0.1)"):
@@ -791,7 +791,7 @@ def test_noise_table_by_hand(tmp_path):
 def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     """k-means initial sets as a grid axis, decorated and joint strategies by name."""
     from skdbal.experiments import load_data
-    from skdbal.experiments.runner import _split
+    from skdbal.experiments.factories import split_indices
     from skdbal.initial import kmeans_representative
 
     kw = dict(verbose=False, torch_threads=1, **{**TINY, "n_queries": 2})
@@ -803,8 +803,8 @@ def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     assert "gal2017__diverse-bald-neg0.2__bayesian__seed1.csv" in runs
     X, y, _, y_test = load_data("digits")
     preset = get_preset("gal2017", **TINY)
-    val, pool, random_initial, _ = _split(preset, 1, y, len(y_test))
-    val2, pool2, km_initial, _ = _split(preset, 1, y, len(y_test), X, "kmeans_per_class")
+    val, pool, random_initial, _ = split_indices(preset, 1, y, len(y_test))
+    val2, pool2, km_initial, _ = split_indices(preset, 1, y, len(y_test), X, "kmeans_per_class")
     np.testing.assert_array_equal(pool, pool2)
     # by hand: the same seeded generator, after the permutation that made the pool
     rng = np.random.RandomState(1)
@@ -862,13 +862,13 @@ def test_rows_record_test_calibration(tmp_path):
     from sklearn.metrics import log_loss
 
     from skdbal.experiments import load_data
-    from skdbal.experiments.runner import _split
+    from skdbal.experiments.factories import split_indices
     from skdbal.metrics import expected_calibration_error
 
     preset = get_preset("gal2017", **{**TINY, "n_queries": 1})
     rows = run_one(RunSpec(preset, "bald", 1), tmp_path, torch_threads=1)
     X, y, X_test, y_test = load_data("digits")
-    _, _, _, test = _split(preset, 1, y, len(y_test))
+    _, _, _, test = split_indices(preset, 1, y, len(y_test))
     state = torch.load(tmp_path / "runs" / "gal2017__bald__bayesian__seed1.pt", weights_only=True)
     net = make_estimator(preset, random_state=0)
     net.set_params(max_epochs=0, callbacks=None)
