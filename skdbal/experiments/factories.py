@@ -20,12 +20,12 @@ from skorch.callbacks import EarlyStopping
 from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
-from .. import nets
-from ..callbacks import ScaledL2
+from .. import models
+from ..models import ScaledL2
 from ..initial import balanced_random
-from ..loaders import FixedLengthLoader
+from ..models import FixedLengthLoader
 from ..loop import step_seed
-from ..mc_dropout import MCDropoutClassifier
+from ..models import MCDropoutClassifier
 from .presets import OPTIMIZER_CLASSES, Preset
 from .specs import INITIAL_SETS, LAST_LAYERS, RunSpec
 
@@ -156,7 +156,7 @@ def make_estimator(preset: Preset, *, mc_dropout: bool = True, random_state: Opt
     >>> make_estimator(get_preset("gal2017"), mc_dropout=False).mc_dropout   # the deterministic baseline
     False
     """
-    module = getattr(nets, preset.module)
+    module = getattr(models, preset.module)
     optimizer = getattr(torch.optim, OPTIMIZER_CLASSES[preset.optimizer])
     callbacks = []
     params = {f"module__{k}": v for k, v in preset.module_params}
@@ -255,8 +255,8 @@ def make_last_layer(preset: Preset, net, inference: str):
     """
     from sklearn.pipeline import Pipeline
 
-    from ..bayesian_linear import BayesianLinearRegression
-    from ..features import NetFeatures
+    from ..models import BayesianLinearRegression
+    from ..models import NetFeatures
 
     if inference not in LAST_LAYERS:
         raise ValueError(f"last_layer must be one of {LAST_LAYERS}; got {inference!r}")
@@ -318,12 +318,12 @@ def fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", s
     else:
         net.fit(X, y)
     if spec.laplace:   # the trained network's last-layer Laplace posterior (laplace-torch)
-        from ..laplace import LaplaceClassifier
+        from ..models import LaplaceClassifier
 
         return LaplaceClassifier(net, prefit=True, n_samples=spec.preset.n_samples,
                                  random_state=step_seed(spec.seed, step)).fit(X, y)
     if uses_density(spec.strategy):   # DDU: the trained network and the density of its features
-        from ..ddu import DDUClassifier
+        from ..models import DDUClassifier
 
         return DDUClassifier(net, reg_covar=DDU_REG_COVAR, prefit=True).fit(X, y)
     if spec.last_layer is None:
@@ -337,7 +337,7 @@ DDU_REG_COVAR = 1e-2
 
 def uses_density(strategy: str) -> bool:
     """Whether a strategy name reads a feature density (``ddu``, decorated or not): its runs wrap the
-    network in :class:`~skdbal.ddu.DDUClassifier`.
+    network in :class:`~skdbal.models.DDUClassifier`.
 
     Examples
     --------
@@ -356,7 +356,7 @@ def _fit_ensemble(spec, step, X, y, states, device, valid, n_train):
     preset's networks with dropout off at prediction (each member trains with
     dropout as usual), seeded by the step; with ``states`` (one module state
     per member), the members are rebuilt from them instead of trained."""
-    from ..ensemble import DeepEnsembleClassifier
+    from ..models import DeepEnsembleClassifier
 
     template = make_estimator(spec.preset, mc_dropout=False, device=device, valid=valid, n_train=n_train)
     ens = DeepEnsembleClassifier(template, n_members=spec.ensemble, random_state=step_seed(spec.seed, step))
@@ -382,11 +382,11 @@ def learner_template(spec: RunSpec, device: str, valid=None):
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
                          valid=valid, n_train=spec.preset.batch_size or 1)
     if spec.laplace:
-        from ..laplace import LaplaceClassifier
+        from ..models import LaplaceClassifier
 
         return LaplaceClassifier(net, n_samples=spec.preset.n_samples)
     if uses_density(spec.strategy):
-        from ..ddu import DDUClassifier
+        from ..models import DDUClassifier
 
         return DDUClassifier(net, reg_covar=DDU_REG_COVAR)
     return net if spec.last_layer is None else make_last_layer(spec.preset, net, spec.last_layer)

@@ -47,7 +47,7 @@ _POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2", "warm_epochs")
 #: Bool fields: True or False only (a string such as "false" would be truthy).
 BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
-#: skdbal.mc_dropout.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
+#: skdbal.models._mc_dropout.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
 _MASK_SEEDINGS = ("row_pcg64", "row", "stream")
 
 
@@ -93,7 +93,7 @@ class Preset:
         MNIST's). ``"digits"`` (scikit-learn's 8×8, 500 test images) is for
         smoke tests.
     module : str
-        A network in :mod:`skdbal.nets`.
+        A network in :mod:`skdbal.models`.
     module_params : tuple of (str, value) pairs
         Extra network parameters.
     n_initial_per_class : int
@@ -120,7 +120,7 @@ class Preset:
         one, and with few labels that step is a large share of training: see
         docs/results/README.md.
     epoch_samples : int or None
-        Draws per epoch (:class:`skdbal.loaders.FixedLengthLoader`): with
+        Draws per epoch (:class:`skdbal.models.FixedLengthLoader`): with
         fewer labels than this, an epoch repeats the labelled set in random
         order up to ``epoch_samples`` draws, so that the amount of training
         does not shrink with the labelled set (Kirsch et al., 2019). None:
@@ -130,7 +130,7 @@ class Preset:
         ``weight_decay`` is the optimizer's own, on every parameter.
     scaled_l2 : float or None
         ``c`` of Gal's ``l2(c / N)`` on the dense layer (see
-        :class:`skdbal.callbacks.ScaledL2`); None: off.
+        :class:`skdbal.models.ScaledL2`); None: off.
     n_samples : int
         MC passes ``T`` for acquisition.
     selection : {"last", "best_valid_loss", "early_stopping"}
@@ -226,7 +226,7 @@ class Preset:
         _check_choice("batch_split", self.batch_split, _BATCH_SPLITS)
         _check_choice("mask_seeding", self.mask_seeding, _MASK_SEEDINGS)
         if not isinstance(self.module, str) or not self.module:
-            raise TypeError(f"module must be the name of a network in skdbal.nets; got {self.module!r}")
+            raise TypeError(f"module must be the name of a network in skdbal.models; got {self.module!r}")
         for name in ("name", "notes"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"{name} must be a str; got {getattr(self, name)!r}")

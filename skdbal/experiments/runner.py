@@ -280,7 +280,7 @@ def run_grid(
         them): one sample scores every point the same.
     laplace : bool, default=False
         Score and evaluate with a last-layer Laplace posterior of each
-        step's network (:class:`~skdbal.laplace.LaplaceClassifier`, through
+        step's network (:class:`~skdbal.models.LaplaceClassifier`, through
         laplace-torch, prior precision by marginal likelihood; variant
         ``"laplace"``) instead of MC dropout: the network trains as usual,
         then the posterior is fitted on the labelled set, and its
