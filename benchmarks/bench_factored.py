@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import machine, mnist_or_synthetic  # noqa: E402
 
-import skdbal.models._mc_dropout as md  # noqa: E402
+import skdbal.models._mc_base as md  # noqa: E402
 from skdbal import MCDropoutClassifier  # noqa: E402
 from skdbal.models import KirschCNN  # noqa: E402
 

@@ -278,7 +278,7 @@ def test_consistent_masks_same_for_every_point_and_chunk(fitted_net, digits):
 
 def test_consistent_masks_are_a_fixed_subnetwork(fitted_net, digits):
     """Pass t equals the net with each dropout replaced by multiplication with mask t."""
-    from skdbal.models._mc_dropout import _draw_masks
+    from skdbal.models._mc_masks import _draw_masks
     X, _ = digits
     net = copy.deepcopy(fitted_net).set_params(consistent_masks=True, n_samples=4)
     P = net.predict_proba_samples(X[:7])
@@ -415,7 +415,7 @@ def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(row_keyed_net, dig
 @pytest.mark.parametrize("kind", ["pcg64", "torch"])
 def test_row_keyed_masks_match_dropout_in_distribution(kind):
     from skdbal.models._row_masks import PCG64RowStreams, TorchRowStreams
-    from skdbal.models._mc_dropout import _row_keyed_dropout
+    from skdbal.models._mc_masks import _row_keyed_dropout
     head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
     streams = PCG64RowStreams(range(400)) if kind == "pcg64" else TorchRowStreams(range(400), "cpu")
     state = {"T": 10, "streams": streams}
@@ -434,7 +434,7 @@ def test_row_keyed_masks_match_dropout_in_distribution(kind):
 def test_factored_first_convolution_detection():
     """The first convolution after a channel dropout is factored only through layers that commute
     with scaling a channel by a number >= 0, and only for a plain convolution with a kernel > 1x1."""
-    from skdbal.models._mc_dropout import _factored_conv
+    from skdbal.models._mc_masks import _factored_conv
     from skdbal.models import KirschCNN
 
     assert _factored_conv(KirschCNN().head) == 3  # Dropout2d, MaxPool2d, ReLU, Conv2d
@@ -450,7 +450,7 @@ def test_factored_first_convolution_detection():
 
 def test_channel_contributions_by_hand():
     """conv(u ⊙ m) = Σ_c m_c conv_c(u_c) + bias, with conv_c the convolution of channel c alone."""
-    from skdbal.models._mc_dropout import _channel_contributions
+    from skdbal.models._mc_masks import _channel_contributions
 
     torch.manual_seed(0)
     head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(), nn.Conv2d(3, 2, 2, bias=True))
@@ -471,7 +471,7 @@ def test_channel_contributions_by_hand():
 @pytest.mark.parametrize("consistent", [False, True])
 def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
     """KirschCNN's passes with the first convolution factored equal the plain passes with the same masks."""
-    import skdbal.models._mc_dropout as md
+    import skdbal.models._mc_base as base  # the sampling loop, which looks the engine's paths up there
     from skdbal.models import KirschCNN
 
     rng = np.random.RandomState(0)
@@ -479,7 +479,7 @@ def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
     clf = MCDropoutClassifier(KirschCNN, max_epochs=1, random_state=0, n_samples=7,
                               consistent_masks=consistent).fit(X, np.arange(40) % 4)
     P = clf.predict_proba_samples(X)
-    monkeypatch.setattr(md, "_factored_conv", lambda head: 0)
+    monkeypatch.setattr(base, "_factored_conv", lambda head: 0)
     Q = clf.predict_proba_samples(X)
     np.testing.assert_allclose(P, Q, rtol=1e-5, atol=1e-6)
     assert not np.allclose(P[0], P[1])  # still T different passes
@@ -489,7 +489,7 @@ def test_factored_sampling_equals_plain_passes(consistent, monkeypatch):
 
 def test_factored_contributions_leave_the_trunk_output_alone():
     """An in-place ReLU between the channel dropout and the convolution must not change its input."""
-    from skdbal.models._mc_dropout import _channel_contributions, _factored_conv
+    from skdbal.models._mc_masks import _channel_contributions, _factored_conv
 
     head = nn.Sequential(nn.Dropout2d(0.5), nn.ReLU(inplace=True), nn.Conv2d(2, 3, 3))
     assert _factored_conv(head) == 2
@@ -508,7 +508,7 @@ def test_pickle_taken_while_another_thread_scores_waits_for_it(fitted_net, digit
     import pickle
     import threading
 
-    from skdbal.models._mc_dropout import _row_keyed_dropout, mc_dropout_mode
+    from skdbal.models._mc_masks import _row_keyed_dropout, mc_dropout_mode
 
     X, y = digits
     if given == "instance":
@@ -574,7 +574,7 @@ def test_a_module_given_as_an_instance_is_pickled_as_it_was_under_the_lock(digit
     import pickle
     import threading
 
-    from skdbal.models._mc_dropout import _row_keyed_dropout, mc_dropout_mode
+    from skdbal.models._mc_masks import _row_keyed_dropout, mc_dropout_mode
 
     X, y = digits
     net = MCDropoutClassifier(_SlowPickledMLP(n_features=64, n_classes=10, hidden_layer_sizes=(16,)),
@@ -601,3 +601,51 @@ def test_a_module_given_as_an_instance_is_pickled_as_it_was_under_the_lock(digit
     assert not any(m._forward_hooks for m in copy_.module.modules())
     np.testing.assert_array_equal(copy_.predict_proba_samples(X[:5], n_samples=3),
                                   net.predict_proba_samples(X[:5], n_samples=3))
+
+
+def test_the_classifier_module_still_provides_the_names_that_moved_out():
+    """The engine (``_mc_masks``) and the skorch base (``_mc_base``) were split out of ``_mc_dropout``
+    (issue 40); it still provides their names, and the old path ``skdbal.mc_dropout`` with it. Each is
+    the same object as at its home: one lock, one record of checked splits, not copies."""
+    import warnings
+
+    import skdbal.models._mc_base as base
+    import skdbal.models._mc_dropout as md
+    import skdbal.models._mc_masks as engine
+
+    moved = {engine: ["MASK_SEEDINGS", "_SHARED_STATE_LOCK", "_SPLIT_CHECKED", "_SPLIT_FORWARDS", "_DROPOUT",
+                      "_CHANNEL_DROPOUT", "_CHANNEL_HOMOGENEOUS", "_FACTORED_BYTES", "mc_dropout_mode",
+                      "stochastic_head", "row_seeds", "verified_split", "_mask_kind", "_seed_from",
+                      "_torch_seeded", "_row_keyed_dropout", "_softmax", "_identity", "_factored_conv",
+                      "_channel_contributions", "_contribution_bytes", "_sum_channels", "_row_streams",
+                      "_row_keyed_factored_passes", "_row_keyed_linear_passes", "_row_keyed_passes",
+                      "_draw_masks", "_masked_head_passes"],
+             base: ["_MCDropoutNet", "_same_layout", "_sigint_watch"]}
+    for home, names in moved.items():
+        for name in names:
+            assert getattr(md, name) is getattr(home, name), name
+    assert base._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
+    with warnings.catch_warnings():  # the old path warns on its first import in the session
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import skdbal.mc_dropout as old
+    assert old.row_seeds is engine.row_seeds and old._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
+
+
+def test_a_pickle_names_the_classifier_at_its_path_and_loads_from_the_old_one(fitted_net, digits):
+    """Pickles name the classifier ``skdbal.models._mc_dropout.MCDropoutClassifier`` and nothing of the
+    engine or the base (so the split moved nothing they reference); older ones name it at
+    ``skdbal.mc_dropout``, which still loads."""
+    import pickle
+    import warnings
+
+    X, _ = digits
+    blob = pickle.dumps(fitted_net, protocol=0)  # names as text: GLOBAL "c<module>\n<name>\n"
+    assert b"cskdbal.models._mc_dropout\nMCDropoutClassifier\n" in blob
+    assert b"_mc_base" not in blob and b"_mc_masks" not in blob
+    old = blob.replace(b"cskdbal.models._mc_dropout\n", b"cskdbal.mc_dropout\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        loaded = pickle.loads(old)
+    assert type(loaded) is MCDropoutClassifier
+    np.testing.assert_array_equal(loaded.predict_proba_samples(X[:5], n_samples=3),
+                                  fitted_net.predict_proba_samples(X[:5], n_samples=3))

@@ -5,7 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-import skdbal.models._mc_dropout as md
+import skdbal.models._mc_base as base
+import skdbal.models._mc_masks as engine
 from skdbal.models._row_masks import PCG64RowStreams, fused_linear, fused_linear_outputs, unit_threshold
 
 
@@ -110,8 +111,8 @@ def test_fused_passes_equal_plain_passes(first, shape, monkeypatch):
     k = fused_linear(head, h, 10**4)
     assert k
     with torch.no_grad():
-        fused = md._row_keyed_linear_passes(head, k, h, seeds, 7, rows_per_call=20)  # groups of 2 rows
-        plain = md._row_keyed_passes(head, head, h, seeds, 7, 20, streams_for=PCG64RowStreams)
+        fused = engine._row_keyed_linear_passes(head, k, h, seeds, 7, rows_per_call=20)  # groups of 2 rows
+        plain = engine._row_keyed_passes(head, head, h, seeds, 7, 20, streams_for=PCG64RowStreams)
     assert fused.shape == (7, 9, 5)
     torch.testing.assert_close(fused, plain, rtol=1e-5, atol=1e-6)
 
@@ -119,12 +120,12 @@ def test_fused_passes_equal_plain_passes(first, shape, monkeypatch):
 def test_default_sampling_takes_the_fused_path_and_equals_the_plain_one(fitted_net, digits, monkeypatch):
     X, _ = digits
     assert fitted_net.mask_seeding == "row_pcg64"
-    monkeypatch.setattr("skdbal._row_masks._FUSE_MIN_DRAWS", 1)  # the digits net is below it
+    monkeypatch.setattr("skdbal.models._row_masks._FUSE_MIN_DRAWS", 1)  # the digits net is below it
     calls = []
-    real = md._row_keyed_linear_passes
-    monkeypatch.setattr(md, "_row_keyed_linear_passes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = engine._row_keyed_linear_passes
+    monkeypatch.setattr(base, "_row_keyed_linear_passes", lambda *a, **k: calls.append(1) or real(*a, **k))
     P = fitted_net.predict_proba_samples(X[:40], n_samples=6)
     assert calls
-    monkeypatch.setattr(md, "fused_linear", lambda head, h, T: 0)
+    monkeypatch.setattr(base, "fused_linear", lambda head, h, T: 0)
     Q = fitted_net.predict_proba_samples(X[:40], n_samples=6)
     np.testing.assert_allclose(P, Q, rtol=1e-5, atol=1e-6)

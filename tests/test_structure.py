@@ -274,8 +274,7 @@ def test_the_cross_package_scan(tmp_path, monkeypatch):
 
 
 #: What issue 40 has still to mend, each a strict expected failure until it is (an unexpected pass fails).
-PENDING = {"skdbal.dask.scoring", "learner.py",
-           "models/_mc_dropout.py"}
+PENDING = {"skdbal.dask.scoring", "learner.py"}
 
 
 def _pending(values):

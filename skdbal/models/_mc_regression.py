@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_array
 from torch import nn
 
 from .._validation import check_bool
-from ._mc_dropout import _MCDropoutNet, _identity, _seed_from, _torch_seeded, mc_dropout_mode
+from ._mc_base import _MCDropoutNet
+from ._mc_masks import _identity, _seed_from, _torch_seeded, mc_dropout_mode
 from ._nets import MLP
 from ..uncertainty import decompose_gaussian
 

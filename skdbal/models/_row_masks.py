@@ -1,7 +1,7 @@
 """Dropout masks drawn per pool row: the generators behind ``mask_seeding``.
 
 Each input row owns a generator, seeded by a hash of the row's values (see
-``skdbal.models._mc_dropout.row_seeds``), so that a row's MC passes do not depend
+``skdbal.models._mc_masks.row_seeds``), so that a row's MC passes do not depend
 on its position, on the other rows or on how the pool is chunked. Two kinds of
 generator give the two row-keyed seedings:
 
