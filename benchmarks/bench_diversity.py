@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import machine, mnist_or_synthetic, trained_net  # noqa: E402
 
-from skdbal.acquisition import bald, diversity_penalty# noqa: E402
+from skdbal.acquisition import bald, diversity_penalty  # noqa: E402
 
 
 def best_of(fn, repeat):

@@ -80,10 +80,10 @@ try:
     import skdbal  # noqa: F401
 except ImportError:  # not installed: the checkout this script sits in
     sys.path.insert(1, str(HERE.parent))
-import skdbal  # noqa: E402
 from _common import machine, mnist_or_synthetic  # noqa: E402
 from bench_scoring import naive_loop, trunk_once_loop  # noqa: E402  (the same loops, on the pool's device)
 
+import skdbal  # noqa: E402
 from skdbal import MCDropoutClassifier  # noqa: E402
 from skdbal.models import BayesianCNN  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402

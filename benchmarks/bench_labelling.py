@@ -76,7 +76,7 @@ def main():
     session = session_of(X, tmp / "a.db", batch_size=1297, retrain_after=10**9).start()
     base, stop = serve(make_app(session, token="bench"))
     with httpx.Client(base_url=base, timeout=30, headers=H) as c:
-        items = c.get(f"/api/batch?annotator=one&n=200&wait=5").json()["items"]
+        items = c.get("/api/batch?annotator=one&n=200&wait=5").json()["items"]
         t0 = time.perf_counter()
         for it in items:
             c.post("/api/submit", headers=H, json={"item": it["item"], "label": str(y[it["item"]]),

@@ -32,9 +32,9 @@ from sklearn.datasets import load_digits
 from skdbal import ActiveLearner, MCDropoutClassifier
 from skdbal.acquisition import bald
 from skdbal.labelling import LabellingSession
+from skdbal.labelling.pools import Pool
 from skdbal.labelstudio import LabelStudioSync
 from skdbal.labelstudio.cli import connect, label_config, task_data
-from skdbal.labelling.pools import Pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "labelstudio"))
 from lsserver import TOKEN, Server, label_studio_executable  # noqa: E402

@@ -19,7 +19,7 @@ import numpy as np
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import Peak, machine, status_kb, trained_net  # noqa: E402
 
-from skdbal.acquisition import bald# noqa: E402
+from skdbal.acquisition import bald  # noqa: E402
 
 
 def main():

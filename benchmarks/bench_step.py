@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import machine  # noqa: E402
 
-from skdbal.acquisition import bald# noqa: E402
+from skdbal.acquisition import bald  # noqa: E402
 from skdbal.datasets import load_mnist  # noqa: E402
 from skdbal.experiments import make_estimator  # noqa: E402
 from skdbal.experiments.presets import get_preset  # noqa: E402

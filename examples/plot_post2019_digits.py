@@ -23,7 +23,6 @@ accuracy over the two seeds; the printed table adds each strategy's query time p
 step on this machine. On so few labels and seeds the ranking is noise as much
 as signal: the MNIST tables in ``docs/results/post2019`` are the comparison.
 """
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np

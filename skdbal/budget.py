@@ -24,8 +24,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.metrics import check_scoring
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (check_array, check_consistent_length, check_is_fitted, column_or_1d,
-                                      validate_data)
+from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 from ._validation import check_bool, check_positive_int, is_frame
 from .initial import balanced_random

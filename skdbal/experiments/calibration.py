@@ -6,8 +6,16 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..metrics import curves_from_histories
-from .grouping import (LABELS, device_note, devices_by_seed, devices_mixed, group_runs, longest_runs, not_counted,
-                       sort_key)
+from .grouping import (
+    LABELS,
+    device_note,
+    devices_by_seed,
+    devices_mixed,
+    group_runs,
+    longest_runs,
+    not_counted,
+    sort_key,
+)
 from .plotting import save_figure
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -74,8 +74,8 @@ def split_names(text: str) -> list:
 
 
 def _experiment(args) -> int:
-    from .runner import run_grid
     from .presets import get_preset
+    from .runner import run_grid
 
     strategies = split_names(args.strategies)
     if not strategies:
@@ -248,10 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also write cost.md: labels to 90%% and 95%% by median, step-average and average-step, "
                          "beside the median seconds a step spends scoring, training and in all")
     rp.set_defaults(func=_report)
-    from ..labelling.cli import add_parser as add_label_parser, run as run_label
+    from ..labelling.cli import add_parser as add_label_parser
+    from ..labelling.cli import run as run_label
 
     add_label_parser(sub).set_defaults(func=run_label)
-    from ..labelstudio.cli import add_parser as add_labelstudio_parser, run as run_labelstudio
+    from ..labelstudio.cli import add_parser as add_labelstudio_parser
+    from ..labelstudio.cli import run as run_labelstudio
 
     add_labelstudio_parser(sub).set_defaults(func=run_labelstudio)
     return parser

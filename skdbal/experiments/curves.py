@@ -23,8 +23,17 @@ from typing import TYPE_CHECKING, List, Optional, Sequence
 import numpy as np
 
 from ..metrics import accuracy_at, curves_from_histories, labels_to_accuracy
-from .grouping import (LABELS, device_note, devices_by_seed, devices_mixed, group_runs, longest_runs, not_counted,
-                       sort_key, strategy_color)
+from .grouping import (
+    LABELS,
+    device_note,
+    devices_by_seed,
+    devices_mixed,
+    group_runs,
+    longest_runs,
+    not_counted,
+    sort_key,
+    strategy_color,
+)
 from .plotting import data_ylim, legend_outside, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover

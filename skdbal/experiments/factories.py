@@ -21,11 +21,9 @@ from skorch.dataset import Dataset
 from skorch.helper import predefined_split
 
 from .. import models
-from ..models import ScaledL2
 from ..initial import balanced_random
-from ..models import FixedLengthLoader
 from ..loop import step_seed
-from ..models import MCDropoutClassifier
+from ..models import FixedLengthLoader, MCDropoutClassifier, ScaledL2
 from .presets import OPTIMIZER_CLASSES, Preset
 from .specs import INITIAL_SETS, LAST_LAYERS, RunSpec
 
@@ -255,8 +253,7 @@ def make_last_layer(preset: Preset, net, inference: str):
     """
     from sklearn.pipeline import Pipeline
 
-    from ..models import BayesianLinearRegression
-    from ..models import NetFeatures
+    from ..models import BayesianLinearRegression, NetFeatures
 
     if inference not in LAST_LAYERS:
         raise ValueError(f"last_layer must be one of {LAST_LAYERS}; got {inference!r}")

@@ -33,15 +33,24 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from .calibration import calibration_markdown, plot_calibration
+
+# the names that this module has always offered, from their homes
+from .configs import comparable_configs  # noqa: F401
 from .curves import ANCHORS, cost_markdown, deterministic_markdown, plot_curves, table_markdown
 from .diversity_weights import diversity_markdown, plot_diversity_weights
-from .grid_reading import (DATASET_LABELS, anchors_apply, check_comparable, grid_rows, network_label, read_grid_rows,
-                           run_files, with_devices)
+from .grid_reading import (
+    DATASET_LABELS,
+    anchors_apply,
+    check_comparable,
+    grid_rows,
+    network_label,
+    read_grid_rows,
+    run_files,
+    with_devices,
+)
 from .grouping import group_runs, noise_rate_of
 from .label_noise import SEED000_REJECTS, noise_markdown, plot_flipped, plot_noise_levels
 from .last_layer import last_layer_markdown, plot_last_layer
-# the names that this module has always offered, from their homes
-from .configs import comparable_configs  # noqa: F401
 from .plotting import data_ylim, legend_outside  # noqa: F401
 from .presets import PRESETS  # noqa: F401
 from .results import DamagedResultsError, assemble_results, read_results, read_run_file  # noqa: F401

@@ -44,20 +44,52 @@ from ..acquisition import get_strategy
 from ..learner import ActiveLearner
 from ..loop import ActiveLearningLoop
 from ..oracles import KnownLabels, NoisyAnnotator
-from .configs import check_folder_config, check_run_config, folder_configs
-from .factories import (even_batch_size, fit_step_model, learner_template, load_data, make_estimator, make_last_layer,
-                        network_of, resolve_device, split_indices)
-from .journal import (RunJournal, device_mismatch, finished, labelled_indices, load_weights, record_device,
-                      stored_rows, thread_mismatch)
-from .presets import Preset, get_preset
-from .results import (COLUMNS, DamagedResultsError, FolderLockedError, assemble_results, atomic_write, check_run_rows,
-                      exclusive_lock, has_rows, read_results)
-from .specs import LAST_LAYERS, RunSpec, check_sizes, grid_specs
+
 # the runner's other names before they moved to their homes, importable from here as before
-from .configs import comparable_configs  # noqa: F401
-from .factories import DDU_REG_COVAR, uses_density  # noqa: F401
-from .results import OPTIONAL_COLUMNS, read_run_file  # noqa: F401
-from .specs import DETERMINISTIC_BASELINE, INITIAL_SETS, RESULTS_VERSION  # noqa: F401
+from .configs import (
+    check_folder_config,
+    check_run_config,
+    comparable_configs,  # noqa: F401
+    folder_configs,
+)
+from .factories import (  # noqa: F401
+    DDU_REG_COVAR,
+    even_batch_size,
+    fit_step_model,
+    learner_template,
+    load_data,
+    make_estimator,
+    make_last_layer,
+    network_of,
+    resolve_device,
+    split_indices,
+    uses_density,
+)
+from .journal import (
+    RunJournal,
+    device_mismatch,
+    finished,
+    labelled_indices,
+    load_weights,
+    record_device,
+    stored_rows,
+    thread_mismatch,
+)
+from .presets import Preset, get_preset
+from .results import (  # noqa: F401
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    DamagedResultsError,
+    FolderLockedError,
+    assemble_results,
+    atomic_write,
+    check_run_rows,
+    exclusive_lock,
+    has_rows,
+    read_results,
+    read_run_file,
+)
+from .specs import DETERMINISTIC_BASELINE, INITIAL_SETS, LAST_LAYERS, RESULTS_VERSION, RunSpec, check_sizes, grid_specs  # noqa: F401
 
 __all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
            "DamagedResultsError", "load_data", "make_estimator", "make_last_layer",

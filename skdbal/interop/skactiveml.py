@@ -61,8 +61,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool, is_frame, label_columns, pool_kwargs
-from ..acquisition.base import Acquisition, Strategy
-from ..acquisition.base import check_options
+from ..acquisition.base import Acquisition, Strategy, check_options
 from ..predictive import as_predictive
 
 try:  # the optional extra

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-
 from pathlib import Path
 
 import numpy as np
@@ -116,8 +115,7 @@ def make_session(args):
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
-    from ..models import MCDropoutClassifier
-    from ..models import MLP
+    from ..models import MLP, MCDropoutClassifier
     from .pools import load_pool
     from .session import LabellingSession
 

@@ -16,9 +16,9 @@ import sys
 import threading
 from typing import Callable, Optional
 from urllib.parse import urlparse
+from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback
-from xml.sax.saxutils import quoteattr
 
 __all__ = ["add_parser", "connect", "label_config", "read_token", "run", "task_data"]
 

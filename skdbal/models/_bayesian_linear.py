@@ -8,8 +8,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import linear_posterior as posterior
 from .._validation import check_positive_int
+from . import linear_posterior as posterior
 
 __all__ = ["BayesianLinearRegression"]
 

@@ -21,16 +21,32 @@ import warnings
 import numpy as np
 import torch
 from sklearn.utils import TransformerTags
-from skorch.utils import to_numpy
 from sklearn.utils.validation import check_array, validate_data
+from skorch.utils import to_numpy
 from torch import nn
 
 from .._validation import check_bool, check_positive_int, is_int_seed
-from ._row_masks import fused_linear
 from ._mc_masks import (
-    _DROPOUT, _SHARED_STATE_LOCK, MASK_SEEDINGS, _draw_masks, _factored_conv, _mask_kind, _masked_head_passes,
-    _row_keyed_factored_passes, _row_keyed_linear_passes, _row_keyed_passes, _row_streams, _seed_from, _softmax,
-    _torch_seeded, mc_dropout_mode, row_seeds, stochastic_head, verified_split)
+    _DROPOUT,
+    _SHARED_STATE_LOCK,
+    MASK_SEEDINGS,
+    _draw_masks,
+    _factored_conv,
+    _mask_kind,
+    _masked_head_passes,
+    _row_keyed_factored_passes,
+    _row_keyed_linear_passes,
+    _row_keyed_passes,
+    _row_streams,
+    _seed_from,
+    _softmax,
+    _torch_seeded,
+    mc_dropout_mode,
+    row_seeds,
+    stochastic_head,
+    verified_split,
+)
+from ._row_masks import fused_linear
 
 
 def _same_layout(a: tuple, b: tuple) -> bool:

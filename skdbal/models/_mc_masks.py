@@ -33,8 +33,8 @@ import torch
 from sklearn.utils import check_random_state
 from torch import nn
 
-from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear_outputs
 from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
+from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear_outputs
 
 __all__ = ["MASK_SEEDINGS", "mc_dropout_mode", "row_seeds", "stochastic_head", "verified_split"]
 

@@ -5,16 +5,16 @@ from typing import Optional
 
 import numpy as np
 import torch
-from skorch import NeuralNetRegressor
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array
+from skorch import NeuralNetRegressor
 from torch import nn
 
 from .._validation import check_bool
+from ..uncertainty import decompose_gaussian
 from ._mc_base import _MCDropoutNet
 from ._mc_masks import _identity, _seed_from, _torch_seeded, mc_dropout_mode
 from ._nets import MLP
-from ..uncertainty import decompose_gaussian
 
 __all__ = ["MCDropoutRegressor", "GaussianNLLLoss"]
 
