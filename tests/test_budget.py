@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from skdbal import ActiveLearner, ActiveLearningBudget
 from skdbal.acquisition import CallableStrategy, max_entropy, random_sampling
 from skdbal.budget import learning_curve_area
-from conftest import run_on_local_dask
+from _helpers import run_on_local_dask
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz
 
