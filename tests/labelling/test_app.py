@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from starlette.testclient import TestClient
 
@@ -16,12 +15,6 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import MAX_BODY, make_app
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X / 16.0).reshape(-1, 8, 8), y
 
 
 def new_session(X, path, **kwargs):
@@ -33,8 +26,8 @@ def new_session(X, path, **kwargs):
 
 
 @pytest.fixture
-def client(digits, tmp_path):
-    session = new_session(digits[0], tmp_path / "s.db").start()
+def client(digits64, tmp_path):
+    session = new_session(digits64[0], tmp_path / "s.db").start()
     app = make_app(session, token="secret")
     with TestClient(app) as c:
         c.session = session
@@ -45,8 +38,8 @@ def client(digits, tmp_path):
 H = {"X-Token": "secret"}
 
 
-def test_label_a_batch_over_http(client, digits):
-    _, y = digits
+def test_label_a_batch_over_http(client, digits64):
+    _, y = digits64
     batch = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"]
     assert len(batch) == 10 and all(b["score"] is None and b["guess"] is None for b in batch)
     png = client.get(f"/api/item/{batch[0]['item']}.png", headers=H)
@@ -88,8 +81,8 @@ def test_no_path_reaches_the_file_system(client):
         assert r.status_code == 404 and b"root:" not in r.content
 
 
-def test_a_replayed_submission_is_idempotent(client, digits):
-    _, y = digits
+def test_a_replayed_submission_is_idempotent(client, digits64):
+    _, y = digits64
     item = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"][0]["item"]
     body = {"item": item, "label": str(y[item]), "request_id": "same"}
     a, b = (client.post("/api/submit", json=body, headers=H).json()["event"] for _ in range(2))
@@ -98,18 +91,18 @@ def test_a_replayed_submission_is_idempotent(client, digits):
     assert r.status_code == 400 and "already used" in r.json()["error"]
 
 
-def test_off_loopback_every_request_needs_the_token(digits, tmp_path):
-    session = new_session(digits[0], tmp_path / "s.db")
+def test_off_loopback_every_request_needs_the_token(digits64, tmp_path):
+    session = new_session(digits64[0], tmp_path / "s.db")
     with TestClient(make_app(session, token="secret", require_token_everywhere=True)) as c:
         assert c.get("/").status_code == 403 and c.get("/api/status").status_code == 403
         assert c.get("/?token=secret").status_code == 200 and c.get("/api/status", headers=H).status_code == 200
         assert c.get("/?token=secret", headers={"Host": "labelling.example.org"}).status_code == 200
 
 
-def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_names(digits, tmp_path):
+def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_names(digits64, tmp_path):
     """Another site can neither read nor lease (the token), nor read the page's token by a name of its
     own rebound to 127.0.0.1 (DNS rebinding: the Host header names that site)."""
-    session = new_session(digits[0], tmp_path / "s.db")
+    session = new_session(digits64[0], tmp_path / "s.db")
     app = make_app(session, token="secret")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         for path in ["/api/batch?annotator=x&n=1000", "/api/status", "/api/labels.csv", "/api/versions",
@@ -134,7 +127,7 @@ def free_port():
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
                     reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
-def test_the_page_in_headless_chromium(digits, tmp_path):
+def test_the_page_in_headless_chromium(digits64, tmp_path):
     """A real uvicorn server on 127.0.0.1 and the page in real headless Chromium: label a batch by keys and
     by clicks, skip, undo, and see the next batch after the retrain; label it by keys alone, one label
     wrong, and see the learning curve; then, as another annotator on a server that needs the token on
@@ -146,7 +139,7 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    X, y = digits
+    X, y = digits64
     session = new_session(X, tmp_path / "s.db", second_looks=0.1, second_look_budget=None).start()
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
@@ -275,12 +268,12 @@ def serve(app):
     return f"http://127.0.0.1:{port}", stop
 
 
-def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits, tmp_path):
+def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits64, tmp_path):
     """20 annotators on a real server on 127.0.0.1, each bounded to 9 requests and 30 s: every
     acknowledged label is in the store, and no item was labelled by two annotators (leases are exclusive)."""
     import httpx
 
-    X, y = digits
+    X, y = digits64
     learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
                             seeding="step", verbose=False)
     session = LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=tmp_path / "s.db",

@@ -45,9 +45,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sklearn.datasets import load_digits
 
 from skdbal.labelling import LabelStore
+
+from _helpers import digits_flat
 
 SERVER = Path(__file__).with_name("serve_for_kill.py")
 TOKEN = "kill-9-token"
@@ -196,7 +197,7 @@ def post(base, body):
 def test_kill_9_of_the_server_loses_no_acknowledged_label_and_resumes(tmp_path):
     import httpx
 
-    _, y = load_digits(return_X_y=True)
+    _, y = digits_flat()
     path = tmp_path / "kill.db"
     rng = random.Random(0)
     clients = Clients(y)
