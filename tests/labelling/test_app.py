@@ -1,8 +1,6 @@
 """The labelling page's HTTP interface: in-process (Starlette's TestClient), a real uvicorn server on
 127.0.0.1, and the page in headless Chromium."""
 import os
-import shutil
-import socket
 import threading
 import time
 
@@ -15,6 +13,8 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import MAX_BODY, make_app
+
+from _helpers import chromium_driver, needs_chromium, serve
 
 
 def new_session(X, path, **kwargs):
@@ -118,50 +118,24 @@ def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_name
         assert c.get("/api/item/0.png?token=secret").content[:4] == b"\x89PNG"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
-                    reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+@needs_chromium
 def test_the_page_in_headless_chromium(digits64, tmp_path):
     """A real uvicorn server on 127.0.0.1 and the page in real headless Chromium: label a batch by keys and
     by clicks, skip, undo, and see the next batch after the retrain; label it by keys alone, one label
     wrong, and see the learning curve; then, as another annotator on a server that needs the token on
     every request (as off loopback), see the wrong label offered for a second look, and give it."""
-    import uvicorn
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     X, y = digits64
     session = new_session(X, tmp_path / "s.db", second_looks=0.1, second_look_budget=None).start()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1200,900"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    page, stop_page = serve(make_app(session))
+    driver = chromium_driver(tmp_path / "chrome")
     shots = os.environ.get("SKDBAL_SCREENSHOTS", str(tmp_path))
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        driver.get(f"http://127.0.0.1:{port}/?n=10")             # the whole batch at once (the page asks for 5)
+        driver.get(f"{page}/?n=10")  # the whole batch at once (the page asks for 5)
         wait = WebDriverWait(driver, 30)
         def shown():  # the items on the page (read in one go: the page redraws them after every answer)
             return [int(i.split("-")[1]) for i in
@@ -243,29 +217,8 @@ def test_the_page_in_headless_chromium(digits64, tmp_path):
             stop()
     finally:
         driver.quit()
-        server.should_exit = True
-        thread.join(10)
+        stop_page()
         session.stop()
-
-
-def serve(app):
-    """A real uvicorn server on 127.0.0.1 in a thread; returns (base url, stop)."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started
-
-    def stop():
-        server.should_exit = True
-        thread.join(10)
-
-    return f"http://127.0.0.1:{port}", stop
 
 
 def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits64, tmp_path):
