@@ -2,43 +2,57 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 
 import torch
 
-from skdbal import MCDropoutClassifier
+import _helpers
 
 # One torch thread: the test nets are far too small to split, and OpenMP threads
 # spin-waiting beside another busy process made the suite several times slower.
 torch.set_num_threads(1)
 
 
+# The digits in the shapes the tests use, one fixture each (tests/_helpers.py loads them).
 @pytest.fixture(scope="session")
 def digits():
     """Digits as float32 (N, 8, 8) images in [0, 1]."""
-    X, y = load_digits(return_X_y=True)
-    return (X / 16.0).astype(np.float32).reshape(-1, 8, 8), y
+    return _helpers.digits_images(dtype=np.float32)
 
 
-def _small_net(**params):
-    defaults = dict(classes=np.arange(10), max_epochs=5, batch_size=32,
-                    n_samples=8, random_state=0)
-    if "module" not in params:  # BayesianCNN on 8x8: 3x3 kernels keep a 2x2 map
-        defaults["module__kernel_size"] = 3
-    defaults.update(params)
-    return MCDropoutClassifier(**defaults)
+@pytest.fixture(scope="module")
+def flat_digits():
+    """Digits as float64 (N, 64) rows in [0, 1]."""
+    return _helpers.digits_flat()
+
+
+@pytest.fixture(scope="module")
+def flat_digits32():
+    """Digits as float32 (N, 64) rows in [0, 1]."""
+    return _helpers.digits_flat(dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def digits64():
+    """Digits as float64 (N, 8, 8) images in [0, 1]."""
+    return _helpers.digits_images()
+
+
+@pytest.fixture(scope="module")
+def flat_digits300():
+    """The first 300 digits as float64 (300, 64) rows in [0, 1]."""
+    return _helpers.digits_flat(300)
 
 
 @pytest.fixture(scope="session")
 def small_net():
     """A factory of small, seeded MCDropoutClassifiers for digits: ``small_net(**params)``."""
-    return _small_net
+    return _helpers.small_net
 
 
 @pytest.fixture(scope="session")
 def fitted_net(digits):
     X, y = digits
-    return _small_net().fit(X[:300], y[:300])
+    return _helpers.small_net().fit(X[:300], y[:300])
 
 
 #: The shared MNIST copy beside the checkout (../shared/data/mnist), as in CI.
@@ -113,49 +127,3 @@ def _row_keyed_reference(clf, xb, T):
                     h = m(h)
             out.append(torch.softmax(h, -1))
     return torch.stack(out, dim=1).numpy()
-
-
-def bounded(fn, timeout: float, what: str = "the Dask cluster"):
-    """``fn()`` in a daemon thread, bounded in time: a hung cluster fails the test (naming ``what``) instead
-    of blocking it; ``fn``'s own exception is re-raised here."""
-    import threading
-
-    out = {}
-
-    def run():
-        try:
-            out["result"] = fn()
-        except BaseException as exc:  # re-raised below
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout=timeout)
-    assert not thread.is_alive(), f"{what} did not finish within {timeout:g} s"
-    if "error" in out:
-        raise out["error"]
-    return out["result"]
-
-
-def run_on_local_dask(work, timeout: float = 60.0):
-    """Run ``work()`` under joblib's Dask backend on a real ``dask.distributed`` cluster: two
-    single-threaded workers in this process, talking TCP on 127.0.0.1, bounded in time (:func:`bounded`)
-    and shut down by its context managers even on failure. Returns ``(result, tasks, workers)``: the task
-    stream and the workers' ids, so that a test can check the work ran there (with one worker thread joblib
-    would run it locally)."""
-    import dask
-    import joblib
-    from distributed import Client, LocalCluster, get_task_stream
-
-    def run():
-        with joblib.parallel_backend("dask"):
-            return work()
-
-    with dask.config.set({"distributed.comm.timeouts.connect": "30s"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-                         dashboard_address=None) as cluster, \
-            Client(cluster, timeout="30s") as client, get_task_stream(client) as stream:
-        client.wait_for_workers(2, timeout=30)
-        workers = set(client.scheduler_info()["workers"])
-        result = bounded(run, timeout)
-    return result, stream.data, workers

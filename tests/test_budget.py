@@ -4,7 +4,6 @@ import threading
 import numpy as np
 import pytest
 from sklearn.base import clone, is_classifier, is_regressor
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score, cross_validate
 from sklearn.utils import get_tags
@@ -15,7 +14,7 @@ from skdbal import ActiveLearner, ActiveLearningBudget
 from skdbal.acquisition import max_entropy, random
 from skdbal.acquisition.base import CallableStrategy
 from skdbal.budget import learning_curve_area
-from conftest import run_on_local_dask
+from _helpers import run_on_local_dask
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz
 
@@ -26,12 +25,6 @@ def one_blas_thread():
     spin-waiting beside another busy process made these fits ten times slower."""
     with threadpool_limits(limits=1):
         yield
-
-
-@pytest.fixture(scope="module")
-def flat_digits():
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
 
 
 def lr():

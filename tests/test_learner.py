@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
@@ -12,12 +11,6 @@ from skdbal.acquisition import BALD, bald, max_entropy, random
 
 def lr_learner(**kw):
     return ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=0, verbose=False, **kw)
-
-
-@pytest.fixture(scope="module")
-def flat_digits():
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
 
 
 def rng_state(learner):

@@ -3,7 +3,6 @@ import copy
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, MCDropoutClassifier
@@ -11,12 +10,6 @@ from skdbal.acquisition import STRATEGIES, get_strategy, max_entropy, random
 from skdbal.loop import ActiveLearningLoop, MemoryJournal, evaluate
 from skdbal.models import MLP
 from skdbal.oracles import Answer, KnownLabels, NoisyAnnotator, Oracle
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X / 16.0).astype(np.float32), y
 
 
 def logistic(**kw):
@@ -30,8 +23,8 @@ def partial(y, labelled):
 
 
 # ------------------------------------------------------------- the convention
-def test_fit_with_missing_labels_keeps_the_pool_and_trains_on_the_labelled_rows(digits):
-    X, y = digits
+def test_fit_with_missing_labels_keeps_the_pool_and_trains_on_the_labelled_rows(flat_digits32):
+    X, y = flat_digits32
     y_known = partial(y[:300], np.arange(0, 300, 10))   # 30 labels, rows 0, 10, 20, ...
     learner = logistic().fit(X[:300], y_known)
     np.testing.assert_array_equal(learner.labelled_idx_, np.arange(0, 300, 10))
@@ -46,8 +39,8 @@ def test_fit_with_missing_labels_keeps_the_pool_and_trains_on_the_labelled_rows(
     assert np.isnan(y_pool[1]) and y_pool[10] == y[10]
 
 
-def test_query_without_a_pool_ranks_only_unlabelled_rows(digits):
-    X, y = digits
+def test_query_without_a_pool_ranks_only_unlabelled_rows(flat_digits32):
+    X, y = flat_digits32
     y_known = partial(y[:300], np.arange(20))
     learner = logistic().fit(X[:300], y_known)
     idx, X_query = learner.query(n_instances=5)
@@ -61,8 +54,8 @@ def test_query_without_a_pool_ranks_only_unlabelled_rows(digits):
     np.testing.assert_array_equal(np.sort(idx), np.sort(np.argsort(-H)[:5]))
 
 
-def test_label_by_position_records_annotator_and_time_and_retrains(digits):
-    X, y = digits
+def test_label_by_position_records_annotator_and_time_and_retrains(flat_digits32):
+    X, y = flat_digits32
     learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
     before = learner.estimator_
     learner.label([40, 41], y[[40, 41]], annotator="ann", time=1700000000.0)
@@ -87,8 +80,8 @@ def test_label_by_position_records_annotator_and_time_and_retrains(digits):
     ([30, 31], [1], ValueError, "inconsistent lengths"),
     ([30.0], [1], TypeError, "integer positions"),
 ])
-def test_bad_labels_change_nothing(digits, positions, labels, error, match):
-    X, y = digits
+def test_bad_labels_change_nothing(flat_digits32, positions, labels, error, match):
+    X, y = flat_digits32
     learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
     state = (learner.estimator_, learner.labelled_idx_.copy(), learner.y_training_.copy(), list(learner.label_log_))
     with pytest.raises(error, match=match):
@@ -99,8 +92,8 @@ def test_bad_labels_change_nothing(digits, positions, labels, error, match):
     assert learner.label_log_ == state[3]
 
 
-def test_a_label_outside_the_classes_changes_nothing(digits):
-    X, y = digits
+def test_a_label_outside_the_classes_changes_nothing(flat_digits32):
+    X, y = flat_digits32
     net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=2, random_state=0)
     learner = ActiveLearner(net, random_state=0, verbose=False).fit(X[:100], partial(y[:100], np.arange(20)))
     n = len(learner.y_training_)
@@ -109,8 +102,8 @@ def test_a_label_outside_the_classes_changes_nothing(digits):
     assert len(learner.y_training_) == n and len(learner.label_log_) == 0
 
 
-def test_a_failed_retrain_keeps_the_labels_unrecorded(digits):
-    X, y = digits
+def test_a_failed_retrain_keeps_the_labels_unrecorded(flat_digits32):
+    X, y = flat_digits32
     learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
     learner.set_params(estimator=LogisticRegression(max_iter=-1))  # fit raises
     with pytest.raises(ValueError):
@@ -118,8 +111,8 @@ def test_a_failed_retrain_keeps_the_labels_unrecorded(digits):
     assert 50 not in learner.labelled_idx_ and len(learner.y_training_) == 20 and not learner.label_log_
 
 
-def test_query_mistakes_are_named(digits):
-    X, y = digits
+def test_query_mistakes_are_named(flat_digits32):
+    X, y = flat_digits32
     learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
     with pytest.raises(TypeError, match="n_instances=5 by keyword"):
         learner.query(5)
@@ -133,8 +126,8 @@ def test_query_mistakes_are_named(digits):
     (-1, np.r_[[0, 1] * 10, [-1] * 80]),                                   # scikit-learn's semi-supervised -1
     (None, np.array(["cat", "dog"] * 10 + [None] * 80, dtype=object)),    # strings, None unlabelled
 ])
-def test_missing_label_is_configurable(digits, missing, y_pool):
-    X, _ = digits
+def test_missing_label_is_configurable(flat_digits32, missing, y_pool):
+    X, _ = flat_digits32
     learner = logistic(missing_label=missing).fit(X[:100], y_pool)
     assert len(learner.labelled_idx_) == 20
     idx, _ = learner.query(n_instances=3)
@@ -142,16 +135,16 @@ def test_missing_label_is_configurable(digits, missing, y_pool):
     assert set(learner.classes_.tolist()) == set(y_pool[:2].tolist())
 
 
-def test_binary_minus_one_labels_are_labels_under_the_default(digits):
+def test_binary_minus_one_labels_are_labels_under_the_default(flat_digits32):
     """-1 is a class of {-1, 1} labels, not a missing one, unless missing_label=-1 says so."""
-    X, _ = digits
+    X, _ = flat_digits32
     y = np.array([-1, 1] * 50)
     learner = logistic().fit(X[:100], y)       # every label given: no pool
     assert not hasattr(learner, "X_pool_") and len(learner.y_training_) == 100
 
 
-def test_pool_ids_are_logged_and_order_the_subsample(digits):
-    X, y = digits
+def test_pool_ids_are_logged_and_order_the_subsample(flat_digits32):
+    X, y = flat_digits32
     ids = np.arange(1000, 1300)[::-1].copy()   # descending: the subsample is scored in id order
     learner = logistic(pool_subsample=30).set_pool(X[:300], partial(y[:300], np.arange(20)), ids=ids)
     learner.refit()
@@ -169,8 +162,8 @@ STRATEGY_NAMES = sorted(set(STRATEGIES) - REGRESSION - NEEDS_A_DENSITY) + [
 
 
 @pytest.fixture(scope="module")
-def simulated(digits):
-    X, y = digits
+def simulated(flat_digits32):
+    X, y = flat_digits32
     learners = {}
     for subsample in (None, 60):
         net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, n_samples=5, random_state=0)
@@ -182,8 +175,8 @@ def simulated(digits):
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
 @pytest.mark.parametrize("subsample", [None, 60])
-def test_after_simulate_query_never_returns_a_labelled_row(digits, simulated, name, subsample):
-    X, y = digits
+def test_after_simulate_query_never_returns_a_labelled_row(flat_digits32, simulated, name, subsample):
+    X, y = flat_digits32
     learner = simulated[subsample]
     learner.set_params(query_strategy=get_strategy(name))
     labelled = set(learner.labelled_idx_.tolist())
@@ -198,10 +191,10 @@ def test_after_simulate_query_never_returns_a_labelled_row(digits, simulated, na
 
 
 @pytest.mark.parametrize("name", sorted(REGRESSION) + ["diverse(predictive_variance,0.1)"])
-def test_after_simulate_a_regressor_never_queries_a_labelled_row(digits, name):
+def test_after_simulate_a_regressor_never_queries_a_labelled_row(flat_digits32, name):
     from skdbal import MCDropoutRegressor
 
-    X, y = digits
+    X, y = flat_digits32
     target = X[:200, :32].sum(axis=1)                   # a continuous target
     net = MCDropoutRegressor(module=MLP, max_epochs=3, n_samples=5, random_state=0)
     learner = ActiveLearner(net, get_strategy(name), pool_subsample=50, random_state=0, verbose=False)
@@ -211,7 +204,7 @@ def test_after_simulate_a_regressor_never_queries_a_labelled_row(digits, name):
         assert not set(idx.tolist()) & set(learner.labelled_idx_.tolist())
 
 
-def test_after_simulate_a_modal_strategy_never_returns_a_labelled_row(digits, simulated):
+def test_after_simulate_a_modal_strategy_never_returns_a_labelled_row(flat_digits32, simulated):
     modal = pytest.importorskip("modAL.uncertainty")
     learner = simulated[None]
     learner.set_params(query_strategy=modal.uncertainty_sampling)
@@ -220,8 +213,8 @@ def test_after_simulate_a_modal_strategy_never_returns_a_labelled_row(digits, si
 
 
 # ---------------------------------------------------------------- the oracles
-def test_simulate_with_a_noisy_annotator(digits):
-    X, y = digits
+def test_simulate_with_a_noisy_annotator(flat_digits32):
+    X, y = flat_digits32
     initial = np.arange(20)
     noisy = NoisyAnnotator.flip(y[:300], 0.4, random_state=0, clean=initial)
     assert noisy.flipped.sum() > 50 and not noisy.flipped[initial].any()
@@ -258,8 +251,8 @@ class Person(Oracle):
         return answers
 
 
-def test_a_person_who_answers_late_skips_and_changes(digits):
-    X, y = digits
+def test_a_person_who_answers_late_skips_and_changes(flat_digits32):
+    X, y = flat_digits32
     learner = logistic().set_pool(X[:300])
     person = Person(y[:300])
     loop = ActiveLearningLoop(learner, person, n_instances=4, verbose=False)
@@ -283,10 +276,10 @@ def test_a_person_who_answers_late_skips_and_changes(digits):
 
 
 # -------------------------------------------------------- journal and resume
-def test_a_journal_resumes_to_the_uninterrupted_run(digits):
+def test_a_journal_resumes_to_the_uninterrupted_run(flat_digits32):
     """seeding="step": each step's randomness is a function of (random_state, step), so a new learner and
     loop given the journal's first rows continue exactly as the uninterrupted run."""
-    X, y = digits
+    X, y = flat_digits32
 
     def loop_of(journal):
         net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=3, n_samples=5)
@@ -309,8 +302,8 @@ def test_a_journal_resumes_to_the_uninterrupted_run(digits):
     np.testing.assert_allclose(learner2.predict_proba(X[300:]), learner.predict_proba(X[300:]))
 
 
-def test_seeding_step_needs_an_int_seed_and_a_seedable_model(digits):
-    X, y = digits
+def test_seeding_step_needs_an_int_seed_and_a_seedable_model(flat_digits32):
+    X, y = flat_digits32
     with pytest.raises(ValueError, match="random_state must be an int"):
         ActiveLearner(LogisticRegression(), seeding="step").fit(X[:20], y[:20])
     from sklearn.neighbors import KNeighborsClassifier
@@ -320,15 +313,15 @@ def test_seeding_step_needs_an_int_seed_and_a_seedable_model(digits):
         ActiveLearner(LogisticRegression(), seeding="epoch").fit(X[:20], y[:20])
 
 
-def test_the_loop_needs_a_learner_with_a_pool(digits):
-    X, y = digits
+def test_the_loop_needs_a_learner_with_a_pool(flat_digits32):
+    X, y = flat_digits32
     with pytest.raises(ValueError, match="set_pool"):
         ActiveLearningLoop(logistic().fit(X[:20], y[:20]), KnownLabels(y[:20]))
 
 
 @pytest.mark.parametrize("own", ["candidates", "n_instances", "X_pool"])
-def test_the_loop_refuses_query_kwargs_it_sets_itself(digits, own):
-    X, y = digits
+def test_the_loop_refuses_query_kwargs_it_sets_itself(flat_digits32, own):
+    X, y = flat_digits32
     learner = logistic().set_pool(X[:50])
     with pytest.raises(ValueError, match=f"may not set '{own}'.*pool_subsample"):
         ActiveLearningLoop(learner, KnownLabels(y[:50]), query_kwargs={own: 20})
@@ -355,8 +348,8 @@ class Flaky(Oracle):
         return answers
 
 
-def test_two_answers_in_one_batch_the_later_counts(digits):
-    X, y = digits
+def test_two_answers_in_one_batch_the_later_counts(flat_digits32):
+    X, y = flat_digits32
     net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=1, random_state=0)
     learner = ActiveLearner(net, random_state=0, verbose=False).set_pool(X[:100])
     loop = ActiveLearningLoop(learner, Flaky(y[:100]), verbose=False)
@@ -365,8 +358,8 @@ def test_two_answers_in_one_batch_the_later_counts(digits):
     assert [e["annotator"] for e in learner.label_log_][-1] == "b"
 
 
-def test_a_label_outside_the_classes_from_an_oracle_raises_and_records_nothing(digits):
-    X, y = digits
+def test_a_label_outside_the_classes_from_an_oracle_raises_and_records_nothing(flat_digits32):
+    X, y = flat_digits32
     net = MCDropoutClassifier(module=MLP, classes=np.arange(10), max_epochs=1, random_state=0)
     learner = ActiveLearner(net, random_state=0, verbose=False).set_pool(X[:100])
     loop = ActiveLearningLoop(learner, Flaky(y[:100], bad=True), verbose=False)
@@ -376,8 +369,8 @@ def test_a_label_outside_the_classes_from_an_oracle_raises_and_records_nothing(d
     assert sorted(loop.pending.tolist()) == list(range(20)) + [60]   # still asked, nothing lost to the loop
 
 
-def test_a_failed_fit_with_missing_labels_changes_nothing(digits):
-    X, y = digits
+def test_a_failed_fit_with_missing_labels_changes_nothing(flat_digits32):
+    X, y = flat_digits32
     learner = logistic().fit(X[:300], partial(y[:300], np.arange(20)))
     before = (learner.estimator_, learner.labelled_idx_.copy())
     learner.set_params(estimator=LogisticRegression(max_iter=-1))

@@ -60,14 +60,6 @@ class VarianceOnly(RegressorMixin, BaseEstimator):
         return ((X[:, None, :] - self.X_[None]) ** 2).sum(-1).min(axis=1)
 
 
-@pytest.fixture(scope="module")
-def flat_digits():
-    from sklearn.datasets import load_digits
-
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
-
-
 @pytest.mark.parametrize("name", ["bald", "max_entropy", "variation_ratios", "mean_std", "random"])
 def test_third_party_classifier_runs_every_strategy_through_simulate(name, flat_digits):
     X, y = flat_digits

@@ -11,22 +11,13 @@ from skdbal import ActiveLearner, uncertainty
 from skdbal.acquisition import BALD, MaxEntropy, bald, max_entropy, mean_std, random, variation_ratios
 from skdbal.acquisition.base import Acquisition, CallableStrategy, MeasureStrategy, Strategy, StrategyDecorator, acquire_among, to_modal, as_strategy
 
-
-class Fixed:
-    """A model with known samples: point i has the two passes [[a_i, 1-a_i], [b_i, 1-b_i]]."""
-
-    def __init__(self, a, b):
-        self.a, self.b = np.asarray(a, float), np.asarray(b, float)
-
-    def predict_proba_samples(self, X, n_samples=None):
-        i = np.asarray(X)[:, 0].astype(int)
-        return np.stack([np.c_[self.a[i], 1 - self.a[i]], np.c_[self.b[i], 1 - self.b[i]]])
+from _helpers import TwoPasses
 
 
 @pytest.fixture
 def fixed():
     # point 0: confident; 1: aleatoric (both passes 50/50); 2: epistemic (passes disagree); 3: mild
-    return Fixed([0.99, 0.5, 1.0, 0.7], [0.99, 0.5, 0.0, 0.9]), np.arange(4)[:, None]
+    return TwoPasses([0.99, 0.5, 1.0, 0.7], [0.99, 0.5, 0.0, 0.9]), np.arange(4)[:, None]
 
 
 def test_hand_computed_rankings(fixed):
@@ -68,7 +59,7 @@ def test_call_options_override_constructor_options(fixed):
     est, X = fixed
     seen = []
 
-    class Spy(Fixed):
+    class Spy(TwoPasses):
         def predict_proba_samples(self, X, n_samples=None):
             seen.append((len(X), n_samples))
             return super().predict_proba_samples(X)
@@ -149,7 +140,7 @@ def test_bad_pool_aligned_keyword_changes_nothing(digits):
     assert after[2:] == state[2:] and np.array_equal(after[1], state[1])
     assert not hasattr(learner, "last_acquisition_")
     with pytest.raises(ValueError, match="y_pool must be aligned"):
-        bald(Fixed([0.5], [0.5]), np.zeros((1, 1)), 1, y_pool=[1, 2])
+        bald(TwoPasses([0.5], [0.5]), np.zeros((1, 1)), 1, y_pool=[1, 2])
 
 
 def test_simulation_history_carries_the_strategy_info(digits):
@@ -186,7 +177,7 @@ def test_decorators_wrap_any_strategy_and_stack(fixed, digits):
     assert idx.tolist() == [2] and s[0] == pytest.approx(np.log(2))
     idx, _ = OnlyEven(bald)(est, X, 2)  # the best of the even positions, even if 3 beats 0
     assert idx.tolist() == [2, 0]
-    eight = Fixed(np.r_[est.a, est.a], np.r_[est.b, est.b])
+    eight = TwoPasses(np.r_[est.a, est.a], np.r_[est.b, est.b])
     acq = OnlyEven(OnlyEven(bald)).acquire(eight, np.arange(8)[:, None], 2)
     assert sorted(acq.indices.tolist()) == [0, 4]  # positions 0, 2, 4, 6, then their even ones
     assert acq.info["skipped_indices"].tolist() == [1, 3, 5, 7]  # the outer decorator's, in pool positions

@@ -9,6 +9,8 @@ from skdbal.acquisition import DiversityPenalty, bald, diversity_penalty, get_st
 from skdbal.acquisition.base import MeasureStrategy
 from skdbal.acquisition.kernels import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
 
+from _helpers import BinaryTwoPasses
+
 
 class Scored:
     """A deterministic classifier whose max-entropy scores are set by hand (row i of X holds i)."""
@@ -73,19 +75,6 @@ def test_weight_means_the_same_for_scaled_scores():
     assert a.tolist() != diversity_penalty(small, 0.0, **feats).acquire(Scored(p0), X, 5).indices.tolist()
 
 
-class Known:
-    """Two MC passes per point, set by hand; row i of X holds i in column 0."""
-
-    classes_ = np.array([0, 1])
-
-    def __init__(self, a, b):
-        self.a, self.b = np.asarray(a, float), np.asarray(b, float)
-
-    def predict_proba_samples(self, X, n_samples=None):
-        i = np.asarray(X)[:, 0].astype(int)
-        return np.stack([np.c_[self.a[i], 1 - self.a[i]], np.c_[self.b[i], 1 - self.b[i]]])
-
-
 A = np.array([0.5, 1.0, 0.2, 0.6, 0.9, 1.0, 0.7, 0.3])
 B = np.array([0.5, 0.4, 0.8, 0.6, 0.1, 0.8, 0.7, 0.9])
 Y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
@@ -96,15 +85,15 @@ X = np.c_[np.arange(8), [[1, 0], [1, 0.1], [1, 0.05], [0, 1], [1, 0], [0.5, 0.5]
 def test_composes_with_the_noise_filter_in_either_order():
     # BALD ranks 4, 1, 7, 2, 5, 0, 3, 6; p̄(label) of point 1 is 0.3 < τ = 0.35
     feats = dict(features=lambda Z: Z[:, 1:])
-    inside = diversity_penalty(noise_filter(bald, 0.35), 1.0, **feats).acquire(Known(A, B), X, 3, y_pool=Y)
-    outside = noise_filter(diversity_penalty(bald, 1.0, **feats), 0.35).acquire(Known(A, B), X, 3, y_pool=Y)
+    inside = diversity_penalty(noise_filter(bald, 0.35), 1.0, **feats).acquire(BinaryTwoPasses(A, B), X, 3, y_pool=Y)
+    outside = noise_filter(diversity_penalty(bald, 1.0, **feats), 0.35).acquire(BinaryTwoPasses(A, B), X, 3, y_pool=Y)
     # by hand, normalised scores 4: 1, 7: 0.557, 2: 0.524, 5: 0.204, 0/3/6: 0; after 4, point 3
     # (score 0, cosine 0 with 4) beats 7 (0.557 - 0.707); then 7 (-0.15) beats 2 (0.524 - 0.999)
     assert inside.indices.tolist() == [4, 3, 7]
     assert outside.indices.tolist() == [4, 3, 7]
     assert inside.info["threshold"] == 0.35
     assert inside.info["rejected_indices"].tolist() == [1] and inside.info["n_rejected"] == 1
-    assert noise_filter(bald, 0.35).acquire(Known(A, B), X, 3, y_pool=Y).indices.tolist() == [4, 7, 2]
+    assert noise_filter(bald, 0.35).acquire(BinaryTwoPasses(A, B), X, 3, y_pool=Y).indices.tolist() == [4, 7, 2]
 
 
 def test_strategy_without_pool_scores_and_modal_learner_route():
@@ -159,9 +148,9 @@ def test_by_name_and_params():
         with pytest.raises(ValueError, match=match):
             get_strategy(bad)
     with pytest.raises(ValueError, match="n_candidates must be an int >= 1"):
-        diversity_penalty(bald, n_candidates=0).acquire(Known(A, B), X, 2)
+        diversity_penalty(bald, n_candidates=0).acquire(BinaryTwoPasses(A, B), X, 2)
     with pytest.raises(ValueError, match="the features have 2 rows for"):
-        diversity_penalty(bald, features=lambda Z: Z[:2]).acquire(Known(A, B), X, 2)
+        diversity_penalty(bald, features=lambda Z: Z[:2]).acquire(BinaryTwoPasses(A, B), X, 2)
 
 
 def test_weight_zero_is_the_wrapped_top_k_even_inside_a_filter():
@@ -172,9 +161,9 @@ def test_weight_zero_is_the_wrapped_top_k_even_inside_a_filter():
         y = rng.randint(2, size=N)
         x = np.c_[np.arange(N), rng.rand(N, 3)]
         n = rng.randint(1, 5)
-        assert (diversity_penalty(bald, 0.0).acquire(Known(a, b), x, n).indices.tolist()
-                == bald.acquire(Known(a, b), x, n).indices.tolist()), trial
-        inner = diversity_penalty(noise_filter(bald, 0.3), 0.0).acquire(Known(a, b), x, n, y_pool=y)
-        plain = noise_filter(bald, 0.3).acquire(Known(a, b), x, n, y_pool=y)
+        assert (diversity_penalty(bald, 0.0).acquire(BinaryTwoPasses(a, b), x, n).indices.tolist()
+                == bald.acquire(BinaryTwoPasses(a, b), x, n).indices.tolist()), trial
+        inner = diversity_penalty(noise_filter(bald, 0.3), 0.0).acquire(BinaryTwoPasses(a, b), x, n, y_pool=y)
+        plain = noise_filter(bald, 0.3).acquire(BinaryTwoPasses(a, b), x, n, y_pool=y)
         assert inner.indices.tolist() == plain.indices.tolist(), trial
         assert inner.info["rejected_indices"].tolist() == plain.info["rejected_indices"].tolist(), trial

@@ -9,19 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner, uncertainty
 from skdbal.acquisition import bald, max_entropy, noise_filter
 
-
-class Known:
-    """Two passes per point, set by hand; row i of X holds i. Counts its sampling calls."""
-
-    classes_ = np.array([0, 1])
-
-    def __init__(self, a, b):
-        self.a, self.b, self.calls = np.asarray(a, float), np.asarray(b, float), 0
-
-    def predict_proba_samples(self, X, n_samples=None):
-        self.calls += 1
-        i = np.asarray(X)[:, 0].astype(int)
-        return np.stack([np.c_[self.a[i], 1 - self.a[i]], np.c_[self.b[i], 1 - self.b[i]]])
+from _helpers import BinaryTwoPasses
 
 
 # p(class 0) in the two passes; p̄(class 0) = (a + b) / 2
@@ -43,7 +31,7 @@ def test_trusted_set_ranking_walk_and_rejects():
     p_label, scores, order, trusted = by_hand(0.35)
     # p̄(y_pool|x) = [.5, .3, .5, .6, .5, .9, .7, .4]: only point 1 falls below 0.35
     np.testing.assert_allclose(p_label, [0.5, 0.3, 0.5, 0.6, 0.5, 0.9, 0.7, 0.4])
-    est = Known(A, B)
+    est = BinaryTwoPasses(A, B)
     acq = noise_filter(bald, 0.35).acquire(est, X, 3, y_pool=Y)
     expected = order[trusted[order]][:3]
     assert expected.tolist() == [4, 7, 2] and order[:4].tolist() == [4, 1, 7, 2]
@@ -56,14 +44,14 @@ def test_trusted_set_ranking_walk_and_rejects():
     assert acq.info["n_rejected"] == 1 and acq.info["threshold"] == 0.35 and acq.info["n_filled"] == 0
     assert est.calls == 1  # one pass over the pool: scores and p̄ from the same samples
     # a higher threshold rejects more: 0.55 distrusts 0, 1, 2, 4, 7
-    acq = noise_filter(bald, 0.55).acquire(Known(A, B), X, 2, y_pool=Y)
+    acq = noise_filter(bald, 0.55).acquire(BinaryTwoPasses(A, B), X, 2, y_pool=Y)
     assert set(acq.indices) <= {3, 5, 6}
     assert set(acq.info["rejected_indices"]) <= {0, 1, 2, 4, 7} and acq.info["n_rejected"] >= 1
 
 
 def test_composes_with_itself_and_with_a_modal_function():
     twice = noise_filter(noise_filter(bald, 0.35), 0.55)
-    acq = twice.acquire(Known(A, B), X, 2, y_pool=Y)
+    acq = twice.acquire(BinaryTwoPasses(A, B), X, 2, y_pool=Y)
     assert set(acq.indices) <= {3, 5, 6}
     assert twice.get_params()["strategy__threshold"] == 0.35
     # a plain modAL function is filtered too (it never sees y_pool)
@@ -80,7 +68,7 @@ def test_composes_with_itself_and_with_a_modal_function():
 
 
 def test_fewer_trusted_points_than_asked_are_filled_and_said():
-    est = Known(A, B)
+    est = BinaryTwoPasses(A, B)
     with pytest.warns(UserWarning, match="only 1 of the 8 pool points are trusted"):
         acq = noise_filter(max_entropy, 0.85).acquire(est, X, 3, y_pool=Y)
     assert acq.indices[0] == 5 and len(set(acq.indices)) == 3 and acq.info["n_filled"] == 2
@@ -90,7 +78,7 @@ def test_fewer_trusted_points_than_asked_are_filled_and_said():
 
 
 def test_dynamic_threshold_follows_the_estimated_noise_rate():
-    est = Known(A, B)
+    est = BinaryTwoPasses(A, B)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # this small, unsure model may trust too few points
         acq = noise_filter(bald, "dynamic").acquire(est, X, 2, y_pool=Y)
@@ -100,11 +88,11 @@ def test_dynamic_threshold_follows_the_estimated_noise_rate():
     assert acq.info["noise_rate"] == pytest.approx(rate)
     assert acq.info["threshold"] == pytest.approx(bayes_threshold(rate, 2))
     # a confident model that agrees with every label: no noise, nothing rejected
-    sure = Known(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
+    sure = BinaryTwoPasses(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
     acq = noise_filter(bald, "dynamic").acquire(sure, X, 3, y_pool=Y)
     assert acq.info["noise_rate"] < 1e-3 and acq.info["n_rejected"] == 0
     # a callable threshold
-    acq = noise_filter(bald, lambda p, C: 0.45).acquire(Known(A, B), X, 1, y_pool=Y)
+    acq = noise_filter(bald, lambda p, C: 0.45).acquire(BinaryTwoPasses(A, B), X, 1, y_pool=Y)
     assert acq.info["threshold"] == 0.45
 
 
@@ -115,13 +103,13 @@ def test_dynamic_threshold_follows_the_estimated_noise_rate():
 ])
 def test_bad_calls(kwargs, exc, match):
     with pytest.raises(exc, match=match):
-        noise_filter(bald, 0.4).acquire(Known(A, B), X, 2, **kwargs)
+        noise_filter(bald, 0.4).acquire(BinaryTwoPasses(A, B), X, 2, **kwargs)
 
 
 @pytest.mark.parametrize("threshold", [0.0, 1.0, 1.5, -0.2, "auto", True])
 def test_bad_thresholds(threshold):
     with pytest.raises(ValueError, match="threshold must be a float in"):
-        noise_filter(bald, threshold)(Known(A, B), X, 1, y_pool=Y)
+        noise_filter(bald, threshold)(BinaryTwoPasses(A, B), X, 1, y_pool=Y)
 
 
 def test_in_the_learner_y_pool_follows_the_subsample_and_nothing_changes_on_error(digits):
@@ -183,13 +171,13 @@ def test_quantile_threshold_distrusts_the_expected_number_of_wrong_labels():
     p_label = by_hand(0)[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        acq = noise_filter(bald, "quantile").acquire(Known(A, B), X, 2, y_pool=Y)
+        acq = noise_filter(bald, "quantile").acquire(BinaryTwoPasses(A, B), X, 2, y_pool=Y)
     rate = estimate_noise_rate(p_label, 2)
     assert acq.info["noise_rate"] == pytest.approx(rate)
     assert acq.info["threshold"] == pytest.approx(quantile_threshold(p_label, rate))
     assert np.all(p_label[acq.info["rejected_indices"]] < acq.info["threshold"])
     # on a clean pool (labels the model agrees with) nothing is distrusted
-    sure = Known(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
+    sure = BinaryTwoPasses(np.where(Y == 0, 1.0, 0.0), np.where(Y == 0, 0.9, 0.1))
     acq = noise_filter(bald, "quantile").acquire(sure, X, 3, y_pool=Y)
     assert acq.info["n_rejected"] == 0
 
@@ -198,7 +186,7 @@ def test_batch_rule_chooses_the_batch_worth_most():
     from skdbal.noise import batch_threshold, estimate_noise_rate
 
     p_label, scores, order, _ = by_hand(0)
-    acq = noise_filter(bald, "batch").acquire(Known(A, B), X, 2, y_pool=Y)
+    acq = noise_filter(bald, "batch").acquire(BinaryTwoPasses(A, B), X, 2, y_pool=Y)
     rate = estimate_noise_rate(p_label, 2)
     tau = batch_threshold(scores, p_label, rate, 2, 2)
     assert acq.info["noise_rate"] == pytest.approx(rate)
@@ -219,9 +207,9 @@ def test_batch_rule_skips_suspect_labels_that_the_per_label_rule_keeps():
     x = np.arange(12)[:, None]
     # BALD ranks 5, 9, 8, 7, 6 with p̄(label) 0.21, 0.3, 0.45, 0.5, 0.75: each skipped point's
     # score times 1 − 2·P(flipped) is below that of the point that replaces it
-    dyn = noise_filter(bald, "dynamic").acquire(Known(a, b), x, 2, y_pool=y)
+    dyn = noise_filter(bald, "dynamic").acquire(BinaryTwoPasses(a, b), x, 2, y_pool=y)
     assert dyn.indices.tolist() == [5, 9] and dyn.info["n_rejected"] == 0   # τ = ε̂ ≈ 0.17 for two classes
-    acq = noise_filter(bald, "batch").acquire(Known(a, b), x, 2, y_pool=y)
+    acq = noise_filter(bald, "batch").acquire(BinaryTwoPasses(a, b), x, 2, y_pool=y)
     assert acq.info["noise_rate"] == pytest.approx(dyn.info["noise_rate"])
     assert acq.indices.tolist() == [7, 6] and acq.info["rejected_indices"].tolist() == [5, 9, 8]
     assert acq.info["threshold"] == pytest.approx(0.45) and acq.info["threshold"] > 0.45

@@ -9,7 +9,7 @@ from skdbal import uncertainty
 from skdbal.acquisition import bald, max_entropy, mean_std, random, variation_ratios
 from skdbal.acquisition.base import DegenerateScoreWarning, score_pool, select_top
 
-from conftest import run_on_local_dask
+from _helpers import run_on_local_dask
 
 MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
                  (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_standard_deviation)]

@@ -3,12 +3,13 @@ import itertools
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import batch_bald, canonical_name, diversity_penalty, get_strategy, max_entropy, noise_filter, stochastic_batch
 from skdbal.acquisition.kernels import log_weights, sample_batch
+
+from _helpers import digits_flat
 
 SCORES = np.array([0.8, 0.4, 0.2, 0.1, 0.0])
 
@@ -150,8 +151,7 @@ def test_names_compose_with_the_other_decorators():
 
 
 def test_with_the_learner_a_run_repeats_and_never_picks_a_labelled_row():
-    X, y = load_digits(return_X_y=True)
-    X, y = X[:400] / 16.0, y[:400]
+    X, y = digits_flat(400)
 
     def run():
         learner = ActiveLearner(LogisticRegression(max_iter=300), stochastic_batch(max_entropy, "power", 1),

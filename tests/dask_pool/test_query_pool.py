@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 da = pytest.importorskip("dask.array")  # in the test extra: the import succeeds wherever the suite runs
-from distributed import Client, LocalCluster  # noqa: E402
 
 from skdbal.acquisition import (EPIG, BatchBALD, badge, bald,  # noqa: E402
                                 diversity_penalty, max_entropy, mean_std, noise_filter, random,
@@ -20,16 +19,14 @@ from skdbal.acquisition.base import acquire_among  # noqa: E402
 from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
 from skdbal.dask.scoring import _kept_to_global  # noqa: E402
 
-from conftest import _small_net, bounded as _bounded  # noqa: E402
+from _helpers import bounded as _bounded, local_dask_client, small_net  # noqa: E402
 
 TIMEOUT = 120.0
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=None) as c, Client(c, timeout="60s") as client:
-        client.wait_for_workers(2, timeout=60)
+    with local_dask_client(processes=True, timeout=60) as client:
         yield client
 
 
@@ -49,7 +46,7 @@ def pool(digits, tmp_path_factory):
 @pytest.fixture(scope="module")
 def net(digits):
     X, y = digits
-    return _small_net().fit(X[:300], y[:300])
+    return small_net().fit(X[:300], y[:300])
 
 
 def same(dist, local, keys=()):
@@ -288,9 +285,7 @@ def test_plan_stays_on_every_worker_through_every_round(pool, net, monkeypatch):
 
     monkeypatch.setattr(scoring, "_gather_features", paused)
     with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "50ms"}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                         dashboard_address=None) as c, Client(c, timeout="60s") as client:
-        client.wait_for_workers(2, timeout=60)
+            local_dask_client(processes=True, timeout=60) as client:
         model = CountedNet(net)
         strategy = diversity_penalty(bald, 0.05)
         dist = bounded(lambda: query_pool(strategy, model, open_pool(path), 6, client=client, n_candidates=5))

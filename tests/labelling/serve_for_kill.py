@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def training_digest(pairs) -> str:
@@ -27,7 +28,6 @@ def training_digest(pairs) -> str:
 
 def main(store, port, token, fits_log):
     import uvicorn
-    from sklearn.datasets import load_digits
     from sklearn.linear_model import LogisticRegression
 
     from skdbal import ActiveLearner
@@ -35,7 +35,10 @@ def main(store, port, token, fits_log):
     from skdbal.labelling import LabellingSession
     from skdbal.labelling.app import make_app
 
-    X, _ = load_digits(return_X_y=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/, for _helpers
+    from _helpers import digits_flat
+
+    X, _ = digits_flat()
     learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
                             seeding="step", verbose=False)
     refit = learner.refit
@@ -52,7 +55,7 @@ def main(store, port, token, fits_log):
         return out
 
     learner.refit = logged_refit
-    session = LabellingSession(learner, X / 16.0, classes=range(10), store=store, batch_size=40)
+    session = LabellingSession(learner, X, classes=range(10), store=store, batch_size=40)
     submit = session.submit
 
     def slow_to_answer(*args, **kwargs):

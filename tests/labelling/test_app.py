@@ -1,14 +1,11 @@
 """The labelling page's HTTP interface: in-process (Starlette's TestClient), a real uvicorn server on
 127.0.0.1, and the page in headless Chromium."""
 import os
-import shutil
-import socket
 import threading
 import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from starlette.testclient import TestClient
 
@@ -17,11 +14,7 @@ from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import MAX_BODY, make_app
 
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X / 16.0).reshape(-1, 8, 8), y
+from _helpers import chromium_driver, needs_chromium, serve
 
 
 def new_session(X, path, **kwargs):
@@ -33,8 +26,8 @@ def new_session(X, path, **kwargs):
 
 
 @pytest.fixture
-def client(digits, tmp_path):
-    session = new_session(digits[0], tmp_path / "s.db").start()
+def client(digits64, tmp_path):
+    session = new_session(digits64[0], tmp_path / "s.db").start()
     app = make_app(session, token="secret")
     with TestClient(app) as c:
         c.session = session
@@ -45,8 +38,8 @@ def client(digits, tmp_path):
 H = {"X-Token": "secret"}
 
 
-def test_label_a_batch_over_http(client, digits):
-    _, y = digits
+def test_label_a_batch_over_http(client, digits64):
+    _, y = digits64
     batch = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"]
     assert len(batch) == 10 and all(b["score"] is None and b["guess"] is None for b in batch)
     png = client.get(f"/api/item/{batch[0]['item']}.png", headers=H)
@@ -88,8 +81,8 @@ def test_no_path_reaches_the_file_system(client):
         assert r.status_code == 404 and b"root:" not in r.content
 
 
-def test_a_replayed_submission_is_idempotent(client, digits):
-    _, y = digits
+def test_a_replayed_submission_is_idempotent(client, digits64):
+    _, y = digits64
     item = client.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"][0]["item"]
     body = {"item": item, "label": str(y[item]), "request_id": "same"}
     a, b = (client.post("/api/submit", json=body, headers=H).json()["event"] for _ in range(2))
@@ -98,18 +91,18 @@ def test_a_replayed_submission_is_idempotent(client, digits):
     assert r.status_code == 400 and "already used" in r.json()["error"]
 
 
-def test_off_loopback_every_request_needs_the_token(digits, tmp_path):
-    session = new_session(digits[0], tmp_path / "s.db")
+def test_off_loopback_every_request_needs_the_token(digits64, tmp_path):
+    session = new_session(digits64[0], tmp_path / "s.db")
     with TestClient(make_app(session, token="secret", require_token_everywhere=True)) as c:
         assert c.get("/").status_code == 403 and c.get("/api/status").status_code == 403
         assert c.get("/?token=secret").status_code == 200 and c.get("/api/status", headers=H).status_code == 200
         assert c.get("/?token=secret", headers={"Host": "labelling.example.org"}).status_code == 200
 
 
-def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_names(digits, tmp_path):
+def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_names(digits64, tmp_path):
     """Another site can neither read nor lease (the token), nor read the page's token by a name of its
     own rebound to 127.0.0.1 (DNS rebinding: the Host header names that site)."""
-    session = new_session(digits[0], tmp_path / "s.db")
+    session = new_session(digits64[0], tmp_path / "s.db")
     app = make_app(session, token="secret")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         for path in ["/api/batch?annotator=x&n=1000", "/api/status", "/api/labels.csv", "/api/versions",
@@ -125,50 +118,24 @@ def test_on_loopback_every_api_request_needs_the_token_and_the_page_its_own_name
         assert c.get("/api/item/0.png?token=secret").content[:4] == b"\x89PNG"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
-                    reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
-def test_the_page_in_headless_chromium(digits, tmp_path):
+@needs_chromium
+def test_the_page_in_headless_chromium(digits64, tmp_path):
     """A real uvicorn server on 127.0.0.1 and the page in real headless Chromium: label a batch by keys and
     by clicks, skip, undo, and see the next batch after the retrain; label it by keys alone, one label
     wrong, and see the learning curve; then, as another annotator on a server that needs the token on
     every request (as off loopback), see the wrong label offered for a second look, and give it."""
-    import uvicorn
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    X, y = digits
+    X, y = digits64
     session = new_session(X, tmp_path / "s.db", second_looks=0.1, second_look_budget=None).start()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(session), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={tmp_path / 'chrome'}", "--window-size=1200,900"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    page, stop_page = serve(make_app(session))
+    driver = chromium_driver(tmp_path / "chrome")
     shots = os.environ.get("SKDBAL_SCREENSHOTS", str(tmp_path))
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        driver.get(f"http://127.0.0.1:{port}/?n=10")             # the whole batch at once (the page asks for 5)
+        driver.get(f"{page}/?n=10")  # the whole batch at once (the page asks for 5)
         wait = WebDriverWait(driver, 30)
         def shown():  # the items on the page (read in one go: the page redraws them after every answer)
             return [int(i.split("-")[1]) for i in
@@ -250,37 +217,16 @@ def test_the_page_in_headless_chromium(digits, tmp_path):
             stop()
     finally:
         driver.quit()
-        server.should_exit = True
-        thread.join(10)
+        stop_page()
         session.stop()
 
 
-def serve(app):
-    """A real uvicorn server on 127.0.0.1 in a thread; returns (base url, stop)."""
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started
-
-    def stop():
-        server.should_exit = True
-        thread.join(10)
-
-    return f"http://127.0.0.1:{port}", stop
-
-
-def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits, tmp_path):
+def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits64, tmp_path):
     """20 annotators on a real server on 127.0.0.1, each bounded to 9 requests and 30 s: every
     acknowledged label is in the store, and no item was labelled by two annotators (leases are exclusive)."""
     import httpx
 
-    X, y = digits
+    X, y = digits64
     learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
                             seeding="step", verbose=False)
     session = LabellingSession(learner, X[:300].reshape(300, -1), classes=range(10), store=tmp_path / "s.db",

@@ -36,8 +36,6 @@ import json
 import os
 import random
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -45,9 +43,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sklearn.datasets import load_digits
 
 from skdbal.labelling import LabelStore
+
+from _helpers import digits_flat, free_port, spawn, stop_process, wait_for_http
 
 SERVER = Path(__file__).with_name("serve_for_kill.py")
 TOKEN = "kill-9-token"
@@ -66,12 +65,6 @@ def _training_digest():
 
 
 training_digest = _training_digest()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def first_fit(fits_log: Path, pid: int, deadline: float) -> dict:
@@ -194,9 +187,7 @@ def post(base, body):
 
 @pytest.mark.slow
 def test_kill_9_of_the_server_loses_no_acknowledged_label_and_resumes(tmp_path):
-    import httpx
-
-    _, y = load_digits(return_X_y=True)
+    _, y = digits_flat()
     path = tmp_path / "kill.db"
     rng = random.Random(0)
     clients = Clients(y)
@@ -208,23 +199,13 @@ def test_kill_9_of_the_server_loses_no_acknowledged_label_and_resumes(tmp_path):
         """A server on the store, answering on a free port (a port taken meanwhile: another port)."""
         for _ in range(3):
             port = free_port()
-            log = open(tmp_path / f"server{len(procs)}.log", "wb")
-            proc = subprocess.Popen([sys.executable, str(SERVER), str(path), str(port), TOKEN, str(fits_log)],
-                                    stdout=log, stderr=subprocess.STDOUT)
-            log.close()
+            proc = spawn([sys.executable, SERVER, path, port, TOKEN, fits_log], tmp_path / f"server{len(procs)}.log")
             procs.append(proc)
             base = f"http://127.0.0.1:{port}"
-            deadline = time.time() + START_TIMEOUT
-            while proc.poll() is None and time.time() < deadline:
-                try:
-                    r = httpx.get(base + "/api/status", headers=H, timeout=2.0)
-                    if r.status_code == 200:
-                        return proc, base, r.json()
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.05)
-            proc.kill()
-            proc.wait(10)
+            r = wait_for_http(base + "/api/status", process=proc, timeout=START_TIMEOUT, headers=H)
+            if r is not None:
+                return proc, base, r.json()
+            stop_process(proc, signal.SIGKILL, grace=10)
         text = (tmp_path / f"server{len(procs) - 1}.log").read_text(errors="replace")
         pytest.fail(f"the server did not start; its output:\n{text[-3000:]}")
 
@@ -320,6 +301,4 @@ def test_kill_9_of_the_server_loses_no_acknowledged_label_and_resumes(tmp_path):
         assert stats["retried_were_stored"] >= 1
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+            stop_process(proc, signal.SIGKILL, grace=10)

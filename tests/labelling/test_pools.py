@@ -5,10 +5,7 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -22,6 +19,8 @@ from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import _PAGE, make_app
 from skdbal.labelling.cli import add_parser, build
 from skdbal.labelling.pools import DISPLAY_SIZE, Pool, load_pool
+
+from _helpers import chromium_driver, needs_chromium, serve
 
 
 def save(path, image):
@@ -295,21 +294,11 @@ def test_the_cli_builds_a_session_for_a_table(tmp_path):
         build(parser.parse_args(["--table", str(tmp_path / "t.db"), "--classes", "a,b"]))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
-                    reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+@needs_chromium
 @pytest.mark.parametrize("kind", ["images", "table"])
 def test_hostile_keys_in_headless_chromium(tmp_path, kind):
     """File names and ids holding markup are shown as text in a real browser; a table's rows are shown."""
-    import uvicorn
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
 
     hostile = ["<img src=x onerror=\"window.pwned=1\">", "a&amp;b 'q'"]
@@ -322,22 +311,10 @@ def test_hostile_keys_in_headless_chromium(tmp_path, kind):
         frame = pd.DataFrame({"id": hostile, "petal<i>": [0.5, 1.5], "sepal": [2, 3]})
         pool = load_pool(frame, id_column="id")
     session = new_session(pool, tmp_path / "s.db").start()
-    server = uvicorn.Server(uvicorn.Config(make_app(session, pool=pool), host="127.0.0.1", port=free_port(),
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium")
-    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chrome'}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    page, stop_page = serve(make_app(session, pool=pool))
+    driver = chromium_driver(tmp_path / "chrome")
     try:
-        port = server.config.port
-        deadline = time.time() + 20
-        while not server.started and time.time() < deadline:
-            time.sleep(0.05)
-        driver.get(f"http://127.0.0.1:{port}/")
+        driver.get(f"{page}/")
         wait = WebDriverWait(driver, 30)
         texts = lambda d: d.execute_script("return [...document.querySelectorAll('.item')].map(e => e.innerText)")
         if kind == "images":
@@ -356,6 +333,5 @@ def test_hostile_keys_in_headless_chromium(tmp_path, kind):
                 "return [...document.querySelectorAll('#batch img')].every(i => i.complete && i.naturalWidth == 8)")
     finally:
         driver.quit()
-        server.should_exit = True
-        thread.join(10)
+        stop_page()
         session.stop()

@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
@@ -19,12 +18,6 @@ from skdbal.labelling import LabellingSession, LabelStore, StoreError
 from skdbal.noise import trust_threshold
 
 INITIAL = np.arange(30)       # labelled before any model (all ten digits)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return X[:300] / 16.0, y[:300]
 
 
 def make_session(X, path, rule, budget=None):
@@ -47,8 +40,8 @@ def label_batch(session, y, annotator, wrong=None):
     return batch
 
 
-def test_unlikely_labels_are_flagged_and_offered_to_another_annotator(digits, tmp_path, rule=0.05):
-    X, y = digits
+def test_unlikely_labels_are_flagged_and_offered_to_another_annotator(flat_digits300, tmp_path, rule=0.05):
+    X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", rule) as s:
         first = label_batch(s, y, "ann")
@@ -119,8 +112,8 @@ def test_unlikely_labels_are_flagged_and_offered_to_another_annotator(digits, tm
             np.mean(P0[items].argmax(axis=1) == given))
 
 
-def test_the_dynamic_rule_waits_for_20_judged_labels_then_flags_earlier_ones_too(digits, tmp_path):
-    X, y = digits
+def test_the_dynamic_rule_waits_for_20_judged_labels_then_flags_earlier_ones_too(flat_digits300, tmp_path):
+    X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", "dynamic") as s:
         label_batch(s, y, "ann")
@@ -152,10 +145,10 @@ def test_the_dynamic_rule_waits_for_20_judged_labels_then_flags_earlier_ones_too
         assert s.status()["second_looks"]["pending"] == len(flagged)
 
 
-def test_the_budget_flags_the_least_likely_labels_first(digits, tmp_path):
+def test_the_budget_flags_the_least_likely_labels_first(flat_digits300, tmp_path):
     """With a budget of 10%, of the labels below the threshold only the least likely are flagged: one
     in ten judged labels at most, and more as more are judged."""
-    X, y = digits
+    X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", 0.3, budget=0.1) as s:
         label_batch(s, y, "ann")
@@ -173,8 +166,8 @@ def test_the_budget_flags_the_least_likely_labels_first(digits, tmp_path):
         make_session(X, tmp_path / "b.db", 0.3, budget=0)
 
 
-def test_a_skip_declines_a_second_look_and_undo_withdraws_it(digits, tmp_path):
-    X, y = digits
+def test_a_skip_declines_a_second_look_and_undo_withdraws_it(flat_digits300, tmp_path):
+    X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", 0.05) as s:
         label_batch(s, y, "ann")
@@ -195,8 +188,8 @@ def test_a_skip_declines_a_second_look_and_undo_withdraws_it(digits, tmp_path):
         assert b not in [x["item"] for x in s.next_batch(annotator="carl")]
 
 
-def test_no_second_looks_flags_nothing_and_a_bad_rule_is_refused(digits, tmp_path):
-    X, y = digits
+def test_no_second_looks_flags_nothing_and_a_bad_rule_is_refused(flat_digits300, tmp_path):
+    X, y = flat_digits300
     with make_session(X, tmp_path / "s.db", None) as s:
         label_batch(s, y, "ann")
         s.wait_for_version(0, timeout=30)
@@ -242,7 +235,7 @@ def test_a_store_of_schema_version_1_gains_the_checks_table(tmp_path):
     assert path.read_bytes() == before
 
 
-def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
+def test_the_page_exports_second_looks_versions_and_the_model(flat_digits300, tmp_path):
     """Over HTTP: the labels CSV records both labels of a second look; /api/versions the learning
     curve; /api/model.pt a skorch net's parameters (save_params) that load into a fresh net."""
     import csv
@@ -254,7 +247,7 @@ def test_the_page_exports_second_looks_versions_and_the_model(digits, tmp_path):
     from skdbal.models import MCDropoutClassifier
     from skdbal.models import MLP
 
-    X, y = digits
+    X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     s = make_session(X, tmp_path / "s.db", 0.05)
     with TestClient(make_app(s, token="t", images=False), headers={"X-Token": "t"}) as client, s:

@@ -3,18 +3,11 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession, LabelStore
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return X / 16.0, y
 
 
 def learner():
@@ -34,8 +27,8 @@ def label_all(session, y, annotator="ann", timeout=10):
     return batch
 
 
-def test_people_label_batches_and_the_model_follows(digits, tmp_path):
-    X, y = digits
+def test_people_label_batches_and_the_model_follows(flat_digits, tmp_path):
+    X, y = flat_digits
     with session_of(X, y, tmp_path / "s.db") as s:
         first = label_all(s, y)
         assert len(first) == 10 and all(np.isnan(b["score"]) for b in first)   # no model yet: no scores
@@ -62,8 +55,8 @@ def test_people_label_batches_and_the_model_follows(digits, tmp_path):
         assert len(s.learner.y_training_) == 20
 
 
-def test_skip_undo_and_bad_input(digits, tmp_path):
-    X, y = digits
+def test_skip_undo_and_bad_input(flat_digits, tmp_path):
+    X, y = flat_digits
     with session_of(X, y, tmp_path / "s.db") as s:
         batch = s.next_batch(annotator="ann", timeout=10)
         items = [b["item"] for b in batch]
@@ -89,8 +82,8 @@ def test_skip_undo_and_bad_input(digits, tmp_path):
         np.testing.assert_array_equal(s.learner.y_training_, y[s.learner.labelled_idx_])
 
 
-def test_a_restart_resumes_with_the_same_labels_model_and_pending_batch(digits, tmp_path):
-    X, y = digits
+def test_a_restart_resumes_with_the_same_labels_model_and_pending_batch(flat_digits, tmp_path):
+    X, y = flat_digits
     path = tmp_path / "s.db"
     s = session_of(X, y, path).start()
     label_all(s, y)
@@ -116,8 +109,8 @@ def test_a_restart_resumes_with_the_same_labels_model_and_pending_batch(digits, 
         r.stop()
 
 
-def test_a_session_refuses_a_store_of_another_project(digits, tmp_path):
-    X, y = digits
+def test_a_session_refuses_a_store_of_another_project(flat_digits, tmp_path):
+    X, y = flat_digits
     path = tmp_path / "s.db"
     session_of(X, y, path).store.close()
     with pytest.raises(ValueError, match="another configuration"):
@@ -125,10 +118,10 @@ def test_a_session_refuses_a_store_of_another_project(digits, tmp_path):
     assert LabelStore(path).config()["classes"] == [str(c) for c in range(10)]
 
 
-def test_items_a_batch_left_unanswered_are_offered_with_the_next(digits, tmp_path):
+def test_items_a_batch_left_unanswered_are_offered_with_the_next(flat_digits, tmp_path):
     """A retrain after 3 of 6 labels: the next batch is the new picks, then the 3 left unanswered
     (the loop keeps them out of its queries, so they must stay on offer)."""
-    X, y = digits
+    X, y = flat_digits
     s = LabellingSession(learner(), X[:200], classes=range(10), store=tmp_path / "s.db", batch_size=6,
                          retrain_after=3, initial=[0, 1, 2, 3, 4, 5]).start()
     try:
@@ -146,8 +139,8 @@ def test_items_a_batch_left_unanswered_are_offered_with_the_next(digits, tmp_pat
         s.stop()
 
 
-def test_an_undo_takes_back_the_annotators_own_label_only(digits, tmp_path):
-    X, y = digits
+def test_an_undo_takes_back_the_annotators_own_label_only(flat_digits, tmp_path):
+    X, y = flat_digits
     store = LabellingSession(learner(), X[:50], classes=range(10), store=tmp_path / "s.db").store
     store.add_event(0, "label", "3", annotator="ann")
     store.add_event(0, "label", "5", annotator="bob")
@@ -159,10 +152,10 @@ def test_an_undo_takes_back_the_annotators_own_label_only(digits, tmp_path):
     assert 0 not in store.current_labels()
 
 
-def test_a_restart_with_another_learner_repr_or_batch_size_resumes(digits, tmp_path):
+def test_a_restart_with_another_learner_repr_or_batch_size_resumes(flat_digits, tmp_path):
     """What the labels mean (classes, items) must match; how the session runs (a learner whose repr
     holds a function's address, the batch size, second looks) may change between runs."""
-    X, y = digits
+    X, y = flat_digits
     path = tmp_path / "s.db"
     LabellingSession(learner(), X[:300], classes=range(10), store=path, batch_size=10).store.close()
     other = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), lambda *a, **k: None, random_state=0,
@@ -173,7 +166,7 @@ def test_a_restart_with_another_learner_repr_or_batch_size_resumes(digits, tmp_p
         LabellingSession(learner(), X[:300], classes=range(9), store=path)
 
 
-def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp_path):
+def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits, tmp_path):
     """Guesses and downloads read the (version, model) pair the loop published after training, never the
     learner that the loop changes meanwhile: here the learner is caught between setting its new model and
     its version, and people still get model 0 with version 0. A model retrained in place is published
@@ -185,7 +178,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp
     from skdbal import MCDropoutClassifier
     from skdbal.models import MLP
 
-    X, y = digits
+    X, y = flat_digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2, random_state=0,
                               train_split=None, verbose=0)
     for retrain in ("scratch", "warm"):
@@ -230,7 +223,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(digits, tmp
     r.store.close()
 
 
-def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(digits, tmp_path):
+def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits, tmp_path):
     """A seeded network holds the lock on torch's generator and mode flags for its whole fit; the guesses
     of the batch were made by the loop when it queried it, so a request for them during a retrain (here
     the lock held by another thread, as a training holds it) is answered at once, with the same guesses."""
@@ -240,7 +233,7 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(digits, tmp
     from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
     from skdbal.models import MLP
 
-    X, y = digits
+    X, y = flat_digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,
                               random_state=0, train_split=None, verbose=0)
     s = LabellingSession(ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False),

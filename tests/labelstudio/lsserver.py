@@ -6,13 +6,15 @@
 The server gets a fresh data folder with SQLite, a preset user and a preset (legacy) API token.
 """
 import os
-import signal
-import socket
-import subprocess
-import time
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests") not in sys.path:   # imported by benchmarks/ too, outside pytest
+    sys.path.insert(0, str(ROOT / "tests"))
+
+from _helpers import free_port, spawn, stop_process, wait_for_http  # noqa: E402
+
 #: The preset API token of the server's one user (id 1).
 TOKEN = "0123456789abcdef0123456789abcdef01234567"
 USER, PASSWORD = "annotator@example.org", "a-test-password-1"
@@ -21,12 +23,6 @@ USER, PASSWORD = "annotator@example.org", "a-test-password-1"
 def label_studio_executable():
     path = os.environ.get("SKDBAL_LABEL_STUDIO") or str(ROOT / ".venv-ls" / "bin" / "label-studio")
     return path if Path(path).exists() else None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -41,30 +37,14 @@ class Server:
                    LABEL_STUDIO_PASSWORD=PASSWORD, LABEL_STUDIO_USER_TOKEN=TOKEN,
                    LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
                    DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false")
-        self.log = open(self.data / "server.log", "ab")
-        self.process = subprocess.Popen([self.executable, "start", "--no-browser", "--host", "127.0.0.1",
-                                         "--port", str(self.port)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        import httpx
-
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"label-studio exited: {(self.data / 'server.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
+        self.process = spawn([self.executable, "start", "--no-browser", "--host", "127.0.0.1", "--port", self.port],
+                             self.data / "server.log", env=env, start_new_session=True)
+        if wait_for_http(self.url + "/health", process=self.process, timeout=timeout, interval=1) is not None:
+            return self
+        if self.process.poll() is not None:
+            raise RuntimeError(f"label-studio exited: {(self.data / 'server.log').read_text()[-2000:]}")
         raise TimeoutError(f"label-studio did not answer within {timeout} s")
 
     def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        self.log.close()
+        if self.process is not None:
+            stop_process(self.process, group=True, grace=30)

@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 
+from _helpers import digits_flat
 from lsserver import TOKEN, Server, label_studio_executable
 
 pytestmark = pytest.mark.slow
@@ -41,11 +41,6 @@ def server(tmp_path_factory):
     s = Server(executable, tmp_path_factory.mktemp("label-studio")).start()
     yield s
     s.stop()
-
-
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return X[:200] / 16.0, y[:200]
 
 
 def png_uri(row):
@@ -93,7 +88,7 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
 
     from skdbal.labelstudio import LabelStudioSync
 
-    X, y = digits()
+    X, y = digits_flat(200)
     client = LabelStudio(base_url=server.url, api_key=TOKEN)
     project = client.projects.create(title="skdbal digits", label_config=CONFIG).id
     store = tmp_path / "project.db"
@@ -190,7 +185,7 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
 
     from label_studio_sdk import LabelStudio
 
-    X, y = digits()
+    X, y = digits_flat(200)
     np.save(tmp_path / "pool.npy", X.reshape(-1, 8, 8).astype(np.float32))
     store = tmp_path / "cli.db"
     client = LabelStudio(base_url=server.url, api_key=TOKEN)
