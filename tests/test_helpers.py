@@ -191,7 +191,7 @@ def test_small_net_defaults_and_overrides(small_net):
     assert net.module__kernel_size == 3 and net.max_epochs == 5 and net.n_samples == 8 and net.random_state == 0
     assert list(net.classes) == list(range(10))
     assert small_net(max_epochs=2).max_epochs == 2
-    from skdbal.nets import MLP
+    from skdbal.models import MLP
     assert "module__kernel_size" not in small_net(module=MLP).get_params()
 
 

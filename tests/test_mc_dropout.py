@@ -627,7 +627,7 @@ def test_the_classifier_module_still_provides_the_names_that_moved_out():
     assert base._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
     with warnings.catch_warnings():  # the old path warns on its first import in the session
         warnings.simplefilter("ignore", DeprecationWarning)
-        import skdbal.mc_dropout as old
+        import skdbal.models._mc_dropout as old
     assert old.row_seeds is engine.row_seeds and old._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
 
 
