@@ -157,7 +157,8 @@ def main():
     for (n_workers, name), (wall, acq, times, growth_kb, hwm_kb) in results.items():
         info = acq.info["dask"]
         w1 = results[min(args.workers), name][0]
-        print(f"| {n_workers} | {name} | {wall:.1f} | {args.n / wall:,.0f} | {w1 / wall:.2f}x | {info['scatter_s']:.2f} "
+        print(f"| {n_workers} | {name} | {wall:.1f} | {args.n / wall:,.0f} | {w1 / wall:.2f}x "
+              f"| {info['scatter_s']:.2f} "
               f"| {times['read']:.1f} | {times['score']:.1f} | {times['transfer']:.2f} "
               f"| {info['candidates']:,} of {info['tasks']} tasks | {growth_kb / 1024:.0f} MiB "
               f"| {hwm_kb / 1024:.0f} MiB |")

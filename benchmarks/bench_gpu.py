@@ -260,15 +260,16 @@ def part_a(args, device, results):
     results.data["part_a"]["setup"] = {"n": args.n, "source": source, "batch_size": bs, "fit_s": t_fit}
 
     def skdbal_with(seeding):
-        return lambda rows, T: clf.set_params(batch_size=bs, mask_seeding=seeding).predict_proba_samples(
+        # the closures read clf, net and X_dev, deleted at the end of Part A to free the GPU, after their last use
+        return lambda rows, T: clf.set_params(batch_size=bs, mask_seeding=seeding).predict_proba_samples(  # noqa: F821
             X_np[rows], n_samples=T)
 
     methods = {
         SKDBAL: skdbal_with("row_pcg64"),
         "skdbal mask_seeding='row' (torch generators)": skdbal_with("row"),
         "skdbal mask_seeding='stream'": skdbal_with("stream"),
-        "trunk-once loop (raw torch)": lambda rows, T: trunk_once_loop(net, X_dev[rows], T, bs),
-        "naive T-loop (full passes)": lambda rows, T: naive_loop(net, X_dev[rows], T, bs),
+        "trunk-once loop (raw torch)": lambda rows, T: trunk_once_loop(net, X_dev[rows], T, bs),  # noqa: F821
+        "naive T-loop (full passes)": lambda rows, T: naive_loop(net, X_dev[rows], T, bs),  # noqa: F821
     }
     try:
         import_baal()

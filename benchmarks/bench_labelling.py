@@ -153,7 +153,6 @@ def mnist_next_batch(n_batches):
                             seeding="step", pool_subsample=2000, verbose=False)
     session = LabellingSession(learner, X, classes=range(10), store=Path(tempfile.mkdtemp()) / "m.db",
                                batch_size=10, retrain_after=20, initial=initial).start()
-    t0 = time.perf_counter()
     gaps = next_batch_gaps(session, y, n_batches)
     print(f"last label -> next batch, MNIST:       median {statistics.median(gaps):.2f} s, "
           f"max {max(gaps):.2f} s over {len(gaps)} batches (gal2017 net, 50 epochs, BALD T=100 on 2,000 "

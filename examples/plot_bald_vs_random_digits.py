@@ -65,7 +65,8 @@ for ax, image, e, a in zip(axes, X_query, epistemic, aleatoric):
     ax.axis("off")
 fig.suptitle("BALD's next 8 picks: mutual information (MI) and expected entropy (EH), nats", fontsize=10)
 fig.tight_layout()
-print(f"BALD's picks: MI {epistemic.min():.2f}-{epistemic.max():.2f}, EH {aleatoric.min():.2f}-{aleatoric.max():.2f} nats")
+print(f"BALD's picks: MI {epistemic.min():.2f}-{epistemic.max():.2f}, "
+      f"EH {aleatoric.min():.2f}-{aleatoric.max():.2f} nats")
 if "__file__" in globals():  # run as a script: the figures are saved beside it, and shown if there is a display
     for number in plt.get_fignums():
         plt.figure(number).savefig(Path(__file__).with_name(f"{Path(__file__).stem}_{number}.png"), dpi=120)

@@ -37,7 +37,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from skdbal import ActiveLearner, BayesianLinearRegression
-from skdbal.acquisition import predictive_variance
+from skdbal.acquisition import predictive_variance, random
 from skdbal.experiments.quickstart import digits_classifier, load_digits_images
 
 X_pool, X_test, y_pool, y_test = load_digits_images()
@@ -52,8 +52,6 @@ X_pool, y_pool = X_pool[:-300], y_pool[:-300]
 # ActiveLearner and GridSearchCV, but recomputes the features at every query.)
 F_pool, F_test = net.transform(X_pool), net.transform(X_test)
 print(f"features: {F_pool.shape[1]} dimensions, {np.linalg.matrix_rank(F_pool)} of them non-degenerate")
-
-from skdbal.acquisition import random
 
 fig, (ax_rmse, ax_var) = plt.subplots(1, 2, figsize=(10, 4))
 runs = [("analytic", predictive_variance, "-"), ("mfvi", predictive_variance, "-"),

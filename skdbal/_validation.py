@@ -8,8 +8,9 @@ import numpy as np
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
-__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int", "check_bool", "check_candidates", "check_query_result",
-           "label_columns", "pool_kwargs", "subset_pool_kwargs"]
+__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int",
+           "check_bool", "check_candidates", "check_query_result", "label_columns", "pool_kwargs", "subset_pool_kwargs",
+           "check_query_kwargs", "is_loopback"]
 
 
 def is_frame(X) -> bool:

@@ -433,7 +433,8 @@ function render(){
   const show = document.getElementById('showguess').checked;
   items.forEach((it, i) => {
     const d = document.createElement('div');
-    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '') + (it.second_look ? ' look' : '');
+    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '')
+      + (it.second_look ? ' look' : '');
     d.id = 'item-' + it.item;
     const id = Number(it.item);
     const pic = IMAGES ? `<img alt="item ${id}" src="/api/item/${id}.png?${TQ}">` : rowHtml(id);

@@ -251,7 +251,8 @@ class LabelStore:
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
         undoes ``annotator``'s latest label of the item that is not undone
         (any annotator's if ``annotator`` is None; an error if there is
-        none): a person's undo never takes back someone else's label. A ``request_id`` seen before returns the earlier event's id
+        none): a person's undo never takes back someone else's label. A
+        ``request_id`` seen before returns the earlier event's id
         if the request is the same (a replay), and raises ``ValueError`` if
         it differs. ``release=True`` ends the item's lease in the same
         transaction (one commit, one fsync).

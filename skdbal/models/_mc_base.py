@@ -327,7 +327,8 @@ class _MCDropoutNet:
                     chunks.append(p.unsqueeze(0).expand(T, *p.shape))
                 elif consistent:
                     if split is None:
-                        raise TypeError("consistent masks (consistent_masks=True, or consistent=True) need a module with `trunk` and `head` "
+                        raise TypeError("consistent masks (consistent_masks=True, or consistent=True) need a module "
+                                        "with `trunk` and `head` "
                                         f"such that forward(x) == head(trunk(x)) (see skdbal.models); "
                                         f"{type(self.module_).__name__} has none")
                     h = split[0](xb)
