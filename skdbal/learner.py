@@ -1,4 +1,10 @@
-"""The :class:`ActiveLearner`: query, label, retrain, evaluate."""
+"""The :class:`ActiveLearner`: query, label, retrain, evaluate.
+
+The input checks and the training each have a module of their own, whose functions it calls:
+
+- :mod:`skdbal._training`: the template each retrain clones, and training fresh or warm;
+- :mod:`skdbal._inputs`: the inputs and labels it is given, checked.
+"""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -6,39 +12,27 @@ from typing import Callable, List, Optional
 
 import joblib
 import numpy as np
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_regressor
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, is_frame,
-                          pool_kwargs, take_rows)
+from ._inputs import check_like_labelled, check_X, check_y, copy_rows, validate_Xy
+from ._training import check_warm, make_template, train_fresh, train_further
+from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows,
+                          is_frame, pool_kwargs, take_rows)
 from .acquisition import Acquisition, acquire_among, as_strategy, bald
 from .initial import balanced_random
-from .loop import ActiveLearningLoop, MemoryJournal, evaluate, step_seed
+from .loop import ActiveLearningLoop, MemoryJournal, evaluate
 from .oracles import KnownLabels
 from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
 
 
-def _copy(X):
-    """A copy of the labelled inputs, in their container type."""
-    return X.copy() if is_frame(X) else np.array(X, copy=True)
-
-
 def _plain(value):
     """A label or id as a plain Python value (a list for a row of targets)."""
     return value.tolist() if hasattr(value, "tolist") else value
-
-
-def _continues_training(model) -> bool:
-    """Whether refitting ``model`` continues its training: it has ``partial_fit``, or a
-    ``warm_start`` parameter set to True (its own, or a pipeline step's)."""
-    if hasattr(model, "partial_fit"):
-        return True
-    params = model.get_params(deep=True) if hasattr(model, "get_params") else {}
-    return any(v is True for k, v in params.items() if k == "warm_start" or k.endswith("__warm_start"))
 
 
 def _wrapped_kind(kind: str) -> Callable:
@@ -243,21 +237,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------------ helpers
     def _make_template(self, y_all=None):
         """``estimator`` (or the default), with ``classes`` from ``y_all`` if unset."""
-        if self.estimator is None:
-            from .mc_dropout import MCDropoutClassifier
-
-            # seeded by the learner's int seed, so that ActiveLearner(random_state=0) repeats its runs
-            seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else None
-            template = MCDropoutClassifier(random_state=seed)
-        else:
-            template = self.estimator
-        if y_all is not None and not is_regressor(template) and hasattr(template, "get_params"):
-            # a net that infers its classes from the labels seen so far would change its
-            # output size as classes appear, which a warm retrain cannot follow
-            params = template.get_params(deep=False)
-            if "classes" in params and params["classes"] is None:
-                template = clone(template).set_params(classes=np.unique(y_all))
-        return template
+        return make_template(self.estimator, self.random_state, y_all)
 
     def _template(self):
         """What the next retrain clones: ``template_`` while ``estimator`` is the
@@ -289,12 +269,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _check_params(self):
         if self.retrain not in ("scratch", "warm"):
             raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
-        model = self._model_or_template() if self.retrain == "warm" else None
-        if model is not None and not _continues_training(model):
-            raise ValueError(
-                f"retrain='warm' continues training the current model, but {type(model).__name__} has no "
-                "partial_fit and no warm_start=True, so its fit would start again from scratch; set warm_start "
-                "(in a pipeline, on its network: net__warm_start=True) or use retrain='scratch'")
+        if self.retrain == "warm":
+            check_warm(self._model_or_template())
         check_positive_int(self.pool_subsample, "pool_subsample", allow_none=True)
         if self.seeding not in ("stream", "step"):
             raise ValueError(f"seeding must be 'stream' or 'step'; got {self.seeding!r}")
@@ -306,75 +282,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
 
-    @staticmethod
-    def _check_X(X, name: str = "X"):
-        if not is_frame(X):  # a DataFrame is kept as it is: its columns are the estimator's to check
-            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name=name)
-            if X.dtype.kind == "O":  # objects that are numbers become float64, as scikit-learn's estimators do
-                X = check_array(X, allow_nd=True, dtype=np.float64, ensure_all_finite=True, input_name=name)
-            if X.dtype.kind not in "fiub":
-                raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
-        return X
-
     def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
-        X = self._check_X(X)
+        """``(X, y)`` checked as new labelled rows (like the labelled set, with ``check_shape``)."""
         template = self._template() if template is None else template
-        y = self._check_y(y, template=template)
-        if len(X) != len(y):
-            raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinity")
-        if check_shape:
-            self._check_like_labelled(X, "X")
-        classes = getattr(template, "classes", None)
-        if classes is not None and not is_regressor(template):
-            unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
-            if len(unknown):
-                raise ValueError(
-                    f"y contains labels not in the estimator's classes: {unknown[:10].tolist()}"
-                )
-        return X, y
-
-    def _check_like_labelled(self, X, name: str) -> None:
-        """``X`` must have the labelled set's per-sample shape, and its kind of
-        dtype: an estimator may read integer inputs of different types on
-        different scales (MCDropoutClassifier scales uint8 images)."""
-        if not hasattr(self, "X_training_"):
-            return
-        old = self.X_training_
-        if is_frame(X) or is_frame(old):
-            if not (is_frame(X) and is_frame(old)):
-                raise TypeError(f"{name} is a {type(X).__name__}, but the labelled set is a {type(old).__name__}; "
-                                "pass the same kind of container throughout")
-            if list(X.columns) != list(old.columns):
-                raise ValueError(f"{name} has columns {list(X.columns)[:10]}, but the labelled set has "
-                                 f"{list(old.columns)[:10]}")
-            return
-        if not hasattr(X, "dtype"):
-            return
-        if X.shape[1:] != self.X_training_.shape[1:]:
-            raise ValueError(
-                f"{name} has per-sample shape {X.shape[1:]}, but the labelled set has "
-                f"{self.X_training_.shape[1:]}"
-            )
-        old = self.X_training_.dtype
-        if X.dtype.kind != old.kind or (old.kind in "iub" and X.dtype != old):
-            raise TypeError(
-                f"{name} has dtype {X.dtype}, but the labelled set has dtype {old}; integer "
-                "inputs of another type or kind may be on another scale (uint8 images "
-                f"are read as 0-255), so convert {name} to the labelled set's dtype"
-            )
-
-    def _check_y(self, y, name: str = "y", template=None) -> np.ndarray:
-        """Labels (1-d) for classifiers; 1-d or 2-d numeric targets for regressors."""
-        if is_regressor(self._template() if template is None else template):
-            y = check_array(y, ensure_2d=False, dtype="numeric", ensure_all_finite=True, input_name=name)
-            if y.ndim == 2 and y.shape[1] == 1:
-                y = y[:, 0]
-            if y.ndim not in (1, 2):
-                raise ValueError(f"{name} must be 1-d or 2-d for a regressor; got shape {y.shape}")
-            return y
-        return column_or_1d(y, warn=True)
+        return validate_Xy(X, y, template, getattr(self, "X_training_", None) if check_shape else None)
 
     def _ensure_initial_fit(self):
         """Fit the modAL-style initial set ``X_training`` on first use."""
@@ -384,17 +295,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _train(self, X, y, template, *, step: int, fresh: bool = False, **fit_params):
         """Return the model of ``step`` trained on (X, y); never modifies state on error."""
         if self.retrain == "warm" and hasattr(self, "estimator_") and not fresh:
-            est = self.estimator_
-            if hasattr(est, "partial_fit"):
-                return est.partial_fit(X, y, **fit_params)
-            return est.fit(X, y, **fit_params)  # warm_start=True somewhere: checked by _check_params
-        model = clone(template)
-        if self.seeding == "step":  # the model of step s is seeded by (random_state, s) alone
-            if "random_state" not in (model.get_params(deep=False) if hasattr(model, "get_params") else {}):
-                raise ValueError(f"seeding='step' gives the model of each step the seed step_seed(random_state, "
-                                 f"step), but {type(model).__name__} has no random_state parameter")
-            model.set_params(random_state=step_seed(self.random_state, step))
-        return model.fit(X, y, **fit_params)
+            return train_further(self.estimator_, X, y, fit_params)  # warm_start: checked by _check_params
+        return train_fresh(template, X, y, fit_params,
+                           step_seeds=(self.random_state, step) if self.seeding == "step" else None)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
@@ -438,7 +341,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self._template_source = self.estimator
         self.estimator_ = est
         self.step_ = 0
-        self.X_training_ = _copy(X)
+        self.X_training_ = copy_rows(X)
         self.y_training_ = np.array(y, copy=True)
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         self._get_rng()
@@ -525,7 +428,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
 
     def _set_pool(self, X, y, ids, template):
         X = check_pool(X)
-        X = self._check_X(X)
+        X = check_X(X)
         n = len(X)
         if y is None:
             y = np.full(n, np.nan)
@@ -556,7 +459,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             if hasattr(self, name):
                 delattr(self, name)
         self.template_, self._template_source = template, self.estimator
-        self.X_pool_ = _copy(X)
+        self.X_pool_ = copy_rows(X)
         self.pool_ids_ = ids
         self._pool_row = np.full(n, -1, dtype=np.intp)  # row of each pool position in the training set
         self._pool_row[labelled] = np.arange(len(labelled))
@@ -822,7 +725,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rng.set_state(state)
             raise
         self._commit_model(est, template)
-        self.X_training_ = _copy(X_all) if X_all is X else X_all
+        self.X_training_ = copy_rows(X_all) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
@@ -929,7 +832,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 raise TypeError(f"query's first argument is the pool; to rank the learner's own pool, pass "
                                 f"n_instances={X_pool} by keyword")
             X_pool, ids = check_pool(X_pool), None
-            self._check_like_labelled(X_pool, "X_pool")
+            check_like_labelled(X_pool, getattr(self, "X_training_", None), "X_pool")
             candidates = (np.arange(len(X_pool)) if candidates is None
                           else check_candidates(candidates, len(X_pool)))
         acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
@@ -1290,7 +1193,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if oracle is None:
             if y_pool is None:
                 raise ValueError("pass y_pool (the known labels) or an oracle")
-            y_pool = self._check_y(y_pool, "y_pool")
+            y_pool = check_y(y_pool, self._template(), "y_pool")
             if len(y_pool) != n_pool:
                 raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
             oracle = KnownLabels(y_pool)
@@ -1302,14 +1205,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                 raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
             known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
             if known is not None:
-                y_pool = self._check_y(known, "the oracle's pool_labels()")
+                y_pool = check_y(known, self._template(), "the oracle's pool_labels()")
                 if len(y_pool) != n_pool:
                     raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
         if (X_test is None) != (y_test is None):
             raise ValueError("pass both X_test and y_test, or neither")
         if X_test is not None:
             X_test = check_pool(X_test, "X_test")
-            y_test = self._check_y(y_test, "y_test")
+            y_test = check_y(y_test, self._template(), "y_test")
             if len(X_test) != len(y_test):
                 raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
             if np.shape(X_test)[1:] != X_pool.shape[1:]:
