@@ -1,7 +1,10 @@
 """The :class:`ActiveLearner`: query, label, retrain, evaluate.
 
-The input checks and the training each have a module of their own, whose functions it calls:
+The class is the estimator's surface: its parameters, its training and its queries. Each of its
+other jobs has a module of its own, whose functions the class body binds as methods or calls:
 
+- :mod:`skdbal._pool` and :mod:`skdbal._pool_labels`: the learner's own pool, the bookkeeping of
+  its labelled rows (``LabelledPool``) and ``set_pool``, ``label``, ``unlabel``;
 - :mod:`skdbal._training`: the template each retrain clones, and training fresh or warm;
 - :mod:`skdbal._inputs`: the inputs and labels it is given, checked.
 """
@@ -17,7 +20,10 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._inputs import check_like_labelled, check_X, check_y, copy_rows, validate_Xy
+from . import _pool_labels
+from ._inputs import check_like_labelled, check_y, copy_rows, validate_Xy
+from ._pool import has_missing
+from ._pool_labels import forget_pool, labelled_pool, require_pool, reset_pool
 from ._training import check_warm, make_template, train_fresh, train_further
 from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows,
                           is_frame, pool_kwargs, take_rows)
@@ -28,11 +34,6 @@ from .oracles import KnownLabels
 from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
-
-
-def _plain(value):
-    """A label or id as a plain Python value (a list for a row of targets)."""
-    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _wrapped_kind(kind: str) -> Callable:
@@ -287,6 +288,18 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         template = self._template() if template is None else template
         return validate_Xy(X, y, template, getattr(self, "X_training_", None) if check_shape else None)
 
+    @contextmanager
+    def _unchanged_on_error(self):
+        """Restore every attribute if the block raises. A shallow copy is the state before, since
+        the blocks that use it start with ``reset_pool``, which gives the pool state new objects."""
+        before = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
     def _ensure_initial_fit(self):
         """Fit the modAL-style initial set ``X_training`` on first use."""
         if not hasattr(self, "estimator_") and self.X_training is not None and not hasattr(self, "X_pool_"):
@@ -298,6 +311,16 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return train_further(self.estimator_, X, y, fit_params)  # warm_start: checked by _check_params
         return train_fresh(template, X, y, fit_params,
                            step_seeds=(self.random_state, step) if self.seeding == "step" else None)
+
+    def _train_labelled(self, X, y, template, fit_params, step):
+        if len(y) == 0:
+            raise ValueError("there are no labels to train on: label some pool rows first")
+        return self._train(X, y, template, step=step, **fit_params)
+
+    def _commit_model(self, est, template, step=None):
+        self.template_, self._template_source = template, self.estimator
+        self.estimator_ = est
+        self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
@@ -326,17 +349,17 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if y is None:
             raise ValueError("ActiveLearner requires y to be passed, but the target y is None")
         template = self._make_template()
-        if self._has_missing(y):
+        if has_missing(y, self.missing_label):
             self._check_params()
             with self._unchanged_on_error():  # a failed fit changes nothing
-                return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
+                return reset_pool(self, X, y, None, template)._refit_checked(None, fit_params)
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
         self._check_params()
         X, y = self._validate_Xy(X, y, check_shape=False, template=template)
         est = self._train(X, y, template, step=0, fresh=True, **fit_params)
-        self._forget_pool()
+        forget_pool(self)
         self.template_ = template
         self._template_source = self.estimator
         self.estimator_ = est
@@ -345,293 +368,6 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self.y_training_ = np.array(y, copy=True)
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         self._get_rng()
-        return self
-
-    # ---------------------------------------------------------- the pool
-    def _missing(self, y) -> np.ndarray:
-        """Which rows of ``y`` are unlabelled (equal to ``missing_label``; NaN and
-        None match NaN and None). A 2-d row is unlabelled when all its entries are."""
-        y = np.asarray(y)
-        ml = self.missing_label
-        nan_like = ml is None or (isinstance(ml, (float, np.floating)) and np.isnan(ml))
-        if nan_like and y.dtype.kind == "f":
-            miss = np.isnan(y)
-        elif nan_like and y.dtype.kind == "O":
-            miss = np.asarray(np.frompyfunc(lambda v: v is None or (isinstance(v, float) and v != v), 1, 1)(y), dtype=bool)
-        elif nan_like:
-            miss = np.zeros(y.shape, dtype=bool)
-        else:
-            miss = y == ml if y.dtype.kind not in "fO" or not isinstance(ml, str) else np.zeros(y.shape, bool)
-            miss = np.asarray(miss, dtype=bool).reshape(y.shape)
-        return miss.all(axis=1) if miss.ndim == 2 else miss
-
-    def _has_missing(self, y) -> bool:
-        try:
-            return bool(self._missing(y).any())
-        except (TypeError, ValueError):
-            return False
-
-    @contextmanager
-    def _unchanged_on_error(self):
-        """Restore every attribute if the block raises. A shallow copy is the state before, since
-        the blocks that use it start with ``_set_pool``, which gives the pool state new objects."""
-        before = dict(self.__dict__)
-        try:
-            yield
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-
-    def _forget_pool(self):
-        for name in ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash"):
-            if hasattr(self, name):
-                delattr(self, name)
-
-    def set_pool(self, X, y=None, *, ids=None) -> "ActiveLearner":
-        """Give the learner a pool with partial labels, without training.
-
-        Every earlier label is forgotten and the model is dropped; the rows
-        of ``y`` that are not ``missing_label`` become the labelled set, in
-        row order. Train with :meth:`refit`, or :meth:`label` rows first.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            The pool.
-        y : array-like of shape (N,) or (N, n_outputs), optional
-            Labels, ``missing_label`` (NaN by default) where unknown; none
-            known when omitted. Integer labels stored in a float array
-            because of NaN are converted back to integers.
-        ids : array-like of shape (N,), optional
-            Unique, sortable identifiers of the pool rows (file names, row
-            numbers of a larger table), recorded in the label log; a
-            subsample drawn by ``pool_subsample`` is scored in the order of
-            the ids. By default the positions.
-
-        Returns
-        -------
-        self
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal import ActiveLearner
-        >>> X = np.array([[0.0], [0.2], [0.9], [1.0], [0.5], [0.45]])
-        >>> learner = ActiveLearner(LogisticRegression(), random_state=0, verbose=False)
-        >>> learner.set_pool(X, [0, np.nan, np.nan, 1, np.nan, np.nan]).labelled_idx_
-        array([0, 3])
-        """
-        self._check_params()
-        return self._set_pool(X, y, ids, self._make_template())
-
-    def _set_pool(self, X, y, ids, template):
-        X = check_pool(X)
-        X = check_X(X)
-        n = len(X)
-        if y is None:
-            y = np.full(n, np.nan)
-        y = np.asarray(y)
-        if len(y) != n:
-            raise ValueError(f"X and y have inconsistent lengths: {n} and {len(y)}")
-        missing = self._missing(y)
-        labelled = np.flatnonzero(~missing)
-        y_known = y[labelled]
-        if y.dtype.kind == "f" and missing.any() and not is_regressor(template) \
-                and y_known.ndim == 1 and np.all(np.mod(y_known, 1) == 0):
-            y_known = y_known.astype(np.int64)  # 0., 1., NaN -> 0, 1: the labels were integers
-        elif y.dtype.kind == "O" and len(y_known):
-            y_known = np.array(y_known.tolist())
-        if len(labelled):
-            _, y_known = self._validate_Xy(take_rows(X, labelled), y_known, check_shape=False, template=template)
-        if ids is None:
-            ids = np.arange(n)
-        else:
-            ids = np.asarray(ids)
-            if ids.shape != (n,):
-                raise ValueError(f"ids must have one entry per pool row ({n}); got shape {ids.shape}")
-            if len(np.unique(ids)) != n:
-                raise ValueError("ids contain duplicates")
-        # ---- nothing is changed before this point
-        self._forget_pool()
-        for name in ("estimator_", "X_training_", "y_training_", "last_acquisition_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        self.template_, self._template_source = template, self.estimator
-        self.X_pool_ = copy_rows(X)
-        self.pool_ids_ = ids
-        self._pool_row = np.full(n, -1, dtype=np.intp)  # row of each pool position in the training set
-        self._pool_row[labelled] = np.arange(len(labelled))
-        self.labelled_idx_ = labelled.astype(np.intp)
-        self.label_log_ = []
-        self.n_pool_ = n
-        self.X_training_ = take_rows(self.X_pool_, labelled)
-        self.y_training_ = np.asarray(y_known) if len(labelled) else np.asarray([], dtype=y_known.dtype)
-        self.step_ = -1
-        if len(labelled):
-            validate_data(self, self.X_training_, reset=True, skip_check_array=True)
-        return self
-
-    def _require_pool(self, what: str):
-        if not hasattr(self, "X_pool_"):
-            raise ValueError(f"{what} needs the learner's pool: give it one with set_pool(X, y) or fit(X, y) with "
-                             "missing labels (missing_label), or run simulate(); or pass X_pool")
-
-    @property
-    def labelled_mask_(self) -> np.ndarray:
-        """Which rows of the learner's pool are labelled, shape ``(n_pool_,)``."""
-        self._require_pool("labelled_mask_")
-        return self._pool_row >= 0
-
-    @property
-    def y_pool_(self) -> np.ndarray:
-        """The pool's labels, ``missing_label`` where unknown."""
-        self._require_pool("y_pool_")
-        known = self._pool_row >= 0
-        y = self.y_training_
-        fill = self.missing_label
-        dtype = np.result_type(y.dtype, np.asarray(fill).dtype) if fill is not None else object
-        out = np.empty((self.n_pool_,) + y.shape[1:], dtype=dtype)
-        out[...] = fill
-        out[known] = y[self._pool_row[known]]
-        return out
-
-    def label(self, positions, y, *, annotator: Optional[str] = None, time=None, refit: bool = True,
-              **fit_params) -> "ActiveLearner":
-        """Record labels of pool rows, by position, and retrain.
-
-        A row labelled before gets its new label (a person changed their
-        mind); the old one is kept in ``label_log_``.
-
-        Parameters
-        ----------
-        positions : array-like of int
-            Positions in the learner's pool.
-        y : array-like
-            Their labels.
-        annotator : str or array-like of str, optional
-            Who gave them (one name, or one per position), recorded in
-            ``label_log_``.
-        time : float or array-like of float, optional
-            When (seconds since the epoch), recorded in ``label_log_``.
-        refit : bool, default=True
-            Retrain afterwards (:meth:`refit`); with False the labels are
-            recorded and the model is left as it is.
-        **fit_params :
-            Passed to the estimator's ``fit``.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            For positions outside the pool or given twice, a missing label,
-            or a label the estimator does not know; nothing is changed then,
-            and nothing either if the retraining fails.
-        """
-        self._require_pool("label()")
-        positions = np.asarray(positions).reshape(-1)
-        if positions.dtype.kind not in "iu":
-            raise TypeError(f"positions must be integer positions in the pool; got dtype {positions.dtype}")
-        positions = check_candidates(positions, self.n_pool_)
-        y = np.asarray(y)
-        if y.ndim == 0:
-            y = y.reshape(1)
-        if len(y) != len(positions):
-            raise ValueError(f"positions and y have inconsistent lengths: {len(positions)} and {len(y)}")
-        if self._missing(y).any():
-            raise ValueError(f"y holds a missing label ({self.missing_label!r}) at "
-                             f"{positions[self._missing(y)][:10].tolist()}; skipped points are not labelled")
-        if y.dtype.kind == "O":
-            y = np.array(y.tolist())
-        template = self._template()
-        _, y = self._validate_Xy(take_rows(self.X_pool_, positions), y, template=template)
-        times = np.broadcast_to(np.asarray(time, dtype=object), positions.shape)
-        annotators = np.broadcast_to(np.asarray(annotator, dtype=object), positions.shape)
-        refit = bool(refit)
-        # ---- the new state, computed aside: committed only when (if asked) retraining succeeds
-        rows = self._pool_row[positions]
-        new = rows < 0
-        y_train = self.y_training_
-        if len(y_train) == 0:
-            y_train = y[:0]
-        y_all = np.concatenate([y_train, y[new]]) if new.any() else np.array(y_train, copy=True)
-        if (~new).any():
-            if not np.can_cast(y.dtype, y_all.dtype, casting="same_kind"):
-                y_all = y_all.astype(np.result_type(y_all.dtype, y.dtype))
-            y_all[rows[~new]] = y[~new]
-        X_all = concat_rows(self.X_training_, take_rows(self.X_pool_, positions[new])) if new.any() \
-            else self.X_training_
-        pool_row = self._pool_row.copy()
-        pool_row[positions[new]] = len(y_train) + np.arange(int(new.sum()))
-        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": _plain(lab), "annotator": a,
-                "time": t, "previous": None if r < 0 else _plain(y_train[r])}
-               for p, lab, a, t, r in zip(positions, y, annotators, times, rows)]
-        est = None
-        if refit:
-            est = self._train_labelled(X_all, y_all, template, fit_params, getattr(self, "step_", -1) + 1)
-        self.X_training_, self.y_training_, self._pool_row = X_all, y_all, pool_row
-        self.labelled_idx_ = np.concatenate([self.labelled_idx_, positions[new]]).astype(np.intp)
-        self.label_log_.extend(log)
-        validate_data(self, self.X_training_, reset=True, skip_check_array=True)
-        if est is not None:
-            self._commit_model(est, template)
-        return self
-
-    def _train_labelled(self, X, y, template, fit_params, step):
-        if len(y) == 0:
-            raise ValueError("there are no labels to train on: label some pool rows first")
-        return self._train(X, y, template, step=step, **fit_params)
-
-    def _commit_model(self, est, template, step=None):
-        self.template_, self._template_source = template, self.estimator
-        self.estimator_ = est
-        self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
-
-    def unlabel(self, positions, *, annotator: Optional[str] = None, time=None) -> "ActiveLearner":
-        """Withdraw the labels of pool rows (an undone label): they are unlabelled again.
-
-        The model is left as it is; :meth:`refit` retrains without them.
-
-        Parameters
-        ----------
-        positions : array-like of int
-            Labelled positions in the learner's pool.
-        annotator : str, optional
-            Who withdrew them, recorded in ``label_log_`` (``label`` None).
-        time : float, optional
-            When.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            For a position that is not labelled; nothing is changed then.
-        """
-        self._require_pool("unlabel()")
-        positions = check_candidates(np.asarray(positions).reshape(-1), self.n_pool_)
-        rows = self._pool_row[positions]
-        if (rows < 0).any():
-            raise ValueError(f"pool rows {positions[rows < 0][:10].tolist()} are not labelled")
-        keep = np.ones(len(self.y_training_), dtype=bool)
-        keep[rows] = False
-        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": None, "annotator": annotator,
-                "time": time, "previous": _plain(self.y_training_[r])} for p, r in zip(positions, rows)]
-        pool_row = self._pool_row.copy()
-        pool_row[positions] = -1
-        labelled = pool_row >= 0
-        pool_row[labelled] = np.cumsum(keep)[pool_row[labelled]] - 1   # the rows after a removed one move up
-        self.X_training_ = take_rows(self.X_training_, np.flatnonzero(keep))
-        self.y_training_ = self.y_training_[keep]
-        self._pool_row = pool_row
-        self.labelled_idx_ = self.labelled_idx_[~np.isin(self.labelled_idx_, positions)]
-        self.label_log_.extend(log)
         return self
 
     def refit(self, *, model=None, step: Optional[int] = None, **fit_params) -> "ActiveLearner":
@@ -730,6 +466,15 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
 
+    # ---------------------------------------------------------- the pool (skdbal/_pool_labels.py)
+    # Methods defined, with their docstrings, in the module of their job and bound here, as are the
+    # predictive methods and simulate below: the class's own names, pages and pickles stay as they were.
+    set_pool = _pool_labels.set_pool
+    labelled_mask_ = _pool_labels.labelled_mask_
+    y_pool_ = _pool_labels.y_pool_
+    label = _pool_labels.label
+    unlabel = _pool_labels.unlabel
+
     # ------------------------------------------------------------- queries
     def _query(self, X_pool, candidates: np.ndarray, n_instances: int, ids=None, **kwargs) -> Acquisition:
         """Query among ``candidates`` (indices into X_pool); indices into X_pool.
@@ -815,17 +560,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         (25,)
         """
         if X_pool is None:
-            self._require_pool("query() without X_pool")
-            unlabelled = self._pool_row < 0
-            if candidates is None:
-                candidates = np.flatnonzero(unlabelled)
-                if not len(candidates):
-                    raise ValueError("every row of the learner's pool is labelled: there is nothing left to query")
-            else:
-                candidates = check_candidates(candidates, self.n_pool_)
-                if not unlabelled[candidates].all():
-                    raise ValueError(f"candidates hold labelled pool rows "
-                                     f"{candidates[~unlabelled[candidates]][:10].tolist()}")
+            require_pool(self, "query() without X_pool")
+            candidates = labelled_pool(self).candidates(candidates)
             X_pool, ids = self.X_pool_, self.pool_ids_
         else:
             if isinstance(X_pool, (int, np.integer)) and not isinstance(X_pool, bool):
@@ -1257,7 +993,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         else:
             try:
                 with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
-                    self._set_pool(X_pool, None, pool_ids, self._make_template(y_pool))
+                    reset_pool(self, X_pool, None, pool_ids, self._make_template(y_pool))
                     loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
                                               query_kwargs=query_kwargs, verbose=self.verbose)
                     loop.start(initial_idx)
