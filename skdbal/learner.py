@@ -6,7 +6,9 @@ other jobs has a module of its own, whose functions the class body binds as meth
 - :mod:`skdbal._pool` and :mod:`skdbal._pool_labels`: the learner's own pool, the bookkeeping of
   its labelled rows (``LabelledPool``) and ``set_pool``, ``label``, ``unlabel``;
 - :mod:`skdbal._training`: the template each retrain clones, and training fresh or warm;
-- :mod:`skdbal._inputs`: the inputs and labels it is given, checked.
+- :mod:`skdbal._inputs`: the inputs and labels it is given, checked;
+- :mod:`skdbal._query`: a query's seeded draws;
+- :mod:`skdbal._delegation`: predictions and predictive samples, delegated to the fitted model.
 """
 from __future__ import annotations
 
@@ -17,47 +19,22 @@ import joblib
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_regressor
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _pool_labels
+from . import _delegation, _pool_labels
 from ._inputs import check_like_labelled, check_y, copy_rows, validate_Xy
 from ._pool import has_missing
 from ._pool_labels import forget_pool, labelled_pool, require_pool, reset_pool
+from ._query import acquire
 from ._training import check_warm, make_template, train_fresh, train_further
 from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows,
-                          is_frame, pool_kwargs, take_rows)
-from .acquisition import Acquisition, acquire_among, as_strategy, bald
+                          pool_kwargs, take_rows)
+from .acquisition import Acquisition, as_strategy, bald
 from .initial import balanced_random
 from .loop import ActiveLearningLoop, MemoryJournal, evaluate
 from .oracles import KnownLabels
-from .predictive import as_predictive
 
 __all__ = ["ActiveLearner"]
-
-
-def _wrapped_kind(kind: str) -> Callable:
-    """``available_if`` check: the wrapped model is read as a ``kind`` (no fit is triggered)."""
-
-    def check(self) -> bool:
-        try:
-            return as_predictive(self._model_or_template()).kind == kind
-        except TypeError:
-            return False
-
-    return check
-
-
-def _wrapped_source(source: str) -> Callable:
-    """``available_if`` check: the wrapped model is read through ``source`` (no fit is triggered)."""
-
-    def check(self) -> bool:
-        try:
-            return as_predictive(self._model_or_template()).source == source
-        except TypeError:
-            return False
-
-    return check
 
 
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
@@ -485,27 +462,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self._check_params()
         check_n_instances(n_instances, len(candidates))
         self._ensure_initial_fit()
-        rng = self._get_rng()
-        state = rng.get_state()
-        try:
-            return self._query_unsafe(X_pool, candidates, n_instances, rng, ids, **kwargs)
-        except BaseException:
-            rng.set_state(state)
-            raise
-
-    def _query_unsafe(self, X_pool, candidates, n_instances, rng, ids=None, **kwargs) -> Acquisition:
-        pool_kwargs(kwargs, len(X_pool))  # refuse misaligned *_pool keywords before any draw
-        if self.pool_subsample is not None and self.pool_subsample < len(candidates):
-            # the draw of rng.choice(candidates, pool_subsample, replace=False), scored in the order
-            # of the rows' ids (their positions unless the pool has ids)
-            rows = rng.permutation(len(candidates))[:self.pool_subsample]
-            key = candidates[rows] if ids is None else ids[candidates[rows]]
-            candidates = candidates[rows[np.argsort(key, kind="stable")]]
-            check_n_instances(n_instances, len(candidates))
-        strategy = self._strategy()
-        if strategy.takes_random_state and "random_state" not in kwargs:
-            kwargs["random_state"] = rng.randint(2**31 - 1)
-        return acquire_among(strategy, self, X_pool, candidates, n_instances, **kwargs)
+        return acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids,
+                       self.pool_subsample, kwargs)
 
     def query(self, X_pool=None, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
@@ -577,207 +535,17 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return acq.indices, take_rows(X_pool, acq.indices), acq.scores
         return acq.indices, take_rows(X_pool, acq.indices)
 
-    # ---------------------------------------------------------- delegation
-    def _fitted(self, X=None):
-        """The fitted model (fitting the initial set first); with ``X``, after
-        checking that it has the labelled set's number of features."""
-        self._ensure_initial_fit()
-        check_is_fitted(self, "estimator_")
-        if X is not None and hasattr(self, "n_features_in_"):
-            if not is_frame(X):  # at least 2-d; the values are the model's to check
-                check_array(X, accept_sparse=True, allow_nd=True, dtype=None, ensure_all_finite=False)
-            validate_data(self, X, reset=False, skip_check_array=True)
-        return self.estimator_
-
-    @property
-    def classes_(self):
-        return self._fitted().classes_
-
-    def predict(self, X):
-        """Delegate to ``estimator_.predict``.
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (N,) or (N, n_outputs)
-            What ``estimator_.predict(X)`` returns: labels for a classifier,
-            predicted targets for a regressor.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If nothing has been fitted and there is no initial set.
-        """
-        return self._fitted(X).predict(X)
-
-    def predict_proba(self, X):
-        """Delegate to ``estimator_.predict_proba``.
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        proba : ndarray of shape (N, n_classes)
-            What ``estimator_.predict_proba(X)`` returns; columns follow
-            ``classes_``.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If nothing has been fitted and there is no initial set.
-        AttributeError
-            If ``estimator_`` has no ``predict_proba``.
-        """
-        return self._fitted(X).predict_proba(X)
-
-    @available_if(_wrapped_kind("classifier"))
-    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *, consistent: bool = False):
-        """Predictive samples ``(T, N, C)`` of ``estimator_``.
-
-        Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
-        a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
-        classifier (``T = 1``: its ``predict_proba``). Available only when the
-        wrapped model is read as a classifier.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        n_samples : int, optional
-            Number of passes ``T`` to ask a sampling estimator for. By
-            default its own ``n_samples``, or 1 when its passes are
-            identical (``stochastic_samples`` False). A plain classifier
-            gives one sample (its ``predict_proba``), and refuses more with
-            a ``ValueError``.
-        consistent : bool, default=False
-            Ask for consistent samples (one function per pass for every
-            input), passed on to ``estimator_`` through the predictive
-            interface; a ``TypeError`` if it cannot honour it.
-
-        Returns
-        -------
-        P : ndarray of shape (T, N, n_classes)
-            ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
-            estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
-        """
-        return as_predictive(self._fitted(X), n_samples=n_samples).proba_samples(X, consistent=consistent)
-
-    @available_if(_wrapped_kind("regressor"))
-    def predictive_variance(self, X):
-        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor).
-
-        Read through :func:`skdbal.predictive.as_predictive`: the estimator's
-        own ``predictive_variance`` (e.g.
-        :meth:`skdbal.BayesianLinearRegression.predictive_variance`), or the
-        sum over outputs of the squared ``std`` of
-        ``predict(X, return_std=True)``. Available only when the wrapped
-        model is read as a regressor.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        variance : ndarray of shape (N,), dtype float64
-            The trace of each row's predictive covariance.
-        """
-        return as_predictive(self._fitted(X)).variance(X)
-
-    @available_if(_wrapped_source("regression_samples"))
-    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
-                        consistent: bool = False):
-        """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
-
-        Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
-        ending in a :class:`~skdbal.MCDropoutRegressor` works. Available
-        only when the wrapped model has ``predict_samples``.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        n_samples : int, optional
-            Number of passes ``T``; by default the model's own.
-        return_var : bool, default=False
-            Also return the aleatoric variances.
-        consistent : bool, default=False
-            Ask for consistent samples, passed on to ``estimator_``.
-
-        Returns
-        -------
-        means : ndarray of shape (T, N) or (T, N, D)
-            As ``estimator_.predict_samples`` returns them: ``(T, N)`` for a
-            model fitted on 1-d targets.
-        variances : ndarray of the same shape
-            Only with ``return_var=True``.
-        """
-        predictive = as_predictive(self._fitted(X), n_samples=n_samples)
-        means, var = predictive.regression_samples(X, consistent=consistent, keep_shape=True)
-        return (means, var) if return_var else means
-
-    @available_if(_wrapped_source("regression_samples"))
-    def output_gradient_gram(self, X, *, return_output: bool = False):
-        """Output-gradient Gram matrices of ``estimator_``, for expected gradient length.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        return_output : bool, default=False
-            Also return the outputs the gradients are taken at.
-
-        Returns
-        -------
-        gram : ndarray of shape (N, D, D)
-        output : ndarray of shape (N, D)
-            Only with ``return_output=True``.
-        """
-        gram, out = as_predictive(self._fitted(X)).gradient_gram(X)
-        return (gram, out) if return_output else gram
-
-    @property
-    def stochastic_samples(self) -> bool:
-        """Whether the model's predictive samples differ from one another (no fit needed)."""
-        return as_predictive(self._model_or_template()).stochastic
-
-    @property
-    def row_keyed_samples(self) -> bool:
-        """Whether each row's samples depend on the row and the model alone (see :mod:`skdbal.predictive`)."""
-        return as_predictive(self._model_or_template()).row_keyed
-
-    def score(self, X, y, sample_weight=None):
-        """Delegate to ``estimator_.score`` (accuracy for classifiers).
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Test inputs.
-        y : array-like of shape (N,) or (N, n_outputs)
-            True labels (targets for a regressor).
-        sample_weight : array-like of shape (N,), default=None
-            Passed on to ``estimator_.score``.
-
-        Returns
-        -------
-        score : float
-            Mean accuracy for a classifier, R² for a scikit-learn regressor.
-        """
-        return self._fitted(X).score(X, y, sample_weight=sample_weight)
+    # ---------------------------------------------------------- delegation (skdbal/_delegation.py)
+    classes_ = _delegation.classes_
+    predict = _delegation.predict
+    predict_proba = _delegation.predict_proba
+    predict_proba_samples = _delegation.predict_proba_samples
+    predictive_variance = _delegation.predictive_variance
+    predict_samples = _delegation.predict_samples
+    output_gradient_gram = _delegation.output_gradient_gram
+    stochastic_samples = _delegation.stochastic_samples
+    row_keyed_samples = _delegation.row_keyed_samples
+    score = _delegation.score
 
     def __sklearn_tags__(self):
         """The wrapped estimator's type and target tags, so that scikit-learn

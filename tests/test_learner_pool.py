@@ -9,6 +9,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from skdbal import ActiveLearner
 from skdbal._pool import (LabelledPool, check_ids, has_missing, known_labels, log_entries, merge_labels,
                           missing_mask)
+from skdbal._query import subsample
 from skdbal.acquisition import max_entropy
 
 
@@ -199,6 +200,14 @@ def test_check_ids():
         check_ids([1, 2], 3)
     with pytest.raises(ValueError, match="ids contain duplicates"):
         check_ids([1, 2, 1], 3)
+
+
+def test_subsample_is_a_draw_of_the_candidates_in_the_order_of_their_ids():
+    candidates = np.array([13, 12, 11, 10, 9])
+    assert np.random.RandomState(1).permutation(5)[:3].tolist() == [2, 1, 4]
+    assert subsample(candidates, 3, np.random.RandomState(1)).tolist() == [9, 11, 12]
+    ids = np.arange(14)[::-1]  # id of row r is 13 - r: the reverse order
+    assert subsample(candidates, 3, np.random.RandomState(1), ids).tolist() == [12, 11, 9]
 
 
 # ---------------------------------------------------------------- the learner keeps that state
