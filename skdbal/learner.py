@@ -1,69 +1,37 @@
-"""The :class:`ActiveLearner`: query, label, retrain, evaluate."""
+"""The :class:`ActiveLearner`: query, label, retrain, evaluate.
+
+The class is the estimator's surface: its parameters, its training and its queries. Each of its
+other jobs has a module of its own, whose functions the class body binds as methods or calls:
+
+- :mod:`skdbal._pool` and :mod:`skdbal._pool_labels`: the learner's own pool, the bookkeeping of
+  its labelled rows (``LabelledPool``) and ``set_pool``, ``label``, ``unlabel``;
+- :mod:`skdbal._training`: the template each retrain clones, and training fresh or warm;
+- :mod:`skdbal._inputs`: the inputs and labels it is given, checked;
+- :mod:`skdbal._query`: a query's seeded draws;
+- :mod:`skdbal._delegation`: predictions and predictive samples, delegated to the fitted model;
+- :mod:`skdbal._simulation`: ``simulate``, the loop run against known labels.
+"""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
-import joblib
 import numpy as np
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
+from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import (check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, is_frame,
-                          pool_kwargs, take_rows)
+from . import _delegation, _pool_labels, _simulation
+from ._inputs import check_like_labelled, copy_rows, validate_Xy
+from ._pool import has_missing
+from ._pool_labels import forget_pool, labelled_pool, require_pool, reset_pool
+from ._query import acquire
+from ._training import check_warm, make_template, train_fresh, train_further
+from ._validation import check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, take_rows
 from .acquisition import bald
-from .acquisition.base import Acquisition, acquire_among, as_strategy
-from .initial import balanced_random
-from .loop import ActiveLearningLoop, MemoryJournal, evaluate, step_seed
-from .oracles import KnownLabels
-from .predictive import as_predictive
+from .acquisition.base import Acquisition, as_strategy
 
 __all__ = ["ActiveLearner"]
-
-
-def _copy(X):
-    """A copy of the labelled inputs, in their container type."""
-    return X.copy() if is_frame(X) else np.array(X, copy=True)
-
-
-def _plain(value):
-    """A label or id as a plain Python value (a list for a row of targets)."""
-    return value.tolist() if hasattr(value, "tolist") else value
-
-
-def _continues_training(model) -> bool:
-    """Whether refitting ``model`` continues its training: it has ``partial_fit``, or a
-    ``warm_start`` parameter set to True (its own, or a pipeline step's)."""
-    if hasattr(model, "partial_fit"):
-        return True
-    params = model.get_params(deep=True) if hasattr(model, "get_params") else {}
-    return any(v is True for k, v in params.items() if k == "warm_start" or k.endswith("__warm_start"))
-
-
-def _wrapped_kind(kind: str) -> Callable:
-    """``available_if`` check: the wrapped model is read as a ``kind`` (no fit is triggered)."""
-
-    def check(self) -> bool:
-        try:
-            return as_predictive(self._model_or_template()).kind == kind
-        except TypeError:
-            return False
-
-    return check
-
-
-def _wrapped_source(source: str) -> Callable:
-    """``available_if`` check: the wrapped model is read through ``source`` (no fit is triggered)."""
-
-    def check(self) -> bool:
-        try:
-            return as_predictive(self._model_or_template()).source == source
-        except TypeError:
-            return False
-
-    return check
 
 
 class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
@@ -244,21 +212,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------------ helpers
     def _make_template(self, y_all=None):
         """``estimator`` (or the default), with ``classes`` from ``y_all`` if unset."""
-        if self.estimator is None:
-            from .mc_dropout import MCDropoutClassifier
-
-            # seeded by the learner's int seed, so that ActiveLearner(random_state=0) repeats its runs
-            seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else None
-            template = MCDropoutClassifier(random_state=seed)
-        else:
-            template = self.estimator
-        if y_all is not None and not is_regressor(template) and hasattr(template, "get_params"):
-            # a net that infers its classes from the labels seen so far would change its
-            # output size as classes appear, which a warm retrain cannot follow
-            params = template.get_params(deep=False)
-            if "classes" in params and params["classes"] is None:
-                template = clone(template).set_params(classes=np.unique(y_all))
-        return template
+        return make_template(self.estimator, self.random_state, y_all)
 
     def _template(self):
         """What the next retrain clones: ``template_`` while ``estimator`` is the
@@ -290,12 +244,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _check_params(self):
         if self.retrain not in ("scratch", "warm"):
             raise ValueError(f"retrain must be 'scratch' or 'warm'; got {self.retrain!r}")
-        model = self._model_or_template() if self.retrain == "warm" else None
-        if model is not None and not _continues_training(model):
-            raise ValueError(
-                f"retrain='warm' continues training the current model, but {type(model).__name__} has no "
-                "partial_fit and no warm_start=True, so its fit would start again from scratch; set warm_start "
-                "(in a pipeline, on its network: net__warm_start=True) or use retrain='scratch'")
+        if self.retrain == "warm":
+            check_warm(self._model_or_template())
         check_positive_int(self.pool_subsample, "pool_subsample", allow_none=True)
         if self.seeding not in ("stream", "step"):
             raise ValueError(f"seeding must be 'stream' or 'step'; got {self.seeding!r}")
@@ -307,75 +257,22 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if (self.X_training is None) != (self.y_training is None):
             raise ValueError("pass both X_training and y_training, or neither")
 
-    @staticmethod
-    def _check_X(X, name: str = "X"):
-        if not is_frame(X):  # a DataFrame is kept as it is: its columns are the estimator's to check
-            X = check_array(X, allow_nd=True, dtype=None, ensure_all_finite=True, input_name=name)
-            if X.dtype.kind == "O":  # objects that are numbers become float64, as scikit-learn's estimators do
-                X = check_array(X, allow_nd=True, dtype=np.float64, ensure_all_finite=True, input_name=name)
-            if X.dtype.kind not in "fiub":
-                raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
-        return X
-
     def _validate_Xy(self, X, y, check_shape: bool = True, template=None):
-        X = self._check_X(X)
+        """``(X, y)`` checked as new labelled rows (like the labelled set, with ``check_shape``)."""
         template = self._template() if template is None else template
-        y = self._check_y(y, template=template)
-        if len(X) != len(y):
-            raise ValueError(f"X and y have inconsistent lengths: {len(X)} and {len(y)}")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or infinity")
-        if check_shape:
-            self._check_like_labelled(X, "X")
-        classes = getattr(template, "classes", None)
-        if classes is not None and not is_regressor(template):
-            unknown = np.setdiff1d(np.unique(y), np.asarray(classes))
-            if len(unknown):
-                raise ValueError(
-                    f"y contains labels not in the estimator's classes: {unknown[:10].tolist()}"
-                )
-        return X, y
+        return validate_Xy(X, y, template, getattr(self, "X_training_", None) if check_shape else None)
 
-    def _check_like_labelled(self, X, name: str) -> None:
-        """``X`` must have the labelled set's per-sample shape, and its kind of
-        dtype: an estimator may read integer inputs of different types on
-        different scales (MCDropoutClassifier scales uint8 images)."""
-        if not hasattr(self, "X_training_"):
-            return
-        old = self.X_training_
-        if is_frame(X) or is_frame(old):
-            if not (is_frame(X) and is_frame(old)):
-                raise TypeError(f"{name} is a {type(X).__name__}, but the labelled set is a {type(old).__name__}; "
-                                "pass the same kind of container throughout")
-            if list(X.columns) != list(old.columns):
-                raise ValueError(f"{name} has columns {list(X.columns)[:10]}, but the labelled set has "
-                                 f"{list(old.columns)[:10]}")
-            return
-        if not hasattr(X, "dtype"):
-            return
-        if X.shape[1:] != self.X_training_.shape[1:]:
-            raise ValueError(
-                f"{name} has per-sample shape {X.shape[1:]}, but the labelled set has "
-                f"{self.X_training_.shape[1:]}"
-            )
-        old = self.X_training_.dtype
-        if X.dtype.kind != old.kind or (old.kind in "iub" and X.dtype != old):
-            raise TypeError(
-                f"{name} has dtype {X.dtype}, but the labelled set has dtype {old}; integer "
-                "inputs of another type or kind may be on another scale (uint8 images "
-                f"are read as 0-255), so convert {name} to the labelled set's dtype"
-            )
-
-    def _check_y(self, y, name: str = "y", template=None) -> np.ndarray:
-        """Labels (1-d) for classifiers; 1-d or 2-d numeric targets for regressors."""
-        if is_regressor(self._template() if template is None else template):
-            y = check_array(y, ensure_2d=False, dtype="numeric", ensure_all_finite=True, input_name=name)
-            if y.ndim == 2 and y.shape[1] == 1:
-                y = y[:, 0]
-            if y.ndim not in (1, 2):
-                raise ValueError(f"{name} must be 1-d or 2-d for a regressor; got shape {y.shape}")
-            return y
-        return column_or_1d(y, warn=True)
+    @contextmanager
+    def _unchanged_on_error(self):
+        """Restore every attribute if the block raises. A shallow copy is the state before, since
+        the blocks that use it start with ``reset_pool``, which gives the pool state new objects."""
+        before = dict(self.__dict__)
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
 
     def _ensure_initial_fit(self):
         """Fit the modAL-style initial set ``X_training`` on first use."""
@@ -385,17 +282,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     def _train(self, X, y, template, *, step: int, fresh: bool = False, **fit_params):
         """Return the model of ``step`` trained on (X, y); never modifies state on error."""
         if self.retrain == "warm" and hasattr(self, "estimator_") and not fresh:
-            est = self.estimator_
-            if hasattr(est, "partial_fit"):
-                return est.partial_fit(X, y, **fit_params)
-            return est.fit(X, y, **fit_params)  # warm_start=True somewhere: checked by _check_params
-        model = clone(template)
-        if self.seeding == "step":  # the model of step s is seeded by (random_state, s) alone
-            if "random_state" not in (model.get_params(deep=False) if hasattr(model, "get_params") else {}):
-                raise ValueError(f"seeding='step' gives the model of each step the seed step_seed(random_state, "
-                                 f"step), but {type(model).__name__} has no random_state parameter")
-            model.set_params(random_state=step_seed(self.random_state, step))
-        return model.fit(X, y, **fit_params)
+            return train_further(self.estimator_, X, y, fit_params)  # warm_start: checked by _check_params
+        return train_fresh(template, X, y, fit_params,
+                           step_seeds=(self.random_state, step) if self.seeding == "step" else None)
+
+    def _train_labelled(self, X, y, template, fit_params, step):
+        if len(y) == 0:
+            raise ValueError("there are no labels to train on: label some pool rows first")
+        return self._train(X, y, template, step=step, **fit_params)
+
+    def _commit_model(self, est, template, step=None):
+        self.template_, self._template_source = template, self.estimator
+        self.estimator_ = est
+        self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
 
     # ------------------------------------------------------------ fitting
     def fit(self, X, y, **fit_params):
@@ -424,312 +323,25 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if y is None:
             raise ValueError("ActiveLearner requires y to be passed, but the target y is None")
         template = self._make_template()
-        if self._has_missing(y):
+        if has_missing(y, self.missing_label):
             self._check_params()
             with self._unchanged_on_error():  # a failed fit changes nothing
-                return self._set_pool(X, y, None, template)._refit_checked(None, fit_params)
+                return reset_pool(self, X, y, None, template)._refit_checked(None, fit_params)
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
         self._check_params()
         X, y = self._validate_Xy(X, y, check_shape=False, template=template)
         est = self._train(X, y, template, step=0, fresh=True, **fit_params)
-        self._forget_pool()
+        forget_pool(self)
         self.template_ = template
         self._template_source = self.estimator
         self.estimator_ = est
         self.step_ = 0
-        self.X_training_ = _copy(X)
+        self.X_training_ = copy_rows(X)
         self.y_training_ = np.array(y, copy=True)
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         self._get_rng()
-        return self
-
-    # ---------------------------------------------------------- the pool
-    def _missing(self, y) -> np.ndarray:
-        """Which rows of ``y`` are unlabelled (equal to ``missing_label``; NaN and
-        None match NaN and None). A 2-d row is unlabelled when all its entries are."""
-        y = np.asarray(y)
-        ml = self.missing_label
-        nan_like = ml is None or (isinstance(ml, (float, np.floating)) and np.isnan(ml))
-        if nan_like and y.dtype.kind == "f":
-            miss = np.isnan(y)
-        elif nan_like and y.dtype.kind == "O":
-            miss = np.asarray(np.frompyfunc(lambda v: v is None or (isinstance(v, float) and v != v), 1, 1)(y), dtype=bool)
-        elif nan_like:
-            miss = np.zeros(y.shape, dtype=bool)
-        else:
-            miss = y == ml if y.dtype.kind not in "fO" or not isinstance(ml, str) else np.zeros(y.shape, bool)
-            miss = np.asarray(miss, dtype=bool).reshape(y.shape)
-        return miss.all(axis=1) if miss.ndim == 2 else miss
-
-    def _has_missing(self, y) -> bool:
-        try:
-            return bool(self._missing(y).any())
-        except (TypeError, ValueError):
-            return False
-
-    @contextmanager
-    def _unchanged_on_error(self):
-        """Restore every attribute if the block raises. A shallow copy is the state before, since
-        the blocks that use it start with ``_set_pool``, which gives the pool state new objects."""
-        before = dict(self.__dict__)
-        try:
-            yield
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-
-    def _forget_pool(self):
-        for name in ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash"):
-            if hasattr(self, name):
-                delattr(self, name)
-
-    def set_pool(self, X, y=None, *, ids=None) -> "ActiveLearner":
-        """Give the learner a pool with partial labels, without training.
-
-        Every earlier label is forgotten and the model is dropped; the rows
-        of ``y`` that are not ``missing_label`` become the labelled set, in
-        row order. Train with :meth:`refit`, or :meth:`label` rows first.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            The pool.
-        y : array-like of shape (N,) or (N, n_outputs), optional
-            Labels, ``missing_label`` (NaN by default) where unknown; none
-            known when omitted. Integer labels stored in a float array
-            because of NaN are converted back to integers.
-        ids : array-like of shape (N,), optional
-            Unique, sortable identifiers of the pool rows (file names, row
-            numbers of a larger table), recorded in the label log; a
-            subsample drawn by ``pool_subsample`` is scored in the order of
-            the ids. By default the positions.
-
-        Returns
-        -------
-        self
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn.linear_model import LogisticRegression
-        >>> from skdbal import ActiveLearner
-        >>> X = np.array([[0.0], [0.2], [0.9], [1.0], [0.5], [0.45]])
-        >>> learner = ActiveLearner(LogisticRegression(), random_state=0, verbose=False)
-        >>> learner.set_pool(X, [0, np.nan, np.nan, 1, np.nan, np.nan]).labelled_idx_
-        array([0, 3])
-        """
-        self._check_params()
-        return self._set_pool(X, y, ids, self._make_template())
-
-    def _set_pool(self, X, y, ids, template):
-        X = check_pool(X)
-        X = self._check_X(X)
-        n = len(X)
-        if y is None:
-            y = np.full(n, np.nan)
-        y = np.asarray(y)
-        if len(y) != n:
-            raise ValueError(f"X and y have inconsistent lengths: {n} and {len(y)}")
-        missing = self._missing(y)
-        labelled = np.flatnonzero(~missing)
-        y_known = y[labelled]
-        if y.dtype.kind == "f" and missing.any() and not is_regressor(template) \
-                and y_known.ndim == 1 and np.all(np.mod(y_known, 1) == 0):
-            y_known = y_known.astype(np.int64)  # 0., 1., NaN -> 0, 1: the labels were integers
-        elif y.dtype.kind == "O" and len(y_known):
-            y_known = np.array(y_known.tolist())
-        if len(labelled):
-            _, y_known = self._validate_Xy(take_rows(X, labelled), y_known, check_shape=False, template=template)
-        if ids is None:
-            ids = np.arange(n)
-        else:
-            ids = np.asarray(ids)
-            if ids.shape != (n,):
-                raise ValueError(f"ids must have one entry per pool row ({n}); got shape {ids.shape}")
-            if len(np.unique(ids)) != n:
-                raise ValueError("ids contain duplicates")
-        # ---- nothing is changed before this point
-        self._forget_pool()
-        for name in ("estimator_", "X_training_", "y_training_", "last_acquisition_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        self.template_, self._template_source = template, self.estimator
-        self.X_pool_ = _copy(X)
-        self.pool_ids_ = ids
-        self._pool_row = np.full(n, -1, dtype=np.intp)  # row of each pool position in the training set
-        self._pool_row[labelled] = np.arange(len(labelled))
-        self.labelled_idx_ = labelled.astype(np.intp)
-        self.label_log_ = []
-        self.n_pool_ = n
-        self.X_training_ = take_rows(self.X_pool_, labelled)
-        self.y_training_ = np.asarray(y_known) if len(labelled) else np.asarray([], dtype=y_known.dtype)
-        self.step_ = -1
-        if len(labelled):
-            validate_data(self, self.X_training_, reset=True, skip_check_array=True)
-        return self
-
-    def _require_pool(self, what: str):
-        if not hasattr(self, "X_pool_"):
-            raise ValueError(f"{what} needs the learner's pool: give it one with set_pool(X, y) or fit(X, y) with "
-                             "missing labels (missing_label), or run simulate(); or pass X_pool")
-
-    @property
-    def labelled_mask_(self) -> np.ndarray:
-        """Which rows of the learner's pool are labelled, shape ``(n_pool_,)``."""
-        self._require_pool("labelled_mask_")
-        return self._pool_row >= 0
-
-    @property
-    def y_pool_(self) -> np.ndarray:
-        """The pool's labels, ``missing_label`` where unknown."""
-        self._require_pool("y_pool_")
-        known = self._pool_row >= 0
-        y = self.y_training_
-        fill = self.missing_label
-        dtype = np.result_type(y.dtype, np.asarray(fill).dtype) if fill is not None else object
-        out = np.empty((self.n_pool_,) + y.shape[1:], dtype=dtype)
-        out[...] = fill
-        out[known] = y[self._pool_row[known]]
-        return out
-
-    def label(self, positions, y, *, annotator: Optional[str] = None, time=None, refit: bool = True,
-              **fit_params) -> "ActiveLearner":
-        """Record labels of pool rows, by position, and retrain.
-
-        A row labelled before gets its new label (a person changed their
-        mind); the old one is kept in ``label_log_``.
-
-        Parameters
-        ----------
-        positions : array-like of int
-            Positions in the learner's pool.
-        y : array-like
-            Their labels.
-        annotator : str or array-like of str, optional
-            Who gave them (one name, or one per position), recorded in
-            ``label_log_``.
-        time : float or array-like of float, optional
-            When (seconds since the epoch), recorded in ``label_log_``.
-        refit : bool, default=True
-            Retrain afterwards (:meth:`refit`); with False the labels are
-            recorded and the model is left as it is.
-        **fit_params :
-            Passed to the estimator's ``fit``.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            For positions outside the pool or given twice, a missing label,
-            or a label the estimator does not know; nothing is changed then,
-            and nothing either if the retraining fails.
-        """
-        self._require_pool("label()")
-        positions = np.asarray(positions).reshape(-1)
-        if positions.dtype.kind not in "iu":
-            raise TypeError(f"positions must be integer positions in the pool; got dtype {positions.dtype}")
-        positions = check_candidates(positions, self.n_pool_)
-        y = np.asarray(y)
-        if y.ndim == 0:
-            y = y.reshape(1)
-        if len(y) != len(positions):
-            raise ValueError(f"positions and y have inconsistent lengths: {len(positions)} and {len(y)}")
-        if self._missing(y).any():
-            raise ValueError(f"y holds a missing label ({self.missing_label!r}) at "
-                             f"{positions[self._missing(y)][:10].tolist()}; skipped points are not labelled")
-        if y.dtype.kind == "O":
-            y = np.array(y.tolist())
-        template = self._template()
-        _, y = self._validate_Xy(take_rows(self.X_pool_, positions), y, template=template)
-        times = np.broadcast_to(np.asarray(time, dtype=object), positions.shape)
-        annotators = np.broadcast_to(np.asarray(annotator, dtype=object), positions.shape)
-        refit = bool(refit)
-        # ---- the new state, computed aside: committed only when (if asked) retraining succeeds
-        rows = self._pool_row[positions]
-        new = rows < 0
-        y_train = self.y_training_
-        if len(y_train) == 0:
-            y_train = y[:0]
-        y_all = np.concatenate([y_train, y[new]]) if new.any() else np.array(y_train, copy=True)
-        if (~new).any():
-            if not np.can_cast(y.dtype, y_all.dtype, casting="same_kind"):
-                y_all = y_all.astype(np.result_type(y_all.dtype, y.dtype))
-            y_all[rows[~new]] = y[~new]
-        X_all = concat_rows(self.X_training_, take_rows(self.X_pool_, positions[new])) if new.any() \
-            else self.X_training_
-        pool_row = self._pool_row.copy()
-        pool_row[positions[new]] = len(y_train) + np.arange(int(new.sum()))
-        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": _plain(lab), "annotator": a,
-                "time": t, "previous": None if r < 0 else _plain(y_train[r])}
-               for p, lab, a, t, r in zip(positions, y, annotators, times, rows)]
-        est = None
-        if refit:
-            est = self._train_labelled(X_all, y_all, template, fit_params, getattr(self, "step_", -1) + 1)
-        self.X_training_, self.y_training_, self._pool_row = X_all, y_all, pool_row
-        self.labelled_idx_ = np.concatenate([self.labelled_idx_, positions[new]]).astype(np.intp)
-        self.label_log_.extend(log)
-        validate_data(self, self.X_training_, reset=True, skip_check_array=True)
-        if est is not None:
-            self._commit_model(est, template)
-        return self
-
-    def _train_labelled(self, X, y, template, fit_params, step):
-        if len(y) == 0:
-            raise ValueError("there are no labels to train on: label some pool rows first")
-        return self._train(X, y, template, step=step, **fit_params)
-
-    def _commit_model(self, est, template, step=None):
-        self.template_, self._template_source = template, self.estimator
-        self.estimator_ = est
-        self.step_ = getattr(self, "step_", -1) + 1 if step is None else int(step)
-
-    def unlabel(self, positions, *, annotator: Optional[str] = None, time=None) -> "ActiveLearner":
-        """Withdraw the labels of pool rows (an undone label): they are unlabelled again.
-
-        The model is left as it is; :meth:`refit` retrains without them.
-
-        Parameters
-        ----------
-        positions : array-like of int
-            Labelled positions in the learner's pool.
-        annotator : str, optional
-            Who withdrew them, recorded in ``label_log_`` (``label`` None).
-        time : float, optional
-            When.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        ValueError
-            For a position that is not labelled; nothing is changed then.
-        """
-        self._require_pool("unlabel()")
-        positions = check_candidates(np.asarray(positions).reshape(-1), self.n_pool_)
-        rows = self._pool_row[positions]
-        if (rows < 0).any():
-            raise ValueError(f"pool rows {positions[rows < 0][:10].tolist()} are not labelled")
-        keep = np.ones(len(self.y_training_), dtype=bool)
-        keep[rows] = False
-        log = [{"position": int(p), "id": _plain(self.pool_ids_[p]), "label": None, "annotator": annotator,
-                "time": time, "previous": _plain(self.y_training_[r])} for p, r in zip(positions, rows)]
-        pool_row = self._pool_row.copy()
-        pool_row[positions] = -1
-        labelled = pool_row >= 0
-        pool_row[labelled] = np.cumsum(keep)[pool_row[labelled]] - 1   # the rows after a removed one move up
-        self.X_training_ = take_rows(self.X_training_, np.flatnonzero(keep))
-        self.y_training_ = self.y_training_[keep]
-        self._pool_row = pool_row
-        self.labelled_idx_ = self.labelled_idx_[~np.isin(self.labelled_idx_, positions)]
-        self.label_log_.extend(log)
         return self
 
     def refit(self, *, model=None, step: Optional[int] = None, **fit_params) -> "ActiveLearner":
@@ -823,10 +435,19 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             rng.set_state(state)
             raise
         self._commit_model(est, template)
-        self.X_training_ = _copy(X_all) if X_all is X else X_all
+        self.X_training_ = copy_rows(X_all) if X_all is X else X_all
         self.y_training_ = np.array(y_all, copy=True) if y_all is y else y_all
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
+
+    # ---------------------------------------------------------- the pool (skdbal/_pool_labels.py)
+    # Methods defined, with their docstrings, in the module of their job and bound here, as are the
+    # predictive methods and simulate below: the class's own names, pages and pickles stay as they were.
+    set_pool = _pool_labels.set_pool
+    labelled_mask_ = _pool_labels.labelled_mask_
+    y_pool_ = _pool_labels.y_pool_
+    label = _pool_labels.label
+    unlabel = _pool_labels.unlabel
 
     # ------------------------------------------------------------- queries
     def _query(self, X_pool, candidates: np.ndarray, n_instances: int, ids=None, **kwargs) -> Acquisition:
@@ -838,27 +459,8 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         self._check_params()
         check_n_instances(n_instances, len(candidates))
         self._ensure_initial_fit()
-        rng = self._get_rng()
-        state = rng.get_state()
-        try:
-            return self._query_unsafe(X_pool, candidates, n_instances, rng, ids, **kwargs)
-        except BaseException:
-            rng.set_state(state)
-            raise
-
-    def _query_unsafe(self, X_pool, candidates, n_instances, rng, ids=None, **kwargs) -> Acquisition:
-        pool_kwargs(kwargs, len(X_pool))  # refuse misaligned *_pool keywords before any draw
-        if self.pool_subsample is not None and self.pool_subsample < len(candidates):
-            # the draw of rng.choice(candidates, pool_subsample, replace=False), scored in the order
-            # of the rows' ids (their positions unless the pool has ids)
-            rows = rng.permutation(len(candidates))[:self.pool_subsample]
-            key = candidates[rows] if ids is None else ids[candidates[rows]]
-            candidates = candidates[rows[np.argsort(key, kind="stable")]]
-            check_n_instances(n_instances, len(candidates))
-        strategy = self._strategy()
-        if strategy.takes_random_state and "random_state" not in kwargs:
-            kwargs["random_state"] = rng.randint(2**31 - 1)
-        return acquire_among(strategy, self, X_pool, candidates, n_instances, **kwargs)
+        return acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids,
+                       self.pool_subsample, kwargs)
 
     def query(self, X_pool=None, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
@@ -913,24 +515,15 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         (25,)
         """
         if X_pool is None:
-            self._require_pool("query() without X_pool")
-            unlabelled = self._pool_row < 0
-            if candidates is None:
-                candidates = np.flatnonzero(unlabelled)
-                if not len(candidates):
-                    raise ValueError("every row of the learner's pool is labelled: there is nothing left to query")
-            else:
-                candidates = check_candidates(candidates, self.n_pool_)
-                if not unlabelled[candidates].all():
-                    raise ValueError(f"candidates hold labelled pool rows "
-                                     f"{candidates[~unlabelled[candidates]][:10].tolist()}")
+            require_pool(self, "query() without X_pool")
+            candidates = labelled_pool(self).candidates(candidates)
             X_pool, ids = self.X_pool_, self.pool_ids_
         else:
             if isinstance(X_pool, (int, np.integer)) and not isinstance(X_pool, bool):
                 raise TypeError(f"query's first argument is the pool; to rank the learner's own pool, pass "
                                 f"n_instances={X_pool} by keyword")
             X_pool, ids = check_pool(X_pool), None
-            self._check_like_labelled(X_pool, "X_pool")
+            check_like_labelled(X_pool, getattr(self, "X_training_", None), "X_pool")
             candidates = (np.arange(len(X_pool)) if candidates is None
                           else check_candidates(candidates, len(X_pool)))
         acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
@@ -939,207 +532,17 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             return acq.indices, take_rows(X_pool, acq.indices), acq.scores
         return acq.indices, take_rows(X_pool, acq.indices)
 
-    # ---------------------------------------------------------- delegation
-    def _fitted(self, X=None):
-        """The fitted model (fitting the initial set first); with ``X``, after
-        checking that it has the labelled set's number of features."""
-        self._ensure_initial_fit()
-        check_is_fitted(self, "estimator_")
-        if X is not None and hasattr(self, "n_features_in_"):
-            if not is_frame(X):  # at least 2-d; the values are the model's to check
-                check_array(X, accept_sparse=True, allow_nd=True, dtype=None, ensure_all_finite=False)
-            validate_data(self, X, reset=False, skip_check_array=True)
-        return self.estimator_
-
-    @property
-    def classes_(self):
-        return self._fitted().classes_
-
-    def predict(self, X):
-        """Delegate to ``estimator_.predict``.
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (N,) or (N, n_outputs)
-            What ``estimator_.predict(X)`` returns: labels for a classifier,
-            predicted targets for a regressor.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If nothing has been fitted and there is no initial set.
-        """
-        return self._fitted(X).predict(X)
-
-    def predict_proba(self, X):
-        """Delegate to ``estimator_.predict_proba``.
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        proba : ndarray of shape (N, n_classes)
-            What ``estimator_.predict_proba(X)`` returns; columns follow
-            ``classes_``.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If nothing has been fitted and there is no initial set.
-        AttributeError
-            If ``estimator_`` has no ``predict_proba``.
-        """
-        return self._fitted(X).predict_proba(X)
-
-    @available_if(_wrapped_kind("classifier"))
-    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *, consistent: bool = False):
-        """Predictive samples ``(T, N, C)`` of ``estimator_``.
-
-        Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
-        a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
-        classifier (``T = 1``: its ``predict_proba``). Available only when the
-        wrapped model is read as a classifier.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        n_samples : int, optional
-            Number of passes ``T`` to ask a sampling estimator for. By
-            default its own ``n_samples``, or 1 when its passes are
-            identical (``stochastic_samples`` False). A plain classifier
-            gives one sample (its ``predict_proba``), and refuses more with
-            a ``ValueError``.
-        consistent : bool, default=False
-            Ask for consistent samples (one function per pass for every
-            input), passed on to ``estimator_`` through the predictive
-            interface; a ``TypeError`` if it cannot honour it.
-
-        Returns
-        -------
-        P : ndarray of shape (T, N, n_classes)
-            ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
-            estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
-        """
-        return as_predictive(self._fitted(X), n_samples=n_samples).proba_samples(X, consistent=consistent)
-
-    @available_if(_wrapped_kind("regressor"))
-    def predictive_variance(self, X):
-        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor).
-
-        Read through :func:`skdbal.predictive.as_predictive`: the estimator's
-        own ``predictive_variance`` (e.g.
-        :meth:`skdbal.BayesianLinearRegression.predictive_variance`), or the
-        sum over outputs of the squared ``std`` of
-        ``predict(X, return_std=True)``. Available only when the wrapped
-        model is read as a regressor.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-
-        Returns
-        -------
-        variance : ndarray of shape (N,), dtype float64
-            The trace of each row's predictive covariance.
-        """
-        return as_predictive(self._fitted(X)).variance(X)
-
-    @available_if(_wrapped_source("regression_samples"))
-    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
-                        consistent: bool = False):
-        """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
-
-        Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
-        ending in a :class:`~skdbal.MCDropoutRegressor` works. Available
-        only when the wrapped model has ``predict_samples``.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        n_samples : int, optional
-            Number of passes ``T``; by default the model's own.
-        return_var : bool, default=False
-            Also return the aleatoric variances.
-        consistent : bool, default=False
-            Ask for consistent samples, passed on to ``estimator_``.
-
-        Returns
-        -------
-        means : ndarray of shape (T, N) or (T, N, D)
-            As ``estimator_.predict_samples`` returns them: ``(T, N)`` for a
-            model fitted on 1-d targets.
-        variances : ndarray of the same shape
-            Only with ``return_var=True``.
-        """
-        predictive = as_predictive(self._fitted(X), n_samples=n_samples)
-        means, var = predictive.regression_samples(X, consistent=consistent, keep_shape=True)
-        return (means, var) if return_var else means
-
-    @available_if(_wrapped_source("regression_samples"))
-    def output_gradient_gram(self, X, *, return_output: bool = False):
-        """Output-gradient Gram matrices of ``estimator_``, for expected gradient length.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Inputs in the form ``estimator_`` takes.
-        return_output : bool, default=False
-            Also return the outputs the gradients are taken at.
-
-        Returns
-        -------
-        gram : ndarray of shape (N, D, D)
-        output : ndarray of shape (N, D)
-            Only with ``return_output=True``.
-        """
-        gram, out = as_predictive(self._fitted(X)).gradient_gram(X)
-        return (gram, out) if return_output else gram
-
-    @property
-    def stochastic_samples(self) -> bool:
-        """Whether the model's predictive samples differ from one another (no fit needed)."""
-        return as_predictive(self._model_or_template()).stochastic
-
-    @property
-    def row_keyed_samples(self) -> bool:
-        """Whether each row's samples depend on the row and the model alone (see :mod:`skdbal.predictive`)."""
-        return as_predictive(self._model_or_template()).row_keyed
-
-    def score(self, X, y, sample_weight=None):
-        """Delegate to ``estimator_.score`` (accuracy for classifiers).
-
-        The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-        Parameters
-        ----------
-        X : array-like of shape (N, ...)
-            Test inputs.
-        y : array-like of shape (N,) or (N, n_outputs)
-            True labels (targets for a regressor).
-        sample_weight : array-like of shape (N,), default=None
-            Passed on to ``estimator_.score``.
-
-        Returns
-        -------
-        score : float
-            Mean accuracy for a classifier, R² for a scikit-learn regressor.
-        """
-        return self._fitted(X).score(X, y, sample_weight=sample_weight)
+    # ---------------------------------------------------------- delegation (skdbal/_delegation.py)
+    classes_ = _delegation.classes_
+    predict = _delegation.predict
+    predict_proba = _delegation.predict_proba
+    predict_proba_samples = _delegation.predict_proba_samples
+    predictive_variance = _delegation.predictive_variance
+    predict_samples = _delegation.predict_samples
+    output_gradient_gram = _delegation.output_gradient_gram
+    stochastic_samples = _delegation.stochastic_samples
+    row_keyed_samples = _delegation.row_keyed_samples
+    score = _delegation.score
 
     def __sklearn_tags__(self):
         """The wrapped estimator's type and target tags, so that scikit-learn
@@ -1158,212 +561,5 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         return tags
 
-    # ---------------------------------------------------------- simulation
-    def _check_simulation_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
-                                warm_start, rng, pool_hash=None):
-        """Validate the start of a simulation; return (labelled, initial_idx)."""
-        if warm_start:
-            if not hasattr(self, "labelled_idx_") or getattr(self, "n_pool_", None) != n_pool:
-                raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
-                                 "this learner has none for a pool of this size")
-            if getattr(self, "_pool_hash", None) != pool_hash:
-                raise ValueError("warm_start=True continues a previous simulate() on the same pool, but X_pool "
-                                 "or y_pool differ from that simulation's (same size, other rows or labels)")
-            if initial_idx is not None:
-                raise ValueError("initial_idx cannot be given with warm_start=True")
-            if n_initial_per_class is not None:
-                raise ValueError("n_initial_per_class cannot be given with warm_start=True: the labelled set "
-                                 "is the previous simulation's")
-            return self.labelled_idx_, None
-        if initial_idx is not None and n_initial_per_class is not None:
-            raise ValueError("give initial_idx or n_initial_per_class, not both: n_initial_per_class draws "
-                             "the initial set that initial_idx names")
-        n_initial_per_class = 2 if n_initial_per_class is None else n_initial_per_class
-        if initial_idx is None:
-            if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
-                initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
-            elif y_pool.dtype.kind == "f" and is_regressor(self._make_template()):
-                raise ValueError("a regressor with continuous 1-d targets has no classes to "
-                                 "balance the initial set; pass initial_idx")
-            else:
-                initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
-        initial_idx = np.asarray(initial_idx).reshape(-1)
-        if not len(initial_idx):
-            raise ValueError("initial_idx is empty: the initial model needs labels")
-        if initial_idx.dtype.kind not in "iu":
-            raise TypeError(f"initial_idx must hold integer indices; got dtype {initial_idx.dtype}")
-        initial_idx = initial_idx.astype(np.intp)
-        if initial_idx.min() < 0 or initial_idx.max() >= n_pool:
-            raise ValueError(f"initial_idx must lie in [0, {n_pool}); got "
-                             f"[{initial_idx.min()}, {initial_idx.max()}]")
-        if len(np.unique(initial_idx)) != len(initial_idx):
-            raise ValueError("initial_idx contains duplicates")
-        return initial_idx, initial_idx
-
-    def simulate(
-        self,
-        X_pool,
-        y_pool,
-        n_queries: int,
-        n_instances: int = 1,
-        *,
-        initial_idx=None,
-        n_initial_per_class: Optional[int] = None,
-        X_test=None,
-        y_test=None,
-        warm_start: bool = False,
-        query_kwargs: Optional[dict] = None,
-        oracle=None,
-        pool_ids=None,
-    ) -> List[dict]:
-        """Run ``n_queries`` rounds of query → label → retrain against an oracle.
-
-        The pool becomes the learner's own (:meth:`set_pool`), and the one
-        loop, :class:`~skdbal.loop.ActiveLearningLoop`, runs against
-        :class:`~skdbal.oracles.KnownLabels` ``(y_pool)``, or ``oracle``.
-        Afterwards ``query(n_instances=...)`` ranks the rows still
-        unlabelled.
-
-        Parameters
-        ----------
-        X_pool, y_pool : array-like
-            The pool and its labels (the oracle).
-        n_queries : int
-            Number of acquisition rounds.
-        n_instances : int, default=1
-            Points acquired per round.
-        initial_idx : array-like of int, optional
-            Pool indices labelled first. By default ``n_initial_per_class``
-            random points per class (:func:`skdbal.initial.balanced_random`);
-            for 2-d targets (one-hot labels for a regressor) the class of a
-            row is its argmax. A regressor with continuous 1-d targets needs
-            ``initial_idx``.
-        n_initial_per_class : int, optional
-            Points per class of the random initial set; 2 when neither it nor
-            ``initial_idx`` is given. Refused (``ValueError``) together with
-            ``initial_idx`` or ``warm_start``, which fix the initial set.
-        X_test, y_test : array-like, optional
-            Evaluated after every round.
-        warm_start : bool, default=False
-            Continue a previous :meth:`simulate` on the same pool (the same
-            rows and labels, checked by a hash): its labels stay labelled,
-            are never queried again, and ``history_`` grows.
-            Otherwise the simulation starts afresh from the initial set and
-            forgets earlier labels (as :meth:`fit` does).
-        query_kwargs : dict, optional
-            Keywords for every query. Those named ``*_pool`` are aligned with
-            ``X_pool`` and subset with the unlabelled rows and
-            ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
-            :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
-        oracle : Oracle, optional
-            Who answers, instead of the known labels ``y_pool`` (which may
-            then be None): a :class:`~skdbal.oracles.NoisyAnnotator`, say.
-            Without ``y_pool`` the initial set is drawn from the oracle's
-            ``pool_labels()``, or must be given as ``initial_idx``.
-        pool_ids : array-like of shape (N,), optional
-            Identifiers of the pool rows (see :meth:`set_pool`).
-
-        Returns
-        -------
-        history : list of dict
-            One row per step (step 0 is the initial fit): ``step``,
-            ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
-            regressors, the root mean square over rows and outputs, plus the
-            argmax ``accuracy`` for 2-d one-hot targets) when a test set is
-            given, ``query_indices`` (indices into the original pool),
-            ``query_time`` and ``fit_time`` (s), and whatever the strategy
-            reported about the query (:attr:`Acquisition.info`). Also stored
-            as ``history_``; ``labelled_idx_`` holds every pool index
-            labelled, in order. If a step fails, both keep every step that
-            completed before the error is raised.
-
-        Notes
-        -----
-        If the estimator has a ``classes`` parameter left at ``None`` (as
-        :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
-        it to the classes of ``y_pool`` on the clone it trains
-        (``template_``), so that the output size is stable.
-        """
-        # ---- validate everything before changing anything
-        self._check_params()
-        X_pool = check_pool(X_pool)
-        n_pool = len(X_pool)
-        if oracle is None:
-            if y_pool is None:
-                raise ValueError("pass y_pool (the known labels) or an oracle")
-            y_pool = self._check_y(y_pool, "y_pool")
-            if len(y_pool) != n_pool:
-                raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
-            oracle = KnownLabels(y_pool)
-        else:
-            if not (callable(getattr(oracle, "request", None)) and callable(getattr(oracle, "collect", None))):
-                raise TypeError(f"oracle must have request() and collect() (skdbal.oracles.Oracle); "
-                                f"got {type(oracle).__name__}")
-            if y_pool is not None:
-                raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
-            known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
-            if known is not None:
-                y_pool = self._check_y(known, "the oracle's pool_labels()")
-                if len(y_pool) != n_pool:
-                    raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
-        if (X_test is None) != (y_test is None):
-            raise ValueError("pass both X_test and y_test, or neither")
-        if X_test is not None:
-            X_test = check_pool(X_test, "X_test")
-            y_test = self._check_y(y_test, "y_test")
-            if len(X_test) != len(y_test):
-                raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
-            if np.shape(X_test)[1:] != X_pool.shape[1:]:
-                raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
-                                 f"but X_pool has {X_pool.shape[1:]}")
-            if y_pool is not None and not is_regressor(self._make_template()) and y_test.ndim == 1:
-                numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
-                if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
-                    raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
-                                     f"{y_pool.dtype}; accuracy against them would be meaningless")
-                unknown = np.setdiff1d(np.unique(y_test), np.unique(y_pool))
-                if len(unknown):
-                    raise ValueError(f"y_test contains labels that y_pool does not: {unknown[:10].tolist()}; "
-                                     "accuracy against them would be meaningless")
-        if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
-            raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
-        n_instances = check_n_instances(n_instances, n_pool)
-        query_kwargs = dict(query_kwargs or {})
-        pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
-        if y_pool is None and initial_idx is None and not warm_start:
-            raise ValueError("the oracle does not know its labels in advance, so the initial set cannot be "
-                             "drawn by class: pass initial_idx")
-        rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
-        rng_state = rng.get_state()
-        pool_hash = joblib.hash((X_pool, y_pool))
-        try:
-            already, initial_idx = self._check_simulation_start(
-                n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng, pool_hash)
-            left = n_pool - len(already)
-            if n_queries * n_instances > left:
-                raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
-                                 f"unlabelled pool points; only {left} are left")
-        except BaseException:
-            rng.set_state(rng_state)
-            raise
-
-        evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
-        if warm_start:
-            loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                      journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
-                                      verbose=self.verbose)
-        else:
-            try:
-                with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
-                    self._set_pool(X_pool, None, pool_ids, self._make_template(y_pool))
-                    loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                              query_kwargs=query_kwargs, verbose=self.verbose)
-                    loop.start(initial_idx)
-            except BaseException:
-                rng.set_state(rng_state)
-                raise
-            self.rng_ = rng  # the initial set was drawn from it: queries continue it
-            self.history_ = loop.history
-            self._pool_hash = pool_hash
-        loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
-        return loop.history
+    # ---------------------------------------------------------- simulation (skdbal/_simulation.py)
+    simulate = _simulation.simulate

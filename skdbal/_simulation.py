@@ -1,0 +1,247 @@
+"""A learner's simulation: the one loop (:class:`~skdbal.loop.ActiveLearningLoop`) run on a pool
+against known labels or an oracle, from a checked start.
+
+:func:`simulate` is :meth:`ActiveLearner.simulate <skdbal.ActiveLearner.simulate>`, bound in the
+learner's class body (``self`` is the learner); the other functions check what it is given,
+in the order it checks them, before anything changes.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import joblib
+import numpy as np
+from sklearn.base import is_regressor
+from sklearn.utils import check_random_state
+
+from ._inputs import check_y
+from ._pool_labels import reset_pool
+from ._validation import check_n_instances, check_pool, pool_kwargs
+from .initial import balanced_random
+from .loop import ActiveLearningLoop, MemoryJournal, evaluate
+from .oracles import KnownLabels
+
+
+def simulate(
+    self,
+    X_pool,
+    y_pool,
+    n_queries: int,
+    n_instances: int = 1,
+    *,
+    initial_idx=None,
+    n_initial_per_class: Optional[int] = None,
+    X_test=None,
+    y_test=None,
+    warm_start: bool = False,
+    query_kwargs: Optional[dict] = None,
+    oracle=None,
+    pool_ids=None,
+) -> List[dict]:
+    """Run ``n_queries`` rounds of query → label → retrain against an oracle.
+
+    The pool becomes the learner's own (:meth:`set_pool`), and the one
+    loop, :class:`~skdbal.loop.ActiveLearningLoop`, runs against
+    :class:`~skdbal.oracles.KnownLabels` ``(y_pool)``, or ``oracle``.
+    Afterwards ``query(n_instances=...)`` ranks the rows still
+    unlabelled.
+
+    Parameters
+    ----------
+    X_pool, y_pool : array-like
+        The pool and its labels (the oracle).
+    n_queries : int
+        Number of acquisition rounds.
+    n_instances : int, default=1
+        Points acquired per round.
+    initial_idx : array-like of int, optional
+        Pool indices labelled first. By default ``n_initial_per_class``
+        random points per class (:func:`skdbal.initial.balanced_random`);
+        for 2-d targets (one-hot labels for a regressor) the class of a
+        row is its argmax. A regressor with continuous 1-d targets needs
+        ``initial_idx``.
+    n_initial_per_class : int, optional
+        Points per class of the random initial set; 2 when neither it nor
+        ``initial_idx`` is given. Refused (``ValueError``) together with
+        ``initial_idx`` or ``warm_start``, which fix the initial set.
+    X_test, y_test : array-like, optional
+        Evaluated after every round.
+    warm_start : bool, default=False
+        Continue a previous :meth:`simulate` on the same pool (the same
+        rows and labels, checked by a hash): its labels stay labelled,
+        are never queried again, and ``history_`` grows.
+        Otherwise the simulation starts afresh from the initial set and
+        forgets earlier labels (as :meth:`fit` does).
+    query_kwargs : dict, optional
+        Keywords for every query. Those named ``*_pool`` are aligned with
+        ``X_pool`` and subset with the unlabelled rows and
+        ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
+        :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
+    oracle : Oracle, optional
+        Who answers, instead of the known labels ``y_pool`` (which may
+        then be None): a :class:`~skdbal.oracles.NoisyAnnotator`, say.
+        Without ``y_pool`` the initial set is drawn from the oracle's
+        ``pool_labels()``, or must be given as ``initial_idx``.
+    pool_ids : array-like of shape (N,), optional
+        Identifiers of the pool rows (see :meth:`set_pool`).
+
+    Returns
+    -------
+    history : list of dict
+        One row per step (step 0 is the initial fit): ``step``,
+        ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
+        regressors, the root mean square over rows and outputs, plus the
+        argmax ``accuracy`` for 2-d one-hot targets) when a test set is
+        given, ``query_indices`` (indices into the original pool),
+        ``query_time`` and ``fit_time`` (s), and whatever the strategy
+        reported about the query (:attr:`Acquisition.info`). Also stored
+        as ``history_``; ``labelled_idx_`` holds every pool index
+        labelled, in order. If a step fails, both keep every step that
+        completed before the error is raised.
+
+    Notes
+    -----
+    If the estimator has a ``classes`` parameter left at ``None`` (as
+    :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
+    it to the classes of ``y_pool`` on the clone it trains
+    (``template_``), so that the output size is stable.
+    """
+    # ---- validate everything before changing anything
+    self._check_params()
+    X_pool = check_pool(X_pool)
+    n_pool = len(X_pool)
+    y_pool, oracle = check_answers(self, n_pool, y_pool, oracle)
+    X_test, y_test = check_test_set(self, X_pool, y_pool, X_test, y_test)
+    if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
+        raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
+    n_instances = check_n_instances(n_instances, n_pool)
+    query_kwargs = dict(query_kwargs or {})
+    pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
+    if y_pool is None and initial_idx is None and not warm_start:
+        raise ValueError("the oracle does not know its labels in advance, so the initial set cannot be "
+                         "drawn by class: pass initial_idx")
+    rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
+    rng_state = rng.get_state()
+    pool_hash = joblib.hash((X_pool, y_pool))
+    try:
+        already, initial_idx = check_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
+                                           warm_start, rng, pool_hash)
+        left = n_pool - len(already)
+        if n_queries * n_instances > left:
+            raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
+                             f"unlabelled pool points; only {left} are left")
+    except BaseException:
+        rng.set_state(rng_state)
+        raise
+
+    evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
+    if warm_start:
+        loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                  journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
+                                  verbose=self.verbose)
+    else:
+        try:
+            with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
+                reset_pool(self, X_pool, None, pool_ids, self._make_template(y_pool))
+                loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                          query_kwargs=query_kwargs, verbose=self.verbose)
+                loop.start(initial_idx)
+        except BaseException:
+            rng.set_state(rng_state)
+            raise
+        self.rng_ = rng  # the initial set was drawn from it: queries continue it
+        self.history_ = loop.history
+        self._pool_hash = pool_hash
+    loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
+    return loop.history
+
+
+def check_answers(learner, n_pool: int, y_pool, oracle):
+    """``(y_pool, oracle)``: the known labels (or the oracle's, if it knows them; else None) and
+    who answers (:class:`~skdbal.oracles.KnownLabels` of ``y_pool`` unless an oracle is given)."""
+    if oracle is None:
+        if y_pool is None:
+            raise ValueError("pass y_pool (the known labels) or an oracle")
+        y_pool = check_y(y_pool, learner._template(), "y_pool")
+        if len(y_pool) != n_pool:
+            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
+        return y_pool, KnownLabels(y_pool)
+    if not (callable(getattr(oracle, "request", None)) and callable(getattr(oracle, "collect", None))):
+        raise TypeError(f"oracle must have request() and collect() (skdbal.oracles.Oracle); "
+                        f"got {type(oracle).__name__}")
+    if y_pool is not None:
+        raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
+    known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
+    if known is not None:
+        y_pool = check_y(known, learner._template(), "the oracle's pool_labels()")
+        if len(y_pool) != n_pool:
+            raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
+    return y_pool, oracle
+
+
+def check_test_set(learner, X_pool, y_pool, X_test, y_test):
+    """``(X_test, y_test)``, both or neither, checked against the pool: the same per-sample
+    shape, and for a classifier no label that ``y_pool`` (when known) lacks."""
+    if (X_test is None) != (y_test is None):
+        raise ValueError("pass both X_test and y_test, or neither")
+    if X_test is None:
+        return X_test, y_test
+    X_test = check_pool(X_test, "X_test")
+    y_test = check_y(y_test, learner._template(), "y_test")
+    if len(X_test) != len(y_test):
+        raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
+    if np.shape(X_test)[1:] != X_pool.shape[1:]:
+        raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
+                         f"but X_pool has {X_pool.shape[1:]}")
+    if y_pool is not None and not is_regressor(learner._make_template()) and y_test.ndim == 1:
+        numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
+        if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
+            raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
+                             f"{y_pool.dtype}; accuracy against them would be meaningless")
+        unknown = np.setdiff1d(np.unique(y_test), np.unique(y_pool))
+        if len(unknown):
+            raise ValueError(f"y_test contains labels that y_pool does not: {unknown[:10].tolist()}; "
+                             "accuracy against them would be meaningless")
+    return X_test, y_test
+
+
+def check_start(learner, n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng, pool_hash=None):
+    """Validate the start of a simulation; return (labelled, initial_idx): the rows labelled
+    before it and the initial set to label (None when ``warm_start`` continues the last one)."""
+    if warm_start:
+        if not hasattr(learner, "labelled_idx_") or getattr(learner, "n_pool_", None) != n_pool:
+            raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
+                             "this learner has none for a pool of this size")
+        if getattr(learner, "_pool_hash", None) != pool_hash:
+            raise ValueError("warm_start=True continues a previous simulate() on the same pool, but X_pool "
+                             "or y_pool differ from that simulation's (same size, other rows or labels)")
+        if initial_idx is not None:
+            raise ValueError("initial_idx cannot be given with warm_start=True")
+        if n_initial_per_class is not None:
+            raise ValueError("n_initial_per_class cannot be given with warm_start=True: the labelled set "
+                             "is the previous simulation's")
+        return learner.labelled_idx_, None
+    if initial_idx is not None and n_initial_per_class is not None:
+        raise ValueError("give initial_idx or n_initial_per_class, not both: n_initial_per_class draws "
+                         "the initial set that initial_idx names")
+    n_initial_per_class = 2 if n_initial_per_class is None else n_initial_per_class
+    if initial_idx is None:
+        if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
+            initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
+        elif y_pool.dtype.kind == "f" and is_regressor(learner._make_template()):
+            raise ValueError("a regressor with continuous 1-d targets has no classes to "
+                             "balance the initial set; pass initial_idx")
+        else:
+            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
+    initial_idx = np.asarray(initial_idx).reshape(-1)
+    if not len(initial_idx):
+        raise ValueError("initial_idx is empty: the initial model needs labels")
+    if initial_idx.dtype.kind not in "iu":
+        raise TypeError(f"initial_idx must hold integer indices; got dtype {initial_idx.dtype}")
+    initial_idx = initial_idx.astype(np.intp)
+    if initial_idx.min() < 0 or initial_idx.max() >= n_pool:
+        raise ValueError(f"initial_idx must lie in [0, {n_pool}); got "
+                         f"[{initial_idx.min()}, {initial_idx.max()}]")
+    if len(np.unique(initial_idx)) != len(initial_idx):
+        raise ValueError("initial_idx contains duplicates")
+    return initial_idx, initial_idx
