@@ -8,7 +8,6 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import BALD, bald, max_entropy, random
 
 
-
 def lr_learner(**kw):
     return ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=0, verbose=False, **kw)
 

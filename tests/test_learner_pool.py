@@ -1,4 +1,4 @@
-"""The bookkeeping of the learner's pool (skdbal._pool), by hand: which position is which training
+"""The bookkeeping of the learner's pool (skdbal.learner._pool), by hand: which position is which training
 row, in what order labels came, what the log says; and the learner keeping exactly that state."""
 import pickle
 
@@ -7,10 +7,17 @@ import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal._pool import (LabelledPool, check_ids, has_missing, known_labels, log_entries, merge_labels,
-                          missing_mask)
-from skdbal._query import subsample
 from skdbal.acquisition import max_entropy
+from skdbal.learner._pool import (
+    LabelledPool,
+    check_ids,
+    has_missing,
+    known_labels,
+    log_entries,
+    merge_labels,
+    missing_mask,
+)
+from skdbal.learner._query import subsample
 
 
 def arrays(pool):

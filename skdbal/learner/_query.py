@@ -6,8 +6,8 @@ from typing import Optional
 
 import numpy as np
 
-from ._validation import check_n_instances, pool_kwargs
-from .acquisition.base import Acquisition, acquire_among
+from .._validation import check_n_instances, pool_kwargs
+from ..acquisition.base import Acquisition, acquire_among
 
 
 def subsample(candidates: np.ndarray, size: int, rng: np.random.RandomState, ids=None) -> np.ndarray:

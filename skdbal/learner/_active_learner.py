@@ -1,16 +1,4 @@
-"""The :class:`ActiveLearner`: query, label, retrain, evaluate.
-
-The class is the estimator's surface: its parameters, its training and its queries. Each of its
-other jobs has a module of its own, whose functions the class body binds as methods or calls:
-
-- :mod:`skdbal._pool` and :mod:`skdbal._pool_labels`: the learner's own pool, the bookkeeping of
-  its labelled rows (``LabelledPool``) and ``set_pool``, ``label``, ``unlabel``;
-- :mod:`skdbal._training`: the template each retrain clones, and training fresh or warm;
-- :mod:`skdbal._inputs`: the inputs and labels it is given, checked;
-- :mod:`skdbal._query`: a query's seeded draws;
-- :mod:`skdbal._delegation`: predictions and predictive samples, delegated to the fitted model;
-- :mod:`skdbal._simulation`: ``simulate``, the loop run against known labels.
-"""
+"""The :class:`ActiveLearner` itself: parameters, fit, refit, teach, query, and the methods it binds."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -21,15 +9,15 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._validation import check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, take_rows
+from ..acquisition import bald
+from ..acquisition.base import Acquisition, as_strategy
 from . import _delegation, _pool_labels, _simulation
 from ._inputs import check_like_labelled, copy_rows, validate_Xy
 from ._pool import has_missing
 from ._pool_labels import forget_pool, labelled_pool, require_pool, reset_pool
 from ._query import acquire
 from ._training import check_warm, make_template, train_fresh, train_further
-from ._validation import check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, take_rows
-from .acquisition import bald
-from .acquisition.base import Acquisition, as_strategy
 
 __all__ = ["ActiveLearner"]
 

@@ -14,12 +14,12 @@ import numpy as np
 from sklearn.base import is_regressor
 from sklearn.utils import check_random_state
 
+from .._validation import check_n_instances, check_pool, pool_kwargs
+from ..initial import balanced_random
+from ..loop import ActiveLearningLoop, MemoryJournal, evaluate
+from ..oracles import KnownLabels
 from ._inputs import check_y
 from ._pool_labels import reset_pool
-from ._validation import check_n_instances, check_pool, pool_kwargs
-from .initial import balanced_random
-from .loop import ActiveLearningLoop, MemoryJournal, evaluate
-from .oracles import KnownLabels
 
 
 def simulate(

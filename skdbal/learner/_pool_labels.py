@@ -5,22 +5,21 @@ read back (``labelled_mask_``, ``y_pool_``).
 ``set_pool``, ``label``, ``unlabel`` and the two properties are methods of
 :class:`~skdbal.ActiveLearner`, bound in its class body (``self`` is the learner); the other
 functions are helpers that the learner's other parts call. The bookkeeping itself, which
-position is which training row, is :class:`skdbal._pool.LabelledPool`.
+position is which training row, is ``LabelledPool`` (``_pool``).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 from sklearn.utils.validation import validate_data
 
+from .._validation import check_candidates, check_pool, concat_rows, take_rows
 from ._inputs import check_X, copy_rows
-from ._pool import (POOL_ATTRIBUTES, LabelledPool, check_ids, known_labels, log_entries, merge_labels,
-                    missing_mask)
-from ._validation import check_candidates, check_pool, concat_rows, take_rows
+from ._pool import POOL_ATTRIBUTES, LabelledPool, check_ids, known_labels, log_entries, merge_labels, missing_mask
 
-# "ActiveLearner" in the annotations below is the class these functions are methods of; it is not
-# imported, since nothing the learner builds on imports it (tests/test_predictive.py).
+if TYPE_CHECKING:  # the class these functions are methods of; imported for the annotations only
+    from ._active_learner import ActiveLearner
 
 
 def labelled_pool(learner) -> LabelledPool:

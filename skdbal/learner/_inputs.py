@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import is_regressor
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ._validation import is_frame
+from .._validation import is_frame
 
 
 def copy_rows(X):

@@ -7,13 +7,13 @@ from typing import Optional, Tuple
 import numpy as np
 from sklearn.base import clone, is_regressor
 
-from .loop import step_seed
+from ..loop import step_seed
 
 
 def make_template(estimator, random_state, y_all=None):
     """``estimator`` (or the default), with ``classes`` from ``y_all`` if unset."""
     if estimator is None:
-        from .models import MCDropoutClassifier
+        from ..models import MCDropoutClassifier
 
         # seeded by the learner's int seed, so that ActiveLearner(random_state=0) repeats its runs
         seed = random_state if isinstance(random_state, (int, np.integer)) else None

@@ -13,7 +13,7 @@ from typing import List, Tuple
 import numpy as np
 from sklearn.base import is_regressor
 
-from ._validation import check_candidates
+from .._validation import check_candidates
 
 #: The learner's attributes that describe its pool, dropped when it forgets the pool.
 POOL_ATTRIBUTES = ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash")

@@ -13,8 +13,8 @@ from typing import Callable, Optional
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ._validation import is_frame
-from .predictive import as_predictive
+from .._validation import is_frame
+from ..predictive import as_predictive
 
 
 def wrapped_kind(kind: str) -> Callable:
