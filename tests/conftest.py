@@ -1,11 +1,9 @@
 from pathlib import Path
 
+import _helpers
 import numpy as np
 import pytest
-
 import torch
-
-import _helpers
 
 # One torch thread: the test nets are far too small to split, and OpenMP threads
 # spin-waiting beside another busy process made the suite several times slower.

@@ -1,8 +1,8 @@
 """ActiveLearningBudget: an active-learning set-up as an estimator, chosen by cross-validation (issue 28, item 3)."""
-import threading
 
 import numpy as np
 import pytest
+from _helpers import run_on_local_dask
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score, cross_validate
@@ -14,7 +14,6 @@ from skdbal import ActiveLearner, ActiveLearningBudget
 from skdbal.acquisition import max_entropy, random
 from skdbal.acquisition.base import CallableStrategy
 from skdbal.budget import learning_curve_area
-from _helpers import run_on_local_dask
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz
 

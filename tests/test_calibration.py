@@ -199,6 +199,7 @@ def test_reliability_diagram_points_and_one_diagonal_per_axes():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from skdbal.metrics import plot_reliability_diagram
 
     proba = np.array([[0.9, 0.1], [0.9, 0.1], [0.6, 0.4], [0.4, 0.6]])

@@ -13,8 +13,19 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.utils import check_random_state
 
 from skdbal import ActiveLearner, DeepEnsembleClassifier, MCDropoutClassifier, MCDropoutRegressor
+from skdbal.acquisition import (
+    BALD,
+    BatchBALD,
+    PredictiveVariance,
+    bald,
+    batch_bald,
+    diversity_penalty,
+    max_entropy,
+    noise_filter,
+    predictive_variance,
+    random,
+)
 from skdbal.acquisition import _batchbald as batchbald_module
-from skdbal.acquisition import BALD, BatchBALD, PredictiveVariance, bald, batch_bald, diversity_penalty, max_entropy, noise_filter, predictive_variance, random
 from skdbal.models import MLP
 
 
@@ -420,6 +431,7 @@ def test_consistent_masks_refuse_a_dropout_nested_in_the_head(tabular):
 
 def test_a_fitted_search_is_read_through_its_best_estimator(tabular):
     from sklearn.model_selection import GridSearchCV
+
     from skdbal.acquisition import variation_ratios
 
     X, y = tabular

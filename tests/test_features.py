@@ -1,7 +1,7 @@
 """NetFeatures, the predictive_variance strategy and a regression loop (seed 000 §4)."""
-import torch
 import numpy as np
 import pytest
+import torch
 from sklearn.base import clone
 from sklearn.linear_model import BayesianRidge, LinearRegression, LogisticRegression
 from sklearn.model_selection import GridSearchCV

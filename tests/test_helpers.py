@@ -5,13 +5,27 @@ import sys
 import threading
 import time
 
+import _helpers
 import numpy as np
 import pytest
-
-import _helpers
-from _helpers import (LOOPBACK, BinaryTwoPasses, TwoPasses, bounded, chromium_driver, digits_flat, digits_images,
-                      free_port, is_loopback_url, local_dask_client, needs_chromium, serve, spawn, stop_process,
-                      wait_for_http, wait_for_port)
+from _helpers import (
+    LOOPBACK,
+    BinaryTwoPasses,
+    TwoPasses,
+    bounded,
+    chromium_driver,
+    digits_flat,
+    digits_images,
+    free_port,
+    is_loopback_url,
+    local_dask_client,
+    needs_chromium,
+    serve,
+    spawn,
+    stop_process,
+    wait_for_http,
+    wait_for_port,
+)
 
 
 def refused(host, port):

@@ -39,6 +39,7 @@ def test_per_class_version_and_the_learner():
     # the same call, same picks; usable as a simulation's initial set
     np.testing.assert_array_equal(idx, kmeans_representative(X, y, n_per_class=3, random_state=0))
     from sklearn.linear_model import LogisticRegression
+
     from skdbal.acquisition import max_entropy
     learner = ActiveLearner(LogisticRegression(), max_entropy, random_state=0, verbose=False)
     learner.simulate(X, y, n_queries=1, n_instances=2, initial_idx=idx)

@@ -14,9 +14,8 @@ with warnings.catch_warnings():  # laplace's asdl backend calls torch.jit.script
     laplace = pytest.importorskip("laplace")
 
 from skdbal import ActiveLearner, MCDropoutClassifier  # noqa: E402
-from skdbal.acquisition import bald, batch_bald, diversity_penalty, max_entropy, noise_filter# noqa: E402
-from skdbal.models import LaplaceClassifier  # noqa: E402
-from skdbal.models import MLP  # noqa: E402
+from skdbal.acquisition import bald, batch_bald, diversity_penalty, max_entropy, noise_filter  # noqa: E402
+from skdbal.models import MLP, LaplaceClassifier  # noqa: E402
 from skdbal.predictive import as_predictive  # noqa: E402
 
 N_TRAIN = 200

@@ -3,8 +3,7 @@ import pytest
 import torch
 
 from skdbal import MCDropoutClassifier
-from skdbal.models import FixedLengthLoader, FixedLengthSampler
-from skdbal.models import MLP
+from skdbal.models import MLP, FixedLengthLoader, FixedLengthSampler
 
 
 def test_sampler_counts_by_hand():

@@ -6,9 +6,7 @@ import torch
 from torch import nn
 
 from skdbal import MCDropoutClassifier
-from skdbal.models import stochastic_head
-from skdbal.models import MLP, BayesianCNN
-
+from skdbal.models import MLP, BayesianCNN, stochastic_head
 
 
 def test_samples_shape_and_rows_sum_to_one(fitted_net, digits):
@@ -414,8 +412,8 @@ def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(row_keyed_net, dig
 
 @pytest.mark.parametrize("kind", ["pcg64", "torch"])
 def test_row_keyed_masks_match_dropout_in_distribution(kind):
-    from skdbal.models._row_masks import PCG64RowStreams, TorchRowStreams
     from skdbal.models._mc_masks import _row_keyed_dropout
+    from skdbal.models._row_masks import PCG64RowStreams, TorchRowStreams
     head = nn.Sequential(nn.Dropout(0.25), nn.Dropout2d(0.5))
     streams = PCG64RowStreams(range(400)) if kind == "pcg64" else TorchRowStreams(range(400), "cpu")
     state = {"T": 10, "streams": streams}
@@ -434,8 +432,8 @@ def test_row_keyed_masks_match_dropout_in_distribution(kind):
 def test_factored_first_convolution_detection():
     """The first convolution after a channel dropout is factored only through layers that commute
     with scaling a channel by a number >= 0, and only for a plain convolution with a kernel > 1x1."""
-    from skdbal.models._mc_masks import _factored_conv
     from skdbal.models import KirschCNN
+    from skdbal.models._mc_masks import _factored_conv
 
     assert _factored_conv(KirschCNN().head) == 3  # Dropout2d, MaxPool2d, ReLU, Conv2d
     assert _factored_conv(BayesianCNN().head) == 0  # element dropout first

@@ -58,7 +58,8 @@ def test_runs_of_unequal_length_are_truncated_and_mismatches_rejected():
         curves_from_histories([runs_from([[0.1, 0.2]])[0], runs_from([[0.1, 0.2]], start=10)[0]])
 
 
-@pytest.mark.parametrize("kw, match", [({"threshold": 1.5}, "threshold"), ({"threshold": 0.9, "method": "x"}, "method")])
+@pytest.mark.parametrize("kw, match", [({"threshold": 1.5}, "threshold"),
+                                       ({"threshold": 0.9, "method": "x"}, "method")])
 def test_bad_arguments(kw, match):
     with pytest.raises(ValueError, match=match):
         labels_to_accuracy(RUNS, **kw)

@@ -54,7 +54,8 @@ def test_split_is_exact_and_trunk_has_no_dropout(net):
     assert isinstance(head[0], nn.Dropout)  # the head starts at the first dropout
     assert isinstance(head[-1], nn.Linear)
     net.eval()
-    x = torch.rand(3, *((1, 8, 8) if isinstance(net, BayesianCNN) else (1, 28, 28) if isinstance(net, LeNet5) else (64,)))
+    shape = (1, 8, 8) if isinstance(net, BayesianCNN) else (1, 28, 28) if isinstance(net, LeNet5) else (64,)
+    x = torch.rand(3, *shape)
     torch.testing.assert_close(net(x), head(trunk(x)))
 
 

@@ -11,8 +11,8 @@ from sklearn.base import clone  # noqa: E402
 from sklearn.linear_model import SGDClassifier  # noqa: E402
 
 from skdbal import ActiveLearner, DeepEnsembleClassifier  # noqa: E402
-from skdbal.acquisition import BatchBALD as OurBatchBALD# noqa: E402
-from skdbal.acquisition import bald, max_entropy# noqa: E402
+from skdbal.acquisition import BatchBALD as OurBatchBALD  # noqa: E402
+from skdbal.acquisition import bald, max_entropy  # noqa: E402
 from skdbal.interop.skactiveml import SkactivemlStrategy, SkdbalClassifier, as_skactiveml_classifier  # noqa: E402
 
 N_POOL = 300

@@ -30,8 +30,8 @@ def test_the_expected_failures_are_skorchs():
     """The listed failures fail for skorch's NeuralNetClassifier itself."""
     import warnings
 
-    from skorch import NeuralNetClassifier
     from sklearn.utils.estimator_checks import check_no_attributes_set_in_init, check_set_params
+    from skorch import NeuralNetClassifier
 
     net = NeuralNetClassifier(MLP)
     with warnings.catch_warnings():

@@ -10,7 +10,6 @@ from skdbal.models import MLP
 from skdbal.uncertainty import mutual_information
 
 
-
 def test_init_only_stores_params_and_clone_round_trips():
     net = MCDropoutClassifier(n_samples=7, mc_dropout=False, random_state=4, module__n_hidden=32, lr=0.01)
     params = net.get_params()

@@ -1,8 +1,14 @@
 import numpy as np
 import pytest
 
-from skdbal.uncertainty import (check_samples, expected_entropy, mean_standard_deviation,
-                                mutual_information, predictive_entropy, variation_ratio)
+from skdbal.uncertainty import (
+    check_samples,
+    expected_entropy,
+    mean_standard_deviation,
+    mutual_information,
+    predictive_entropy,
+    variation_ratio,
+)
 
 LOG3 = np.log(3.0)
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from skdbal.acquisition import canonical_name
-from skdbal.experiments import DamagedResultsError, RunSpec, get_preset, run_grid, run_one
-from skdbal.experiments import configs, runner, specs
+from skdbal.experiments import DamagedResultsError, RunSpec, configs, get_preset, run_grid, run_one, runner, specs
 from skdbal.experiments.cli import _parse_overrides, main
 
 TINY = dict(dataset="digits", n_queries=1, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,

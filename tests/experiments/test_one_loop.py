@@ -13,7 +13,8 @@ TINY = dict(dataset="digits", n_queries=3, max_epochs=2, n_samples=4, pool_subsa
             module_params={"kernel_size": 3})
 
 
-@pytest.mark.parametrize("strategy, noise_rate", [("bald", 0.0), ("random", 0.0), ("filter(bald,dynamic)", 0.3), ("filter(bald,0.15)", 0.3)])
+@pytest.mark.parametrize("strategy, noise_rate", [("bald", 0.0), ("random", 0.0), ("filter(bald,dynamic)", 0.3),
+                                                  ("filter(bald,0.15)", 0.3)])
 def test_simulate_and_the_runner_pick_the_same_points(tmp_path, strategy, noise_rate):
     preset = get_preset("gal2017", **TINY)
     seed = 4

@@ -469,7 +469,8 @@ def test_noise_reports_mark_the_device_where_runs_mix_devices():
                 for i, a in enumerate(accs)]
 
     rows = (run("bald", 1, 0.0, "cpu") + run("random", 1, 0.0, "cpu") + run("filter(bald,dynamic)", 1, 0.0, "cuda")
-            + run("bald", 1, 0.1, "cpu") + run("random", 1, 0.1, "cpu") + run("bald", 1, 0.3, "cpu") + run("bald", 2, 0.3, "cuda") + run("bald", 3, 0.3, "cuda")
+            + run("bald", 1, 0.1, "cpu") + run("random", 1, 0.1, "cpu") + run("bald", 1, 0.3, "cpu")
+            + run("bald", 2, 0.3, "cuda") + run("bald", 3, 0.3, "cuda")
             + run("random", 1, 0.3, "cpu") + run("random", 2, 0.3, "cuda") + run("random", 3, 0.3, "cuda"))
     lines = noise_markdown(rows, at_labels=(40,)).splitlines()
     assert lines[0].endswith("| accuracy at 40 | device |")
@@ -613,8 +614,10 @@ def test_last_layer_markdown_with_a_run_in_progress():
     lines = last_layer_markdown(rows, at_acquired=(0, 10, 20)).splitlines()
     # seed 2 is one step behind: means over the shared steps 0-1, and no row at 20 acquired
     assert lines[2:] == [
-        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 0 | 0.4000 ± 0.1000 | 1.0000 ± 0.0000 | 50.00 ± 0.00% |",
-        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 10 | 0.3000 ± 0.1000 | 1.0000 ± 0.0000 | 50.00 ± 0.00% |",
+        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 0 | 0.4000 ± 0.1000 | 1.0000 ± 0.0000 "
+        "| 50.00 ± 0.00% |",
+        "| analytic | Random | 2 (2, 1; means over steps 0–1) | 10 | 0.3000 ± 0.1000 | 1.0000 ± 0.0000 "
+        "| 50.00 ± 0.00% |",
     ]
 
 

@@ -4,8 +4,8 @@ import os
 import threading
 import time
 
-import numpy as np
 import pytest
+from _helpers import chromium_driver, needs_chromium, serve
 from sklearn.linear_model import LogisticRegression
 from starlette.testclient import TestClient
 
@@ -13,8 +13,6 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import MAX_BODY, make_app
-
-from _helpers import chromium_driver, needs_chromium, serve
 
 
 def new_session(X, path, **kwargs):

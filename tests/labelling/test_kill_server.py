@@ -43,10 +43,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from _helpers import digits_flat, free_port, spawn, stop_process, wait_for_http
 
 from skdbal.labelling import LabelStore
-
-from _helpers import digits_flat, free_port, spawn, stop_process, wait_for_http
 
 SERVER = Path(__file__).with_name("serve_for_kill.py")
 TOKEN = "kill-9-token"

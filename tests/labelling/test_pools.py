@@ -10,6 +10,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import chromium_driver, needs_chromium, serve
 from PIL import Image
 from sklearn.linear_model import LogisticRegression
 from starlette.testclient import TestClient
@@ -19,8 +20,6 @@ from skdbal.labelling import LabellingSession
 from skdbal.labelling.app import _PAGE, make_app
 from skdbal.labelling.cli import add_parser, build
 from skdbal.labelling.pools import DISPLAY_SIZE, Pool, load_pool
-
-from _helpers import chromium_driver, needs_chromium, serve
 
 
 def save(path, image):

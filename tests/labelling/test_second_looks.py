@@ -139,7 +139,7 @@ def test_the_dynamic_rule_waits_for_20_judged_labels_then_flags_earlier_ones_too
         np.testing.assert_allclose([c["p_given"] for c in checks], p_given, rtol=1e-4)
         tau = trust_threshold(p_given, 10, "dynamic")[0]
         flagged = [i for i, p in zip(items + third, p_given) if p < tau]
-        assert set(wrong) & set(flagged)                  # a mistake of the batch before, flagged only now    # a mistake of the batch before, flagged only now
+        assert set(wrong) & set(flagged)                  # a mistake of the batch before, flagged only now
         assert [c["item"] for c in checks if c["flagged"]] == flagged
         assert all(c["threshold"] == pytest.approx(tau, rel=1e-4) for c in checks if c["flagged"])
         assert s.status()["second_looks"]["pending"] == len(flagged)
@@ -244,8 +244,7 @@ def test_the_page_exports_second_looks_versions_and_the_model(flat_digits300, tm
     from starlette.testclient import TestClient
 
     from skdbal.labelling.app import make_app
-    from skdbal.models import MCDropoutClassifier
-    from skdbal.models import MLP
+    from skdbal.models import MLP, MCDropoutClassifier
 
     X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)

@@ -179,8 +179,8 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
     from skdbal.models import MLP
 
     X, y = flat_digits
-    net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2, random_state=0,
-                              train_split=None, verbose=0)
+    net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,
+                              random_state=0, train_split=None, verbose=0)
     for retrain in ("scratch", "warm"):
         lrn = ActiveLearner(clone(net).set_params(warm_start=retrain == "warm"), max_entropy, random_state=0,
                             seeding="step", retrain=retrain, verbose=False)
@@ -203,7 +203,8 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
                 assert s.save_model(buf) == 0
                 saved = {k: v.clone() for k, v in model.module_.state_dict().items() if hasattr(v, "clone")}
                 buf.seek(0)
-                loaded = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10))).initialize()
+                loaded = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,),
+                                             classes=list(range(10))).initialize()
                 loaded.load_params(f_params=buf)
                 assert all(np.array_equal(loaded.module_.state_dict()[k].numpy(), v.numpy()) for k, v in saved.items())
             finally:
@@ -230,8 +231,8 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
     import threading
 
     from skdbal import MCDropoutClassifier
-    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
     from skdbal.models import MLP
+    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
 
     X, y = flat_digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,

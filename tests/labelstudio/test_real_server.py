@@ -16,13 +16,12 @@ import time
 
 import numpy as np
 import pytest
+from _helpers import digits_flat
+from lsserver import TOKEN, Server, label_studio_executable
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
-
-from _helpers import digits_flat
-from lsserver import TOKEN, Server, label_studio_executable
 
 pytestmark = pytest.mark.slow
 
@@ -192,7 +191,8 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
 
     def command(*project):
         env = dict(os.environ, SKDBAL_TEST_LS_TOKEN=TOKEN, OMP_NUM_THREADS="1")
-        return subprocess.Popen([sys.executable, "-u", "-m", "skdbal", "labelstudio", "--npy", str(tmp_path / "pool.npy"),
+        return subprocess.Popen([sys.executable, "-u", "-m", "skdbal", "labelstudio",
+                                 "--npy", str(tmp_path / "pool.npy"),
                                  "--classes", ",".join(map(str, range(10))), "--url", server.url, "--token-env",
                                  "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "0.5", *project],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
