@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from ._messages import warn_fill
 from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
                            subset_pool_kwargs, take_rows)
 
@@ -143,17 +144,6 @@ class PoolScores:
             rejected = rejected[~np.isin(rejected, picks)]
             info.update({"n_rejected": int(len(rejected)), "rejected_indices": rejected, "n_filled": int(n_filled)})
         return Acquisition(picks, self.scores[picks], info)
-
-
-def warn_fill(who: str, n_eligible: int, n_pool: int, n_filled: int, threshold=None, eligible_word: str = "eligible",
-              fill_words: str = "others of highest priority", stacklevel: int = 2) -> None:
-    """The warning of a batch filled with ineligible points (:meth:`PoolScores.fill`, and a query on a
-    cluster that fills the same way)."""
-    import warnings
-
-    at = f" (threshold {threshold:.3g})" if threshold is not None else ""
-    warnings.warn(f"{who}: only {n_eligible} of the {n_pool} pool points are {eligible_word}{at}; the batch is "
-                  f"filled with the {n_filled} {fill_words}", UserWarning, stacklevel=stacklevel + 1)
 
 
 def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
