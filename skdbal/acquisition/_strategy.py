@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
-from ._messages import warn_fill
+from ._messages import chunk_refusal, warn_fill
 from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
                            subset_pool_kwargs, take_rows)
 
@@ -522,6 +522,52 @@ class Strategy(BaseEstimator):
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
 
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """How a query of this strategy reduces over a pool read in chunks (on a cluster).
+
+        Returns a :class:`~skdbal.acquisition.base.ChunkPlan`: how to score a chunk, keep its
+        candidates and merge theirs, which :func:`skdbal.dask.query_pool` and
+        :func:`~skdbal.acquisition.base.acquire_in_chunks` run. This default refuses; a strategy
+        that can say overrides it, as :class:`~skdbal.acquisition.base.SamplesStrategy` does for
+        every strategy that scores rows one by one (a subclass of your own included).
+
+        Parameters
+        ----------
+        estimator : estimator
+            The fitted model.
+        n_instances : int
+            The batch size, already checked against the rows not excluded.
+        pool : ChunkedPool
+            Its rows not excluded, chunks and pool-aligned keywords; ``pool.rows`` reads rows.
+        random_state, n_candidates, **options :
+            As for :meth:`ChunkedPool.acquire <skdbal.acquisition.base.ChunkedPool.acquire>`.
+
+        Returns
+        -------
+        ChunkPlan
+
+        Raises
+        ------
+        TypeError
+            If the query needs every score in one place; the message names the strategy.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdbal.acquisition import badge, max_entropy
+        >>> from skdbal.acquisition.base import ChunkedPool
+        >>> class Fixed:
+        ...     def predict_proba(self, X):
+        ...         return np.full((len(X), 2), 0.5)
+        >>> max_entropy.plan_chunks(Fixed(), 2, ChunkedPool([5])).pointwise    # top-k of a score per row
+        True
+        >>> badge.plan_chunks(None, 2, ChunkedPool([5]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: BADGE does not say how its query reduces over a pool read in chunks ...; not BADGE
+        """
+        raise TypeError(chunk_refusal(self))
+
 
 class StrategyDecorator(Strategy):
     """Base class of strategy decorators: a strategy that wraps another.
@@ -570,6 +616,14 @@ class StrategyDecorator(Strategy):
         if type(self).acquire is not StrategyDecorator.acquire:
             return None
         return pool_scores_of(as_strategy(self.strategy), estimator, X_pool, n_instances, **kwargs)
+
+    def plan_chunks(self, estimator, n_instances: int, pool, **kwargs):
+        """The wrapped strategy's plan, for a decorator that keeps its selection
+        (this base, :func:`to_modal`'s); refused for one that overrides
+        :meth:`acquire` without overriding this method."""
+        if type(self).acquire is not StrategyDecorator.acquire:
+            raise TypeError(chunk_refusal(self))
+        return as_strategy(self.strategy).plan_chunks(estimator, n_instances, pool, **kwargs)
 
 
 class _ModalView:
