@@ -52,6 +52,8 @@ from typing import Optional
 from .._validation import check_n_instances, check_pool, pool_kwargs
 from ..predictive import as_predictive
 from ._strategy import Acquisition, Strategy, check_options
+from ._chunks import ChunkPlan, _merged
+from ._pointwise import BALD
 from ._scoring import DegenerateScoreWarning
 
 __all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
@@ -432,3 +434,47 @@ class BatchBALD(Strategy):
         C = P.shape[2]
         exact = int(min(n_instances, np.floor(np.log(max(M, 1)) / np.log(C) + 1e-9) + 1))
         return Acquisition(idx, gains, {"batch_mutual_information": float(gains.sum()), "n_exact_picks": exact})
+
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """A pre-selection, as baal and batchbald_redux do: each chunk sends its ``n_candidates`` points of
+        highest BALD (default ``max(100 k, 1000)``), and the client chooses the batch among the best
+        ``n_candidates`` of them with this strategy. Exact only when they are the whole pool, whatever the
+        model's samples (BatchBALD itself samples the candidates in one call)."""
+        if type(self).acquire is not BatchBALD.acquire:
+            return super().plan_chunks(estimator, n_instances, pool, **options)
+        bald = BALD(n_samples=self.n_samples)
+        scores = bald._samples_plan(estimator, n_instances, {k: v for k, v in options.items() if k == "n_samples"},
+                                    row_keyed=False)
+        m = n_candidates if n_candidates is not None else max(100 * n_instances, 1000)
+        return _PreselectedPlan(self, scores, estimator, n_instances, m, random_state, options)
+
+
+class _PreselectedPlan(ChunkPlan):
+    """BatchBALD among the best ``m`` points of a pointwise plan: the chunks send their top ``m``, the client
+    reads those rows and runs the strategy on them."""
+
+    def __init__(self, strategy, scores, estimator, n_instances, m, random_state, options):
+        self.strategy = strategy
+        self.scores = scores
+        self.estimator = estimator
+        self.n_instances = n_instances
+        self.m = m
+        self.random_state = random_state
+        self.options = options
+
+    def score_chunk(self, chunk):
+        return self.scores.score_chunk(chunk)
+
+    def keep(self, chunk, scores, request):
+        return self.scores.keep(chunk, scores, request)
+
+    def merge(self, pool):
+        k = self.n_instances
+        parts = dict(pool.round(self.scores.request(self.m, None, k, None, k)))
+        cand = np.sort(_merged(parts)[0][:self.m])  # the pool's top m, in pool order
+        self.exact = len(cand) == pool.n_valid  # the whole pool: the local call itself, on the client
+        self.candidates = int(len(cand))
+        acq = self.strategy.acquire(self.estimator, pool.rows(cand), k, random_state=self.random_state,
+                                    **self.options)
+        return Acquisition(cand[acq.indices].astype(np.intp), acq.scores,
+                           {**acq.info, "n_candidates": int(len(cand))})

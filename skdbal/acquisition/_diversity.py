@@ -33,6 +33,8 @@ import numpy as np
 from typing import Callable, Optional, Union
 from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
 from ..predictive import as_predictive
+from ._chunks import ChunkPlan, _merged
+from ._messages import chunk_refusal
 from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ['normalize_scores', 'unit_rows', 'greedy_cosine_batch', 'candidate_bound', 'DiversityPenalty', 'diversity_penalty']
@@ -317,6 +319,23 @@ class DiversityPenalty(StrategyDecorator):
             info["n_candidates"] = int(len(cand))
         return ps.acquisition(picks, n_instances, type(self).__name__, info=info)
 
+    def plan_chunks(self, estimator, n_instances: int, pool, *, n_candidates=None, **options):
+        """Exact over a pointwise plan (a noise filter's included): its chunks send their best
+        ``n_candidates`` (this penalty's, else the query's, else ``max(10 k, 1000)``; at least ``k``), and
+        more where the candidate bound needs them."""
+        self._check_params()
+        base = as_strategy(self.strategy)
+        inner = base.plan_chunks(estimator, n_instances, pool, **options)
+        if not inner.pointwise:
+            raise TypeError(chunk_refusal(base, f"on a pool read in chunks the diversity penalty re-selects a "
+                                                f"pointwise strategy's scores; {type(base).__name__} chooses its "
+                                                f"batch otherwise"))
+        k = n_instances
+        m = self.n_candidates if self.n_candidates is not None else \
+            (n_candidates if n_candidates is not None else max(10 * k, 1000))
+        # at least k a chunk: the chunks' candidates then hold the pool's k best, whose k-th sets the bound
+        return _DiversityPlan(self, inner, estimator, n_instances, max(int(m), k))
+
     def _among_top(self, base, estimator, X_pool, n_instances, kwargs) -> Acquisition:
         k = self.n_candidates if self.n_candidates is not None else max(10 * n_instances, 100)
         k = min(max(int(k), n_instances), len(X_pool))
@@ -330,6 +349,67 @@ class DiversityPenalty(StrategyDecorator):
         pos, _ = greedy_cosine_batch(s, F, n_instances, self.weight)
         info = {**acq.info, "n_candidates": int(len(cand))}
         return Acquisition(cand[pos], None if acq.scores is None else np.asarray(acq.scores)[pos], info)
+
+
+class _DiversityPlan(ChunkPlan):
+    """The diversity penalty over a pool read in chunks, exact: the wrapped plan's chunks each send their
+    best ``m`` eligible rows and the range of their scores; a chunk that may hold more rows above the
+    candidate bound is read again for them; the workers that hold the final candidates compute their
+    features; the greedy batch, rejects and fill are then the local query's."""
+
+    def __init__(self, strategy, inner, estimator, n_instances, m):
+        self.strategy = strategy
+        self.inner = inner
+        self.estimator = estimator
+        self.n_instances = n_instances
+        self.m = m
+        self.exact = inner.exact
+        self.aligned_keywords = inner.aligned_keywords
+
+    def score_chunk(self, chunk):
+        return self.inner.score_chunk(chunk)
+
+    def keep(self, chunk, scores, request):
+        return self.inner.keep(chunk, scores, request)
+
+    def features(self, X):
+        """The diversity features of the rows ``X`` (on the worker that holds them)."""
+        return self.strategy._features_of(self.estimator, X)
+
+    def merge(self, pool):
+        k, inner, weight = self.n_instances, self.inner, self.strategy.weight
+        parts = dict(pool.round(inner.request(self.m, None, k, None, k)))
+        n_eligible = sum(p["n_eligible"] for p in parts.values())
+        e_i, e_s = _merged(parts)
+        info = {}
+        if n_eligible < k:  # nothing to choose: all of them, then the fill
+            picks, pick_scores = e_i[:k], e_s[:k]
+        else:
+            lo = min(p["lo"] for p in parts.values())
+            hi = max(p["hi"] for p in parts.values())
+            s_norm = normalize_scores(e_s, reference=[lo, hi])
+            bound = candidate_bound(s_norm, k, weight)
+            if self.strategy.n_candidates is None:
+                # a chunk that sent all it was asked for may hold more candidates above the bound
+                thr = lo + bound * (hi - lo) if hi > lo else -np.inf
+                short = [b for b, p in parts.items() if p["e_more"]
+                         and normalize_scores(p["e_score"][-1:], reference=[lo, hi])[0] >= bound]
+                if short:
+                    margin = 1e-9 * max(abs(lo), abs(hi), 1.0)
+                    for b, res in pool.round(inner.request(None, thr - margin, k, None, k), chunks=short):
+                        parts[b].update({key: res[key] for key in ("e_idx", "e_score", "e_more")})
+                    e_i, e_s = _merged(parts)
+                    s_norm = normalize_scores(e_s, reference=[lo, hi])
+            keep = s_norm >= bound
+            if self.strategy.n_candidates is not None:
+                keep &= np.arange(len(e_i)) < max(int(self.strategy.n_candidates), k)
+            cand = e_i[keep]
+            pos, _ = greedy_cosine_batch(s_norm[keep], pool.map_rows(cand, "features"), k, weight)
+            picks, pick_scores = cand[pos], e_s[keep][pos]
+            info["n_candidates"] = int(len(cand))
+        self.candidates = int(len(e_i))
+        return inner.complete(pool, parts, picks, pick_scores, info=info, who=type(self.strategy).__name__,
+                              fill_words=())
 
 
 def diversity_penalty(strategy, weight: float = 0.1, *, features: Union[str, Callable] = "input",

@@ -310,6 +310,21 @@ class EPIG(SamplesStrategy):
         rows = check_random_state(random_state).choice(len(X_pool), size=min(n_targets, len(X_pool)), replace=False)
         return take_rows(X_pool, np.sort(rows))
 
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """Each chunk's best ``k`` against target inputs drawn on the client as a local query draws them
+        (``n_targets`` of the rows not excluded, with ``random_state``) and sent with the model."""
+        if type(self).select is not SamplesStrategy.select or type(self).acquire is not SamplesStrategy.acquire:
+            return super().plan_chunks(estimator, n_instances, pool, **options)
+        options = dict(options)
+        X_target, n_targets = options.pop("X_target", None), options.pop("n_targets", None)
+        if X_target is None and self.target is None:
+            n_t = check_positive_int(self.n_targets if n_targets is None else n_targets, "n_targets")
+            rows = check_random_state(random_state).choice(pool.n_valid, size=min(n_t, pool.n_valid), replace=False)
+            X_target = pool.rows(pool.positions_to_indices(np.sort(rows)))
+        if X_target is not None:
+            options["X_target"] = X_target
+        return self._samples_plan(estimator, n_instances, options, measure=False)
+
     def score(self, estimator, X_pool, *, X_target=None, n_targets: Optional[int] = None,
               chunk_size: Optional[int] = None, n_jobs: Optional[int] = None, n_samples: Optional[int] = None,
               random_state=None, **kwargs) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The label-likelihood noise filter: a strategy decorator."""
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Optional, Union
 
 import numpy as np
@@ -10,6 +11,8 @@ from .._validation import check_n_instances, check_pool, label_columns, pool_kwa
 from ..predictive import as_predictive
 from ._strategy import (Acquisition, PoolScores, Strategy, StrategyDecorator, acquire_among, as_strategy,
                     check_options, pool_scores_of, select_top)
+from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
+from ._messages import chunk_refusal
 from ._scoring import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
 
 __all__ = ["NoiseFilter", "noise_filter"]
@@ -248,6 +251,29 @@ class NoiseFilter(StrategyDecorator):
         picks = ps.order[ps.eligible[ps.order]][:n_instances]
         return ps.acquisition(picks, n_instances, "noise_filter", *_FILL_WORDS)
 
+    def plan_chunks(self, estimator, n_instances: int, pool, **options):
+        """The wrapped strategy's plan with the untrusted rows of each chunk made ineligible; the rejects
+        and fill are the local query's. Needs a float threshold (the rules read ``p̄(y | x)`` of the whole
+        pool at once), ``y_pool`` among the pool's aligned keywords, and a pointwise plan inside."""
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not 0 < t < 1:
+            raise ValueError(
+                f"on a pool read in chunks (a distributed pool) the noise filter needs a float threshold in (0, 1); "
+                f"got {t!r}: the rules 'dynamic', 'quantile', 'batch' and a callable read p(y | x) of the whole "
+                "pool at once")
+        if "y_pool" not in pool.aligned:
+            raise ValueError("noise_filter needs y_pool: the annotator's labels of the pool, row by row")
+        base = as_strategy(self.strategy)
+        inner = base.plan_chunks(estimator, n_instances, pool, **options)
+        if not inner.pointwise:
+            raise TypeError(chunk_refusal(base, f"on a pool read in chunks the noise filter filters a pointwise "
+                                                f"strategy's scores; {type(base).__name__} chooses its batch "
+                                                f"otherwise"))
+        n_samples = self._n_samples(options)
+        plan = _FilterPlan(self, inner, estimator, n_instances, n_samples=n_samples,
+                           chunk_size=self._chunk_size(options))
+        return check_row_keyed(plan, as_predictive(estimator, n_samples=n_samples))  # p̄(y | x) is sampled too
+
     def _acquire_among_trusted(self, estimator, setup, random_tie_break, random_state, kwargs) -> Acquisition:
         """For a strategy without pool scores (a modAL function, a joint
         selection): it chooses among the trusted points, and the rejects are
@@ -282,6 +308,46 @@ class NoiseFilter(StrategyDecorator):
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
         return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
+
+
+class _FilterPlan(PointwisePlan):
+    """The noise filter over a pool read in chunks: each chunk's rows scored by the wrapped plan (or, for
+    a pointwise strategy of ours, with ``p̄(y | x)`` from the same samples) and made ineligible where
+    ``p̄(y_pool | x) < τ``; the batch, rejects and fill are then :class:`PointwisePlan`'s."""
+
+    filtered = True
+    who = "noise_filter"
+    fill_words = _FILL_WORDS
+    aligned_keywords = ("y_pool",)
+
+    def __init__(self, strategy, inner, estimator, n_instances, *, n_samples, chunk_size):
+        super().__init__(n_instances, strategy, estimator)
+        self.inner = inner
+        self.tau = float(strategy.threshold)
+        self.n_samples = n_samples
+        self.chunk_size = chunk_size
+        self.shared = _plain_measure(as_strategy(strategy.strategy))
+        self.exact = inner.exact
+        self.info = {**inner.info, "threshold": self.tau}
+        self.aligned_keywords = tuple(sorted({*inner.aligned_keywords, "y_pool"}))
+
+    def score_chunk(self, chunk):
+        predictive = as_predictive(self.estimator, n_samples=self.n_samples)
+        y_idx = label_columns(predictive.classes, np.asarray(chunk.aligned["y_pool"]).reshape(-1), "y_pool",
+                              classes_name="the model's classes")
+        inner_eligible = None
+        if self.shared:  # the strategy's score and p̄(y | x) from the same samples
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # said once on the client
+                scorer = _FilterChunk(predictive, as_strategy(self.strategy.strategy).measure_for(predictive))
+            scores, p_label = map_chunks(scorer, chunk.X, chunk_size=self.chunk_size, aligned={"y": y_idx})
+        else:
+            inner = self.inner.score_chunk(chunk)
+            scores, inner_eligible = inner.scores, inner.eligible
+            p_label = map_chunks(_FilterChunk(predictive, None), chunk.X, chunk_size=self.chunk_size,
+                                 aligned={"y": y_idx})
+        trusted = p_label >= self.tau
+        return ChunkScores(scores, trusted if inner_eligible is None else trusted & inner_eligible, p_label)
 
 
 def noise_filter(strategy, threshold: Union[float, str, Callable] = 0.1, **kwargs) -> NoiseFilter:

@@ -10,8 +10,9 @@ from sklearn.utils import check_random_state
 from .. import uncertainty
 from .._validation import check_pool, check_positive_int, take_rows
 from ..predictive import Predictive, as_predictive
+from ._chunks import ChunkPlan
 from ._scoring import SamplesStrategy
-from ._strategy import Strategy
+from ._strategy import Acquisition, Strategy
 
 
 __all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling"]
@@ -198,5 +199,35 @@ class RandomSampling(Strategy):
 
     def select(self, scores, n_instances, *, random_tie_break=False, random_state=None):
         return super().select(scores, n_instances)
+
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """The local query's scores, drawn on the client from the same stream, a block at a time, keeping
+        the top ``k``: no chunk is read."""
+        own = type(self).score is RandomSampling.score and type(self).select is RandomSampling.select
+        if not own or type(self).acquire is not Strategy.acquire:
+            return super().plan_chunks(estimator, n_instances, pool, **options)
+        return _RandomPlan(n_instances, random_state)
+
+
+class _RandomPlan(ChunkPlan):
+    """Random sampling over a pool read in chunks: the client draws the scores and reads no chunk."""
+
+    #: Rows of random scores drawn at a time.
+    block_rows = 1 << 20
+
+    def __init__(self, n_instances, random_state):
+        self.n_instances = n_instances
+        self.random_state = random_state
+
+    def merge(self, pool):
+        rng = check_random_state(self.random_state)
+        best_i, best_s = np.zeros(0, np.int64), np.zeros(0)
+        for start in range(0, pool.n_valid, self.block_rows):
+            s = rng.random_sample(min(self.block_rows, pool.n_valid - start))
+            i = np.concatenate([best_i, np.arange(start, start + len(s))])
+            s = np.concatenate([best_s, s])
+            o = np.lexsort((i, -s))[:self.n_instances]
+            best_i, best_s = i[o], s[o]
+        return Acquisition(pool.positions_to_indices(best_i).astype(np.intp), best_s, {})
 
 

@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from .. import uncertainty
 from .._validation import check_pool, check_positive_int, take_rows
 from ..predictive import Predictive, as_predictive
+from ._chunks import PointwisePlan, check_row_keyed
 from ._strategy import Strategy
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DegenerateScoreWarning", "map_chunks", "score_pool", "SamplesStrategy",
@@ -209,6 +210,32 @@ class SamplesStrategy(Strategy):
         scorer = _ChunkScorer(predictive, self.measure_for(predictive))
         return map_chunks(scorer, X_pool, chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                           n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """The top ``k`` of a score per row: each chunk sends its best ``k``
+        (:class:`~skdbal.acquisition.base.PointwisePlan`), so a strategy of
+        your own runs on a cluster as it is. Refused for a subclass that
+        overrides ``select`` or ``acquire`` (its batch is not the top ``k``).
+
+        A model whose samples of a row depend on the other rows sampled with
+        it (not row-keyed, :mod:`skdbal.predictive`) gives picks that change
+        with the chunking: the plan is not ``exact``, with a warning.
+        """
+        if type(self).select is not Strategy.select or type(self).acquire is not Strategy.acquire:
+            return super().plan_chunks(estimator, n_instances, pool, **options)
+        return self._samples_plan(estimator, n_instances, options)
+
+    def _samples_plan(self, estimator, n_instances, options, *, row_keyed=True, measure=True) -> PointwisePlan:
+        """The plan that scores chunks with :meth:`score` and ``options``; its warnings said once, here:
+        a constant score (``measure``), and samples that are not row-keyed (``row_keyed``)."""
+        predictive = as_predictive(estimator, n_samples=options["n_samples"] if "n_samples" in options
+                                   else self.n_samples)
+        if measure:
+            self.measure_for(predictive)
+        plan = PointwisePlan(n_instances, self, estimator, dict(options, n_jobs=None))
+        if row_keyed:
+            check_row_keyed(plan, predictive)
+        return plan
 
 
 class MeasureStrategy(SamplesStrategy):

@@ -23,6 +23,8 @@ from typing import Optional, Tuple
 import numpy as np
 from sklearn.utils import check_random_state
 from .._validation import check_n_instances, check_pool
+from ._chunks import ChunkPlan
+from ._messages import chunk_refusal
 from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
@@ -249,6 +251,73 @@ class StochasticBatch(StrategyDecorator):
                                            random_state=draw_seed)
         return ps.acquisition(picks, n_instances, type(self).__name__,
                               info={"mode": self.mode, "beta": float(self.beta)})
+
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, **options):
+        """The local draw, exact over a pointwise plan without a filter, in modes ``"power"`` and
+        ``"softmax"``: each chunk sends its top ``k`` perturbed log weights, with the local query's
+        Gumbel noise drawn on the client in pool order."""
+        self._check_params()
+        if self.mode == "softrank":
+            raise ValueError("on a pool read in chunks (a distributed pool) stochastic batches take mode 'power' "
+                             "or 'softmax': 'softrank' weighs a point by its rank in the whole pool")
+        score_seed, draw_seed = _score_and_draw_seeds(random_state)  # the local query's two streams
+        base = as_strategy(self.strategy)
+        inner = base.plan_chunks(estimator, n_instances, pool, random_state=score_seed, **options)
+        if not inner.pointwise or inner.filtered:
+            raise TypeError(chunk_refusal(base, (
+                f"on a pool read in chunks (a distributed pool) stochastic batches sample from a pointwise "
+                f"strategy's scores (BALD, max entropy, ..., EPIG), not from {type(base).__name__}: under a noise "
+                f"filter the draw's noise would follow the trusted points of earlier chunks, known only after "
+                f"scoring them all")))
+        return _StochasticPlan(inner, self.mode, self.beta, n_instances, draw_seed)
+
+
+class _StochasticPlan(ChunkPlan):
+    """Stochastic batches over a pool read in chunks, the local draw: the Gumbel-top-k of the pool is the
+    top ``k`` of each chunk's top ``k``. The noise of the rows not excluded comes from the local query's
+    stream, drawn on the client in pool order and sent with each chunk (a few chunks ahead of the
+    scoring), so the client holds the noise of those chunks and ``O(k)`` candidates, never ``O(N)``."""
+
+    def __init__(self, inner, mode, beta, n_instances, draw_seed):
+        self.inner = inner
+        self.mode = mode
+        self.beta = float(beta)
+        self.n_instances = n_instances
+        self.draw_seed = draw_seed
+        self.exact = inner.exact
+        self.aligned_keywords = inner.aligned_keywords
+
+    def score_chunk(self, chunk):
+        return self.inner.score_chunk(chunk)
+
+    def keep(self, chunk, scores, request):
+        """The chunk's best ``k`` rows by perturbed log weight ``log w + g`` (``g``: ``chunk.extra``, the
+        noise of its rows not excluded, in order), and its best ``k`` of weight 0 by score, which a draw
+        reaches only when the others run out."""
+        s = np.asarray(scores.scores, dtype=np.float64)[chunk.valid]
+        idx = chunk.index[chunk.valid]
+        key = log_weights(s, self.mode, self.beta) + chunk.extra
+        out = {}
+        for name, sel, by in (("w", np.isfinite(key), key), ("z", ~np.isfinite(key), s)):
+            i, b, sc = idx[sel], by[sel], s[sel]
+            o = np.lexsort((i, -b))[:self.n_instances]
+            out[name] = (i[o], b[o], sc[o])
+        return out
+
+    def merge(self, pool):
+        k, rng = self.n_instances, np.random.RandomState(self.draw_seed)
+        best = {name: (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)) for name in ("w", "z")}
+        received = 0
+        for _, res in pool.round(None, inputs=lambda b: rng.gumbel(size=pool.n_valid_in(b))):
+            received += sum(len(res[name][0]) for name in best)
+            for name in best:
+                i, b, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
+                o = np.lexsort((i, -b))[:k]
+                best[name] = (i[o], b[o], sc[o])
+        self.candidates = int(received)
+        picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
+        scores = np.concatenate([best["w"][2], best["z"][2]])[:k]
+        return Acquisition(picks.astype(np.intp), scores.astype(np.float64), {"mode": self.mode, "beta": self.beta})
 
 
 def stochastic_batch(strategy, mode: str = "power", beta: float = 1.0) -> StochasticBatch:

@@ -9,6 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from ._messages import chunk_refusal, warn_fill
 from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
                            subset_pool_kwargs, take_rows)
 
@@ -143,17 +144,6 @@ class PoolScores:
             rejected = rejected[~np.isin(rejected, picks)]
             info.update({"n_rejected": int(len(rejected)), "rejected_indices": rejected, "n_filled": int(n_filled)})
         return Acquisition(picks, self.scores[picks], info)
-
-
-def warn_fill(who: str, n_eligible: int, n_pool: int, n_filled: int, threshold=None, eligible_word: str = "eligible",
-              fill_words: str = "others of highest priority", stacklevel: int = 2) -> None:
-    """The warning of a batch filled with ineligible points (:meth:`PoolScores.fill`, and a query on a
-    cluster that fills the same way)."""
-    import warnings
-
-    at = f" (threshold {threshold:.3g})" if threshold is not None else ""
-    warnings.warn(f"{who}: only {n_eligible} of the {n_pool} pool points are {eligible_word}{at}; the batch is "
-                  f"filled with the {n_filled} {fill_words}", UserWarning, stacklevel=stacklevel + 1)
 
 
 def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
@@ -532,6 +522,52 @@ class Strategy(BaseEstimator):
         return select_top(scores, n_instances, random_tie_break=random_tie_break,
                           random_state=random_state)
 
+    def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
+        """How a query of this strategy reduces over a pool read in chunks (on a cluster).
+
+        Returns a :class:`~skdbal.acquisition.base.ChunkPlan`: how to score a chunk, keep its
+        candidates and merge theirs, which :func:`skdbal.dask.query_pool` and
+        :func:`~skdbal.acquisition.base.acquire_in_chunks` run. This default refuses; a strategy
+        that can say overrides it, as :class:`~skdbal.acquisition.base.SamplesStrategy` does for
+        every strategy that scores rows one by one (a subclass of your own included).
+
+        Parameters
+        ----------
+        estimator : estimator
+            The fitted model.
+        n_instances : int
+            The batch size, already checked against the rows not excluded.
+        pool : ChunkedPool
+            Its rows not excluded, chunks and pool-aligned keywords; ``pool.rows`` reads rows.
+        random_state, n_candidates, **options :
+            As for :meth:`ChunkedPool.acquire <skdbal.acquisition.base.ChunkedPool.acquire>`.
+
+        Returns
+        -------
+        ChunkPlan
+
+        Raises
+        ------
+        TypeError
+            If the query needs every score in one place; the message names the strategy.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdbal.acquisition import badge, max_entropy
+        >>> from skdbal.acquisition.base import ChunkedPool
+        >>> class Fixed:
+        ...     def predict_proba(self, X):
+        ...         return np.full((len(X), 2), 0.5)
+        >>> max_entropy.plan_chunks(Fixed(), 2, ChunkedPool([5])).pointwise    # top-k of a score per row
+        True
+        >>> badge.plan_chunks(None, 2, ChunkedPool([5]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: BADGE does not say how its query reduces over a pool read in chunks ...; not BADGE
+        """
+        raise TypeError(chunk_refusal(self))
+
 
 class StrategyDecorator(Strategy):
     """Base class of strategy decorators: a strategy that wraps another.
@@ -580,6 +616,14 @@ class StrategyDecorator(Strategy):
         if type(self).acquire is not StrategyDecorator.acquire:
             return None
         return pool_scores_of(as_strategy(self.strategy), estimator, X_pool, n_instances, **kwargs)
+
+    def plan_chunks(self, estimator, n_instances: int, pool, **kwargs):
+        """The wrapped strategy's plan, for a decorator that keeps its selection
+        (this base, :func:`to_modal`'s); refused for one that overrides
+        :meth:`acquire` without overriding this method."""
+        if type(self).acquire is not StrategyDecorator.acquire:
+            raise TypeError(chunk_refusal(self))
+        return as_strategy(self.strategy).plan_chunks(estimator, n_instances, pool, **kwargs)
 
 
 class _ModalView:

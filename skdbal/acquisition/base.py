@@ -9,6 +9,16 @@ does). :class:`Acquisition` and :class:`PoolScores` are what they return;
 the built-in strategies are made of. The strategies themselves are in
 :mod:`skdbal.acquisition`.
 
+A strategy says how its query reduces over a pool read in chunks (a pool on
+a cluster, :func:`skdbal.dask.query_pool`) through
+:meth:`Strategy.plan_chunks`: a :class:`ChunkPlan` scores a chunk where it
+lives (:meth:`~ChunkPlan.score_chunk`), keeps the chunk's candidates
+(:meth:`~ChunkPlan.keep`) and merges theirs on the client
+(:meth:`~ChunkPlan.merge`), asking the :class:`ChunkedPool` for more where
+the exact answer needs it. Every :class:`SamplesStrategy` has one (the top
+``k`` of each chunk, :class:`PointwisePlan`), so a strategy of your own runs
+on a cluster unchanged; :func:`acquire_in_chunks` runs a plan in this process.
+
 Examples
 --------
 >>> import numpy as np
@@ -27,6 +37,7 @@ Examples
 >>> sorted(idx.tolist())
 [1, 2]
 """
+from ._chunks import ChunkedPool, ChunkPlan, ChunkScores, PointwisePlan, PoolChunk, acquire_in_chunks
 from ._scoring import (DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, MeasureStrategy, SamplesStrategy, map_chunks,
                        score_pool)
 from ._strategy import (Acquisition, CallableStrategy, PoolScores, Strategy, StrategyDecorator, acquire_among,
@@ -34,4 +45,6 @@ from ._strategy import (Acquisition, CallableStrategy, PoolScores, Strategy, Str
 
 __all__ = ["Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy", "CallableStrategy", "Acquisition",
            "PoolScores", "as_strategy", "acquire_among", "pool_scores_of", "select_top", "score_pool", "map_chunks",
-           "check_options", "to_modal", "DegenerateScoreWarning", "DEFAULT_CHUNK_SIZE"]
+           "check_options", "to_modal", "DegenerateScoreWarning", "DEFAULT_CHUNK_SIZE",
+           # a query reduced over a pool read in chunks (a cluster's): the protocol and a driver in one process
+           "ChunkPlan", "PointwisePlan", "PoolChunk", "ChunkScores", "ChunkedPool", "acquire_in_chunks"]

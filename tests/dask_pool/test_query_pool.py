@@ -15,9 +15,9 @@ da = pytest.importorskip("dask.array")  # in the test extra: the import succeeds
 from skdbal.acquisition import (EPIG, BatchBALD, badge, bald,  # noqa: E402
                                 diversity_penalty, max_entropy, mean_std, noise_filter, random,
                                 stochastic_batch, variation_ratios)
-from skdbal.acquisition.base import acquire_among  # noqa: E402
+from skdbal.acquisition._pointwise import _RandomPlan  # noqa: E402
+from skdbal.acquisition.base import ChunkedPool, SamplesStrategy, acquire_among  # noqa: E402
 from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
-from skdbal.dask.scoring import _kept_to_global  # noqa: E402
 
 from _helpers import bounded as _bounded, local_dask_client, small_net  # noqa: E402
 
@@ -68,6 +68,55 @@ def test_pointwise_equals_local_and_ignores_chunking(cluster, pool, net, strateg
         dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 12, client=cluster))
         same(dist, local)
         assert dist.info["dask"]["exact"] and dist.info["dask"]["tasks"] == -(-len(X) // rows)
+
+
+def margin(samples):
+    """One minus the gap between the two likeliest classes of the mean prediction."""
+    top2 = np.sort(samples.mean(axis=0), axis=1)[:, -2:]
+    return 1.0 - (top2[:, 1] - top2[:, 0])
+
+
+class Margin(SamplesStrategy):
+    """A strategy written here, in the test: nothing in skdbal.dask knows it."""
+
+    measure = staticmethod(margin)
+    needs_stochastic = False
+
+
+def test_a_strategy_of_your_own_runs_on_the_cluster(cluster, pool, net):
+    """A SamplesStrategy subclass defined in this file runs on a real two-worker cluster on the loopback,
+    alone and under the decorators, with the picks of the single process: its plan is SamplesStrategy's."""
+    from urllib.parse import urlparse
+
+    assert urlparse(cluster.scheduler.address).hostname == "127.0.0.1"
+    assert {urlparse(w).hostname for w in cluster.scheduler_info()["workers"]} == {"127.0.0.1"}
+    path, X, y = pool
+    labelled = np.random.RandomState(3).choice(len(X), 200, replace=False)
+    rest = np.setdiff1d(np.arange(len(X)), labelled)
+    for strategy in (Margin(), stochastic_batch(Margin(), "softmax", 30.0), noise_filter(Margin(), 0.3)):
+        local = acquire_among(strategy, net, X, rest, 10, y_pool=y, random_state=5)
+        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=97), 10, client=cluster,
+                                          exclude=labelled, y_pool=y, random_state=5))
+        same(dist, local, [k for k in local.info])
+        assert dist.info["dask"]["exact"] and dist.info["dask"]["tasks"] == -(-len(X) // 97)
+
+
+def test_the_driver_knows_no_strategy_by_its_type():
+    """skdbal.dask imports the protocol from skdbal.acquisition.base, no strategy class, and checks no
+    strategy's type: a new strategy needs no edit there."""
+    import ast
+    from pathlib import Path
+
+    import skdbal.dask
+
+    for path in Path(skdbal.dask.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        taken = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and "acquisition" in (node.module or "") for a in node.names}
+        assert taken <= {"Acquisition", "ChunkedPool", "ChunkPlan", "PoolChunk"}, (path.name, taken)
+        checked = {ast.unparse(node.args[1]) for node in ast.walk(tree)
+                   if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"}
+        assert not checked & taken and all("Strateg" not in c for c in checked), (path.name, checked)
 
 
 def test_exclude_is_the_local_query_among_the_rest(cluster, pool, net):
@@ -128,16 +177,15 @@ def test_stochastic_batch_runs_out_of_weight_as_locally(cluster, tmp_path):
 
 
 def test_kept_to_global_by_hand():
-    excluded = np.array([0, 1, 4, 7])
+    pool = ChunkedPool([4, 6], exclude=[0, 1, 4, 7])
     # the points kept are 2, 3, 5, 6, 8, 9
-    assert _kept_to_global([0, 1, 2, 3, 4, 5], excluded).tolist() == [2, 3, 5, 6, 8, 9]
+    assert pool.positions_to_indices([0, 1, 2, 3, 4, 5]).tolist() == [2, 3, 5, 6, 8, 9]
+    assert pool.positions_to_indices([5, 0, 3]).tolist() == [9, 2, 6]  # element by element
 
 
 def test_random_sampling_streams_the_local_draw(cluster, pool, monkeypatch):
     path, X, _ = pool
-    import skdbal.dask.scoring as scoring
-
-    monkeypatch.setattr(scoring, "_RANDOM_BLOCK", 100)  # many client blocks: the same stream
+    monkeypatch.setattr(_RandomPlan, "block_rows", 100)  # many client blocks: the same stream
     local = random.acquire(None, X, 7, random_state=11)
     dist = query_pool(random, None, open_pool(path), 7, client=cluster, random_state=11)
     same(dist, local)
@@ -172,11 +220,12 @@ def test_noise_filter_fixed_threshold_with_rejects_and_fill(cluster, pool, net):
 
 
 def test_diversity_penalty_gathers_every_candidate(cluster, pool, net, monkeypatch):
-    """Each chunk sends 5 candidates at first; the bound needs more, so the chunks that may hold them are
-    scored again: the batch is the local one, over the same candidates."""
+    """Each chunk sends 6 candidates at first (5 asked, and never fewer than the batch); the bound needs
+    more, so the chunks that may hold them are scored again: the batch is the local one, over the same
+    candidates."""
     path, X, y = pool
     rounds = []
-    for strategy in (diversity_penalty(bald, 0.05), diversity_penalty(noise_filter(max_entropy, 0.2), 0.1),
+    for strategy in (diversity_penalty(bald, 0.1), diversity_penalty(noise_filter(max_entropy, 0.2), 0.1),
                      diversity_penalty(bald, 0.1, n_candidates=50)):
         local = strategy.acquire(net, X, 6, y_pool=y)
         dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 6, client=cluster, y_pool=y,
@@ -277,17 +326,17 @@ def test_plan_stays_on_every_worker_through_every_round(pool, net, monkeypatch):
     import skdbal.dask.scoring as scoring
 
     path, X, y = pool
-    slow = scoring._gather_features
+    slow = scoring._map_rows
 
     def paused(*args, **kwargs):
         time.sleep(0.5)  # ten turns of the memory manager with no task waiting
         return slow(*args, **kwargs)
 
-    monkeypatch.setattr(scoring, "_gather_features", paused)
+    monkeypatch.setattr(scoring, "_map_rows", paused)
     with dask.config.set({"distributed.scheduler.active-memory-manager.interval": "50ms"}), \
             local_dask_client(processes=True, timeout=60) as client:
         model = CountedNet(net)
-        strategy = diversity_penalty(bald, 0.05)
+        strategy = diversity_penalty(bald, 0.1)
         dist = bounded(lambda: query_pool(strategy, model, open_pool(path), 6, client=client, n_candidates=5))
         assert dist.info["dask"]["rounds"] == 2
         assert set(client.run(_unpickled).values()) == {1}
@@ -307,15 +356,15 @@ def test_a_worker_that_lost_the_plan_unpickles_it_again(cluster, pool, net, monk
     import skdbal.dask.scoring as scoring
 
     path, X, y = pool
-    gather = scoring._gather_features
+    gather = scoring._map_rows
 
     def forgetting(client, *args, **kwargs):
         client.run(_forget_plans)
         return gather(client, *args, **kwargs)
 
-    monkeypatch.setattr(scoring, "_gather_features", forgetting)
+    monkeypatch.setattr(scoring, "_map_rows", forgetting)
     model = CountedNet(net)
-    strategy = diversity_penalty(bald, 0.05)
+    strategy = diversity_penalty(bald, 0.1)
     before = cluster.run(_unpickled)
     dist = bounded(lambda: query_pool(strategy, model, open_pool(path), 6, client=cluster, n_candidates=5))
     after = cluster.run(_unpickled)
