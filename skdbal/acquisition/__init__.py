@@ -43,9 +43,24 @@ from ._diversity import DiversityPenalty, diversity_penalty
 from ._epig import EPIG
 from ._noise import NoiseFilter, noise_filter
 from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
-from ._registry import (DECORATORS, STRATEGIES, badge, bald, batch_bald, canonical_name, ddu, egl, epig,
-                        get_strategy, max_entropy, mean_std, parse_strategy_name, predictive_variance, random,
-                        variation_ratios)
+from ._registry import (
+    DECORATORS,
+    STRATEGIES,
+    badge,
+    bald,
+    batch_bald,
+    canonical_name,
+    ddu,
+    egl,
+    epig,
+    get_strategy,
+    max_entropy,
+    mean_std,
+    parse_strategy_name,
+    predictive_variance,
+    random,
+    variation_ratios,
+)
 from ._regression import ExpectedGradientLength, PredictiveVariance
 from ._stochastic import StochasticBatch, stochastic_batch
 

@@ -42,19 +42,19 @@ Examples
 """
 from __future__ import annotations
 
-from typing import Tuple
+import warnings
+from typing import Optional, Tuple
+
 import numpy as np
 from scipy.special import xlogy
 from sklearn.utils import check_random_state
-from .._validation import check_positive_int
-import warnings
-from typing import Optional
-from .._validation import check_n_instances, check_pool, pool_kwargs
+
+from .._validation import check_n_instances, check_pool, check_positive_int, pool_kwargs
 from ..predictive import as_predictive
-from ._strategy import Acquisition, Strategy, check_options
 from ._chunks import ChunkPlan, _merged
 from ._pointwise import BALD
 from ._scoring import DegenerateScoreWarning
+from ._strategy import Acquisition, Strategy, check_options
 
 __all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._strategy import Strategy
 from ._diversity import model_with
 from ._scoring import DEFAULT_CHUNK_SIZE
+from ._strategy import Strategy
 
 __all__ = ["DDU"]
 

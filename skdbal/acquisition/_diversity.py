@@ -28,16 +28,18 @@ Examples
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
+
 import numpy as np
-from typing import Callable, Optional, Union
+
 from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
 from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
 from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
-__all__ = ['normalize_scores', 'unit_rows', 'greedy_cosine_batch', 'candidate_bound', 'DiversityPenalty', 'diversity_penalty']
+__all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
+           "diversity_penalty"]
 
 
 

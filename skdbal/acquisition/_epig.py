@@ -45,15 +45,16 @@ Examples
 """
 from __future__ import annotations
 
+import warnings
 from typing import Optional
+
 import numpy as np
 from scipy.special import xlogy
-from .._validation import check_positive_int
-from ..uncertainty import check_samples
-import warnings
 from sklearn.utils import check_random_state
+
 from .._validation import check_pool, check_positive_int, concat_rows, is_frame, take_rows
 from ..predictive import Predictive, as_predictive
+from ..uncertainty import check_samples
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, SamplesStrategy, map_chunks
 
 __all__ = ['epig_from_probs', 'EPIG']

@@ -9,11 +9,20 @@ import numpy as np
 from .. import noise
 from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
-from ._strategy import (Acquisition, PoolScores, Strategy, StrategyDecorator, acquire_among, as_strategy,
-                    check_options, pool_scores_of, select_top)
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
 from ._messages import chunk_refusal
 from ._scoring import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
+from ._strategy import (
+    Acquisition,
+    PoolScores,
+    Strategy,
+    StrategyDecorator,
+    acquire_among,
+    as_strategy,
+    check_options,
+    pool_scores_of,
+    select_top,
+)
 
 __all__ = ["NoiseFilter", "noise_filter"]
 
@@ -232,7 +241,8 @@ class NoiseFilter(StrategyDecorator):
 
     def _chunk_size(self, kwargs) -> int:
         """Rows scored at a time: the call's ``chunk_size``, else this filter's, else its strategy's."""
-        for value in (kwargs.get("chunk_size"), self.chunk_size, getattr(as_strategy(self.strategy), "chunk_size", None)):
+        inner = getattr(as_strategy(self.strategy), "chunk_size", None)
+        for value in (kwargs.get("chunk_size"), self.chunk_size, inner):
             if value is not None:
                 return value
         return DEFAULT_CHUNK_SIZE

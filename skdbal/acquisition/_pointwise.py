@@ -1,19 +1,13 @@
 """Pointwise strategies: a score per pool point from predictive samples, then top-k."""
 from __future__ import annotations
 
-import warnings
-from typing import Callable, Dict, Optional
-
 import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import uncertainty
-from .._validation import check_pool, check_positive_int, take_rows
-from ..predictive import Predictive, as_predictive
 from ._chunks import ChunkPlan
 from ._scoring import SamplesStrategy
 from ._strategy import Acquisition, Strategy
-
 
 __all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling"]
 

@@ -7,13 +7,13 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 from ._badge import BADGE
 from ._batchbald import BatchBALD
 from ._ddu import DDU
+from ._diversity import diversity_penalty
 from ._epig import EPIG
+from ._noise import noise_filter
 from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
 from ._regression import ExpectedGradientLength, PredictiveVariance
-from ._strategy import Strategy
-from ._diversity import diversity_penalty
-from ._noise import noise_filter
 from ._stochastic import stochastic_batch
+from ._strategy import Strategy
 
 __all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS", "STRATEGIES"]
 
@@ -43,9 +43,9 @@ ddu = _shared(DDU(), "ddu")
 epig = _shared(EPIG(), "epig")
 
 #: Strategies by name, as used by the command line and the experiment runner: each is the instance of that name.
-STRATEGIES: Dict[str, Strategy] = {name: globals()[name] for name in ("bald", "max_entropy", "variation_ratios", "mean_std", "random",
-                                                   "predictive_variance", "egl", "batch_bald", "badge", "ddu",
-                                                   "epig")}
+STRATEGIES: Dict[str, Strategy] = {
+    name: globals()[name] for name in ("bald", "max_entropy", "variation_ratios", "mean_std", "random",
+                                       "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig")}
 
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")

@@ -37,13 +37,15 @@ Examples
 """
 from __future__ import annotations
 
-import numpy as np
 import warnings
 from typing import Optional
+
+import numpy as np
+
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
-from ._strategy import Strategy
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
+from ._strategy import Strategy
 
 __all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength']
 

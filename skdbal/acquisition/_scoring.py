@@ -5,9 +5,7 @@ import warnings
 from typing import Callable, Dict, Optional
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .. import uncertainty
 from .._validation import check_pool, check_positive_int, take_rows
 from ..predictive import Predictive, as_predictive
 from ._chunks import PointwisePlan, check_row_keyed

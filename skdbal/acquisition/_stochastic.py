@@ -20,8 +20,10 @@ and Welling, 2019). Pure functions over arrays.
 from __future__ import annotations
 
 from typing import Optional, Tuple
+
 import numpy as np
 from sklearn.utils import check_random_state
+
 from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan
 from ._messages import chunk_refusal

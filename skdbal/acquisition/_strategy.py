@@ -9,12 +9,19 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
+from .._validation import (
+    check_candidates,
+    check_n_instances,
+    check_pool,
+    check_query_result,
+    pool_kwargs,
+    subset_pool_kwargs,
+    take_rows,
+)
 from ._messages import chunk_refusal, warn_fill
-from .._validation import (check_candidates, check_n_instances, check_pool, check_query_result, pool_kwargs,
-                           subset_pool_kwargs, take_rows)
 
 __all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
-           "acquire_among", "select_top", "to_modal", "pool_scores_of", "check_options"]
+           "acquire_among", "select_top", "pool_scores_of", "check_options"]
 
 
 @dataclass
@@ -293,10 +300,10 @@ def check_options(strategy, kwargs) -> None:
     >>> from skdbal.acquisition import bald
     >>> from skdbal.acquisition.base import check_options
     >>> check_options(bald, {"random_state": 0, "n_samples": 10, "y_pool": None})   # all taken
-    >>> check_options(bald, {"n_sample": 10})
+    >>> check_options(bald, {"n_sample": 10})   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: BALD got unexpected keyword argument(s) 'n_sample'; it takes chunk_size, n_jobs, n_samples, random_state, random_tie_break and pool-aligned *_pool keywords
+    TypeError: BALD got unexpected keyword argument(s) 'n_sample'; it takes chunk_size, n_jobs, n_samples, ...
     """
     options = strategy.call_options() if isinstance(strategy, Strategy) else None
     if options is None:
@@ -748,49 +755,3 @@ def as_strategy(strategy) -> Strategy:
     if not callable(strategy):
         raise TypeError(f"query_strategy must be callable; got {strategy!r}")
     return CallableStrategy(strategy)
-
-
-def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callable:
-    """Adapt a strategy to the installed modAL's return convention.
-
-    modAL 0.4.2.x expects ``(indices, scores)``, which our strategies return
-    already; modAL ≤ 0.4.1 expects bare indices (it returns a tuple result
-    unchanged). This wrapper returns what the installed version expects.
-
-    Parameters
-    ----------
-    strategy : callable
-        A strategy following our protocol.
-    modal_version : str, optional
-        Defaults to the installed ``modAL-python`` version.
-
-    Returns
-    -------
-    callable
-
-    Examples
-    --------
-    >>> from skdbal.acquisition import bald
-    >>> from skdbal.acquisition.base import to_modal
-    >>> to_modal(bald, "0.4.2.1") is bald
-    True
-    """
-    if modal_version is None:
-        from importlib.metadata import version
-
-        modal_version = version("modAL-python")
-    parts = tuple(int(p) for p in modal_version.split(".")[:3] if p.isdigit())
-    if parts >= (0, 4, 2):
-        return strategy
-    return _BareIndices(strategy)
-
-
-class _BareIndices(StrategyDecorator):
-    """modAL <= 0.4.1's convention: calling it returns the indices alone.
-
-    Still a :class:`Strategy` (``acquire`` is the wrapped one's), so our
-    learner seeds it as it seeds the strategy it wraps.
-    """
-
-    def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs):
-        return self.acquire(estimator, X_pool, n_instances, **kwargs).indices

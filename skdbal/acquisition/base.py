@@ -38,10 +38,27 @@ Examples
 [1, 2]
 """
 from ._chunks import ChunkedPool, ChunkPlan, ChunkScores, PointwisePlan, PoolChunk, acquire_in_chunks
-from ._scoring import (DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, MeasureStrategy, SamplesStrategy, map_chunks,
-                       score_pool)
-from ._strategy import (Acquisition, CallableStrategy, PoolScores, Strategy, StrategyDecorator, acquire_among,
-                        as_strategy, check_options, pool_scores_of, select_top, to_modal)
+from ._modal import to_modal
+from ._scoring import (
+                       DEFAULT_CHUNK_SIZE,
+                       DegenerateScoreWarning,
+                       MeasureStrategy,
+                       SamplesStrategy,
+                       map_chunks,
+                       score_pool,
+)
+from ._strategy import (
+                       Acquisition,
+                       CallableStrategy,
+                       PoolScores,
+                       Strategy,
+                       StrategyDecorator,
+                       acquire_among,
+                       as_strategy,
+                       check_options,
+                       pool_scores_of,
+                       select_top,
+)
 
 __all__ = ["Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy", "CallableStrategy", "Acquisition",
            "PoolScores", "as_strategy", "acquire_among", "pool_scores_of", "select_top", "score_pool", "map_chunks",

@@ -3,15 +3,23 @@ import pickle
 
 import numpy as np
 import pytest
+from _helpers import TwoPasses
 from modAL.uncertainty import uncertainty_sampling
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, uncertainty
 from skdbal.acquisition import BALD, MaxEntropy, bald, max_entropy, mean_std, random, variation_ratios
-from skdbal.acquisition.base import Acquisition, CallableStrategy, MeasureStrategy, Strategy, StrategyDecorator, acquire_among, to_modal, as_strategy
-
-from _helpers import TwoPasses
+from skdbal.acquisition.base import (
+    Acquisition,
+    CallableStrategy,
+    MeasureStrategy,
+    Strategy,
+    StrategyDecorator,
+    acquire_among,
+    as_strategy,
+    to_modal,
+)
 
 
 @pytest.fixture

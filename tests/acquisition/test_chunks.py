@@ -10,12 +10,34 @@ import warnings
 import numpy as np
 import pytest
 
-from skdbal.acquisition import (EPIG, BatchBALD, badge, bald, ddu, diversity_penalty, max_entropy, mean_std,
-                                noise_filter, predictive_variance, random, stochastic_batch, variation_ratios)
+from skdbal.acquisition import (
+    EPIG,
+    BatchBALD,
+    badge,
+    bald,
+    ddu,
+    diversity_penalty,
+    max_entropy,
+    mean_std,
+    noise_filter,
+    predictive_variance,
+    random,
+    stochastic_batch,
+    variation_ratios,
+)
 from skdbal.acquisition._chunks import _ArrayChunks
 from skdbal.acquisition._pointwise import _RandomPlan
-from skdbal.acquisition.base import (ChunkPlan, MeasureStrategy, PointwisePlan, SamplesStrategy, Strategy,
-                                     StrategyDecorator, acquire_among, acquire_in_chunks, to_modal)
+from skdbal.acquisition.base import (
+    ChunkPlan,
+    MeasureStrategy,
+    PointwisePlan,
+    SamplesStrategy,
+    Strategy,
+    StrategyDecorator,
+    acquire_among,
+    acquire_in_chunks,
+    to_modal,
+)
 from skdbal.uncertainty import expected_entropy
 
 

@@ -1,6 +1,7 @@
 """The cosine diversity penalty, on hand-built scores and models."""
 import numpy as np
 import pytest
+from _helpers import BinaryTwoPasses
 from modAL.uncertainty import uncertainty_sampling
 from sklearn.linear_model import LogisticRegression
 
@@ -8,8 +9,6 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import DiversityPenalty, bald, diversity_penalty, get_strategy, max_entropy, noise_filter
 from skdbal.acquisition.base import MeasureStrategy
 from skdbal.acquisition.kernels import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
-
-from _helpers import BinaryTwoPasses
 
 
 class Scored:

@@ -3,14 +3,12 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import BinaryTwoPasses
 from modAL.uncertainty import uncertainty_sampling
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, uncertainty
 from skdbal.acquisition import bald, max_entropy, noise_filter
-
-from _helpers import BinaryTwoPasses
-
 
 # p(class 0) in the two passes; p̄(class 0) = (a + b) / 2
 A = np.array([0.5, 1.0, 0.2, 0.6, 0.9, 1.0, 0.7, 0.3])

@@ -2,14 +2,13 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import run_on_local_dask
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import uncertainty
 from skdbal.acquisition import bald, max_entropy, mean_std, random, variation_ratios
 from skdbal.acquisition.base import DegenerateScoreWarning, score_pool, select_top
-
-from _helpers import run_on_local_dask
 
 MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
                  (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_standard_deviation)]

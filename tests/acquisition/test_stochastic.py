@@ -3,13 +3,20 @@ import itertools
 
 import numpy as np
 import pytest
+from _helpers import digits_flat
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import batch_bald, canonical_name, diversity_penalty, get_strategy, max_entropy, noise_filter, stochastic_batch
+from skdbal.acquisition import (
+    batch_bald,
+    canonical_name,
+    diversity_penalty,
+    get_strategy,
+    max_entropy,
+    noise_filter,
+    stochastic_batch,
+)
 from skdbal.acquisition.kernels import log_weights, sample_batch
-
-from _helpers import digits_flat
 
 SCORES = np.array([0.8, 0.4, 0.2, 0.1, 0.0])
 
@@ -158,7 +165,7 @@ def test_with_the_learner_a_run_repeats_and_never_picks_a_labelled_row():
                                 random_state=3, verbose=False)
         return learner, learner.simulate(X, y, n_queries=3, n_instances=10, initial_idx=np.arange(20))
 
-    (a, ha), (b, hb) = run(), run()
+    (a, ha), (_, hb) = run(), run()
     assert [list(r["query_indices"]) for r in ha] == [list(r["query_indices"]) for r in hb]
     assert len(set(a.labelled_idx_.tolist())) == 50
     top = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=3, verbose=False)

@@ -12,14 +12,25 @@ import pytest
 
 da = pytest.importorskip("dask.array")  # in the test extra: the import succeeds wherever the suite runs
 
-from skdbal.acquisition import (EPIG, BatchBALD, badge, bald,  # noqa: E402
-                                diversity_penalty, max_entropy, mean_std, noise_filter, random,
-                                stochastic_batch, variation_ratios)
+from _helpers import bounded as _bounded  # noqa: E402
+from _helpers import local_dask_client, small_net
+
+from skdbal.acquisition import (  # noqa: E402
+    EPIG,
+    BatchBALD,
+    badge,
+    bald,
+    diversity_penalty,
+    max_entropy,
+    mean_std,
+    noise_filter,
+    random,
+    stochastic_batch,
+    variation_ratios,
+)
 from skdbal.acquisition._pointwise import _RandomPlan  # noqa: E402
 from skdbal.acquisition.base import ChunkedPool, SamplesStrategy, acquire_among  # noqa: E402
 from skdbal.dask import open_pool, query_pool, write_pool  # noqa: E402
-
-from _helpers import bounded as _bounded, local_dask_client, small_net  # noqa: E402
 
 TIMEOUT = 120.0
 
