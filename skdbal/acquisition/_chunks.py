@@ -685,8 +685,9 @@ def register_pool_backend(name: str, is_pool: Optional[Callable[[Any], bool]],
     acquire : callable, optional
         ``acquire(strategy, estimator, X_pool, candidates, n_instances, **kwargs)``
         returning an :class:`~skdbal.acquisition.base.Acquisition` with
-        indices into ``X_pool``, chosen among ``candidates`` (sorted, unique
-        positions), as ``acquire_among`` does. ``kwargs`` are the query's: the
+        indices into ``X_pool``, chosen among ``candidates`` (unique positions,
+        as the caller gave them: a driver that reads the pool in order chooses
+        as ``acquire_among`` does among them sorted). ``kwargs`` are the query's: the
         strategy's options, pool-aligned keywords (``y_pool``) over the whole
         pool, and the driver's own (a Dask ``client``).
 
