@@ -8,9 +8,9 @@ import numpy as np
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
-__all__ = ["is_frame", "take_rows", "concat_rows", "check_pool", "check_n_instances", "check_positive_int",
-           "check_bool", "check_candidates", "check_query_result", "label_columns", "pool_kwargs", "subset_pool_kwargs",
-           "check_query_kwargs", "is_loopback"]
+__all__ = ["is_frame", "is_lazy", "read_rows", "take_rows", "concat_rows", "check_pool", "check_n_instances",
+           "check_positive_int", "check_bool", "check_candidates", "check_query_result", "label_columns",
+           "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback"]
 
 
 def is_frame(X) -> bool:
@@ -18,6 +18,24 @@ def is_frame(X) -> bool:
     polars DataFrame): kept as it is, so that a pipeline can select its
     columns by name and hold columns of several types."""
     return hasattr(X, "columns") and hasattr(X, "shape") and not isinstance(X, np.ndarray)
+
+
+def is_lazy(X) -> bool:
+    """Whether ``X`` is a lazy collection (a dask array: it has ``__dask_graph__``), whose rows live
+    elsewhere and are read only where needed, never whole (a pool on a cluster)."""
+    return hasattr(X, "__dask_graph__") and not isinstance(X, np.ndarray)
+
+
+def read_rows(X, rows):
+    """``take_rows(X, rows)``, in memory: of a lazy ``X`` only those rows are read (in pool order,
+    then put in the order asked)."""
+    if not is_lazy(X):
+        return take_rows(X, rows)
+    rows = np.asarray(rows, dtype=np.intp).reshape(-1)
+    order = np.argsort(rows, kind="stable")
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(len(order))
+    return np.asarray(X[rows[order]])[inverse]
 
 
 def take_rows(X, rows):
@@ -44,9 +62,21 @@ def concat_rows(a, b):
 def check_pool(X_pool, name: str = "X_pool"):
     """A non-empty, finite, numeric pool of at least 2 dimensions (arrays pass
     unchanged). A DataFrame is kept as it is: its columns are the estimator's
-    to check."""
+    to check. Of a lazy pool (:func:`is_lazy`) only the shape and dtype are
+    checked: NaN would be found by reading it whole, so its chunks' scoring
+    meets them instead."""
     if X_pool is None:
         raise ValueError(f"{name} is None; pass the unlabelled pool")
+    if is_lazy(X_pool):  # its shape and dtype only: reading it to look for NaN would read it whole
+        shape = tuple(getattr(X_pool, "shape", ()))
+        if len(shape) < 2 or any(not isinstance(d, (int, np.integer)) for d in shape):
+            raise ValueError(f"{name} must have shape (N, ...) with known sizes and at least 2 dimensions; "
+                             f"got {shape}")
+        if shape[0] == 0:
+            raise ValueError(f"{name} is empty: there is nothing left to query")
+        if np.dtype(X_pool.dtype).kind not in "fiub":
+            raise TypeError(f"{name} must be numeric; got dtype {X_pool.dtype}")
+        return X_pool
     if not hasattr(X_pool, "__len__") or len(X_pool) == 0:
         raise ValueError(f"{name} is empty: there is nothing left to query")
     if is_frame(X_pool):

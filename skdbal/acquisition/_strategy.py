@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, FrozenSet, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -14,6 +14,7 @@ from .._validation import (
     check_n_instances,
     check_pool,
     check_query_result,
+    is_lazy,
     pool_kwargs,
     subset_pool_kwargs,
     take_rows,
@@ -21,7 +22,10 @@ from .._validation import (
 from ._messages import chunk_refusal, warn_fill
 
 __all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
-           "acquire_among", "select_top", "pool_scores_of", "check_options"]
+           "acquire_among", "select_top", "pool_scores_of", "check_options", "pool_backend"]
+
+#: The drivers of pools that live elsewhere, by name: ``(is_pool, acquire)`` (``register_pool_backend``).
+POOL_BACKENDS: Dict[str, Tuple[Callable, Callable]] = {}
 
 
 @dataclass
@@ -183,7 +187,9 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     candidates it passes to the strategy it wraps. Pool-aligned keywords
     (``*_pool``) are subset with the same indices, and the returned indices,
     like every ``*_indices`` entry of ``info``, are mapped back to positions
-    in ``X_pool``.
+    in ``X_pool``. A pool that lives elsewhere (a dask array) goes to its
+    driver (:func:`pool_backend`), which chooses among the candidates in pool
+    order: the local choice among them, sorted, wherever its result is exact.
 
     Parameters
     ----------
@@ -223,12 +229,41 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     """
     candidates = check_candidates(candidates, len(X_pool))
     strategy = as_strategy(strategy)
+    backend = pool_backend(X_pool)
+    if backend is not None:  # the pool's driver scores it where it lives, leaving out the other rows
+        return backend(strategy, estimator, X_pool, candidates, n_instances, **kwargs)
     kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
     acq = strategy.acquire(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
             for k, v in acq.info.items()}
     return Acquisition(candidates[idx], acq.scores, info)
+
+
+def pool_backend(X_pool) -> Optional[Callable]:
+    """The driver that queries ``X_pool`` where it lives (:func:`register_pool_backend
+    <skdbal.acquisition.base.register_pool_backend>`), or None for a pool in memory.
+
+    Raises
+    ------
+    TypeError
+        For a lazy pool (one with ``__dask_graph__``) that no driver reads: it
+        is never read whole into memory instead.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition.base import pool_backend
+    >>> pool_backend(np.zeros((3, 2))) is None
+    True
+    """
+    for is_pool, acquire in reversed(list(POOL_BACKENDS.values())):
+        if is_pool(X_pool):
+            return acquire
+    if is_lazy(X_pool):
+        raise TypeError(f"a dask array pool is queried on its cluster: import skdbal.dask (the dask extra), "
+                        f"which registers its driver; a {type(X_pool).__name__} is never read whole into memory")
+    return None
 
 
 def select_top(

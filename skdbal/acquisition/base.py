@@ -37,7 +37,15 @@ Examples
 >>> sorted(idx.tolist())
 [1, 2]
 """
-from ._chunks import ChunkedPool, ChunkPlan, ChunkScores, PointwisePlan, PoolChunk, acquire_in_chunks
+from ._chunks import (
+                      ChunkedPool,
+                      ChunkPlan,
+                      ChunkScores,
+                      PointwisePlan,
+                      PoolChunk,
+                      acquire_in_chunks,
+                      register_pool_backend,
+)
 from ._modal import to_modal
 from ._scoring import (
                        DEFAULT_CHUNK_SIZE,
@@ -56,6 +64,7 @@ from ._strategy import (
                        acquire_among,
                        as_strategy,
                        check_options,
+                       pool_backend,
                        pool_scores_of,
                        select_top,
 )
@@ -64,4 +73,6 @@ __all__ = ["Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy"
            "PoolScores", "as_strategy", "acquire_among", "pool_scores_of", "select_top", "score_pool", "map_chunks",
            "check_options", "to_modal", "DegenerateScoreWarning", "DEFAULT_CHUNK_SIZE",
            # a query reduced over a pool read in chunks (a cluster's): the protocol and a driver in one process
-           "ChunkPlan", "PointwisePlan", "PoolChunk", "ChunkScores", "ChunkedPool", "acquire_in_chunks"]
+           "ChunkPlan", "PointwisePlan", "PoolChunk", "ChunkScores", "ChunkedPool", "acquire_in_chunks",
+           # pools that live elsewhere (a cluster's), queried by their driver through acquire_among
+           "register_pool_backend", "pool_backend"]

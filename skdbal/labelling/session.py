@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .._validation import check_query_kwargs
+from .._validation import check_query_kwargs, read_rows
 from ..loop import ActiveLearningLoop
 from ..oracles import Answer, Oracle
 from .store import LabelStore
@@ -217,7 +217,8 @@ class LabellingSession:
         With ``seeding="step"`` (so that a restart trains the same model
         again) and an estimator whose ``classes`` are ``classes``.
     X : array-like of shape (N, ...)
-        The pool.
+        The pool; a dask array (with :mod:`skdbal.dask` imported) is queried
+        on its cluster, and only the rows labelled or guessed are read.
     classes : sequence
         The labels people may give.
     store : str, path-like or LabelStore
@@ -426,7 +427,8 @@ class LabellingSession:
         todo = [i for i in items if i not in done]
         if not todo:
             return done
-        return {**done, **{i: str(g) for i, g in zip(todo, model.predict(self.X[np.asarray(todo, dtype=np.intp)]))}}
+        guesses = model.predict(read_rows(self.X, np.asarray(todo, dtype=np.intp)))  # only these rows are read
+        return {**done, **{i: str(g) for i, g in zip(todo, guesses)}}
 
     def _pending_looks(self) -> List[int]:
         """Items whose flagged label awaits a second look."""
@@ -442,7 +444,7 @@ class LabellingSession:
         y = np.asarray(self.classes, dtype=object)[np.arange(n) % len(self.classes)]
         labels = np.asarray(self.classes)[np.arange(n) % len(self.classes)] if y.dtype == object else y
         try:
-            clone(self.learner.estimator).fit(self.X[:n], labels)
+            clone(self.learner.estimator).fit(read_rows(self.X, np.arange(n)), labels)
         except Exception:  # noqa: BLE001 - a warm-up only
             pass
 
@@ -491,8 +493,8 @@ class LabellingSession:
         new = [e for e in new if e["label"] in classes]  # a class the model has not met yet: no judgement
         if not new:
             return
-        P = np.asarray(predictive.proba_samples(self.X[np.asarray([e["item"] for e in new], dtype=np.intp)]),
-                       dtype=np.float64).mean(axis=0)
+        X_new = read_rows(self.X, np.asarray([e["item"] for e in new], dtype=np.intp))
+        P = np.asarray(predictive.proba_samples(X_new), dtype=np.float64).mean(axis=0)
         p_given = P[np.arange(len(new)), [classes.index(e["label"]) for e in new]]
         guesses = [classes[j] for j in P.argmax(axis=1)]
         tau, rule = 0.0, self.second_looks

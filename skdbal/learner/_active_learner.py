@@ -9,7 +9,15 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._validation import check_candidates, check_n_instances, check_pool, check_positive_int, concat_rows, take_rows
+from .._validation import (
+    check_candidates,
+    check_n_instances,
+    check_pool,
+    check_positive_int,
+    concat_rows,
+    read_rows,
+    take_rows,
+)
 from ..acquisition import bald
 from ..acquisition.base import Acquisition, as_strategy
 from . import _delegation, _pool_labels, _simulation
@@ -114,10 +122,11 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     X_training_, y_training_ : ndarray
         Every label received so far, in arrival order (a changed label
         replaces the old one in its place).
-    X_pool_ : ndarray
+    X_pool_ : ndarray or dask array
         The learner's own pool, given by :meth:`set_pool`, :meth:`fit` with
         missing labels or :meth:`simulate`; absent after a :meth:`fit` with
-        every label given (modAL's form), which keeps no pool.
+        every label given (modAL's form), which keeps no pool. A dask array
+        is kept as it is (not copied) and queried on its cluster.
     n_pool_ : int
         Number of rows of the learner's pool.
     pool_ids_ : ndarray of shape (`n_pool_`,)
@@ -297,7 +306,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n, ...)
-            The labelled inputs, or the pool.
+            The labelled inputs, or the pool. A pool that is a dask array
+            stays on its cluster, as with :meth:`set_pool` (with every label
+            given, ``X`` is the labelled set: the model trains on it in
+            memory).
         y : array-like of shape (n,) or (n, n_outputs)
             Their labels (targets for a regressor), ``missing_label`` where
             unknown.
@@ -516,9 +528,10 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
                           else check_candidates(candidates, len(X_pool)))
         acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
         self.last_acquisition_ = acq
+        X_query = read_rows(X_pool, acq.indices)  # of a pool on a cluster, only the rows chosen are read
         if return_scores:
-            return acq.indices, take_rows(X_pool, acq.indices), acq.scores
-        return acq.indices, take_rows(X_pool, acq.indices)
+            return acq.indices, X_query, acq.scores
+        return acq.indices, X_query
 
     # ---------------------------------------------------------- delegation (skdbal/_delegation.py)
     classes_ = _delegation.classes_

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 from sklearn.utils.validation import validate_data
 
-from .._validation import check_candidates, check_pool, concat_rows, take_rows
+from .._validation import check_candidates, check_pool, concat_rows, is_lazy, read_rows, take_rows
+from ..acquisition.base import pool_backend
 from ._inputs import check_X, copy_rows
 from ._pool import POOL_ATTRIBUTES, LabelledPool, check_ids, known_labels, log_entries, merge_labels, missing_mask
 
@@ -51,7 +52,10 @@ def set_pool(self, X, y=None, *, ids=None) -> "ActiveLearner":
     Parameters
     ----------
     X : array-like of shape (N, ...)
-        The pool.
+        The pool. A dask array (with :mod:`skdbal.dask` imported) stays
+        where it lives: queries run on its cluster, and only the rows
+        labelled are read (its NaN are not looked for, which would read
+        it whole).
     y : array-like of shape (N,) or (N, n_outputs), optional
         Labels, ``missing_label`` (NaN by default) where unknown; none
         known when omitted. Integer labels stored in a float array
@@ -84,7 +88,11 @@ def reset_pool(learner, X, y, ids, template):
     """Give ``learner`` the pool ``X`` with labels ``y`` (``missing_label`` where unknown) and no
     model, its estimator to be ``template``; every check comes before any change. Returns it."""
     X = check_pool(X)
-    X = check_X(X)
+    lazy = is_lazy(X)  # a pool on a cluster (a dask array): kept where it lives, only labelled rows are read
+    if lazy:
+        pool_backend(X)  # refused unless a driver queries it there (import skdbal.dask)
+    else:
+        X = check_X(X)
     n = len(X)
     if y is None:
         y = np.full(n, np.nan)
@@ -94,8 +102,9 @@ def reset_pool(learner, X, y, ids, template):
     missing = missing_mask(y, learner.missing_label)
     labelled = np.flatnonzero(~missing)
     y_known = known_labels(y, missing, template)
+    X_labelled = read_rows(X, labelled)
     if len(labelled):
-        _, y_known = learner._validate_Xy(take_rows(X, labelled), y_known, check_shape=False, template=template)
+        _, y_known = learner._validate_Xy(X_labelled, y_known, check_shape=False, template=template)
     ids = check_ids(ids, n)
     # ---- nothing is changed before this point
     forget_pool(learner)
@@ -103,14 +112,14 @@ def reset_pool(learner, X, y, ids, template):
         if hasattr(learner, name):
             delattr(learner, name)
     learner.template_, learner._template_source = template, learner.estimator
-    learner.X_pool_ = copy_rows(X)
+    learner.X_pool_ = X if lazy else copy_rows(X)
     learner.pool_ids_ = ids
     pool = LabelledPool.of(n, labelled)
     learner._pool_row = pool.row  # the row of each pool position in the training set
     learner.labelled_idx_ = pool.order
     learner.label_log_ = []
     learner.n_pool_ = n
-    learner.X_training_ = take_rows(learner.X_pool_, labelled)
+    learner.X_training_ = X_labelled if lazy else take_rows(learner.X_pool_, labelled)
     learner.y_training_ = np.asarray(y_known) if len(labelled) else np.asarray([], dtype=y_known.dtype)
     learner.step_ = -1
     if len(labelled):
@@ -184,7 +193,8 @@ def label(self, positions, y, *, annotator: Optional[str] = None, time=None, ref
     if y.dtype.kind == "O":
         y = np.array(y.tolist())
     template = self._template()
-    _, y = self._validate_Xy(take_rows(self.X_pool_, positions), y, template=template)
+    X_rows = read_rows(self.X_pool_, positions)  # of a pool on a cluster, only these rows are read
+    _, y = self._validate_Xy(X_rows, y, template=template)
     times = np.broadcast_to(np.asarray(time, dtype=object), positions.shape)
     annotators = np.broadcast_to(np.asarray(annotator, dtype=object), positions.shape)
     refit = bool(refit)
@@ -193,7 +203,7 @@ def label(self, positions, y, *, annotator: Optional[str] = None, time=None, ref
     rows = pool.row[positions]  # each position's training row before, -1 for a new label
     new = rows < 0
     y_all = merge_labels(self.y_training_, y, rows)
-    X_all = concat_rows(self.X_training_, take_rows(self.X_pool_, positions[new])) if new.any() \
+    X_all = concat_rows(self.X_training_, take_rows(X_rows, np.flatnonzero(new))) if new.any() \
         else self.X_training_
     pool = pool.add(positions, len(self.y_training_))
     log = log_entries(positions, self.pool_ids_, y, annotators, times, rows, self.y_training_)

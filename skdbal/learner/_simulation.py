@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import is_regressor
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool, pool_kwargs
+from .._validation import check_n_instances, check_pool, is_lazy, pool_kwargs
 from ..initial import balanced_random
 from ..loop import ActiveLearningLoop, MemoryJournal, evaluate
 from ..oracles import KnownLabels
@@ -49,7 +49,9 @@ def simulate(
     Parameters
     ----------
     X_pool, y_pool : array-like
-        The pool and its labels (the oracle).
+        The pool and its labels (the oracle). A dask array is refused (its
+        warm start hashes the pool); run :class:`~skdbal.loop.ActiveLearningLoop`
+        with :class:`~skdbal.oracles.KnownLabels` over ``set_pool(X_pool)``.
     n_queries : int
         Number of acquisition rounds.
     n_instances : int, default=1
@@ -108,6 +110,11 @@ def simulate(
     """
     # ---- validate everything before changing anything
     self._check_params()
+    if is_lazy(X_pool):  # its warm start hashes the whole pool, which would read it all to this machine
+        raise TypeError("simulate() reads the whole pool (its warm start checks a hash of it); a pool on a "
+                        "cluster (a dask array) is simulated by the loop: learner.set_pool(X_pool), then "
+                        "skdbal.loop.ActiveLearningLoop(learner, skdbal.oracles.KnownLabels(y_pool)) and its "
+                        "start(initial_idx) and run(n_queries)")
     X_pool = check_pool(X_pool)
     n_pool = len(X_pool)
     y_pool, oracle = check_answers(self, n_pool, y_pool, oracle)
