@@ -39,6 +39,17 @@ autodoc_default_options = {
                                  "set_predict_request", "set_predict_proba_request", "set_score_request",
                                  "set_transform_request", "set_output"]),
 }
+#: A package page leaves out the names documented on a page of their own (the estimators at
+#: ``skdbal.X``, the experiments' names on their modules' pages): one description per object.
+_ROUTING = autodoc_default_options["exclude-members"]
+templates_path = ["_templates"]
+autosummary_context = {"package_pages": {
+    "skdbal.models": ",".join(["MCDropoutClassifier", "MCDropoutRegressor", "DeepEnsembleClassifier",
+                               "LaplaceClassifier", "DDUClassifier", "NetFeatures", "BayesianLinearRegression",
+                               _ROUTING]),
+    "skdbal.learner": ",".join(["ActiveLearner", _ROUTING]),
+    "skdbal.experiments": ",".join(["RunSpec", "DamagedResultsError", "FolderLockedError", "Preset", _ROUTING]),
+}}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 

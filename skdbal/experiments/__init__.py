@@ -5,6 +5,7 @@ package imports it.
 
 - :mod:`skdbal.experiments.runner`: resumable grids of (preset, strategy,
   seed) runs, :func:`run_grid`, with a tidy ``results.csv``; it runs them on
+
   - :mod:`skdbal.experiments.specs`: the runs of a grid, :class:`RunSpec`,
     and the checks made before any runs;
   - :mod:`skdbal.experiments.results`: the result files (run CSVs,
