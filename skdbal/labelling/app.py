@@ -266,8 +266,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         writer = csv.writer(out)
         writer.writerow(_CSV_COLUMNS)
         for r in await run_in_threadpool(session.labels):
-            writer.writerow(["" if r[c] is None else _csv_cell(r[c]) if c.endswith("annotator") else r[c]
-                             for c in _CSV_COLUMNS])
+            writer.writerow(["" if r[c] is None else _csv_cell(r[c]) for c in _CSV_COLUMNS])
         return PlainTextResponse(out.getvalue(), media_type="text/csv",
                                  headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
 
@@ -311,7 +310,9 @@ def _script_json(value) -> str:
 
 
 def _csv_cell(value):
-    """An annotator's name (which clients choose) as a cell that a spreadsheet will not run as a formula."""
+    """A text cell (a key, a class, an annotator's name: people and files choose them) as a cell that a
+    spreadsheet will not run as a formula: a leading quote before ``= + - @``, a tab or a carriage return.
+    Numbers pass as they are."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value

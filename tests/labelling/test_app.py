@@ -263,3 +263,35 @@ def test_twenty_annotators_over_http_share_no_item_and_lose_no_label(digits64, t
     for e in events:
         by_item.setdefault(e["item"], set()).add(e["annotator"])
     assert all(len(annotators) == 1 for annotators in by_item.values())   # never two annotators on an item
+
+
+def test_every_text_cell_of_labels_csv_is_safe_in_a_spreadsheet(digits64, tmp_path):
+    """A hostile key (a table id or file name), class name and annotator never reach a spreadsheet as a formula:
+    each text cell that starts with = + - @ or a tab or carriage return is written with a leading quote."""
+    import csv
+    import io
+
+    X, y = digits64
+    keys = [f"item{i}" for i in range(300)]
+    keys[:3] = ['=HYPERLINK("http://x.invalid","a")', '=HYPERLINK("y")&".png"', "+1+1"]
+    classes = ["@SUM(A1)", "-2+3"] + [str(c) for c in range(2, 10)]
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                            seeding="step", verbose=False)
+    session = LabellingSession(learner, X[:300].reshape(300, -1), classes=classes, store=tmp_path / "s.db",
+                               keys=keys, batch_size=10, initial=[0, 1, 2]).start()
+    try:
+        with TestClient(make_app(session, token="secret")) as client:
+            for item, label in [(0, classes[0]), (1, classes[1]), (2, "2")]:
+                r = client.post("/api/submit", headers=H, json={"item": item, "label": label,
+                                                                "annotator": "=cmd|' /C calc'!A0"})
+                assert r.status_code == 200, r.text
+            rows = list(csv.DictReader(io.StringIO(client.get("/api/labels.csv", headers=H).text)))
+    finally:
+        session.stop()
+    by_item = {int(r["item"]): r for r in rows}
+    assert by_item[0]["key"] == "'" + keys[0] and by_item[1]["key"] == "'" + keys[1]
+    assert by_item[2]["key"] == "'+1+1"
+    assert by_item[0]["label"] == "'@SUM(A1)" and by_item[1]["label"] == "'-2+3" and by_item[2]["label"] == "2"
+    assert {r["annotator"] for r in rows} == {"'=cmd|' /C calc'!A0"}
+    for r in rows:  # no text cell of the file starts a formula
+        assert all(not v or v[0] not in "=+-@\t\r" for v in r.values()), r
