@@ -519,11 +519,14 @@ def _check_ours(path: Path) -> None:
         try:
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            conn.execute("PRAGMA quick_check").fetchone()
+            checked = conn.execute("PRAGMA quick_check").fetchone()[0]
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a readable SQLite database ({exc}); it was left as it is") from None
+    if checked != "ok":
+        raise StoreError(f"{path} is damaged (SQLite's quick_check: {checked}); it was left as it is: restore a "
+                         "copy, or export what it holds with sqlite3's .recover")
     if app != APPLICATION_ID:
         raise StoreError(f"{path} is not a skdbal labelling store (SQLite application_id {app:#x}); "
                          "it was left as it is")

@@ -271,3 +271,28 @@ def test_kill_9_loses_no_acknowledged_event(tmp_path):
         # the next writer starts after everything written, acknowledged or not
         start = max(int(i[1:]) for i in ids) + 1
     assert len(acked) > 100
+
+
+def test_a_damaged_store_is_refused_and_left_alone(tmp_path):
+    """``PRAGMA quick_check`` must answer "ok": a store whose index page is damaged is refused before any
+    write, and its bytes stay as they were (it took new labels before)."""
+    path = tmp_path / "s.db"
+    store = LabelStore(path)
+    store.add_items([f"k{i}" for i in range(200)])
+    for item in range(50):
+        store.add_event(item, "label", str(item % 3), annotator="ann")
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'events_item'").fetchone()[0]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    start = (root - 1) * page_size
+    assert data[start] in (0x02, 0x0A)               # an index b-tree page
+    data[start + 8:start + 10] = (page_size - 2).to_bytes(2, "big")   # its first cell runs off the page's end
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="damaged"):
+        LabelStore(path)
+    assert path.read_bytes() == before
