@@ -19,7 +19,8 @@ server is bound to another interface, only with ``?token=``:
   ``values`` (tabular rows). Items are served by integer id only: no
   client-supplied path reaches the file system;
 - ``POST /api/submit`` ``{"item", "label", "annotator", "request_id"}``,
-  ``POST /api/skip`` and ``POST /api/undo`` ``{"item", "annotator"}``;
+  ``POST /api/skip`` ``{"item", "annotator"}`` and ``POST /api/undo``
+  ``{"item", "annotator", "request_id"}`` (a retried undo with the same id takes back one label only);
 - ``GET /api/status``; ``GET /api/versions`` (each model version with its
   test accuracy, if a test set was given, and its guess accuracy);
 - ``GET /api/labels.csv`` (the labels, with the second looks), ``GET
@@ -171,6 +172,13 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(400, "the body must be a JSON object")
         return data
 
+    def request_id_of(data) -> "str | None":
+        """The request's id, by which a retried request is answered as the first (at most 100 characters)."""
+        request_id = data.get("request_id")
+        if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
+            raise _Refused(400, "request_id must be a string of at most 100 characters")
+        return request_id
+
     def item_of(value) -> int:
         try:
             return session.check_item(value)
@@ -239,9 +247,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         label = data.get("label")
         if not isinstance(label, (str, int)) or isinstance(label, bool):
             raise _Refused(400, "label must be a class name")
-        request_id = data.get("request_id")
-        if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
-            raise _Refused(400, "request_id must be a string of at most 100 characters")
+        request_id = request_id_of(data)
         annotator = str(data.get("annotator") or "anonymous")[:64]
         event = await run_in_threadpool(session.submit, item, label, annotator=annotator, request_id=request_id)
         return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
@@ -255,7 +261,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     async def undo(request: Request) -> Response:
         data = await body(request)
         event = await run_in_threadpool(session.undo, item_of(data.get("item")),
-                                        annotator=str(data.get("annotator") or "anonymous")[:64])
+                                        annotator=str(data.get("annotator") or "anonymous")[:64],
+                                        request_id=request_id_of(data))
         return JSONResponse({"event": event})
 
     async def status(request: Request) -> Response:
@@ -472,7 +479,10 @@ async function skip(){
 }
 async function undo(){
   if(!history.length) return; const i = history.pop(); const it = items[i];
-  if(await post('/api/undo', {item: it.item, annotator: annotator()})){ it.done = null; current = i; render(); }
+  const rid = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
+  if(await post('/api/undo', {item: it.item, annotator: annotator(), request_id: rid})){
+    it.done = null; current = i; render();
+  }
 }
 const bar = document.getElementById('classes');
 CLASSES.forEach((c, i) => { const b = document.createElement('button'); b.textContent = `${c} (${(i+1)%10})`;

@@ -664,9 +664,10 @@ class LabellingSession:
         item = self.check_item(item)
         return self._event(item, "skip", None, annotator, release=True)
 
-    def undo(self, item: int, annotator: Optional[str] = None) -> int:
-        """Undo the item's latest label: its label before, or none."""
-        return self._event(self.check_item(item), "undo", None, annotator)
+    def undo(self, item: int, annotator: Optional[str] = None, request_id: Optional[str] = None) -> int:
+        """Undo the item's latest label: its label before, or none. The same ``request_id`` again is a
+        replay: it answers the first undo's event and takes back nothing more."""
+        return self._event(self.check_item(item), "undo", None, annotator, request_id)
 
     def guesses(self, items: Sequence[int]) -> list:
         """The current model's label for each item (as text), or None before the first model.

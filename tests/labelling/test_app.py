@@ -295,3 +295,20 @@ def test_every_text_cell_of_labels_csv_is_safe_in_a_spreadsheet(digits64, tmp_pa
     assert {r["annotator"] for r in rows} == {"'=cmd|' /C calc'!A0"}
     for r in rows:  # no text cell of the file starts a formula
         assert all(not v or v[0] not in "=+-@\t\r" for v in r.values()), r
+
+
+def test_a_retried_undo_takes_back_one_label_only(client):
+    """Two labels of one item by one annotator; the same undo (one request_id) sent twice takes back the
+    second only: before, the retry undid the first label too."""
+    for label, rid in (("3", "a"), ("4", "b")):
+        assert client.post("/api/submit", headers=H, json={"item": 5, "label": label, "annotator": "ann",
+                                                           "request_id": rid}).status_code == 200
+    undo = {"item": 5, "annotator": "ann", "request_id": "undo-1"}
+    first = client.post("/api/undo", headers=H, json=undo)
+    again = client.post("/api/undo", headers=H, json=undo)
+    assert first.status_code == again.status_code == 200, (first.text, again.text)
+    assert first.json()["event"] == again.json()["event"]          # the replay answers the first event's id
+    labels = {r["item"]: r["label"] for r in client.session.labels()}
+    assert str(labels[5]) == "3"                                    # the first label stands
+    bad = client.post("/api/undo", headers=H, json={"item": 5, "annotator": "ann", "request_id": 7})
+    assert bad.status_code == 400 and "request_id" in bad.json()["error"]
