@@ -76,6 +76,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._validation import check_pool
 from ..acquisition.base import Acquisition, ChunkedPool, ChunkPlan, PoolChunk, register_pool_backend
 
 __all__ = ["query_pool"]
@@ -189,11 +190,7 @@ def _check_pool(X):
     if not isinstance(X, da.Array):
         raise TypeError(f"query_pool scores a dask array (skdbal.dask.open_pool); got {type(X).__name__}: "
                         "for an array in memory use the strategy itself")
-    if X.ndim < 2 or X.shape[0] == 0 or any(np.isnan(c) for c in X.shape):
-        raise ValueError(f"the pool must have shape (N, ...) with N >= 1 known rows and at least 2 dimensions; "
-                         f"got {X.shape}")
-    if X.dtype.kind not in "biuf":
-        raise TypeError(f"the pool must be numeric; got dtype {X.dtype}")
+    check_pool(X, "the pool")  # known sizes, at least 2 dimensions, rows, a numeric dtype; never read whole
     if any(len(c) > 1 for c in X.chunks[1:]):
         X = X.rechunk((X.chunks[0],) + tuple(-1 for _ in X.shape[1:]))
     return X
