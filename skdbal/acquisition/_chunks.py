@@ -333,7 +333,7 @@ class PointwisePlan(ChunkPlan):
             out["i_idx"], out["i_score"] = idx[sel][order], s[sel][order]
             fi, fs = idx[inel], s[inel]
             fp = fs if scores.fill_priority is None else np.asarray(scores.fill_priority, dtype=np.float64)[inel]
-            order = np.lexsort((fi, -fp))[:request["n_fill"]]  # the fill: highest priority, then lower index
+            order = _ranked(fi, fp)[:request["n_fill"]]  # the fill: highest priority, then lower index
             out["f_idx"], out["f_priority"], out["f_score"] = fi[order], fp[order], fs[order]
         return out
 
@@ -383,7 +383,7 @@ class PointwisePlan(ChunkPlan):
             warn_fill(who, n_eligible, pool.n_valid, n_filled, self.info.get("threshold"), *fill_words, stacklevel=4)
             ps = list(parts.values())
             f_i, f_p, f_s = _concat(ps, "f_idx", np.int64), _concat(ps, "f_priority"), _concat(ps, "f_score")
-            o = np.lexsort((f_i, -f_p))[:n_filled]
+            o = _ranked(f_i, f_p)[:n_filled]
             picks = np.concatenate([picks, f_i[o]])
             pick_scores = np.concatenate([pick_scores, f_s[o]])
             rejected = rejected[~np.isin(rejected, picks)]

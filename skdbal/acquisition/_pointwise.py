@@ -5,7 +5,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import uncertainty
-from ._chunks import ChunkPlan
+from ._chunks import ChunkPlan, _ranked
 from ._scoring import SamplesStrategy
 from ._strategy import Acquisition, Strategy
 
@@ -220,7 +220,7 @@ class _RandomPlan(ChunkPlan):
             s = rng.random_sample(min(self.block_rows, pool.n_valid - start))
             i = np.concatenate([best_i, np.arange(start, start + len(s))])
             s = np.concatenate([best_s, s])
-            o = np.lexsort((i, -s))[:self.n_instances]
+            o = _ranked(i, s)[:self.n_instances]
             best_i, best_s = i[o], s[o]
         return Acquisition(pool.positions_to_indices(best_i).astype(np.intp), best_s, {})
 

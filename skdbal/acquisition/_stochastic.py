@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool
-from ._chunks import ChunkPlan
+from ._chunks import ChunkPlan, _ranked
 from ._messages import chunk_refusal
 from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
@@ -302,7 +302,7 @@ class _StochasticPlan(ChunkPlan):
         out = {}
         for name, sel, by in (("w", np.isfinite(key), key), ("z", ~np.isfinite(key), s)):
             i, b, sc = idx[sel], by[sel], s[sel]
-            o = np.lexsort((i, -b))[:self.n_instances]
+            o = _ranked(i, b)[:self.n_instances]
             out[name] = (i[o], b[o], sc[o])
         return out
 
@@ -314,7 +314,7 @@ class _StochasticPlan(ChunkPlan):
             received += sum(len(res[name][0]) for name in best)
             for name in best:
                 i, b, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
-                o = np.lexsort((i, -b))[:k]
+                o = _ranked(i, b)[:k]
                 best[name] = (i[o], b[o], sc[o])
         self.candidates = int(received)
         picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
