@@ -13,17 +13,24 @@ import skdbal.experiments
 PACKAGE = Path(skdbal.__file__).resolve().parent
 
 
+def _target(node: ast.ImportFrom, module: str, is_package: bool = False) -> str:
+    """The module ``from ... import`` names, relative imports resolved against ``module``'s package
+    (``module`` itself when it is a package's ``__init__``)."""
+    if not node.level:
+        return node.module or ""
+    base = module if is_package else module.rsplit(".", 1)[0]
+    for _ in range(node.level - 1):
+        base = base.rsplit(".", 1)[0]
+    return f"{base}.{node.module}" if node.module else base
+
+
 def _intra_package_imports(path: Path, module: str, package: str) -> set:
     """The modules of ``package`` that ``module`` (the file ``path``) imports,
     at any level: module level, in functions, in ``if`` blocks."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolved against the module's package
-                base = module.rsplit(".", node.level)[0]
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = _target(node, module)
             names = [target] + [f"{target}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -152,13 +159,7 @@ def _imports_of(module: str, path: Path) -> set:
         if id(node) in typing_only:  # an annotation's import is no arrow at run time
             continue
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module if is_package else module.rsplit(".", 1)[0]
-                for _ in range(node.level - 1):
-                    base = base.rsplit(".", 1)[0]
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = _target(node, module, is_package)
             candidates = [f"{target}.{alias.name}" for alias in node.names]
             found |= {c for c in candidates if c in MODULES}
             if not all(c in MODULES for c in candidates):
@@ -255,13 +256,7 @@ def _cross_package_private_imports(module: str) -> list:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = module if is_package else module.rsplit(".", 1)[0]
-            for _ in range(node.level - 1):
-                base = base.rsplit(".", 1)[0]
-            target = f"{base}.{node.module}" if node.module else base
-        else:
-            target = node.module or ""
+        target = _target(node, module, is_package)
         if not target.startswith("skdbal") or target in SHARED_PRIVATE:
             continue
         owner = _package(target) if target in MODULES else target.rsplit(".", 1)[0]
@@ -275,27 +270,17 @@ def _cross_package_private_imports(module: str) -> list:
     return found
 
 
-def test_the_cross_package_scan(tmp_path, monkeypatch):
+def test_the_cross_package_scan():
     assert _cross_package_private_imports("skdbal.acquisition._noise") == []  # .._validation, ._scoring: allowed
     assert _package("skdbal.models._nets") == "skdbal.models" and _package("skdbal.models") == "skdbal.models"
 
 
-#: What issue 40 has still to mend, each a strict expected failure until it is (an unexpected pass fails).
-PENDING = set()
-
-
-def _pending(values):
-    return [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason="issue 40, in progress"))
-            if str(v) in PENDING or (isinstance(v, Path) and str(v.relative_to(PACKAGE)) in PENDING) else v
-            for v in values]
-
-
-@pytest.mark.parametrize("module", _pending(sorted(MODULES)))
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_private_name_crosses_a_package(module):
     offenders = _cross_package_private_imports(module)
     assert not offenders, f"{module} imports private names of another package:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("path", _pending(sorted(PACKAGE.rglob("*.py"))), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_file_is_over_800_lines(path):
     assert len(path.read_text().splitlines()) <= 800
