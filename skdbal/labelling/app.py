@@ -1,7 +1,9 @@
 """The labelling page: a Starlette application over a :class:`LabellingSession`.
 
 Routes (JSON unless said). Every ``/api`` request carries the session's
-token (the ``X-Token`` header, or ``?token=`` for images and downloads),
+token (the ``X-Token`` header, or ``?token=`` for images and downloads), or,
+with a token per annotator (``annotators``), its annotator's, which names the
+annotator (an ``annotator`` in a body or query is then ignored),
 which another site cannot read, so it can neither change state (CSRF) nor
 lease items or read labels. The page itself, which holds the token, is
 served on loopback only to requests for this machine's own names
@@ -42,7 +44,7 @@ import re
 import secrets
 import struct
 import zlib
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 from starlette.applications import Starlette
@@ -51,8 +53,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ._tokens import annotator_of, check_tokens
 from .pools import Pool
 from .session import LabellingSession
+from .store import LeaseHeld, NotYours
 
 __all__ = ["make_app", "png_bytes"]
 
@@ -92,7 +96,8 @@ class _Refused(Exception):
 
 
 def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
-             images: Optional[bool] = None, max_body: int = MAX_BODY, pool: Optional[Pool] = None) -> Starlette:
+             images: Optional[bool] = None, max_body: int = MAX_BODY, pool: Optional[Pool] = None,
+             annotators: Optional[Dict[str, str]] = None) -> Starlette:
     """The Starlette application of the labelling page.
 
     Parameters
@@ -113,6 +118,16 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     pool : Pool, optional
         The session's pool (:func:`~skdbal.labelling.pools.load_pool`),
         which draws its items: by default ``session.X`` is drawn.
+    annotators : dict of str to str, optional
+        A token per annotator (``{"alice": token_a, "bob": token_b}``;
+        ``skdbal label --annotators`` makes them). Then
+        there is no session token (``token`` must be None): the page needs
+        its annotator's ``?token=`` on any host, every ``/api`` request one
+        of these tokens, and the annotator is the name of the token, never
+        the ``annotator`` of a body or query (which is ignored). An
+        annotator may undo only an item whose latest label is theirs (else
+        403), and may not label or skip an item leased to someone else
+        (409); and one holds at most ``session.batch_size`` items leased.
 
     Returns
     -------
@@ -141,19 +156,47 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     403
     >>> TestClient(make_app(session, token="t0k"), base_url="http://127.0.0.1").get("/").status_code
     200
+
+    One token per annotator: the name is the token's, whatever the body says.
+
+    >>> tokens = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}
+    >>> client = TestClient(make_app(session, annotators=tokens))
+    >>> client.post("/api/submit", json={"item": 1, "label": "a", "annotator": "bob"},
+    ...             headers={"X-Token": tokens["alice"]}).status_code
+    200
+    >>> session.store.events()[-1]["annotator"]
+    'alice'
+    >>> client.get("/api/status", headers={"X-Token": "t0k"}).status_code     # no shared token then
+    403
     """
-    token = token or secrets.token_urlsafe(24)
+    if annotators is not None:
+        if token is not None:
+            raise ValueError("give a session token or a token per annotator, not both")
+        annotators = check_tokens(annotators)
+    else:
+        token = token or secrets.token_urlsafe(24)
     if pool is not None and pool.keys != session.keys:
         raise ValueError(f"the pool's {len(pool)} keys are not the session's {len(session.keys)} keys")
     if images is None:
         images = pool is None or pool.kind == "images"
 
-    def check_token(request: Request, always: bool) -> None:
-        if not (always or require_token_everywhere):
-            return
+    def check_token(request: Request, always: bool) -> Optional[str]:
+        """The annotator whose token the request carries (None in single-user mode), else 403."""
+        if not (always or require_token_everywhere or annotators):
+            return None
         given = request.headers.get("x-token") or request.query_params.get("token") or ""
+        if annotators:
+            name = annotator_of(given, annotators)
+            if name is None:
+                raise _Refused(403, "missing or wrong token: each annotator opens the page with their own link")
+            return name
         if not hmac.compare_digest(given.encode(), token.encode()):
             raise _Refused(403, "missing or wrong token")
+        return None
+
+    def who(request: Request, given) -> str:
+        """The annotator of a request: the token's name, else (single-user mode) the name it sends."""
+        return request.state.annotator or str(given or "anonymous")[:64]
 
     async def body(request: Request) -> dict:
         length = request.headers.get("content-length")
@@ -188,10 +231,13 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     def handler(fn, always_token: bool):
         async def run(request: Request) -> Response:
             try:
-                check_token(request, always_token)
+                request.state.annotator = check_token(request, always_token)
                 return await fn(request)
             except _Refused as exc:
                 return JSONResponse({"error": exc.message}, status_code=exc.status)
+            except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
+                return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours)
+                                    else 409)
             except (ValueError, KeyError, TypeError) as exc:
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
         return run
@@ -201,14 +247,17 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             # the page holds the token: on loopback it goes only to this machine's own names, so that
             # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
             raise _Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
-        values = {"__TOKEN__": token, "__CLASSES__": [str(c) for c in session.classes], "__IMAGES__": bool(images)}
-        html = re.sub("__TOKEN__|__CLASSES__|__IMAGES__", lambda m: _script_json(values[m.group(0)]), _PAGE)
+        name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
+        values = {"__TOKEN__": annotators[name] if annotators else token, "__ANNOTATOR__": name,
+                  "__CLASSES__": [str(c) for c in session.classes], "__IMAGES__": bool(images)}
+        html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__IMAGES__",
+                      lambda m: _script_json(values[m.group(0)]), _PAGE)
         return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                                            "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
                                            "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
 
     async def batch(request: Request) -> Response:
-        annotator = request.query_params.get("annotator", "anonymous")[:64]
+        annotator = who(request, request.query_params.get("annotator"))
         try:
             wait = min(max(float(request.query_params.get("wait", 0) or 0), 0.0), 10.0)
             n = request.query_params.get("n")
@@ -217,7 +266,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(400, "wait must be a number of seconds and n an int") from None
         if n is not None and not 1 <= n <= 1000:
             raise _Refused(400, "n must lie in [1, 1000]")
-        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait)
+        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
+                                        capped=bool(annotators))
         guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
         for b, g in zip(items, guesses):
             b["guess"] = g
@@ -248,21 +298,21 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         if not isinstance(label, (str, int)) or isinstance(label, bool):
             raise _Refused(400, "label must be a class name")
         request_id = request_id_of(data)
-        annotator = str(data.get("annotator") or "anonymous")[:64]
-        event = await run_in_threadpool(session.submit, item, label, annotator=annotator, request_id=request_id)
+        event = await run_in_threadpool(session.submit, item, label, annotator=who(request, data.get("annotator")),
+                                        request_id=request_id, exclusive=bool(annotators))
         return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
 
     async def skip(request: Request) -> Response:
         data = await body(request)
         event = await run_in_threadpool(session.skip, item_of(data.get("item")),
-                                        annotator=str(data.get("annotator") or "anonymous")[:64])
+                                        annotator=who(request, data.get("annotator")), exclusive=bool(annotators))
         return JSONResponse({"event": event})
 
     async def undo(request: Request) -> Response:
         data = await body(request)
         event = await run_in_threadpool(session.undo, item_of(data.get("item")),
-                                        annotator=str(data.get("annotator") or "anonymous")[:64],
-                                        request_id=request_id_of(data))
+                                        annotator=who(request, data.get("annotator")),
+                                        request_id=request_id_of(data), exclusive=bool(annotators))
         return JSONResponse({"event": event})
 
     async def status(request: Request) -> Response:
@@ -303,7 +353,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         Route("/api/model.pt", handler(model, True)),
     ]
     app = Starlette(routes=routes)
-    app.state.token = token
+    app.state.token = token                 # None with a token per annotator
+    app.state.annotators = annotators
     return app
 
 
@@ -361,6 +412,7 @@ _PAGE = r"""<!doctype html>
 <div id="curve"></div>
 <script>
 const TOKEN = __TOKEN__, CLASSES = __CLASSES__, IMAGES = __IMAGES__;
+const ANNOTATOR = __ANNOTATOR__;   // the name the token belongs to (one token per annotator), else null
 let items = [], current = 0, history = [], shownVersion = null;
 const TQ = 'token=' + encodeURIComponent(TOKEN);   // every request carries the token (needed off loopback)
 function get(path){ return fetch(path, {headers: {'X-Token': TOKEN}}); }
@@ -368,17 +420,19 @@ const PARAMS = new URLSearchParams(location.search);
 // the name: ?annotator=NAME, else this browser's own (a new one per browser, kept), so that two people
 // are never one annotator by default (second looks go to someone other than a label's author)
 const nameBox = document.getElementById('annotator');
-let NAME = PARAMS.get('annotator');
+let NAME = ANNOTATOR || PARAMS.get('annotator');
 try { NAME = NAME || localStorage.getItem('skdbal-annotator'); } catch(e) {}
 NAME = (NAME || 'annotator-' + Math.random().toString(36).slice(2, 6)).slice(0, 64);
 nameBox.value = NAME;
 const remember = () => { try { localStorage.setItem('skdbal-annotator', nameBox.value); } catch(e) {} };
-remember(); nameBox.onchange = remember;
+if(ANNOTATOR === null){ remember(); nameBox.onchange = remember; }
+else { const who = document.createElement('b'); who.id = 'annotator-name'; who.textContent = ANNOTATOR;
+       nameBox.replaceWith(who); }   // the server takes the name from the token: nothing to edit
 // items asked for at a time (?n=, default 5): several people share a batch
 const PER_LOAD = Math.min(Math.max(parseInt(PARAMS.get('n') || '5', 10) || 5, 1), 100);
 document.getElementById('csv').href = '/api/labels.csv?' + TQ;
 document.getElementById('model').href = '/api/model.pt?' + TQ;
-function annotator(){ return document.getElementById('annotator').value || NAME; }
+function annotator(){ return ANNOTATOR !== null ? ANNOTATOR : document.getElementById('annotator').value || NAME; }
 async function post(path, data){
   const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
                                body: JSON.stringify(data)});

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "add_pool_arguments", "build", "make_session", "run"]
+__all__ = ["add_parser", "add_pool_arguments", "build", "links", "make_session", "run"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -30,12 +30,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     0.05
     >>> parser.parse_args(["--demo", "digits", "--second-looks", "off"]).second_looks is None
     True
+    >>> parser.parse_args(["--demo", "digits", "--annotators", "alice,bob"]).annotators
+    ['alice', 'bob']
     """
     p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
     add_pool_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
                    "only; any other needs the token printed at start on every request)")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--annotators", type=_annotator_names, metavar="NAMES",
+                   help="comma-separated names, each given a link with a token of their own (printed once at "
+                   "start): the server knows who labels from the token, an annotator undoes only their own "
+                   "labels and labels only their own items (default: one shared token, the name typed in the page)")
     return p
 
 
@@ -87,6 +93,15 @@ def _second_looks(text: str):
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"a threshold must lie in (0, 1); got {text}")
     return value
+
+
+def _annotator_names(text: str):
+    from ._tokens import parse_names
+
+    try:
+        return parse_names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _demo():
@@ -182,12 +197,22 @@ def build(args):
     >>> session, app, loopback, path = build(args)
     >>> session.keys, session.X.shape, session.classes
     (['cat1.png', 'dog1.jpg'], (2, 28, 28), ['cat', 'dog'])
+
+    A token per annotator (their links: :func:`links`):
+
+    >>> args = parser.parse_args(["--demo", "digits", "--store", store, "--annotators", "alice,bob"])
+    >>> session, app, loopback, path = build(args)
+    >>> sorted(app.state.annotators), app.state.token
+    (['alice', 'bob'], None)
     """
+    from ._tokens import make_tokens
     from .app import make_app
 
     session, pool, store = make_session(args)
     loopback = is_loopback(args.host)
-    app = make_app(session, require_token_everywhere=not loopback, pool=pool)
+    names = getattr(args, "annotators", None)
+    app = make_app(session, require_token_everywhere=not loopback, pool=pool,
+                   annotators=make_tokens(names) if names else None)
     return session, app, loopback, store
 
 
@@ -209,10 +234,31 @@ def run(args) -> int:
 
     session, app, loopback, store = build(args)
     url = f"http://{args.host}:{args.port}/"
-    if not loopback:
-        url += f"?token={app.state.token}"
-        print(f"serving on {args.host}: every request needs the token {app.state.token} (shown once)")
-    print(f"skdbal label: {len(session.keys)} items, store {store}; open {url}", flush=True)
+    if app.state.annotators:   # a link per annotator, with their token, once
+        print(f"skdbal label: {len(session.keys)} items, store {store}; each annotator opens their own link:\n"
+              + "\n".join(links(app, url)), flush=True)
+    else:
+        if not loopback:
+            url += f"?token={app.state.token}"
+            print(f"serving on {args.host}: every request needs the token {app.state.token} (shown once)")
+        print(f"skdbal label: {len(session.keys)} items, store {store}; open {url}", flush=True)
     with session:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def links(app, url: str) -> list:
+    """One line per annotator of ``app`` (``make_app(..., annotators=...)``): their name and their link,
+    ``url`` with their token.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelling.cli import links
+    >>> app = SimpleNamespace(state=SimpleNamespace(annotators={"alice": "tok-a", "bob": "tok-b"}))
+    >>> for line in links(app, "http://127.0.0.1:8765/"):
+    ...     print(line)
+      alice: http://127.0.0.1:8765/?token=tok-a
+      bob: http://127.0.0.1:8765/?token=tok-b
+    """
+    return [f"  {name}: {url}?token={token}" for name, token in (app.state.annotators or {}).items()]

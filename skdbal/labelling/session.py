@@ -607,13 +607,15 @@ class LabellingSession:
         return int(item)
 
     def next_batch(self, annotator: Optional[str] = None, n: Optional[int] = None,
-                   timeout: float = 0.0) -> List[dict]:
+                   timeout: float = 0.0, *, capped: bool = False) -> List[dict]:
         """The items for ``annotator`` to label now, leased to them, best first.
 
         First the flagged labels of other annotators awaiting a second look,
         then the items of the current batch that are unlabelled, not skipped
         and not held by someone else. Waits up to ``timeout`` seconds for a
-        batch.
+        batch. ``capped=True`` (annotators known by their tokens): the
+        annotator holds at most ``batch_size`` leases in all, those held
+        before included, so that no one can take every item from the others.
 
         Returns
         -------
@@ -630,7 +632,8 @@ class LabellingSession:
             skipped = set(self.store.skipped(labelled))
             looks = self._second_looks_for(annotator) if self.second_looks is not None else []
             free = looks + [i for i in self.oracle.batch if i not in labelled and i not in skipped]
-            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen)
+            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
+                                      cap=self.batch_size if capped else None)
             if leased or _time.time() >= deadline:
                 break
             with self._changed:
@@ -639,35 +642,46 @@ class LabellingSession:
         return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan")),
                  "second_look": i in looks} for i in leased]
 
-    def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False) -> int:
-        event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release)
+    def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False,
+               exclusive=False) -> int:
+        event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release,
+                                     exclusive=exclusive)
         with self._changed:
             self._changed.notify_all()
         return event
 
-    def submit(self, item: int, label, annotator: Optional[str] = None, request_id: Optional[str] = None) -> int:
+    def submit(self, item: int, label, annotator: Optional[str] = None, request_id: Optional[str] = None, *,
+               exclusive: bool = False) -> int:
         """Record a label, committed before returning; the event id.
+
+        ``exclusive=True`` (annotators known by their tokens) refuses an item
+        that another annotator holds a live lease on.
 
         Raises
         ------
         ValueError
             For an unknown item or a label not in ``classes``; nothing is
-            recorded then.
+            recorded then. :class:`~skdbal.labelling.store.LeaseHeld` (a
+            ``ValueError``) for an item leased to another, with ``exclusive``.
         """
         item = self.check_item(item)
         if str(label) not in self._by_text:
             raise ValueError(f"unknown class {label!r}; the classes are {self.classes}")
-        return self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex, release=True)
+        return self._event(item, "label", str(label), annotator, request_id or uuid.uuid4().hex, release=True,
+                           exclusive=exclusive)
 
-    def skip(self, item: int, annotator: Optional[str] = None) -> int:
-        """Decline to label ``item``: it is not offered again."""
+    def skip(self, item: int, annotator: Optional[str] = None, *, exclusive: bool = False) -> int:
+        """Decline to label ``item``: it is not offered again (``exclusive``: as for :meth:`submit`)."""
         item = self.check_item(item)
-        return self._event(item, "skip", None, annotator, release=True)
+        return self._event(item, "skip", None, annotator, release=True, exclusive=exclusive)
 
-    def undo(self, item: int, annotator: Optional[str] = None, request_id: Optional[str] = None) -> int:
+    def undo(self, item: int, annotator: Optional[str] = None, request_id: Optional[str] = None, *,
+             exclusive: bool = False) -> int:
         """Undo the item's latest label: its label before, or none. The same ``request_id`` again is a
-        replay: it answers the first undo's event and takes back nothing more."""
-        return self._event(self.check_item(item), "undo", None, annotator, request_id)
+        replay: it answers the first undo's event and takes back nothing more. ``exclusive=True``
+        (annotators known by their tokens) refuses it, with
+        :class:`~skdbal.labelling.store.NotYours`, unless the item's latest label is ``annotator``'s."""
+        return self._event(self.check_item(item), "undo", None, annotator, request_id, exclusive=exclusive)
 
     def guesses(self, items: Sequence[int]) -> list:
         """The current model's label for each item (as text), or None before the first model.

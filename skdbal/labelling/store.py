@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-__all__ = ["LabelStore", "StoreError", "APPLICATION_ID", "SCHEMA_VERSION"]
+__all__ = ["LabelStore", "StoreError", "NotYours", "LeaseHeld", "APPLICATION_ID", "SCHEMA_VERSION"]
 
 #: SQLite ``application_id`` of a skdbal store ("SKDB").
 APPLICATION_ID = 0x534B4442
@@ -85,6 +85,40 @@ class StoreError(ValueError):
     ... except StoreError as exc:
     ...     print("refused")
     refused
+    """
+
+
+class NotYours(ValueError):
+    """An undo of an item whose latest label is another annotator's (``add_event(..., exclusive=True)``).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skdbal.labelling.store import LabelStore, NotYours
+    >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "s.db"))
+    >>> _ = store.add_items(["a"]), store.add_event(0, "label", "cat", annotator="bob")
+    >>> try:
+    ...     store.add_event(0, "undo", annotator="alice", exclusive=True)
+    ... except NotYours as exc:
+    ...     print(exc)
+    item 0's latest label is bob's: only bob can undo it
+    """
+
+
+class LeaseHeld(ValueError):
+    """A label or skip of an item leased to another annotator (``add_event(..., exclusive=True)``).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skdbal.labelling.store import LabelStore, LeaseHeld
+    >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "s.db"))
+    >>> _ = store.add_items(["a"]), store.lease([0], "bob", 600)
+    >>> try:
+    ...     store.add_event(0, "label", "cat", annotator="alice", exclusive=True)
+    ... except LeaseHeld as exc:
+    ...     print(exc)
+    item 0 is leased to bob: ask for your own items
     """
 
 
@@ -245,7 +279,8 @@ class LabelStore:
 
     # -------------------------------------------------------------- events
     def add_event(self, item: int, kind: str, label: Optional[str] = None, *, annotator: Optional[str] = None,
-                  request_id: Optional[str] = None, time: Optional[float] = None, release: bool = False) -> int:
+                  request_id: Optional[str] = None, time: Optional[float] = None, release: bool = False,
+                  exclusive: bool = False) -> int:
         """Append one event, committed before returning; its id.
 
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
@@ -257,6 +292,12 @@ class LabelStore:
         it differs. ``release=True`` ends the item's lease in the same
         transaction (one commit, one fsync).
 
+        ``exclusive=True`` (several annotators, each known by a token) also
+        refuses, in the same transaction, an undo of an item whose latest
+        label is another annotator's (:class:`NotYours`), and a label or skip
+        of an item that another annotator holds a live lease on
+        (:class:`LeaseHeld`); nothing is written then.
+
         Writers in several threads share commits: while one transaction is
         being committed, the events that arrive queue, and the next
         transaction commits them all (group commit). Each call still returns
@@ -267,7 +308,7 @@ class LabelStore:
         if (kind == "label") != (label is not None):
             raise ValueError("a label event needs a label, and only a label event has one")
         write = _Write((item, kind, label, annotator, request_id, _time.time() if time is None else float(time),
-                        release))
+                        release, exclusive))
         with self._queue_lock:
             self._queue.append(write)
         while not write.done:  # group commit: the first writer in commits every write queued so far
@@ -303,7 +344,7 @@ class LabelStore:
         for write, (result, error) in zip(writes, outcomes):
             write.result, write.error, write.done = result, error, True
 
-    def _append(self, conn, item, kind, label, annotator, request_id, when, release) -> int:
+    def _append(self, conn, item, kind, label, annotator, request_id, when, release, exclusive) -> int:
         item = self._check_item(conn, item)
         if request_id is not None:
             old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
@@ -312,6 +353,8 @@ class LabelStore:
                 if tuple(old[1:]) != (item, kind, label, annotator):
                     raise ValueError(f"request {request_id!r} was already used for another submission")
                 return old[0]
+        if exclusive:
+            self._check_exclusive(conn, item, kind, annotator, when)
         undoes = None
         if kind == "undo":
             undoes = self._latest_label_event(conn, item, annotator)
@@ -323,6 +366,20 @@ class LabelStore:
         if release:
             conn.execute("DELETE FROM leases WHERE item=?", (item,))
         return cur.lastrowid
+
+    @staticmethod
+    def _check_exclusive(conn, item, kind, annotator, when) -> None:
+        """Raise :class:`NotYours` or :class:`LeaseHeld` where ``annotator`` may not write this event."""
+        if kind == "undo":
+            latest = LabelStore._latest_label_event(conn, item)
+            if latest is not None:
+                (author,) = conn.execute("SELECT annotator FROM events WHERE event=?", (latest,)).fetchone()
+                if author != annotator:
+                    raise NotYours(f"item {item}'s latest label is {author}'s: only {author} can undo it")
+            return
+        held = conn.execute("SELECT annotator FROM leases WHERE item=? AND expires > ?", (item, when)).fetchone()
+        if held is not None and held[0] != annotator:
+            raise LeaseHeld(f"item {item} is leased to {held[0]}: ask for your own items")
 
     @staticmethod
     def _latest_label_event(conn, item, annotator: Optional[str] = None) -> Optional[int]:
@@ -368,10 +425,15 @@ class LabelStore:
 
     # -------------------------------------------------------------- leases
     def lease(self, items: Sequence[int], annotator: str, timeout: float, *, now: Optional[float] = None,
-              limit: Optional[int] = None, unchanged_since: Optional[int] = None) -> List[int]:
+              limit: Optional[int] = None, unchanged_since: Optional[int] = None,
+              cap: Optional[int] = None) -> List[int]:
         """Lease to ``annotator`` those of ``items`` (in order) that nobody else
         holds a live lease on, up to ``limit``; a lease lasts ``timeout`` s.
         One transaction: no item is ever held by two live leases.
+
+        ``cap`` is the most live leases ``annotator`` may hold in all, those
+        held before included (renewing one of them takes no more): so that
+        one annotator cannot take every free item from the others.
 
         ``unchanged_since``, an event id (:meth:`last_event`, read before the
         caller chose ``items``), leaves out the items that have an event
@@ -380,6 +442,8 @@ class LabelStore:
         now = _time.time() if now is None else float(now)
         granted = []
         with self._transaction() as conn:
+            mine = {i for (i,) in conn.execute("SELECT item FROM leases WHERE annotator=? AND expires > ?",
+                                               (annotator, now))}
             for item in items:
                 if limit is not None and len(granted) >= limit:
                     break
@@ -390,8 +454,11 @@ class LabelStore:
                 held = conn.execute("SELECT annotator, expires FROM leases WHERE item=?", (int(item),)).fetchone()
                 if held is not None and held[1] > now and held[0] != annotator:
                     continue
+                if cap is not None and int(item) not in mine and len(mine) >= cap:
+                    continue   # at the cap: only the annotator's own leases are renewed
                 conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (int(item), annotator, now + timeout))
                 granted.append(int(item))
+                mine.add(int(item))
         return granted
 
     def release(self, item: int) -> None:
