@@ -77,6 +77,7 @@ def test_a_busy_port_is_one_line_before_the_address_and_the_store(tmp_path):
     pytest.param(["--classes", "cat,cat"], "classes must be distinct as text", marks=pytest.mark.slow),
     pytest.param(["--classes", "cat,dog", "--second-look-budget", "2"],
                  "second_look_budget must be a share in (0, 1] or None; got 2.0", marks=pytest.mark.slow),
+    ([], "--classes is required with --images, --table and --npy"),
     (["--classes", "cat,dog", "--batch-size", "0"], "argument --batch-size: must be at least 1; got 0"),
     (["--classes", "cat,dog", "--torch-threads", "none"], "argument --torch-threads: 'none' is not a whole number"),
     (["--classes", "cat,dog", "--port", "70000"], "argument --port: a port lies in 0..65535; got 70000"),
