@@ -2,13 +2,28 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import socket
+import sqlite3
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "add_pool_arguments", "build", "links", "make_session", "run"]
+__all__ = ["add_parser", "add_pool_arguments", "build", "links", "make_session", "run", "set_torch_threads"]
+
+_DESCRIPTION = """\
+Serve a page on this machine where people label a pool (a folder of images, a table, an array, or
+scikit-learn's digits with --demo), the model choosing what comes next and retraining as labels
+arrive. Every label is kept in a SQLite store as soon as it is acknowledged; run the same command
+again to resume.
+
+example:
+  skdbal label --images photos/ --classes cat,dog --store pets.db
+  skdbal label --demo digits          # the whole loop, no data to bring"""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -24,8 +39,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> args.host, args.port, args.batch_size
     ('127.0.0.1', 8765, 10)
     >>> args = parser.parse_args(["--images", "photos", "--classes", "cat,dog", "--store", "project.db"])
-    >>> args.images, args.classes, args.image_size, args.mode, args.second_looks
-    ('photos', 'cat,dog', 28, 'L', 'dynamic')
+    >>> args.images, args.classes, args.image_size, args.mode, args.second_looks, args.torch_threads
+    ('photos', 'cat,dog', 28, 'L', 'dynamic', 1)
     >>> parser.parse_args(["--demo", "digits", "--second-looks", "0.05"]).second_looks
     0.05
     >>> parser.parse_args(["--demo", "digits", "--second-looks", "off"]).second_looks is None
@@ -33,16 +48,48 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> parser.parse_args(["--demo", "digits", "--annotators", "alice,bob"]).annotators
     ['alice', 'bob']
     """
-    p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next")
+    p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next",
+                       description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.error = _one_line_error(p)
     add_pool_arguments(p)
-    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: 127.0.0.1, this machine "
                    "only; any other needs the token printed at start on every request)")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=_port, default=8765, help="TCP port to serve on, checked free before anything "
+                   "else starts (default: 8765; 0 takes a free one)")
     p.add_argument("--annotators", type=_annotator_names, metavar="NAMES",
                    help="comma-separated names, each given a link with a token of their own (printed once at "
                    "start): the server knows who labels from the token, an annotator undoes only their own "
-                   "labels and labels only their own items (default: one shared token, the name typed in the page)")
+                   "labels and labels only their own items (default: none, one shared token and the name typed in "
+                   "the page)")
     return p
+
+
+def _one_line_error(parser: argparse.ArgumentParser):
+    """``parser.error`` as one line on stderr (``skdbal label: error: ...``, exit status 2), without
+    the usage, which ``--help`` shows."""
+    def error(message):
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+    return error
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
+    return value
 
 
 def add_pool_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,30 +102,41 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
     >>> parser = argparse.ArgumentParser()
     >>> add_pool_arguments(parser)
     >>> args = parser.parse_args(["--table", "items.csv", "--id-column", "name", "--classes", "a,b"])
-    >>> args.table, args.id_column, args.batch_size, args.second_look_budget
-    ('items.csv', 'name', 10, 0.1)
+    >>> args.table, args.id_column, args.batch_size, args.second_look_budget, args.torch_threads
+    ('items.csv', 'name', 10, 0.1, 1)
     """
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring")
+    src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring "
+                     "(one of --demo, --images, --table and --npy is required)")
     src.add_argument("--images", metavar="DIR", help="a folder of images (png, jpg, bmp, gif, tif, webp; "
                      "recursive; the keys are the file names in it)")
     src.add_argument("--table", metavar="FILE", help="a .csv or .parquet table of numeric features")
-    src.add_argument("--npy", help="a .npy array of images (N, H, W) or rows (N, D), or a .npz with an array X")
-    p.add_argument("--classes", help="comma-separated class names (required but with --demo)")
-    p.add_argument("--id-column", help="the table's column of item names (the keys; not a feature)")
-    p.add_argument("--image-size", type=int, default=28, help="side of the square images the model sees "
-                   "(with --images; default 28)")
-    p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L, default) or "
-                   "colour (RGB) features, with --images")
-    p.add_argument("--store", help="the SQLite store; resumed if it exists (default: skdbal-<name>.db here)")
-    p.add_argument("--batch-size", type=int, default=10)
-    p.add_argument("--retrain-after", type=int, default=None, help="new labels before a retrain (default: a batch)")
+    src.add_argument("--npy", metavar="FILE", help="a .npy array of images (N, H, W) or rows (N, D), or a .npz "
+                     "with an array X")
+    p.add_argument("--classes", help="comma-separated class names (required but with --demo, whose classes are "
+                   "0-9)")
+    p.add_argument("--id-column", help="the table's column of item names: the keys, not a feature (default: "
+                   "none, the keys are the row numbers)")
+    p.add_argument("--image-size", type=_positive_int, default=28, help="side of the square images the model "
+                   "sees, with --images (default: 28)")
+    p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L) or colour (RGB) "
+                   "features, with --images (default: L)")
+    p.add_argument("--store", metavar="FILE", help="the SQLite store; resumed if it exists, refused if it is "
+                   "not a store of this pool and classes (default: skdbal-<name>.db in this folder, <name> "
+                   "the folder's or file's name, or digits)")
+    p.add_argument("--batch-size", type=_positive_int, default=10, help="items the model chooses at a time "
+                   "(default: 10)")
+    p.add_argument("--retrain-after", type=_positive_int, default=None, help="new labels before a retrain "
+                   "(default: the batch size)")
     p.add_argument("--second-looks", type=_second_looks, default="dynamic", metavar="RULE",
-                   help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (default: "
-                   "the noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
-                   "threshold in (0, 1), or 'off'")
+                   help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (the "
+                   "noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
+                   "threshold in (0, 1), or 'off' (default: dynamic)")
     p.add_argument("--second-look-budget", type=float, default=0.1, metavar="SHARE",
-                   help="at most this share of the labels is flagged, the least likely first (default 0.1)")
+                   help="at most this share of the labels is flagged, the least likely first (default: 0.1)")
+    p.add_argument("--torch-threads", type=_positive_int, default=1, metavar="N",
+                   help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
+                   "0.16-1.64 s on one thread, 0.22-12.88 s on two)")
 
 
 def _second_looks(text: str):
@@ -216,34 +274,160 @@ def build(args):
     return session, app, loopback, store
 
 
-def run(args) -> int:
-    """Serve until interrupted; every label is in the store as soon as it is acknowledged.
+def set_torch_threads(n: int) -> int:
+    """Set the threads torch computes with (``torch.set_num_threads``), before a model is built; ``n``.
 
-    It serves what :func:`build` makes, with uvicorn, and prints the address
-    (and, off loopback, the token, once).
+    ``skdbal label`` and ``skdbal labelstudio`` call it with ``--torch-threads`` (1 by default): a
+    session's retrains are small, and on a machine shared with other work one thread was both faster
+    and steadier (0.16-1.64 s a retrain, against 0.22-12.88 s on two threads).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skdbal.labelling.cli import set_torch_threads
+    >>> before = torch.get_num_threads()
+    >>> set_torch_threads(1), torch.get_num_threads()
+    (1, 1)
+    >>> _ = set_torch_threads(before)
+    """
+    import torch
+
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"torch threads must be a whole number of at least 1; got {n!r}")
+    torch.set_num_threads(n)
+    return n
+
+
+def check_source(args) -> None:
+    """Raise ValueError, naming the option, if the folder or file that ``args`` name is not there.
 
     Examples
     --------
     >>> import argparse
-    >>> from skdbal.labelling.cli import add_parser
-    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
-    >>> add_parser(sub).parse_args(["--npy", "x.npy", "--host", "0.0.0.0"]).host   # run() would print a token
+    >>> from skdbal.labelling.cli import add_parser, check_source
+    >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    >>> check_source(parser.parse_args(["--images", "no/such/folder", "--classes", "a,b"]))
+    Traceback (most recent call last):
+        ...
+    ValueError: --images no/such/folder: no such folder
+    """
+    if getattr(args, "images", None) is not None and not Path(args.images).is_dir():
+        raise ValueError(f"--images {args.images}: " + ("not a folder" if Path(args.images).exists()
+                                                         else "no such folder"))
+    for option in ("table", "npy"):
+        value = getattr(args, option, None)
+        if value is not None and not Path(value).is_file():
+            raise ValueError(f"--{option} {value}: " + ("not a file" if Path(value).exists() else "no such file"))
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: the server has stopped, and the session stops and closes its store."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, for uvicorn to serve on; OSError if it is taken."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn: not a port in use, though
+        sock.bind(address)
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _fail(message: str) -> int:
+    print(f"skdbal label: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    """Serve until interrupted (Ctrl-C) or terminated (SIGTERM); every label is in the store as soon
+    as it is acknowledged, and the store is closed (checkpointed into its ``.db`` file) at the end.
+
+    Before anything is printed or written it checks the pool's folder or file, then binds the port
+    (a port in use is refused, before the store is made); then it sets torch's threads
+    (:func:`set_torch_threads`), serves what :func:`build` makes with uvicorn on that socket, and
+    prints the address (and, off loopback, the token, once). A bad pool, store or setting is one
+    line on stderr and exit status 2.
+
+    Examples
+    --------
+    >>> import argparse, contextlib, io, os, socket, tempfile
+    >>> from skdbal.labelling.cli import add_parser, run
+    >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    >>> parser.parse_args(["--npy", "x.npy", "--host", "0.0.0.0"]).host   # run() would print a token
     '0.0.0.0'
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...     run(parser.parse_args(["--images", "no/such/folder", "--classes", "cat,dog"]))
+    2
+    >>> print(err.getvalue().strip())
+    skdbal label: error: --images no/such/folder: no such folder
+
+    A port in use is refused before the store is made:
+
+    >>> busy = socket.socket(); busy.bind(("127.0.0.1", 0)); busy.listen()
+    >>> store = os.path.join(tempfile.mkdtemp(), "demo.db")
+    >>> with contextlib.redirect_stderr(io.StringIO()):
+    ...     run(parser.parse_args(["--demo", "digits", "--store", store, "--port", str(busy.getsockname()[1])]))
+    2
+    >>> os.path.exists(store)
+    False
+    >>> busy.close()
     """
     import uvicorn
 
-    session, app, loopback, store = build(args)
-    url = f"http://{args.host}:{args.port}/"
-    if app.state.annotators:   # a link per annotator, with their token, once
-        print(f"skdbal label: {len(session.keys)} items, store {store}; each annotator opens their own link:\n"
-              + "\n".join(links(app, url)), flush=True)
-    else:
-        if not loopback:
-            url += f"?token={app.state.token}"
-            print(f"serving on {args.host}: every request needs the token {app.state.token} (shown once)")
-        print(f"skdbal label: {len(session.keys)} items, store {store}; open {url}", flush=True)
-    with session:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+    try:
+        check_source(args)
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        sock = _listen(args.host, args.port)
+    except OSError as exc:
+        return _fail(f"cannot serve on {args.host}:{args.port} ({exc.strerror or exc}): another server may "
+                     "be there; choose another --port")
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None  # uvicorn stops, then passes it on
+    session = None
+    try:
+        try:
+            threads = set_torch_threads(args.torch_threads)
+            session, app, loopback, store = build(args)
+        except (ValueError, OSError) as exc:      # a StoreError is a ValueError
+            return _fail(str(exc))
+        except sqlite3.Error as exc:
+            return _fail(f"the store {args.store}: {exc}")
+        port = sock.getsockname()[1]
+        url = f"http://{args.host}:{port}/"
+        if app.state.annotators:   # a link per annotator, with their token, once
+            print(f"skdbal label: {len(session.keys)} items, store {store}, torch threads {threads}; each "
+                  "annotator opens their own link:\n" + "\n".join(links(app, url)), flush=True)
+        else:
+            if not loopback:
+                url += f"?token={app.state.token}"
+                print(f"serving on {args.host}: every request needs the token {app.state.token} (shown once)")
+            print(f"skdbal label: {len(session.keys)} items, store {store}, torch threads {threads}; open {url}",
+                  flush=True)
+        with session:   # stop() closes the store: its .db file alone then holds every label
+            uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning")).run(sockets=[sock])
+    except _Terminated:
+        pass
+    finally:
+        sock.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if session is not None:
+        print(f"skdbal label: stopped; {len(session.store.current_labels())} labels in {store}", file=sys.stderr)
+        session.store.close()
     return 0
 
 

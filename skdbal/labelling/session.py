@@ -298,7 +298,6 @@ class LabellingSession:
         self.learner = learner
         self.X = X
         self.classes = list(classes)
-        self.store = store if isinstance(store, LabelStore) else LabelStore(store)
         self.keys = [str(k) for k in (range(len(X)) if keys is None else keys)]
         self.batch_size = batch_size
         self.retrain_after = batch_size if retrain_after is None else retrain_after
@@ -331,16 +330,26 @@ class LabellingSession:
         self._published: Optional[tuple] = None
         #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
         self._guessed: tuple = (-1, {})
-        self.store.set_config({"classes": [str(c) for c in self.classes], "batch_size": batch_size,
-                               "retrain_after": self.retrain_after, "n_items": len(self.keys),
-                               "learner": repr(learner), "second_looks": repr(second_looks),
-                               "second_look_budget": second_look_budget,
-                               **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
-                                  if self.query_kwargs else {})},
-                              # what the labels mean is compared; how the session runs may change
-                              informative=("batch_size", "retrain_after", "learner", "second_looks",
-                                           "second_look_budget", "query_kwargs"))
-        self.store.add_items(self.keys)
+        config = {"classes": [str(c) for c in self.classes], "batch_size": batch_size,
+                  "retrain_after": self.retrain_after, "n_items": len(self.keys),
+                  "learner": repr(learner), "second_looks": repr(second_looks),
+                  "second_look_budget": second_look_budget,
+                  **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
+                     if self.query_kwargs else {})}
+        # what the labels mean is compared; how the session runs may change
+        informative = ("batch_size", "retrain_after", "learner", "second_looks", "second_look_budget",
+                       "query_kwargs")
+        # a store of another configuration or pool is refused before anything is written to it
+        owned = not isinstance(store, LabelStore)
+        self.store = LabelStore(store, config=config, informative=informative, keys=self.keys) \
+            if owned else store
+        try:
+            self.store.set_config(config, informative=informative)
+            self.store.add_items(self.keys)
+        except BaseException:
+            if owned:
+                self.store.close()
+            raise
         self.oracle = StoreOracle(self)
         self.journal = StoreJournal(self)
 
@@ -449,12 +458,15 @@ class LabellingSession:
             pass
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the loop's thread (labels are all in the store already)."""
+        """Stop the loop's thread (labels are all in the store already), and close the store: its
+        ``.db`` file alone then holds everything (:meth:`LabelStore.close`; a store given as a
+        :class:`LabelStore` is checkpointed the same way). A later read opens it again."""
         with self._changed:
             self._stopping = True
             self._changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
+        self.store.close()
 
     def __enter__(self):
         return self.start()

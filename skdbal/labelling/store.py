@@ -128,14 +128,25 @@ class LabelStore:
     Parameters
     ----------
     path : str or path-like
-        The SQLite file; created (with its schema) if it does not exist or
-        is empty.
+        The SQLite file; created (with its schema) if it does not exist.
+    config : dict, optional
+        The session's configuration, to compare with the one the store
+        holds, if any, before anything is written (see :meth:`set_config`).
+    informative : iterable of str, default=()
+        The fields of ``config`` recorded but not compared.
+    keys : iterable of str, optional
+        The pool's keys, to compare with those the store holds, if any,
+        before anything is written (see :meth:`add_items`).
 
     Raises
     ------
     StoreError
-        If the file exists and is not a skdbal store, is corrupt, or has
-        another schema version; the file is left as it is.
+        If the file exists and is empty, is not a skdbal store, is damaged
+        (SQLite's ``quick_check``), has another schema version, or holds
+        another ``config`` or other ``keys``. Everything is checked before
+        anything is written: the file is left byte for byte as it was, and
+        no ``-wal`` or ``-shm`` file is left beside it. A store of an older
+        schema version is brought to this one only once it is accepted.
 
     Examples
     --------
@@ -155,38 +166,33 @@ class LabelStore:
     >>> store.close()
     """
 
-    def __init__(self, path: Union[str, os.PathLike]):
+    def __init__(self, path: Union[str, os.PathLike], *, config: Optional[dict] = None,
+                 informative: Iterable[str] = (), keys: Optional[Iterable[str]] = None):
         self.path = Path(path)
         self._lock = threading.RLock()
         self._queue: List[_Write] = []          # events waiting for the next group commit
         self._queue_lock = threading.Lock()
         self._commit_lock = threading.Lock()
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        if not new:
-            _check_ours(self.path)
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None,
-                                     timeout=30.0)
-        try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            if new:
-                with self._transaction():
-                    for statement in _SCHEMA.strip().split(";\n"):
-                        if statement.strip():
-                            self._conn.execute(statement)
-                    self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                    self._conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            else:
-                self._migrate()
-        except BaseException:
-            self._conn.close()
-            raise
+        self._conn: Optional[sqlite3.Connection] = None
+        keys = None if keys is None else [str(k) for k in keys]
+        # everything is checked, read-only, before anything is written: a refused file keeps its bytes
+        version = _check_ours(self.path, config, set(informative), keys) if self.path.exists() else None
+        if version is None:
+            _create(self.path)
+        conn = self._connection()
+        if version is not None and version < SCHEMA_VERSION:
+            self._migrate(conn, version)
 
-    def _migrate(self) -> None:
-        """Bring a store of an older schema version to this one, in one transaction."""
-        with self._transaction() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
+    def _connection(self) -> sqlite3.Connection:
+        """The store's connection, opened (again, after :meth:`close`) if it is not open."""
+        with self._lock:
+            if self._conn is None:
+                self._conn = _connect(self.path)
+            return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
+        """Bring a store of an older schema ``version`` to this one, in one transaction."""
+        with self._transaction():
             while version < SCHEMA_VERSION:
                 for statement in _MIGRATIONS[version]:
                     conn.execute(statement)
@@ -198,23 +204,38 @@ class LabelStore:
     def _transaction(self):
         """One write transaction (``BEGIN IMMEDIATE``), committed on success, rolled back on error."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-                self._conn.execute("COMMIT")
+                yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                if self._conn.in_transaction:  # also when COMMIT itself failed (a full disk)
-                    self._conn.execute("ROLLBACK")
+                if conn.in_transaction:  # also when COMMIT itself failed (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
 
     def _read(self, sql: str, args: Sequence = ()) -> list:
         with self._lock:
-            return self._conn.execute(sql, args).fetchall()
+            return self._connection().execute(sql, args).fetchall()
 
     def close(self) -> None:
-        """Close the connection (everything is committed already)."""
+        """Checkpoint the write-ahead log into the file and close the connection.
+
+        Everything is committed already; after it, the ``.db`` file alone
+        holds the whole store (no ``-wal`` file is left beside it), so that
+        it can be copied or backed up on its own. A later call on the store
+        opens it again.
+        """
         with self._lock:
-            self._conn.close()
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:  # another connection reads: the last one to close checkpoints
+                pass
+            finally:
+                self._conn.close()
+                self._conn = None
 
     # --------------------------------------------------------------- meta
     def set_config(self, config: dict, *, informative: Iterable[str] = ()) -> None:
@@ -231,18 +252,12 @@ class LabelStore:
             project): the fields that differ are named, and nothing is changed.
         """
         text = json.dumps(config, sort_keys=True)
-        informative = set(informative)
         with self._transaction() as conn:
             row = conn.execute("SELECT value FROM meta WHERE key='config'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO meta VALUES ('config', ?)", (text,))
                 return
-            stored = json.loads(row[0])
-            diff = sorted(k for k in set(stored) | set(config)
-                          if k not in informative and stored.get(k) != json.loads(text).get(k))
-            if diff:
-                raise StoreError(f"{self.path} holds a session with another configuration (fields {diff} "
-                                 "differ); open it with its own configuration, or use another store")
+            _compare_config(self.path, json.loads(row[0]), config, set(informative))
 
     def config(self) -> Optional[dict]:
         """The recorded configuration, or None."""
@@ -260,9 +275,7 @@ class LabelStore:
         with self._transaction() as conn:
             stored = [k for (k,) in conn.execute("SELECT key FROM items ORDER BY item")]
             if stored:
-                if stored != keys:
-                    raise StoreError(f"{self.path} holds another pool ({len(stored)} items, first "
-                                     f"{stored[:3]}) than the one given ({len(keys)} items, first {keys[:3]})")
+                _compare_keys(self.path, stored, keys)
             else:
                 conn.executemany("INSERT INTO items VALUES (?, ?)", enumerate(keys))
         return list(range(len(keys)))
@@ -579,18 +592,109 @@ class _Write:
         self.args, self.done, self.result, self.error = args, False, None, None
 
 
-def _check_ours(path: Path) -> None:
-    """Raise StoreError unless ``path`` is a readable skdbal store of our schema version."""
+def _connect(path: Path) -> sqlite3.Connection:
+    """A read-write connection to the store at ``path`` (WAL, ``synchronous=FULL``, foreign keys)."""
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _create(path: Path) -> None:
+    """Make a new store at ``path``, whole or not at all: its schema is written in a file beside it,
+    closed (checkpointed), and then linked to ``path``, which a store made meanwhile by another
+    process keeps (it is then opened, as any existing store)."""
+    if not path.parent.is_dir():
+        raise StoreError(f"cannot make the store {path}: no folder {str(path.parent)!r}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        leftover.unlink(missing_ok=True)
+    try:
+        try:
+            conn = _connect(tmp)
+        except sqlite3.Error as exc:    # a folder we may not write in
+            raise StoreError(f"cannot make the store {path}: {exc}") from None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.strip().split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            _check_ours(path)           # made meanwhile: checked as any existing store
+        except OSError:                 # a file system without hard links
+            if path.exists():
+                _check_ours(path)
+            else:
+                os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _compare_config(path: Path, stored: dict, config: dict, informative: set) -> None:
+    """Raise StoreError naming the fields (but the ``informative`` ones) where ``config`` differs from
+    the ``stored`` one (compared as JSON, as stored)."""
+    given = json.loads(json.dumps(config, sort_keys=True))
+    diff = sorted(k for k in set(stored) | set(given) if k not in informative and stored.get(k) != given.get(k))
+    if diff:
+        raise StoreError(f"{path} holds a session with another configuration (fields {diff} "
+                         "differ); open it with its own configuration, or use another store")
+
+
+def _compare_keys(path: Path, stored: List[str], keys: List[str]) -> None:
+    if stored != keys:
+        raise StoreError(f"{path} holds another pool ({len(stored)} items, first "
+                         f"{stored[:3]}) than the one given ({len(keys)} items, first {keys[:3]})")
+
+
+def _check_ours(path: Path, config: Optional[dict] = None, informative: frozenset = frozenset(),
+                keys: Optional[List[str]] = None) -> int:
+    """The schema version of the skdbal store at ``path``, checked without writing anything: readable,
+    ours, of a version we read, whole (``quick_check``), and holding ``config`` (but its
+    ``informative`` fields) and the pool ``keys``, if given and recorded. Raise StoreError otherwise.
+
+    Nothing is written and nothing is left beside the file: without a ``-wal`` file, the file is read
+    as immutable (SQLite then opens no ``-wal`` or ``-shm``); with one (a store not closed: its last
+    writes may be there only; or a session runs on it), read-only, and a ``-shm`` this makes is
+    removed after."""
+    if path.stat().st_size == 0:
+        raise StoreError(f"{path} is empty: not a skdbal store; remove it to start a new session")
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    in_wal = wal.exists()       # also when empty: a connection may be open (no -wal: none is)
+    had_shm = shm.exists()
+    uri = f"{path.resolve().as_uri()}?{'mode=ro' if in_wal else 'immutable=1'}"
+    stored_config = stored_keys = None
+    try:
+        conn = sqlite3.connect(uri, uri=True)
         try:
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             checked = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if checked == "ok" and app == APPLICATION_ID:
+                if config is not None:
+                    row = conn.execute("SELECT value FROM meta WHERE key='config'").fetchone()
+                    stored_config = None if row is None else json.loads(row[0])
+                if keys is not None:
+                    stored_keys = [k for (k,) in conn.execute("SELECT key FROM items ORDER BY item")]
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path} is not a readable SQLite database ({exc}); it was left as it is") from None
+    finally:
+        if in_wal and not had_shm:
+            shm.unlink(missing_ok=True)
     if checked != "ok":
         raise StoreError(f"{path} is damaged (SQLite's quick_check: {checked}); it was left as it is: restore a "
                          "copy, or export what it holds with sqlite3's .recover")
@@ -600,3 +704,8 @@ def _check_ours(path: Path) -> None:
     if not (version == SCHEMA_VERSION or version in _MIGRATIONS):
         raise StoreError(f"{path} is a skdbal store of schema version {version}; this skdbal reads "
                          f"versions {sorted(_MIGRATIONS)} and {SCHEMA_VERSION}")
+    if stored_config is not None:
+        _compare_config(path, stored_config, config, informative)
+    if stored_keys:
+        _compare_keys(path, stored_keys, keys)
+    return version

@@ -206,7 +206,8 @@ def _refusal(args, exc: BaseException) -> str:
 def run(args) -> int:
     """Keep the session and the project in step until interrupted (Ctrl-C or SIGTERM).
 
-    It reads the token, connects, makes (or checks) the project, imports
+    It reads the token, connects, sets torch's threads (``--torch-threads``, 1 by
+    default), makes (or checks) the project, imports
     the pool as tasks (or attaches existing ones), makes the queue's Data
     Manager tab, and prints its address; then the session retrains as
     annotations are pulled, and every query's scores are pushed.
@@ -227,7 +228,7 @@ def run(args) -> int:
     ValueError: http://label.example.org is plain HTTP to another machine: the token would cross the network \
 unencrypted; use https, or --allow-http
     """
-    from ..labelling.cli import make_session
+    from ..labelling.cli import make_session, set_torch_threads
     from .sync import LabelStudioSync, choices_of, file_key
 
     token = read_token(args.token_env, args.token_file)
@@ -236,6 +237,7 @@ unencrypted; use https, or --allow-http
         client.projects.list(page_size=1)     # fails here, before the pool is read, if the server or token is wrong
     except Exception as exc:  # noqa: BLE001 - said without the token, which no message here contains
         raise ValueError(_refusal(args, exc)) from None
+    threads = set_torch_threads(args.torch_threads)    # before the model is built
     session, pool, store = make_session(args)
     try:
         if args.new_project:
@@ -256,7 +258,7 @@ unencrypted; use https, or --allow-http
             made = sync.import_tasks(task_data(pool, field))
             print(f"imported {made} tasks ({len(session.keys) - made} were there)")
         view = sync.queue_view()
-        print(f"skdbal labelstudio: {len(session.keys)} items, store {store}; the queue: "
+        print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, torch threads {threads}; the queue: "
               f"{args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \

@@ -210,7 +210,7 @@ def test_the_command_prints_each_annotators_link_once(tmp_path, monkeypatch, cap
     from skdbal.labelling import cli
 
     served = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: served.update(app=server.config.app))
     monkeypatch.setattr(LabellingSession, "start", lambda self: self)
     np.save(tmp_path / "x.npy", np.random.RandomState(0).rand(30, 4))
     port = free_port()

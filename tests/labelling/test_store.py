@@ -1,4 +1,5 @@
 """The labelling store: a real SQLite file, append-only, durable, ours or refused."""
+import gc
 import os
 import random
 import signal
@@ -8,6 +9,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from skdbal.labelling import LabelStore, StoreError
@@ -296,3 +298,134 @@ def test_a_damaged_store_is_refused_and_left_alone(tmp_path):
     with pytest.raises(StoreError, match="damaged"):
         LabelStore(path)
     assert path.read_bytes() == before
+
+
+# ------------------------------------------------- a refused store is left byte for byte as it was
+
+def _sidecars(path):
+    """The ``-wal`` and ``-shm`` files beside ``path`` (none, for a store closed cleanly or never opened)."""
+    return sorted(p.name for p in path.parent.iterdir() if p.name in (path.name + "-wal", path.name + "-shm"))
+
+
+def _session(path, classes=("cat", "dog"), keys=None):
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner
+    from skdbal.acquisition import max_entropy
+    from skdbal.labelling import LabellingSession
+
+    learner = ActiveLearner(LogisticRegression(), max_entropy, random_state=0, seeding="step", verbose=False)
+    X = np.arange(24, dtype=float).reshape(12, 2)
+    return LabellingSession(learner, X, classes=list(classes), store=path, batch_size=3,
+                            keys=keys or [f"k{i}.png" for i in range(12)])
+
+
+def _closed_store(path, *, version=2):
+    """A store of a session with classes cat, dog (and one label), closed and checkpointed; of schema
+    ``version`` 1 (without the ``checks`` table, as skdbal wrote it before second looks) if asked."""
+    s = _session(path)
+    s.store.add_event(0, "label", "cat", annotator="ann")
+    s.store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    if version == 1:
+        conn.execute("DROP TABLE checks")
+        conn.execute("PRAGMA user_version=1")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    assert _sidecars(path) == []
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_store_of_another_configuration_is_refused_before_any_write(tmp_path, version):
+    """A session with other classes is refused, and the store is left byte for byte as it was, with no
+    -wal or -shm beside it. Before, a v1 store was migrated (a new table, user_version 2) before the
+    configuration was compared, and a v2 store had its change counter bumped (the migration's
+    ``PRAGMA user_version`` write, checkpointed into the file)."""
+    path = tmp_path / "s.db"
+    before = _closed_store(path, version=version)
+    with pytest.raises(StoreError, match=r"another configuration \(fields \['classes'\]"):
+        _session(path, classes=("cat", "bird"))
+    gc.collect()          # a connection the refusal left open is closed (and checkpointed) here
+    assert path.read_bytes() == before
+    assert _sidecars(path) == []
+    with pytest.raises(StoreError, match="another pool"):          # same count, other keys
+        _session(path, keys=[f"other{i}.png" for i in range(12)])
+    assert path.read_bytes() == before and _sidecars(path) == []
+    # the store itself refuses at open, given what to compare
+    with pytest.raises(StoreError, match=r"fields \['n_items'\]"):
+        LabelStore(path, config={"classes": ["cat", "dog"], "n_items": 13},
+                   informative=["batch_size", "retrain_after", "learner", "second_looks", "second_look_budget"])
+    assert path.read_bytes() == before and _sidecars(path) == []
+    # with its own configuration it opens, is migrated if it must be, and holds its label
+    s = _session(path)
+    assert s.store.current_labels()[0]["label"] == "cat"
+    assert s.store._read("PRAGMA user_version")[0][0] == 2
+    assert s.store._read("SELECT COUNT(*) FROM sqlite_master WHERE name='checks'")[0][0] == 1
+    s.store.close()
+
+
+def test_an_empty_file_is_refused_and_left_empty(tmp_path):
+    """A 0-byte --store file is not a store: refused (it was taken over before), still 0 bytes."""
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match="empty.db is empty: not a skdbal store; remove it to start a new session"):
+        LabelStore(path)
+    with pytest.raises(StoreError, match="is empty"):
+        _session(path)
+    assert path.read_bytes() == b"" and _sidecars(path) == []
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_another_applications_database_is_refused_without_leaving_wal_or_shm(tmp_path, journal):
+    """Another application's SQLite file (in WAL mode or not) is refused, its bytes kept, and no -wal or
+    -shm file is left beside it (the read-only check left both before, for a file in WAL mode)."""
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA journal_mode={journal}")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    assert _sidecars(path) == []
+    with pytest.raises(StoreError, match="not a skdbal labelling store"):
+        LabelStore(path)
+    assert path.read_bytes() == before and _sidecars(path) == []
+
+
+def test_a_store_left_by_a_kill_is_read_with_its_wal(tmp_path):
+    """A store whose last writes are still in its -wal (a kill -9: no checkpoint) is checked with them:
+    its application id is in the -wal only, and it opens with every label."""
+    path = tmp_path / "k.db"
+    code = ("import os, sys; sys.path.insert(0, sys.argv[2]); from skdbal.labelling import LabelStore; "
+            "s = LabelStore(sys.argv[1]); s.add_items(['a', 'b']); s.add_event(1, 'label', 'dog'); "
+            "os._exit(0)")                               # no close, no checkpoint
+    root = os.path.dirname(os.path.dirname(store_module.__file__))
+    subprocess.run([sys.executable, "-c", code, str(path), os.path.dirname(root)], check=True)
+    assert os.path.getsize(str(path) + "-wal") > 0
+    s = LabelStore(path)
+    assert {i: r["label"] for i, r in s.current_labels().items()} == {1: "dog"}
+    s.close()
+    assert _sidecars(path) == []
+
+
+# ------------------------------------------------------- a clean stop leaves everything in the .db
+
+def test_a_stopped_session_leaves_every_label_in_the_db_alone(tmp_path):
+    """After ``stop()`` (here the context manager's exit) the store is checkpointed and closed: the .db
+    alone, copied elsewhere, holds every label (before, it held none: they were in the -wal)."""
+    path = tmp_path / "s.db"
+    with _session(path) as session:
+        for item, label in [(0, "cat"), (1, "dog"), (2, "cat"), (5, "dog")]:
+            session.submit(item, label, annotator="ann")
+    assert _sidecars(path) == []
+    copy = tmp_path / "copy" / "s.db"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    s = LabelStore(copy)
+    assert {i: r["label"] for i, r in s.current_labels().items()} == {0: "cat", 1: "dog", 2: "cat", 5: "dog"}
+    s.close()
+    assert session.store.current_labels()[5]["label"] == "dog"    # read after the stop: opened again
+    session.store.close()
+    assert _sidecars(path) == []
