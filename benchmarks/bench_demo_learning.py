@@ -20,6 +20,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -37,6 +38,11 @@ from skdbal.labelling import LabellingSession  # noqa: E402
 from skdbal.labelling.cli import DEMO_INITIAL, demo_initial, demo_learner  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "results" / "demo_learning"
+
+
+def stable_repr(learner) -> str:
+    """The learner's repr without skorch's ``_params_to_validate``, a set whose order changes per process."""
+    return re.sub(r"_params_to_validate=\{[^}]*\}, ", "", repr(learner))
 
 
 def scripted_session(learner, X_pool, y_pool, X_test, y_test, initial, batch_size, n_versions, store):
@@ -113,7 +119,7 @@ def main(argv=None):
                          f"({torch.get_num_threads()} thread), python {platform.python_version()}",
               "versions": {"skdbal": skdbal.__version__, "torch": torch.__version__, "numpy": np.__version__,
                            "sklearn": sklearn.__version__},
-              "config": {"learner": repr(demo_learner(0)), "estimator_params": {  # no memory address, no set
+              "config": {"learner": stable_repr(demo_learner(0)), "estimator_params": {  # no memory address, no set
                   k: repr(v) for k, v in sorted(demo_learner(0).estimator.get_params(deep=False).items())
                   if " at 0x" not in repr(v) and not k.startswith("_")},
                   "initial": f"demo_initial: k-means representatives, {DEMO_INITIAL} clusters",
