@@ -9,13 +9,13 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from .._validation import is_lazy, read_rows
+from .._validation import read_rows
 
 #: What the session waits for while its first batch holds labels of one class only.
 TWO_CLASSES = "labels of at least two classes"
 
 #: Rows of the pool a covering order measures distances over (a seeded sample of a larger pool).
-_COVER_ROWS = 20_000
+_COVER_ROWS = 10_000
 
 
 def strategy_name(learner) -> Optional[str]:
@@ -37,16 +37,25 @@ def _flat(X) -> np.ndarray:
     return X.reshape(len(X), -1)
 
 
+def _cover_rows(n: int, random_state: int, keep=()) -> np.ndarray:
+    """The rows a covering choice measures: all of a pool up to 10,000 rows, else a seeded sample (and
+    ``keep``), so that a pool on a cluster is never read whole and gives what the same rows in memory do."""
+    if n <= _COVER_ROWS:
+        return np.arange(n)
+    rng = np.random.RandomState([int(random_state), 41])
+    return np.union1d(rng.choice(n, _COVER_ROWS, replace=False), np.asarray(list(keep), dtype=np.intp))
+
+
 def covering_first_batch(X, n: int, random_state: int) -> np.ndarray:
-    """``n`` rows that cover the pool: the points nearest the centroids of k-means with ``n`` clusters
-    (:func:`skdbal.initial.kmeans_representative`, seeded), sorted; a seeded random draw for a pool on a
-    cluster (a dask array), which is never read whole."""
-    if is_lazy(X):
-        rng = np.random.RandomState(random_state)
-        return np.sort(rng.choice(len(X), n, replace=False))
+    """``n`` rows that cover the pool, sorted: the points nearest the centroids of k-means with ``n``
+    clusters (:func:`skdbal.initial.kmeans_representative`, seeded), over the whole pool up to 10,000
+    rows, else over a seeded sample of 10,000 (a pool on a cluster, a dask array, is never read whole:
+    only those rows are, once)."""
     from ..initial import kmeans_representative
 
-    return kmeans_representative(_flat(X), n_clusters=n, random_state=random_state)
+    rows = _cover_rows(len(X), random_state)
+    chosen = kmeans_representative(_flat(read_rows(X, rows)), n_clusters=n, random_state=random_state)
+    return np.sort(rows[chosen])
 
 
 class CoveringOrder:
@@ -55,17 +64,11 @@ class CoveringOrder:
 
     Each next row is the one farthest (in Euclidean distance over the flattened rows) from every row
     chosen so far, so that a class not met yet, unlike what was labelled, comes soon. A pool on a
-    cluster (or over 20,000 rows) is measured over a seeded sample of its rows.
+    over 10,000 rows (in memory or on a cluster) is measured over a seeded sample of 10,000 rows.
     """
 
     def __init__(self, X, chosen: Sequence[int], random_state: int):
-        n = len(X)
-        rng = np.random.RandomState([int(random_state), 41])
-        if is_lazy(X) or n > _COVER_ROWS:
-            rows = np.sort(rng.choice(n, min(n, _COVER_ROWS), replace=False))
-            rows = np.union1d(rows, np.asarray(list(chosen), dtype=np.intp))
-        else:
-            rows = np.arange(n)
+        rows = _cover_rows(len(X), random_state, keep=chosen)
         self.rows = rows
         self.F = _flat(read_rows(X, rows))
         self.dist = np.full(len(rows), np.inf)

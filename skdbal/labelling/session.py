@@ -202,21 +202,30 @@ class LabellingSession(Offers):
         again) and an estimator whose ``classes`` are ``classes``.
     X : array-like of shape (N, ...)
         The pool; a dask array (with :mod:`skdbal.dask` imported) is queried
-        on its cluster, and only the rows labelled or guessed are read.
+        on its cluster, and only the rows labelled or guessed are read (and,
+        to choose the first batch, at most 10,000 rows, once).
     classes : sequence
-        The labels people may give.
+        The labels people may give: two or more, distinct as text (else a
+        ``ValueError``, before the store is written).
     store : str, path-like or LabelStore
         The SQLite store; a new session is created in an empty file, an
         existing one resumed.
     keys : sequence of str, optional
         A name per pool row (file names); the positions by default.
     batch_size : int, default=10
-        Items queried per batch.
+        Items queried per batch; fewer than the pool's items (else a ``ValueError``).
     retrain_after : int, optional
-        New labels after which the model retrains; ``batch_size`` by default.
+        New labels after which the model retrains; by default a batch
+        (``batch_size``, and for the first model the first batch's size).
     initial : array-like of int, optional
         The first batch, labelled before any model exists; by default
-        ``batch_size`` random rows (seeded by the learner's ``random_state``).
+        ``batch_size`` rows that cover the pool: those nearest the centroids
+        of k-means (:func:`skdbal.initial.kmeans_representative`, seeded by
+        the learner's ``random_state``; over a seeded sample of 10,000 rows
+        of a larger pool). The first model is trained once it is answered
+        (with the default ``retrain_after``) and its labels hold two
+        classes; until then, more items of a covering order are offered
+        when it runs out (:meth:`next_batch`).
     lease_timeout : float, default=600
         Seconds an annotator holds an item handed out by :meth:`next_batch`.
     X_test, y_test : array-like, optional
