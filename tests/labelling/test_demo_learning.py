@@ -1,7 +1,11 @@
 """A session labelled by a truthful scripted annotator learns as ``ActiveLearner.simulate`` does with the
 same learner, first batch and batch size (issue 41), and the demo runs the configuration measured in
 ``docs/results/demo_learning``."""
+import argparse
+import json
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +16,9 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.experiments.data import load_digits_images
 from skdbal.labelling import LabellingSession
-from skdbal.labelling.cli import demo_initial, demo_learner
+from skdbal.labelling.cli import DEMO_INITIAL, add_parser, demo_initial, demo_learner, make_session
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "demo_learning" / "results.json"
 
 
 def scripted(learner, X, y, X_test, y_test, initial, batch_size, n_versions, store, **kw):
@@ -75,3 +81,32 @@ def test_a_truthful_session_of_the_demo_network_learns_as_simulate_does(tmp_path
     check_same(learner, X_pool[:500], y_pool[:500], X_test, y_test, demo_initial(X_pool[:500], 0), 10, 5,
                tmp_path / "s.db")
 
+
+def test_the_demo_runs_the_configuration_measured(tmp_path):
+    sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    args = add_parser(sub).parse_args(["--demo", "digits", "--store", str(tmp_path / "d.db")])
+    session, pool, _ = make_session(args)
+    X_pool = load_digits_images()[0]
+    # the quickstart's network for digits (100 epochs, weight-scaled predictions), BALD, seeded by step
+    assert repr(session.learner) == repr(demo_learner(0))
+    params = session.learner.estimator.get_params()
+    assert (params["max_epochs"], params["predict_method"], params["module__kernel_size"], params["lr"]) == \
+        (100, "deterministic", 3, 1e-3)
+    assert type(session.learner.query_strategy).__name__ == "BALD" and session.learner.seeding == "step"
+    # the first batch: 20 k-means representatives of the pool, as measured
+    assert DEMO_INITIAL == 20 and np.array_equal(session.initial, demo_initial(X_pool, 0))
+    assert session.batch_size == 10 and session.retrain_after == 10
+    measured = json.loads(RESULTS.read_text())
+    # without skorch's _params_to_validate, a set whose order changes per process
+    assert measured["config"]["learner"] == re.sub(r"_params_to_validate=\{[^}]*\}, ", "", repr(session.learner))
+    assert "max_epochs=100" in measured["config"]["learner"]
+    stable = {k: repr(v) for k, v in sorted(session.learner.estimator.get_params(deep=False).items())
+              if " at 0x" not in repr(v) and not k.startswith("_")}   # no address, no set
+    assert measured["config"]["estimator_params"] == stable
+    assert measured["config"]["estimator_params"]["max_epochs"] == "100"
+    assert measured["config"]["batch_size"] == 10
+    assert measured["runs"][0]["initial"] == demo_initial(X_pool, 0).tolist()
+    final = [r["session"][-1] for r in measured["runs"]]
+    assert [f["n_labels"] for f in final] == [100, 100, 100] and [r["seed"] for r in measured["runs"]] == [0, 1, 2]
+    assert np.median([f["accuracy"] for f in final]) >= 0.90
+    assert all(r["simulate_agrees"] for r in measured["runs"])
