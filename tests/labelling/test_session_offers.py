@@ -252,3 +252,40 @@ def test_a_store_of_schema_version_2_gains_the_kind_of_its_queries(tmp_path):
     assert len(store.queries()) == 2
     store.close()
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
+
+
+def test_an_annotator_waiting_in_next_batch_gets_the_tail_the_moment_the_batch_is_done(flat_digits, tmp_path):
+    """The long poll answers as soon as work exists: a request already waiting when the batch's last label
+    comes gets the tail at once, not after the retrain (before, it waited for the retrain and the query)."""
+    X, y = flat_digits
+    X, y = X[:300], y[:300]
+    GATE.clear()
+    try:
+        with LabellingSession(learner(SlowLogistic(slow_after=10, random_state=0)), X, classes=range(10),
+                              store=tmp_path / "s.db", batch_size=10, second_looks=None) as s:
+            for b in s.next_batch("ann", timeout=10):
+                s.submit(b["item"], int(y[b["item"]]), annotator="ann")
+            s.wait_for_version(0, timeout=30)
+            wait_until(lambda: any(q["kind"] == "batch" and q["model_version"] == 0 for q in s.store.queries()))
+            wait_until(lambda: s._tail_next is not None)      # the second query is ready
+            batch = s.next_batch("ann", timeout=10)
+            for b in batch[:-1]:
+                s.submit(b["item"], int(y[b["item"]]), annotator="ann")
+            got = {}
+
+            def wait():
+                got["items"] = s.next_batch("bob", timeout=20)
+                got["at"] = time.time()
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            time.sleep(0.3)                                    # bob waits: ann holds the last item
+            assert "items" not in got
+            done = time.time()
+            s.submit(batch[-1]["item"], int(y[batch[-1]["item"]]), annotator="ann")
+            waiter.join(25)
+            assert len(got["items"]) == 10 and all(b["tail"] for b in got["items"])
+            assert got["at"] - done < 0.5 and s.status()["training"] and s.status()["model_version"] == 0
+            GATE.set()                                         # the retrain ends before the session stops
+    finally:
+        GATE.set()
