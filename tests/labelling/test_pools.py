@@ -207,10 +207,10 @@ def test_arrays_in_memory():
         load_pool(np.zeros((3, 3)), keys=["a", "b"])
 
 
-def new_session(pool, path):
+def new_session(pool, path, **kw):
     learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False)
     return LabellingSession(learner, pool.X.reshape(len(pool), -1), classes=["cat", "dog"], store=path,
-                            keys=pool.keys, batch_size=1)
+                            keys=pool.keys, batch_size=1, **kw)
 
 
 def test_the_app_draws_the_original_by_id_only(folder, tmp_path):
@@ -309,7 +309,7 @@ def test_hostile_keys_in_headless_chromium(tmp_path, kind):
     else:
         frame = pd.DataFrame({"id": hostile, "petal<i>": [0.5, 1.5], "sepal": [2, 3]})
         pool = load_pool(frame, id_column="id")
-    session = new_session(pool, tmp_path / "s.db").start()
+    session = new_session(pool, tmp_path / "s.db", initial=[0, 1]).start()   # both on the first page
     page, stop_page = serve(make_app(session, pool=pool))
     driver = chromium_driver(tmp_path / "chrome")
     try:
