@@ -102,7 +102,8 @@ class CoveringOrder:
 class Offers:
     """The part of :class:`~skdbal.labelling.LabellingSession` that offers more than the batch: the tail
     while the model retrains (or while the first model waits for a second class). A mixin: it reads the
-    session's ``learner``, ``store``, ``oracle``, ``batch_size``, ``query_kwargs`` and ``_changed``."""
+    session's ``learner``, ``store``, ``oracle``, ``batch_size``, ``query_kwargs`` and ``_changed``, and
+    calls its ``_guess_ahead``."""
 
     def _seed(self) -> int:
         rs = getattr(self.learner, "random_state", None)
@@ -137,6 +138,8 @@ class Offers:
         finally:
             learner.last_acquisition_ = last   # the batch's acquisition stays the learner's last
         scores = [np.nan] * len(indices) if scores is None else [float(x) for x in scores]
+        # guessed now, in the loop's thread: a request for them during the retrain would wait for it
+        self._guess_ahead(list(batch) + [int(i) for i in indices])
         with self._changed:
             if getattr(learner, "step_", -1) == version and not self._tail:
                 self._tail_next = (version, [int(i) for i in indices], scores)

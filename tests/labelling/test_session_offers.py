@@ -289,3 +289,47 @@ def test_an_annotator_waiting_in_next_batch_gets_the_tail_the_moment_the_batch_i
             GATE.set()                                         # the retrain ends before the session stops
     finally:
         GATE.set()
+
+
+def test_guesses_of_the_tail_never_wait_for_the_retrain(flat_digits, tmp_path):
+    """The page asks for the model's guess of every item it shows; the tail is shown during a retrain,
+    when a seeded network holds the lock on torch's generator for its whole fit. Its guesses were made
+    by the loop with the second query, so they are answered at once (before, they waited for the fit)."""
+    from skdbal import MCDropoutClassifier
+    from skdbal.models import MLP
+    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
+
+    X, y = flat_digits
+    X = X[:300].astype(np.float32)
+    net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,
+                              random_state=0, train_split=None, verbose=0)
+    s = LabellingSession(ActiveLearner(net, max_entropy, random_state=0, seeding="step", verbose=False), X,
+                         classes=range(10), store=tmp_path / "s.db", batch_size=10, second_looks=None)
+    with s:
+        for b in s.next_batch("ann", timeout=10):
+            s.submit(b["item"], int(y[b["item"]]), annotator="ann")
+        s.wait_for_version(0, timeout=60)
+        wait_until(lambda: s._tail_next is not None, timeout=60)
+        tail = s._tail_next[1]
+        expected = [str(g) for g in s._published[1].predict(X[tail])]
+        held, release, out = threading.Event(), threading.Event(), {}
+
+        def train():  # what a seeded fit does for its whole length
+            with _SHARED_STATE_LOCK:
+                held.set()
+                release.wait(20)
+
+        trainer = threading.Thread(target=train)
+        trainer.start()
+        try:
+            assert held.wait(10)
+            asker = threading.Thread(target=lambda: out.update(guesses=s.guesses(tail)))
+            asker.start()
+            asker.join(5)
+            assert not asker.is_alive(), "the tail's guesses waited for the retrain"
+            assert out["guesses"] == expected
+        finally:
+            release.set()
+            trainer.join(10)
+            asker.join(10)
+    s.store.close()
