@@ -342,10 +342,13 @@ class ActiveLearningLoop:
             if known is not None:
                 kwargs["y_pool"] = known
         candidates = None
-        if self._pending or self._skipped:
+        taken = getattr(self.oracle, "taken", None)   # rows the oracle answers or holds, not told yet
+        taken = np.asarray(taken() if callable(taken) else [], dtype=np.intp)
+        if self._pending or self._skipped or len(taken):
             free = ~learner.labelled_mask_
             free[self.pending] = False
             free[self.skipped] = False
+            free[taken] = False
             candidates = np.flatnonzero(free)
         n_before = len(learner.label_log_)
         t0 = time.perf_counter()

@@ -13,7 +13,8 @@ import numpy as np
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "add_pool_arguments", "build", "links", "make_session", "run", "set_torch_threads"]
+__all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
+           "set_torch_threads", "DEMO_INITIAL"]
 
 _DESCRIPTION = """\
 Serve a page on this machine where people label a pool (a folder of images, a table, an array, or
@@ -24,6 +25,9 @@ again to resume.
 example:
   skdbal label --images photos/ --classes cat,dog --store pets.db
   skdbal label --demo digits          # the whole loop, no data to bring"""
+
+#: Size of the demo's first batch: 20 labels, as the quickstart's initial set (2 per class).
+DEMO_INITIAL = 20
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -163,13 +167,54 @@ def _annotator_names(text: str):
 
 
 def _demo():
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    from ..experiments.data import load_digits_images
 
-    X, y = load_digits(return_X_y=True)
-    X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
-    X_pool, X_test, _, y_test = train_test_split(X, y, test_size=500, random_state=0, stratify=y)
+    X_pool, X_test, _, y_test = load_digits_images()   # the quickstart's pool and test set
     return X_pool, X_test, y_test, list(range(10))
+
+
+def demo_learner(random_state: int = 0):
+    """The learner of ``skdbal label --demo digits``: the quickstart's.
+
+    The quickstart's Bayesian CNN for 8×8 digits
+    (:func:`skdbal.experiments.quickstart.digits_classifier`: 3×3 kernels,
+    100 epochs in batches of 32, T=20 dropout samples for the query,
+    weight-scaled predictions), BALD, and ``seeding="step"`` so that a
+    restarted session trains the same models again. It reaches 90% test
+    accuracy by 100 labels (``docs/results/demo_learning``).
+
+    Examples
+    --------
+    >>> from skdbal.labelling.cli import demo_learner
+    >>> learner = demo_learner(random_state=1)
+    >>> learner.estimator.max_epochs, learner.estimator.predict_method, learner.seeding, learner.random_state
+    (100, 'deterministic', 'step', 1)
+    """
+    from ..acquisition import bald
+    from ..experiments.quickstart import digits_classifier
+    from ..learner import ActiveLearner
+
+    return ActiveLearner(digits_classifier(random_state=random_state), bald, random_state=random_state,
+                         seeding="step", verbose=False)
+
+
+def demo_initial(X, random_state: int = 0) -> np.ndarray:
+    """The demo's first batch: ``DEMO_INITIAL`` (20) items that cover the pool, those nearest the
+    centroids of k-means over the pixels (:func:`skdbal.initial.kmeans_representative`, seeded); no
+    label is needed to choose them.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.cli import _demo, demo_initial
+    >>> X_pool, _, _, _ = _demo()
+    >>> first = demo_initial(X_pool, random_state=0)
+    >>> len(first), len(set(first.tolist()))
+    (20, 20)
+    """
+    from ..initial import kmeans_representative
+
+    X = np.asarray(X)
+    return kmeans_representative(X.reshape(len(X), -1), n_clusters=DEMO_INITIAL, random_state=random_state)
 
 
 def make_session(args):
@@ -216,14 +261,18 @@ def make_session(args):
             name = Path(args.npy).stem
     X = pool.X
     images = pool.kind == "images"
-    net = MCDropoutClassifier(classes=np.arange(len(classes)) if args.demo else np.array(classes),
-                              max_epochs=50, batch_size=32, n_samples=20, random_state=0,
-                              **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
-                              **({} if images else {"module": MLP}))
-    learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
+    initial = None   # the session's own: a first batch that covers the pool
+    if args.demo:
+        learner, initial = demo_learner(0), demo_initial(X, 0)
+    else:
+        net = MCDropoutClassifier(classes=np.array(classes), max_epochs=50, batch_size=32, n_samples=20,
+                                  random_state=0,
+                                  **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
+                                  **({} if images else {"module": MLP}))
+        learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
     store = args.store or f"skdbal-{name}.db"
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
-                               retrain_after=args.retrain_after, X_test=X_test, y_test=y_test,
+                               retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget)
     return session, pool, store
 
@@ -250,7 +299,7 @@ def build(args):
     >>> Image.new("L", (20, 20), 0).save(os.path.join(folder, "cat1.png"))
     >>> Image.new("L", (20, 20), 255).save(os.path.join(folder, "dog1.jpg"))
     >>> _ = open(os.path.join(folder, "notes.txt"), "w").write("not an image")      # ignored
-    >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog",
+    >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog", "--batch-size", "1",
     ...                           "--store", os.path.join(folder, "project.db")])
     >>> session, app, loopback, path = build(args)
     >>> session.keys, session.X.shape, session.classes

@@ -24,6 +24,8 @@ import numpy as np
 from .._validation import check_query_kwargs, read_rows
 from ..loop import ActiveLearningLoop
 from ..oracles import Answer, Oracle
+from ._journal import StoreJournal
+from ._offers import TWO_CLASSES, Offers, covering_first_batch, strategy_name
 from .store import LabelStore
 
 __all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped", "MIN_JUDGED"]
@@ -96,9 +98,25 @@ class StoreOracle(Oracle):
             self.batch = positions + left
             self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
                                                                            for p in positions})
+            self.session._new_batch()
             self.session._changed.notify_all()
         for callback in list(self.session.on_query):  # in the loop's thread, after people can see the batch
             callback(positions, scores)
+        self.session._prepare_tail(self.batch)   # the next best, for when people finish the batch first
+
+    def taken(self) -> List[int]:
+        """Items the next query must leave out although the learner has no label of them yet: those
+        labelled or skipped in the store since the last collect (on the tail, during a retrain), and the
+        tail's items someone holds now."""
+        store, session = self.session.store, self.session
+        ever = session._tail_ever
+        if not ever:   # no tail was offered (a restart queries the same batch again)
+            return []
+        current = store.current_labels()
+        labelled = session.learner.labelled_mask_
+        out = {i for i in current if not labelled[i]} | set(store.skipped(current))
+        leased = store.live_leases()
+        return sorted({i for i in out if i in ever} | {i for i in session._tail if i in leased})
 
     def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
                  events: Optional[List[dict]] = None) -> List[Answer]:
@@ -143,9 +161,18 @@ class StoreOracle(Oracle):
                 n_labels += sum(e["kind"] != "skip" for e in more)
                 answered.update(e["item"] for e in more)
                 waiting = [p for p in pending if p not in answered]
-                known = session.learner.y_training_ if hasattr(session.learner, "y_training_") else []
-                ready = bool(new) and (n_labels >= session.retrain_after or not waiting) and \
-                    self._enough_classes(new, known)
+                if getattr(session.learner, "step_", -1) >= 0:
+                    ready = bool(new) and (n_labels >= session.retrain_after or not waiting)
+                else:  # the first model: a retrain's worth of labels (by default the whole first batch,
+                    # as simulate() trains on its initial set), of two classes at least
+                    enough = bool(new) and self._enough_classes(new[-1]["event"])
+                    first = session.retrain_after if session._retrain_after_given else len(session.oracle.batch)
+                    ready = (n_labels >= first or not waiting) and enough
+                    # the first batch is answered with one class: more items are offered (a covering order)
+                    session.waiting_for = TWO_CLASSES if not waiting and not enough else None
+                if ready:
+                    session.training, session.waiting_for = True, None
+                    session._changed.notify_all()   # people finishing the batch get the tail at once
                 unjudged = [e for e in new if e["event"] > self.judged and e["kind"] == "label"]
                 if not ready and not unjudged:
                     session._changed.wait(timeout=0.5)
@@ -159,56 +186,13 @@ class StoreOracle(Oracle):
                 break
         return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
 
-    def _enough_classes(self, new, known) -> bool:
-        """A first model needs two classes among its labels."""
-        if getattr(self.session.learner, "step_", -1) >= 0:
-            return True
-        labels = {str(v) for v in np.asarray(known).tolist()} | \
-            {r["label"] for r in self.session.store.current_labels().values()}
-        return len(labels) >= 2
+    def _enough_classes(self, upto: int) -> bool:
+        """A first model needs two classes among its labels: those of the events up to ``upto``, which
+        it will be trained on (a label that came after them is not counted)."""
+        return len({r["label"] for r in self.session.store.current_labels(upto=upto).values()}) >= 2
 
 
-class StoreJournal:
-    """The loop's journal in the store: one row per model version.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from sklearn.linear_model import LogisticRegression
-    >>> from skdbal import ActiveLearner
-    >>> from skdbal.labelling import LabellingSession
-    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
-    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
-    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
-    >>> session.journal.rows()          # no model version yet
-    []
-    """
-
-    def __init__(self, session: "LabellingSession"):
-        self.session = session
-
-    def rows(self) -> List[dict]:
-        store = self.session.store
-        rows, before = [], set()
-        for m in store.models():
-            now = store.current_labels(upto=m["last_event"])
-            new = [i for i in now if i not in before]
-            rows.append({"step": m["version"], "n_labels": m["n_labels"], "query_indices": new,
-                         "labelled_indices": new, **m["metrics"]})
-            before = set(now)
-        return rows
-
-    def append(self, row: dict, learner) -> None:
-        session = self.session
-        metrics = {k: row[k] for k in ("accuracy",) if k in row}
-        if row["fit_time"] or row["step"] == 0:  # a new model version
-            session._publish()  # before the store says it exists: wait_for_version then finds it published
-            session.store.add_model(learner.step_, session.oracle.cursor, len(learner.y_training_), metrics)
-            session.last_retrain = _time.time()
-
-
-class LabellingSession:
+class LabellingSession(Offers):
     """Label a pool with people, the model choosing what comes next.
 
     Parameters
@@ -218,21 +202,30 @@ class LabellingSession:
         again) and an estimator whose ``classes`` are ``classes``.
     X : array-like of shape (N, ...)
         The pool; a dask array (with :mod:`skdbal.dask` imported) is queried
-        on its cluster, and only the rows labelled or guessed are read.
+        on its cluster, and only the rows labelled or guessed are read (and,
+        to choose the first batch, at most 10,000 rows, once).
     classes : sequence
-        The labels people may give.
+        The labels people may give: two or more, distinct as text (else a
+        ``ValueError``, before the store is written).
     store : str, path-like or LabelStore
         The SQLite store; a new session is created in an empty file, an
         existing one resumed.
     keys : sequence of str, optional
         A name per pool row (file names); the positions by default.
     batch_size : int, default=10
-        Items queried per batch.
+        Items queried per batch; fewer than the pool's items (else a ``ValueError``).
     retrain_after : int, optional
-        New labels after which the model retrains; ``batch_size`` by default.
+        New labels after which the model retrains; by default a batch
+        (``batch_size``, and for the first model the first batch's size).
     initial : array-like of int, optional
         The first batch, labelled before any model exists; by default
-        ``batch_size`` random rows (seeded by the learner's ``random_state``).
+        ``batch_size`` rows that cover the pool: those nearest the centroids
+        of k-means (:func:`skdbal.initial.kmeans_representative`, seeded by
+        the learner's ``random_state``; over a seeded sample of 10,000 rows
+        of a larger pool). The first model is trained once it is answered
+        (with the default ``retrain_after``) and its labels hold two
+        classes; until then, more items of a covering order are offered
+        when it runs out (:meth:`next_batch`).
     lease_timeout : float, default=600
         Seconds an annotator holds an item handed out by :meth:`next_batch`.
     X_test, y_test : array-like, optional
@@ -299,8 +292,22 @@ class LabellingSession:
         self.X = X
         self.classes = list(classes)
         self.keys = [str(k) for k in (range(len(X)) if keys is None else keys)]
-        self.batch_size = batch_size
+        # refused here, before the store is written: a session that could never train, or never query
+        self._by_text = {str(c): c for c in self.classes}
+        if len(self._by_text) != len(self.classes):
+            raise ValueError("classes must be distinct as text")
+        if len(self._by_text) < 2:
+            raise ValueError(f"classes must name at least two distinct classes (a model learns from two or "
+                             f"more); got {[str(c) for c in self.classes]}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1; got {batch_size!r}")
+        if batch_size >= len(self.keys):
+            raise ValueError(f"batch_size={batch_size} is at least the pool's {len(self.keys)} items: the first "
+                             f"batch would leave nothing for the model to choose; give a batch size below "
+                             f"{len(self.keys)}")
+        self.batch_size = int(batch_size)
         self.retrain_after = batch_size if retrain_after is None else retrain_after
+        self._retrain_after_given = retrain_after is not None   # else "a batch": the first batch's size first
         self.initial = initial
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
@@ -315,10 +322,18 @@ class LabellingSession:
             from ..noise import trust_threshold
 
             trust_threshold([0.5, 0.5], 2, second_looks)
-        self._by_text = {str(c): c for c in self.classes}
-        if len(self._by_text) != len(self.classes):
-            raise ValueError("classes must be distinct as text")
         self._changed = threading.Condition()
+        #: Whether the loop is fitting or querying now (from the first batch's last label needed to the
+        #: next batch offered); what the session waits for from people (None, or a sentence).
+        self.training = False
+        self.waiting_for: Optional[str] = None
+        #: The tail: the next best items under the last model (a second query excluding the batch), or
+        #: while no model exists the next items of a covering order; offered once the batch runs out.
+        self._tail: List[int] = []
+        self._tail_scores: Dict[int, float] = {}
+        self._tail_next: Optional[tuple] = None     # (model version, items, scores), not offered yet
+        self._cover = None   # the covering order, made on first need
+        self._tail_ever: set = set()   # every item offered on a tail, in this process
         #: Called as ``callback(positions, scores)`` in the loop's thread after each query (the first
         #: batch included, with no scores), e.g. to push predictions to Label Studio.
         self.on_query: List = []
@@ -375,15 +390,17 @@ class LabellingSession:
         try:
             models = self.store.models()
             if models:
+                self.training = True   # the last model is trained again from its labels
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
                 self._publish()
             else:
                 initial = self.initial
-                if initial is None:
-                    rng = np.random.RandomState(self.learner.random_state)
-                    initial = np.sort(rng.choice(len(self.X), self.batch_size, replace=False))
+                if initial is None:  # a batch that covers the pool, seeded
+                    initial = covering_first_batch(self.X, self.batch_size, self._seed())
                 self.oracle.batch = [int(i) for i in initial]   # people may label it from now on
+                with self._changed:
+                    self._changed.notify_all()
                 self._warm_up()
                 self.loop.start(initial)
             while not self._stopping:
@@ -393,6 +410,7 @@ class LabellingSession:
         except BaseException as exc:  # reported by status() and wait_for_version()
             self.error = exc
             with self._changed:
+                self.training = False
                 self._changed.notify_all()
 
     def _publish(self) -> None:
@@ -541,7 +559,8 @@ class LabellingSession:
         >>> from skdbal import ActiveLearner
         >>> from skdbal.labelling import LabellingSession
         >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
-        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+        ...                            batch_size=2)
         >>> session.versions()      # no model yet
         []
         """
@@ -574,7 +593,8 @@ class LabellingSession:
         >>> from skdbal import ActiveLearner
         >>> from skdbal.labelling import LabellingSession
         >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
-        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+        ...                            batch_size=2)
         >>> session.save_model(io.BytesIO())
         Traceback (most recent call last):
             ...
@@ -606,7 +626,8 @@ class LabellingSession:
         >>> from skdbal import ActiveLearner
         >>> from skdbal.labelling import LabellingSession
         >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
-        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+        ...                            batch_size=2)
         >>> session.check_item(3)
         3
         >>> session.check_item("../etc/passwd")
@@ -629,12 +650,21 @@ class LabellingSession:
         annotator holds at most ``batch_size`` leases in all, those held
         before included, so that no one can take every item from the others.
 
+        When none of these is left while the model retrains, the tail: the
+        next best items under the last model (a second query, outside the
+        batch), recorded in the store as a ``"tail"`` query; before the
+        first model, while the first batch holds labels of one class only
+        (``status()["waiting_for"]``), the next items of a covering order
+        (farthest first from those offered). Labels of tail items count as
+        any other: the next retrain uses them.
+
         Returns
         -------
         list of dict
             ``item`` (id), ``key``, ``score`` (the acquisition score, NaN
             for the first batch), ``second_look`` (whether it is one; the
-            first label is not shown, so as not to anchor).
+            first label is not shown, so as not to anchor), ``tail``
+            (whether it is one of the tail's items).
         """
         annotator = annotator or "anonymous"
         deadline = _time.time() + timeout
@@ -646,13 +676,20 @@ class LabellingSession:
             free = looks + [i for i in self.oracle.batch if i not in labelled and i not in skipped]
             leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
                                       cap=self.batch_size if capped else None)
+            if not leased:  # the batch ran out: the tail, while the model retrains or waits for a class
+                with self._changed:
+                    more = self._offer_more(set(labelled) | skipped)
+                if more:
+                    leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
+                                              cap=self.batch_size if capped else None)
             if leased or _time.time() >= deadline:
                 break
             with self._changed:
                 self._changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
-        looks = set(looks)
-        return [{"item": i, "key": self.keys[i], "score": self.oracle.scores.get(i, float("nan")),
-                 "second_look": i in looks} for i in leased]
+        looks, batch = set(looks), set(self.oracle.batch)
+        return [{"item": i, "key": self.keys[i],
+                 "score": self.oracle.scores.get(i, self._tail_scores.get(i, float("nan"))),
+                 "second_look": i in looks, "tail": i not in batch and i not in looks} for i in leased]
 
     def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False,
                exclusive=False) -> int:
@@ -730,7 +767,9 @@ class LabellingSession:
         """``labelled``, ``model_version`` (-1 before the first), ``last_retrain``, ``pending``
         (items of the current batch still to label), ``skipped``, ``second_looks`` (how many
         labels were flagged, and how many second looks are pending, confirmed, changed or
-        withdrawn), ``error``."""
+        withdrawn), ``error``; ``training`` (whether the loop is fitting or querying now),
+        ``waiting_for`` (None, or what the session waits for from people, e.g. "labels of at least two
+        classes") and ``strategy`` (the query strategy's name, e.g. "bald")."""
         labelled = self.store.current_labels()
         skipped = set(self.store.skipped(labelled))
         models = self.store.models()
@@ -738,7 +777,9 @@ class LabellingSession:
                 "last_retrain": models[-1]["time"] if models else None,
                 "pending": [i for i in self.oracle.batch if i not in labelled and i not in skipped],
                 "skipped": len(skipped), "second_looks": self._second_look_counts(),
-                "error": None if self.error is None else repr(self.error)}
+                "error": None if self.error is None else repr(self.error),
+                "training": bool(self.training), "waiting_for": self.waiting_for,
+                "strategy": strategy_name(self.learner)}
 
     def _second_look_counts(self) -> dict:
         looks = self.store.second_looks()

@@ -37,7 +37,7 @@ __all__ = ["LabelStore", "StoreError", "NotYours", "LeaseHeld", "APPLICATION_ID"
 #: SQLite ``application_id`` of a skdbal store ("SKDB").
 APPLICATION_ID = 0x534B4442
 #: Version of the schema below (``user_version``).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,7 +55,8 @@ CREATE TABLE events (
 CREATE INDEX events_item ON events(item, event);
 CREATE TABLE leases (item INTEGER PRIMARY KEY REFERENCES items(item), annotator TEXT, expires REAL NOT NULL);
 CREATE TABLE queries (
-    query INTEGER PRIMARY KEY AUTOINCREMENT, model_version INTEGER, time REAL NOT NULL, scores TEXT NOT NULL
+    query INTEGER PRIMARY KEY AUTOINCREMENT, model_version INTEGER, time REAL NOT NULL, scores TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'batch' CHECK (kind IN ('batch', 'tail'))
 );
 CREATE TABLE models (
     version INTEGER PRIMARY KEY, time REAL NOT NULL, last_event INTEGER NOT NULL, n_labels INTEGER NOT NULL,
@@ -67,7 +68,10 @@ CREATE TABLE checks (
 );
 """
 #: What a store of an older schema version gains when it is opened: {version: statements}.
-_MIGRATIONS = {1: [_SCHEMA[_SCHEMA.index("CREATE TABLE checks"):].strip().rstrip(";")]}
+_MIGRATIONS = {1: [_SCHEMA[_SCHEMA.index("CREATE TABLE checks"):].strip().rstrip(";")],
+               # the tail offered while the model retrains is a query of its own kind
+               2: ["ALTER TABLE queries ADD COLUMN kind TEXT NOT NULL DEFAULT 'batch' "
+                   "CHECK (kind IN ('batch', 'tail'))"]}
 
 
 class StoreError(ValueError):
@@ -485,18 +489,24 @@ class LabelStore:
         return dict(self._read("SELECT item, annotator FROM leases WHERE expires > ?", (now,)))
 
     # ------------------------------------------------------ queries, models
-    def add_query(self, model_version: Optional[int], scores: Dict[int, float]) -> int:
-        """Record a queried batch: its items with their scores, best first."""
+    def add_query(self, model_version: Optional[int], scores: Dict[int, float], kind: str = "batch") -> int:
+        """Record a queried batch: its items with their scores, best first. ``kind`` is ``"batch"``, or
+        ``"tail"`` for the next best items offered while the model retrains (or, before the first model,
+        more items of a covering order)."""
+        if kind not in ("batch", "tail"):
+            raise ValueError(f"a query's kind is 'batch' or 'tail'; got {kind!r}")
         with self._transaction() as conn:
-            cur = conn.execute("INSERT INTO queries (model_version, time, scores) VALUES (?, ?, ?)",
+            cur = conn.execute("INSERT INTO queries (model_version, time, scores, kind) VALUES (?, ?, ?, ?)",
                                (model_version, _time.time(), json.dumps([[int(i), float(s)] for i, s in
-                                                                         scores.items()])))
+                                                                         scores.items()]), kind))
             return cur.lastrowid
 
     def queries(self) -> List[dict]:
-        rows = self._read("SELECT query, model_version, time, scores FROM queries ORDER BY query")
-        return [{"query": q, "model_version": v, "time": t, "scores": [tuple(p) for p in json.loads(s)]}
-                for q, v, t, s in rows]
+        """Every query recorded: ``query``, ``model_version``, ``time``, ``scores`` (``(item, score)``,
+        best first) and ``kind`` (``"batch"`` or ``"tail"``)."""
+        rows = self._read("SELECT query, model_version, time, scores, kind FROM queries ORDER BY query")
+        return [{"query": q, "model_version": v, "time": t, "scores": [tuple(p) for p in json.loads(s)],
+                 "kind": k} for q, v, t, s, k in rows]
 
     def add_model(self, version: int, last_event: int, n_labels: int, metrics: Optional[dict] = None) -> None:
         """Record model ``version``, trained on the labels of the events up to ``last_event``."""

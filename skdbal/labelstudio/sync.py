@@ -137,7 +137,8 @@ class LabelStudioSync:
     >>> config = '<View><Image name="i" value="$i"/><Choices name="c" toName="i"><Choice value="cat"/></Choices></View>'
     >>> client = SimpleNamespace(projects=SimpleNamespace(get=lambda id: {"label_config": config}))
     >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"), np.eye(4),
-    ...                            classes=["cat", "dog"], store=os.path.join(tempfile.mkdtemp(), "s.db"))
+    ...                            classes=["cat", "dog"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+    ...                            batch_size=2)
     >>> LabelStudioSync(session, client, project=1)
     Traceback (most recent call last):
         ...

@@ -207,10 +207,10 @@ def test_arrays_in_memory():
         load_pool(np.zeros((3, 3)), keys=["a", "b"])
 
 
-def new_session(pool, path):
+def new_session(pool, path, **kw):
     learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False)
     return LabellingSession(learner, pool.X.reshape(len(pool), -1), classes=["cat", "dog"], store=path,
-                            keys=pool.keys, batch_size=2)
+                            keys=pool.keys, batch_size=1, **kw)
 
 
 def test_the_app_draws_the_original_by_id_only(folder, tmp_path):
@@ -264,7 +264,7 @@ def test_esc_in_javascript():
 def test_the_cli_builds_a_session_for_a_folder(folder, tmp_path):
     parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     args = parser.parse_args(["--images", str(folder), "--classes", "cat,dog", "--store", str(tmp_path / "p.db"),
-                              "--image-size", "12"])
+                              "--image-size", "12", "--batch-size", "2"])
     session, app, loopback, store = build(args)
     assert session.keys == load_pool(folder).keys and len(session.X) == 5 and session.X.shape == (5, 12, 12)
     assert session.classes == ["cat", "dog"] and store == str(tmp_path / "p.db") and loopback
@@ -272,7 +272,7 @@ def test_the_cli_builds_a_session_for_a_folder(folder, tmp_path):
     with TestClient(app, headers={"X-Token": app.state.token}) as client:
         assert client.get("/api/item/0.png").content[:8] == b"\x89PNG\r\n\x1a\n"
     args = parser.parse_args(["--images", str(folder), "--classes", "cat,dog", "--store", str(tmp_path / "q.db"),
-                              "--mode", "RGB"])
+                              "--mode", "RGB", "--batch-size", "2"])
     assert build(args)[0].X.shape == (5, 3, 28, 28)
 
 
@@ -281,7 +281,7 @@ def test_the_cli_builds_a_session_for_a_table(tmp_path):
     path.write_text("name,petal,sepal\nrose,0.1,2\ntulip,3,4\nlily,1,1\n")
     parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     args = parser.parse_args(["--table", str(path), "--id-column", "name", "--classes", "a,b",
-                              "--store", str(tmp_path / "t.db")])
+                              "--store", str(tmp_path / "t.db"), "--batch-size", "2"])
     session, app, _, _ = build(args)
     assert session.keys == ["rose", "tulip", "lily"] and session.X.shape == (3, 2)
     assert session.learner.estimator.module.__name__ == "MLP"
@@ -309,7 +309,7 @@ def test_hostile_keys_in_headless_chromium(tmp_path, kind):
     else:
         frame = pd.DataFrame({"id": hostile, "petal<i>": [0.5, 1.5], "sepal": [2, 3]})
         pool = load_pool(frame, id_column="id")
-    session = new_session(pool, tmp_path / "s.db").start()
+    session = new_session(pool, tmp_path / "s.db", initial=[0, 1]).start()   # both on the first page
     page, stop_page = serve(make_app(session, pool=pool))
     driver = chromium_driver(tmp_path / "chrome")
     try:

@@ -215,6 +215,7 @@ def test_a_store_of_schema_version_1_gains_the_checks_table(tmp_path):
     store.close()
     conn = sqlite3.connect(path)             # make it what schema version 1 wrote
     conn.execute("DROP TABLE checks")
+    conn.execute("ALTER TABLE queries DROP COLUMN kind")
     conn.execute("PRAGMA user_version=1")
     conn.commit()
     conn.close()
@@ -225,12 +226,12 @@ def test_a_store_of_schema_version_1_gains_the_checks_table(tmp_path):
     assert store.checks()[0]["p_given"] == 0.2
     store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
-    conn.execute("PRAGMA user_version=3")    # a newer skdbal's store: refused, left alone
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    conn.execute("PRAGMA user_version=4")    # a newer skdbal's store: refused, left alone
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(StoreError, match="schema version 3"):
+    with pytest.raises(StoreError, match="schema version 4"):
         LabelStore(path)
     assert path.read_bytes() == before
 

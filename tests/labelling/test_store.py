@@ -322,21 +322,24 @@ def _session(path, classes=("cat", "dog"), keys=None):
 
 def _closed_store(path, *, version=2):
     """A store of a session with classes cat, dog (and one label), closed and checkpointed; of schema
-    ``version`` 1 (without the ``checks`` table, as skdbal wrote it before second looks) if asked."""
+    ``version`` 1 (without the ``checks`` table, as skdbal wrote it before second looks) or 2 (without the
+    queries' ``kind``, before the tail queries) if asked."""
     s = _session(path)
     s.store.add_event(0, "label", "cat", annotator="ann")
     s.store.close()
     conn = sqlite3.connect(path, isolation_level=None)
+    if version < 3:        # as skdbal wrote it before the tail queries
+        conn.execute("ALTER TABLE queries DROP COLUMN kind")
     if version == 1:
         conn.execute("DROP TABLE checks")
-        conn.execute("PRAGMA user_version=1")
+    conn.execute(f"PRAGMA user_version={version}")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     assert _sidecars(path) == []
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_a_store_of_another_configuration_is_refused_before_any_write(tmp_path, version):
     """A session with other classes is refused, and the store is left byte for byte as it was, with no
     -wal or -shm beside it. Before, a v1 store was migrated (a new table, user_version 2) before the
@@ -360,8 +363,9 @@ def test_a_store_of_another_configuration_is_refused_before_any_write(tmp_path, 
     # with its own configuration it opens, is migrated if it must be, and holds its label
     s = _session(path)
     assert s.store.current_labels()[0]["label"] == "cat"
-    assert s.store._read("PRAGMA user_version")[0][0] == 2
+    assert s.store._read("PRAGMA user_version")[0][0] == 3
     assert s.store._read("SELECT COUNT(*) FROM sqlite_master WHERE name='checks'")[0][0] == 1
+    assert [r[1] for r in s.store._read("PRAGMA table_info(queries)")][-1] == "kind"
     s.store.close()
 
 

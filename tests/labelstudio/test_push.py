@@ -41,7 +41,7 @@ class Client:
 def sync_of(client, head=3):
     store = os.path.join(tempfile.mkdtemp(), "s.db")
     session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"), np.eye(4),
-                               classes=["a", "b"], store=store)
+                               classes=["a", "b"], store=store, batch_size=2)
     return LabelStudioSync(session, client, project=1, head=head)
 
 
