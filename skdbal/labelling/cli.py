@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import List
 
 import numpy as np
 
@@ -36,7 +37,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default 127.0.0.1: this machine "
                    "only; any other needs the token printed at start on every request)")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
+                   "class in --classes' order (default: classes 0-9 their own digit, others 1-9 then 0)")
     return p
+
+
+def _keys(text: str) -> List[str]:
+    """``--keys a,b,c`` as a list; each one printable character (their count is checked with the classes)."""
+    keys = text.split(",")
+    bad = [k for k in keys if len(k) != 1 or not k.isprintable() or k.isspace()]
+    if bad:
+        raise argparse.ArgumentTypeError(f"each key must be one printable character other than a space; got {bad[0]!r}")
+    return keys
 
 
 def add_pool_arguments(p: argparse.ArgumentParser) -> None:
@@ -187,7 +199,7 @@ def build(args):
 
     session, pool, store = make_session(args)
     loopback = is_loopback(args.host)
-    app = make_app(session, require_token_everywhere=not loopback, pool=pool)
+    app = make_app(session, require_token_everywhere=not loopback, pool=pool, keys=getattr(args, "keys", None))
     return session, app, loopback, store
 
 

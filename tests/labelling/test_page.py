@@ -1,0 +1,220 @@
+"""The labelling page (issue 41): keys that mean what they show, errors that reach the page, a long poll
+that answers new work only, and, in headless Chromium, a keyboard that is never lost and the states
+the page shows."""
+import argparse
+import sqlite3
+import threading
+import time
+
+import numpy as np
+import pytest
+from _helpers import serve
+from sklearn.linear_model import LogisticRegression
+from starlette.testclient import TestClient
+
+from skdbal import ActiveLearner
+from skdbal.acquisition import max_entropy
+from skdbal.labelling import LabellingSession
+from skdbal.labelling._page import class_keys
+from skdbal.labelling.app import make_app
+
+H = {"X-Token": "secret"}
+
+
+def new_session(X, path, classes=range(10), **kwargs):
+    learner = ActiveLearner(kwargs.pop("estimator", LogisticRegression(max_iter=300, random_state=0)), max_entropy,
+                            random_state=0, seeding="step", verbose=False)
+    n = min(len(X), 300)
+    return LabellingSession(learner, X[:n].reshape(n, -1), classes=classes, store=path,
+                            batch_size=kwargs.pop("batch_size", 10), **kwargs)
+
+
+@pytest.fixture
+def client(digits64, tmp_path):
+    session = new_session(digits64[0], tmp_path / "s.db").start()
+    with TestClient(make_app(session, token="secret")) as c:
+        c.session = session
+        yield c
+    session.stop()
+
+
+# ------------------------------------------------------------------------------------------- keys
+
+def test_digit_classes_take_their_own_digit_and_others_one_to_nine_then_zero():
+    """On the digits demo the keys were off by one: the page gave the first class (0) the key 1."""
+    assert class_keys(range(10)) == [str(d) for d in range(10)]
+    assert class_keys(["9", "4", "0"]) == ["9", "4", "0"]                  # by name, whatever the order
+    assert class_keys(["cat", "dog"]) == ["1", "2"]
+    assert class_keys(["0", "1", "cat"]) == ["1", "2", "3"]                # not all digits: by position
+    assert class_keys(["10", "11"]) == ["1", "2"]                          # "10" is not one digit
+    assert class_keys([f"c{i}" for i in range(11)]) == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0", None]
+    assert class_keys(["cat", "dog", "bird"], "c,d,b") == ["c", "d", "b"]
+    assert class_keys(["cat", "dog"], ["é", "?"]) == ["é", "?"]
+
+
+@pytest.mark.parametrize("keys, message", [
+    ("c,d,e", "3 keys for 2 classes: give one key per class"),
+    ("c,c", "the keys must be distinct: 'c' is given for 'cat' and 'dog'"),
+    ("c,u", "'u' is the page's own key to undo: give 'dog' another key"),
+    ("cd,e", "the key of 'cat' must be one printable character other than a space; got 'cd'"),
+    (" ,e", "the key of 'cat' must be one printable character other than a space; got ' '"),
+    ("c,", "the key of 'dog' must be one printable character other than a space; got ''"),
+])
+def test_keys_that_cannot_work_are_refused_by_name(digits64, tmp_path, keys, message):
+    session = new_session(digits64[0], tmp_path / "s.db", classes=["cat", "dog"])
+    with pytest.raises(ValueError) as info:
+        make_app(session, token="secret", keys=keys)
+    assert message in str(info.value)
+
+
+def test_the_page_gets_the_keys_and_the_command_takes_them(digits64, tmp_path):
+    from skdbal.labelling.cli import add_parser, build
+
+    session = new_session(digits64[0], tmp_path / "s.db", classes=["cat", "dog"])
+    page = TestClient(make_app(session, token="secret", keys="c,d"), base_url="http://127.0.0.1").get("/").text
+    assert 'KEYS = ["c", "d"]' in page
+    page = TestClient(make_app(new_session(digits64[0], tmp_path / "t.db"), token="secret"),
+                      base_url="http://127.0.0.1").get("/").text
+    assert 'KEYS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]' in page
+
+    np.save(tmp_path / "x.npy", digits64[0][:20])
+    parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    base = ["--npy", str(tmp_path / "x.npy"), "--classes", "cat,dog,bird"]
+    args = parser.parse_args(base + ["--keys", "c,d,b", "--store", str(tmp_path / "a.db")])
+    assert args.keys == ["c", "d", "b"]
+    session, app, _, _ = build(args)
+    assert 'KEYS = ["c", "d", "b"]' in TestClient(app, base_url="http://127.0.0.1").get("/").text
+    with pytest.raises(ValueError, match="2 keys for 3 classes"):
+        build(parser.parse_args(base + ["--keys", "c,d", "--store", str(tmp_path / "b.db")]))
+    with pytest.raises(SystemExit):      # argparse's one-line error
+        parser.parse_args(base + ["--keys", "c,dd,b"])
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+def test_a_storage_failure_is_a_json_500_and_nothing_is_acknowledged(client, monkeypatch):
+    """Before, anything but ValueError, KeyError and TypeError was a bare-text 500 the page could not read."""
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(client.session.store, "add_event", full)
+    for path, body in [("/api/submit", {"item": 3, "label": "3", "annotator": "ann", "request_id": "r1"}),
+                       ("/api/skip", {"item": 4, "annotator": "ann"})]:
+        r = client.post(path, json=body, headers=H)
+        assert r.status_code == 500
+        assert r.json() == {"error": "the store could not be written: database or disk is full"}
+    monkeypatch.undo()
+    assert client.session.store.events() == []
+
+    def malformed():
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(client.session, "status", malformed)
+    r = client.get("/api/status", headers=H)
+    assert r.status_code == 500
+    assert r.json() == {"error": "the store could not be read: database disk image is malformed"}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of threads")
+
+    monkeypatch.setattr(client.session, "versions", broken)
+    r = client.get("/api/versions", headers=H)
+    assert r.status_code == 500 and r.json() == {"error": "the server failed: RuntimeError: out of threads"}
+
+
+def test_deeply_nested_json_is_a_400(client):
+    """8,000 levels of [ (8 KB, under the 16 KiB limit): json.loads raised RecursionError, a 500."""
+    for raw in (b"[" * 8000, b'{"item": ' + b"[" * 8000):
+        r = client.post("/api/submit", content=raw, headers={**H, "Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json() == {"error": "the body's JSON is nested too deeply"}
+    assert client.session.store.events() == []
+
+
+# ------------------------------------------------------------------------------------- long poll
+
+def test_a_long_poll_answers_new_items_only_and_as_soon_as_they_exist(digits64, tmp_path):
+    """``have`` lists the items the page holds: they are not answered again (before, the annotator's own
+    leased items came back at once, so the page could not wait for new work), and the request waits
+    until there is something new: the next batch, the moment the retrain has queried it."""
+    import httpx
+
+    X, y = digits64
+    session = new_session(X, tmp_path / "s.db").start()
+    base, stop = serve(make_app(session, token="secret"))
+    try:
+        with httpx.Client(base_url=base, timeout=30, headers=H) as c:
+            def ask(have, wait=5):
+                url = f"/api/batch?annotator=ann&n=4&wait={wait}&have={','.join(map(str, have))}"
+                return c.get(url).json()["items"]
+
+            held = [b["item"] for b in ask([])]
+            assert len(held) == 4
+            more = [b["item"] for b in ask(held)]
+            assert len(more) == 4 and set(more).isdisjoint(held)     # before: the same four again
+            held += more
+            rest = [b["item"] for b in ask(held)]
+            held += rest
+            assert len(rest) == 2 and sorted(held) == sorted(session.oracle.batch)   # the first batch: 4 + 4 + 2
+            t0 = time.monotonic()
+            assert ask(held, wait=1) == []                             # nothing new: it waited for some
+            assert time.monotonic() - t0 >= 1
+
+            answer = {}
+
+            def long_poll():
+                with httpx.Client(base_url=base, timeout=30, headers=H) as other:
+                    r = other.get(f"/api/batch?annotator=ann&n=4&wait=10&have={','.join(map(str, held))}")
+                    answer.update(items=r.json()["items"], status=r.json()["status"], at=time.monotonic())
+
+            poll = threading.Thread(target=long_poll)
+            poll.start()
+            time.sleep(0.3)
+            for i in held:                                             # the batch labelled while it waits
+                r = c.post("/api/submit", json={"item": i, "label": str(y[i]), "annotator": "ann"})
+                assert r.status_code == 200
+            labelled = time.monotonic()
+            poll.join(20)
+            new = [b["item"] for b in answer["items"]]
+            assert len(new) == 4 and set(new).isdisjoint(held) and set(new) <= set(session.oracle.batch)
+            assert answer["status"]["model_version"] == 0
+            assert answer["at"] - labelled < 8                         # well before its 10 s were up
+            assert sorted(session.store.live_leases()) == sorted(new)  # no more than the four are held
+    finally:
+        stop()
+        session.stop()
+
+
+def test_a_bad_have_is_a_400(client):
+    for have in ("1,x", "-1", ",".join(["1"] * 1001)):
+        r = client.get(f"/api/batch?annotator=ann&have={have}", headers=H)
+        assert r.status_code == 400 and r.json() == {"error": "have must be at most 1000 comma-separated item ids"}
+    assert client.session.store.live_leases() == {}
+
+
+def test_a_second_look_is_served_without_the_models_guess(digits64, tmp_path):
+    """A second look showed "guess 6": the first label is hidden so as not to anchor, and so is the guess."""
+    X, y = digits64
+    session = new_session(X, tmp_path / "s.db", second_looks=0.1, second_look_budget=None).start()
+    try:
+        with TestClient(make_app(session, token="secret")) as c:
+            first = c.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"]
+            for b in first:
+                label = {"item": b["item"], "label": str(y[b["item"]]), "annotator": "ann"}
+                assert c.post("/api/submit", json=label, headers=H).status_code == 200
+            session.wait_for_version(0, timeout=30)
+            batch = c.get("/api/batch?annotator=ann&wait=5", headers=H).json()["items"]
+            model = session.learner.estimator_
+            P = model.predict_proba(X[:300].reshape(300, -1)[[b["item"] for b in batch]])
+            k = int(P.min(axis=1).argmin())
+            item, wrong = batch[k]["item"], str(model.classes_[P[k].argmin()])
+            assert P[k].min() < 0.1 and batch[k]["guess"] is not None
+            c.post("/api/submit", json={"item": item, "label": wrong, "annotator": "ann"}, headers=H)
+            deadline = time.time() + 30
+            while not any(ch["item"] == item and ch["flagged"] for ch in session.store.checks()):
+                assert time.time() < deadline, "the wrong label was not flagged"
+                time.sleep(0.05)
+            look = c.get("/api/batch?annotator=bob&n=1&wait=5", headers=H).json()["items"]
+            assert look == [{"item": item, "key": session.keys[item], "score": look[0]["score"],
+                             "second_look": True, "guess": None}]
+    finally:
+        session.stop()
