@@ -89,12 +89,13 @@ PAGE = r"""<!doctype html>
  header{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid #ddd;padding:.5em 1.5em;
   display:grid;grid-template-columns:auto minmax(0,1fr) auto;column-gap:2em;align-items:center}
  header h1{font-size:1.25em;margin:0;white-space:nowrap}
- #progress{font-variant-numeric:tabular-nums;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;color:#444}
- #controls{display:flex;gap:1.4em;align-items:center;white-space:nowrap;font-size:.9em}
- #statusline{grid-column:1/-1;display:flex;gap:1.5em;align-items:center;height:1.9em;font-size:.9em;color:#555;
-  white-space:nowrap;overflow:hidden}
- #state{display:inline-block;min-width:9em;padding:.1em .7em;border-radius:1em;background:#e8f1e8;color:#2a6a2a;
-  font-weight:600;text-align:center}
+ #controls{grid-column:3;display:flex;gap:1.4em;align-items:center;white-space:nowrap;font-size:.9em}
+ #statusline{grid-column:1/-1;display:flex;gap:1.5em;align-items:center;height:1.9em;margin-top:.3em;
+  font-size:.9em;color:#555;white-space:nowrap}
+ #state{flex:0 0 7em;padding:.1em .7em;border-radius:1em;background:#e8f1e8;color:#2a6a2a;font-weight:600;
+  text-align:center}
+ #progress{flex:0 0 36em;font-variant-numeric:tabular-nums;overflow:hidden;text-overflow:ellipsis;color:#333}
+ #looks{flex:1 1 0;min-width:0;overflow:hidden;text-overflow:ellipsis}
  #state.training{background:#fff3d6;color:#8a5a00;animation:pulse 1.2s ease-in-out infinite}
  #state.waiting{background:#eceff3;color:#555}
  @keyframes pulse{50%{opacity:.55}}
@@ -110,7 +111,7 @@ PAGE = r"""<!doctype html>
  .item{width:12em;padding:.5em;border:2px solid #ccc;border-radius:6px;background:#fff;text-align:center;
   cursor:pointer}
  .item.current{border-color:#1f77b4;box-shadow:0 0 0 2px #1f77b444}
- .item.done{opacity:.35} .item.look{border-style:dashed;border-color:#d62728}
+ .item.done{opacity:.35} .item.saving{opacity:.6} .item.look{border-style:dashed;border-color:#d62728}
  .pic{height:160px;display:flex;align-items:center;justify-content:center}
  .item img{image-rendering:pixelated;visibility:hidden}
  .item img.fit{visibility:visible}
@@ -120,12 +121,13 @@ PAGE = r"""<!doctype html>
  #curve{margin-top:.5em} #curve svg{background:#fff;border:1px solid #ddd}
 </style></head><body>
 <header>
- <h1>skdbal: label</h1><span id="progress">starting…</span>
+ <h1>skdbal: label</h1>
  <span id="controls"><label><input type="checkbox" id="showguess" checked> show the model's guess</label>
  <label>annotator <input id="annotator" value="" size="14" maxlength="64"></label>
  <span class="meta"><a id="csv" href="#" download="labels.csv">labels.csv</a> ·
  <a id="model" href="#" download>model (save_params)</a></span></span>
- <div id="statusline"><span id="state">starting</span><span id="looks"></span></div>
+ <div id="statusline"><span id="state">starting</span><span id="progress">starting…</span>
+  <span id="looks"></span></div>
  <div id="error" role="alert" hidden><span id="error-text"></span>
   <button id="error-close" title="dismiss">×</button></div>
 </header>
@@ -195,7 +197,8 @@ async function post(path, data){   // true once the server has committed it; els
 // ---- status: progress, the training state, what the session waits for
 let statusTimer = null;
 async function refreshStatus(){ const s = await get('/api/status', 'status'); if(s) showStatus(s); }
-function left(){ return page.filter(it => !it.done).length + queue.length; }
+const open = it => !it.done && !it.busy;   // still to label: neither done nor being sent
+function left(){ return page.filter(open).length + queue.length; }
 function showStatus(s){
   status = s;
   $('progress').textContent = `${s.labelled} labelled · ${s.pending} left in the batch · ` +
@@ -243,31 +246,35 @@ async function fetchMore(){
     }
   } finally { fetching = false; }
 }
-function advance(){   // a page whose items are all done gives way to the next ones, if any
+function advance(){   // a page whose items are all done (and saved) gives way to the next ones, if any
   if(!page.some(it => !it.done) && queue.length){
     page = queue.splice(0, PER_LOAD); current = 0; render();
   } else if(!page.length){ render(); }
   showState();
 }
 function next(){
-  const after = page.findIndex((it, i) => i > current && !it.done), first = page.findIndex(it => !it.done);
+  const after = page.findIndex((it, i) => i > current && open(it)), first = page.findIndex(open);
   if(after >= 0) current = after; else if(first >= 0) current = first;
-  render(); advance(); fetchMore();
+  refresh();
 }
+function refresh(){ render(); advance(); fetchMore(); }
 function move(d){ current = Math.min(Math.max(current + d, 0), page.length - 1); render(); }
+async function send(it, path, data, outcome){   // the next item at once; this one is done once saved
+  it.busy = outcome + '…'; next();
+  const ok = await post(path, data);
+  it.busy = null;
+  if(ok){ it.done = outcome; refresh(); return true; }
+  if(page.includes(it)) current = page.indexOf(it);   // not saved: back to it, the banner says why
+  render(); return false;
+}
 async function label(c){
-  const it = page[current]; if(!it || it.done || it.busy) return;
-  it.busy = true;   // a key pressed again while this is sent does nothing
-  const ok = await post('/api/submit', {item: it.item, label: CLASSES[c], annotator: annotator(), request_id: rid()});
-  it.busy = false;
-  if(ok){ it.done = 'labelled ' + CLASSES[c]; history.push(it); next(); } else render();
+  const it = page[current]; if(!it || !open(it)) return;
+  const data = {item: it.item, label: CLASSES[c], annotator: annotator(), request_id: rid()};
+  if(await send(it, '/api/submit', data, 'labelled ' + CLASSES[c])) history.push(it);
 }
 async function skip(){
-  const it = page[current]; if(!it || it.done || it.busy) return;
-  it.busy = true;
-  const ok = await post('/api/skip', {item: it.item, annotator: annotator()});
-  it.busy = false;
-  if(ok){ it.done = 'skipped'; next(); }
+  const it = page[current]; if(!it || !open(it)) return;
+  await send(it, '/api/skip', {item: it.item, annotator: annotator()}, 'skipped');
 }
 async function undo(){
   const it = history[history.length - 1]; if(!it || it.busy) return;
@@ -310,7 +317,7 @@ function render(){
   const show = $('showguess').checked;
   page.forEach((it, i) => {
     const d = document.createElement('div');
-    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '') +
+    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : it.busy ? ' saving' : '') +
                   (it.second_look ? ' look' : '');
     d.id = 'item-' + it.item;
     const id = Number(it.item), size = sizes.get(id);
@@ -325,12 +332,12 @@ function render(){
                   `guess ${esc(it.guess)}` : '';
     d.innerHTML = `${look}${pic}<div class="meta">${esc(it.key)}<br>` +
                   `${[score, guess].filter(Boolean).join(' · ')}&nbsp;</div>` +
-                  `<div class="meta outcome">${it.done ? esc(it.done) : '&nbsp;'}</div>`;
+                  `<div class="meta outcome">${esc(it.done || it.busy || '') || '&nbsp;'}</div>`;
     d.onclick = () => { current = i; render(); };
     box.appendChild(d);
   });
   if(!page.some(it => !it.done) && !queue.length){
-    const e = document.createElement('div'); e.id = 'empty'; box.appendChild(e);
+    const e = document.createElement('div'); e.id = 'empty'; box.prepend(e);
   }
   box.querySelectorAll('img:not(.fit)').forEach(img => {
     if(img.complete && img.naturalWidth) fit(img); else img.onload = () => fit(img);

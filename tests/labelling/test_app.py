@@ -205,6 +205,8 @@ def test_the_page_in_headless_chromium(digits64, tmp_path):
             wait.until(lambda d: len(shown()) >= 1)
             assert shown()[0] == second[k]
             assert driver.execute_script("return document.querySelector('.item').className").endswith("look")
+            # no stray guess on a second look (it showed "· guess 6"): nothing to anchor on
+            assert "guess" not in driver.execute_script("return document.querySelector('.item').innerText")
             wait.until(lambda d: d.execute_script(
                 "return [...document.querySelectorAll('.item img')].every(i => i.complete && i.naturalWidth == 8)"))
             driver.save_screenshot(os.path.join(shots, "labelling_second_look.png"))

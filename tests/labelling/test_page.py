@@ -2,13 +2,14 @@
 that answers new work only, and, in headless Chromium, a keyboard that is never lost and the states
 the page shows."""
 import argparse
+import os
 import sqlite3
 import threading
 import time
 
 import numpy as np
 import pytest
-from _helpers import serve
+from _helpers import chromium_driver, needs_chromium, serve
 from sklearn.linear_model import LogisticRegression
 from starlette.testclient import TestClient
 
@@ -217,4 +218,187 @@ def test_a_second_look_is_served_without_the_models_guess(digits64, tmp_path):
             assert look == [{"item": item, "key": session.keys[item], "score": look[0]["score"],
                              "second_look": True, "guess": None}]
     finally:
+        session.stop()
+
+
+# ----------------------------------------------------------------------------- headless Chromium
+
+def _page_helpers(driver):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def shown():   # the items on the page, read in one go (the page redraws them after every answer)
+        return [int(i.split("-")[1]) for i in
+                driver.execute_script("return [...document.querySelectorAll('.item')].map(e => e.id)")]
+
+    def press(key):   # to whatever has the focus, as a person's key press (not sent to an element)
+        ActionChains(driver).send_keys(key).perform()
+
+    return shown, press, WebDriverWait(driver, 30)
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_keyboard_is_never_lost(digits64, tmp_path):
+    """On the digits demo: 4 labels "4" (it labelled 3); after a click on a class button Space and Enter do
+    nothing (Space labelled the next item with that class); after toggling "show the model's guess" and
+    after a click on a download link the keys still work (they did nothing after the toggle); and the
+    header does not move as the progress text grows."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    X, y = digits64
+    session = new_session(X, tmp_path / "s.db").start()
+    base, stop = serve(make_app(session, token="secret"))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        shown, press, wait = _page_helpers(driver)
+        driver.get(f"{base}/?n=10")
+        wait.until(lambda d: len(shown()) == 10)
+        items = shown()
+
+        def header():
+            return driver.execute_script("const r = document.getElementById('showguess').getBoundingClientRect();"
+                                         "return [r.left, r.top, document.querySelector('header').offsetHeight]")
+
+        start = header()
+        assert driver.execute_script("return document.querySelector('#class-4 kbd').textContent") == "4"
+
+        def labelled(item, label):
+            wait.until(lambda d: item in session.store.current_labels())
+            assert session.store.current_labels()[item]["label"] == label
+
+        press("4")
+        labelled(items[0], "4")
+        driver.find_element(By.ID, "class-7").click()
+        labelled(items[1], "7")
+        press(" ")
+        press(Keys.ENTER)
+        time.sleep(1.0)
+        assert len(session.store.current_labels()) == 2          # Space and Enter repeated no click
+        press("2")
+        labelled(items[2], "2")
+        driver.find_element(By.ID, "showguess").click()
+        assert not driver.find_element(By.ID, "showguess").is_selected()
+        press("5")
+        labelled(items[3], "5")
+        driver.find_element(By.ID, "csv").click()
+        time.sleep(0.3)
+        press("6")
+        labelled(items[4], "6")
+        for item in items[5:]:
+            press(str(y[item]))
+            labelled(item, str(y[item]))
+        assert len(session.store.events()) == 10                  # one event per key press that labels
+        session.wait_for_version(0, timeout=60)
+        wait.until(lambda d: "last retrain" in d.find_element(By.ID, "progress").text)
+        assert header() == start                                  # the longer progress moved nothing
+    finally:
+        driver.quit()
+        stop()
+        session.stop()
+
+
+_SLOW = {"fit": 0.0}
+
+
+class _SlowLR(LogisticRegression):
+    """A logistic regression whose fit takes ``_SLOW["fit"]`` s longer: a retrain long enough to be seen."""
+
+    def fit(self, X, y, sample_weight=None):
+        time.sleep(_SLOW["fit"])
+        return super().fit(X, y, sample_weight)
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_shows_each_state(digits64, tmp_path):
+    """12x12 images drawn at an integer multiple (13x: 156 px; 112 px before, blurred), pixelated; a full
+    disk shown in a banner and the item not marked done (the key did nothing visible); the last item of a
+    batch greyed (it stayed as it was while the progress said "0 left"); the training and waiting states
+    and the strategy's name as the session's status gives them; the learning curve with labelled axes."""
+    from selenium.webdriver.common.by import By
+
+    X, y = digits64
+    X12 = np.pad(X[:500], ((0, 0), (2, 2), (2, 2)))
+    session = new_session(X12, tmp_path / "s.db", batch_size=6, estimator=_SlowLR(max_iter=300, random_state=0),
+                          X_test=X12[300:500].reshape(200, -1), y_test=y[300:500]).start()
+    real_status, forced = session.status, {}
+
+    def status():   # the keys the session part adds, as the page would get them
+        s = real_status()
+        s.setdefault("strategy", "max_entropy")
+        s.setdefault("training", False)
+        s.setdefault("waiting_for", None)
+        s.update(forced)
+        return s
+
+    session.status = status
+    base, stop = serve(make_app(session, token="secret"))
+    driver = chromium_driver(tmp_path / "chrome")
+    shots = os.environ.get("SKDBAL_SCREENSHOTS", str(tmp_path))
+    try:
+        shown, press, wait = _page_helpers(driver)
+        driver.get(f"{base}/?n=6")
+        wait.until(lambda d: len(shown()) == 6)
+        items = shown()
+        wait.until(lambda d: d.execute_script(
+            "return [...document.querySelectorAll('.item img')].every(i => i.complete && i.naturalWidth == 12)"
+            " && document.querySelectorAll('.item img.fit').length == 6"))
+        drawn = driver.execute_script("return [...document.querySelectorAll('.item img')].map(i => "
+                                      "[i.width, i.height, getComputedStyle(i).imageRendering])")
+        assert drawn == [[156, 156, "pixelated"]] * 6
+
+        # a full disk: the banner says so, the item stays to label, nothing is stored
+        add_event = session.store.add_event
+
+        def full(*args, **kwargs):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        session.store.add_event = full
+        press(str(y[items[0]]))
+        wait.until(lambda d: d.find_element(By.ID, "error").is_displayed())
+        assert "the store could not be written: database or disk is full" in driver.find_element(By.ID, "error").text
+        assert "done" not in driver.find_element(By.ID, f"item-{items[0]}").get_attribute("class")
+        assert session.store.events() == []
+        driver.save_screenshot(os.path.join(shots, "labelling_error.png"))
+        session.store.add_event = add_event
+        press(str(y[items[0]]))
+        wait.until(lambda d: items[0] in session.store.current_labels())
+        wait.until(lambda d: not d.find_element(By.ID, "error").is_displayed())
+
+        # the batch labelled: the last item greyed at once, while the model trains
+        _SLOW["fit"] = 3.0
+        for item in items[1:]:
+            press(str(y[item]))
+            wait.until(lambda d, item=item: item in session.store.current_labels())
+        last = driver.find_element(By.ID, f"item-{items[-1]}")
+        wait.until(lambda d: "done" in last.get_attribute("class"))
+        forced["training"] = True
+        wait.until(lambda d: d.find_element(By.ID, "state").text == "training…")
+        assert "the model is training" in driver.find_element(By.ID, "empty").text
+        assert "0 left in the batch" in driver.find_element(By.ID, "progress").text
+        driver.save_screenshot(os.path.join(shots, "labelling_training.png"))
+        forced.update(training=False, waiting_for="labels of at least two classes")
+        wait.until(lambda d: "waiting for labels of at least two classes" in d.find_element(By.ID, "empty").text)
+        assert driver.find_element(By.ID, "state").text == "waiting"
+        forced.clear()
+        _SLOW["fit"] = 0.0
+
+        # the next batch: each item's score named by the strategy, and the curve
+        session.wait_for_version(0, timeout=60)
+        wait.until(lambda d: len(shown()) == 6 and set(shown()).isdisjoint(items))
+        text = driver.execute_script("return document.querySelector('.item').innerText")
+        assert "max entropy score " in text and "guess" in text
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-svg circle"))
+        svg = driver.find_element(By.ID, "curve-svg")
+        assert (svg.get_attribute("width"), svg.get_attribute("height")) == ("560", "260")
+        texts = driver.execute_script("return [...document.querySelectorAll('#curve-svg text')]"
+                                      ".map(t => t.textContent)")
+        assert {"labels", "test accuracy", "0%", "20%", "100%", "0"} <= set(texts)
+        assert driver.find_element(By.ID, "state").text == "ready"
+    finally:
+        _SLOW["fit"] = 0.0
+        driver.quit()
+        stop()
         session.stop()
