@@ -94,7 +94,7 @@ PAGE = r"""<!doctype html>
   font-size:.9em;color:#555;white-space:nowrap}
  #state{flex:0 0 7em;padding:.1em .7em;border-radius:1em;background:#e8f1e8;color:#2a6a2a;font-weight:600;
   text-align:center}
- #progress{flex:0 0 36em;font-variant-numeric:tabular-nums;overflow:hidden;text-overflow:ellipsis;color:#333}
+ #progress{flex:0 0 38em;font-variant-numeric:tabular-nums;overflow:hidden;text-overflow:ellipsis;color:#333}
  #looks{flex:1 1 0;min-width:0;overflow:hidden;text-overflow:ellipsis}
  #state.training{background:#fff3d6;color:#8a5a00;animation:pulse 1.2s ease-in-out infinite}
  #state.waiting{background:#eceff3;color:#555}
@@ -108,16 +108,16 @@ PAGE = r"""<!doctype html>
  kbd{background:#eee;border:1px solid #bbb;border-radius:3px;padding:0 .3em;font-family:ui-monospace,monospace;
   font-size:.9em}
  #batch{display:flex;flex-wrap:wrap;gap:.6em;margin:.6em 0;min-height:14em;align-items:flex-start}
- .item{width:12em;padding:.5em;border:2px solid #ccc;border-radius:6px;background:#fff;text-align:center;
+ .item{width:10em;padding:.4em;border:2px solid #ccc;border-radius:6px;background:#fff;text-align:center;
   cursor:pointer}
  .item.current{border-color:#1f77b4;box-shadow:0 0 0 2px #1f77b444}
  .item.done{opacity:.35} .item.saving{opacity:.6} .item.look{border-style:dashed;border-color:#d62728}
- .pic{height:160px;display:flex;align-items:center;justify-content:center}
+ .pic{height:128px;display:flex;align-items:center;justify-content:center}
  .item img{image-rendering:pixelated;visibility:hidden}
  .item img.fit{visibility:visible}
  .badge{font-size:.75em;color:#d62728;font-weight:bold} .outcome{font-weight:600;color:#222}
  .meta{font-size:.8em;color:#666;font-variant-numeric:tabular-nums} a{color:#1f77b4}
- #empty{font-size:1.1em;color:#555;padding:3em 1em;text-align:center;width:100%}
+ #empty{font-size:1.1em;color:#555;padding:1.2em 1em;text-align:center;width:100%}
  #curve{margin-top:.5em} #curve svg{background:#fff;border:1px solid #ddd}
 </style></head><body>
 <header>
@@ -145,7 +145,7 @@ const PARAMS = new URLSearchParams(location.search);
 // items asked for at a time (?n=, default 5): several people share a batch
 const PER_LOAD = Math.min(Math.max(parseInt(PARAMS.get('n') || '5', 10) || 5, 1), 100);
 const PREFETCH = 2;        // ask for more while at most this many items are left to label
-const BOX = 160;           // images are drawn at an integer multiple of their size, up to this many pixels
+const BOX = 128;           // images are drawn at an integer multiple of their size, up to this many pixels
 const STRATEGY_NAMES = {bald: 'BALD', batch_bald: 'BatchBALD', max_entropy: 'max entropy', epig: 'EPIG',
   badge: 'BADGE', ddu: 'DDU', egl: 'EGL', variation_ratios: 'variation ratio', mean_std: 'mean std'};
 let page = [], queue = [], current = 0, history = [], status = {}, shownVersion = null, fetching = false;
@@ -174,10 +174,12 @@ function esc(s){   // text for innerHTML: keys are file names, which may hold <,
 function showError(text, from){ errorFrom = from; $('error-text').textContent = text; $('error').hidden = false; }
 function clearError(from){ if(errorFrom === from){ errorFrom = null; $('error').hidden = true; } }
 $('error-close').onclick = e => { errorFrom = null; $('error').hidden = true; e.currentTarget.blur(); };
-async function answer(r, from){   // the JSON of a good answer; else null, and the error in the banner
+async function answer(r, from, what = ''){   // the JSON of a good answer; else null, and the error in the banner
   let j = null;
   try { j = await r.json(); } catch(e) {}
-  if(!r.ok){ showError((j && j.error) || `the server answered ${r.status} ${r.statusText}`, from); return null; }
+  if(!r.ok){
+    showError(what + ((j && j.error) || `the server answered ${r.status} ${r.statusText}`), from); return null;
+  }
   clearError(from); return j;
 }
 async function get(path, from){
@@ -188,7 +190,7 @@ async function post(path, data){   // true once the server has committed it; els
   try {
     const r = await fetch(path, {method: 'POST', headers: {'Content-Type': 'application/json', 'X-Token': TOKEN},
                                  body: JSON.stringify(data)});
-    const j = await answer(r, 'post');
+    const j = await answer(r, 'post', 'not saved: ');
     if(j) refreshStatus();
     return j !== null;
   } catch(e){ showError(`not saved: the server could not be reached (${e.message})`, 'post'); return false; }
@@ -203,12 +205,13 @@ function showStatus(s){
   status = s;
   $('progress').textContent = `${s.labelled} labelled · ${s.pending} left in the batch · ` +
     (s.model_version < 0 ? 'no model yet' : `model version ${s.model_version}`) +
-    (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain * 1000).toLocaleTimeString()}` : '');
+    (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain * 1000).toLocaleTimeString([], {hour12: false})}`
+                    : '');
   const l = s.second_looks || {};
-  $('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} the model found ` +
-    `unlikely ${l.flagged > 1 ? 'were' : 'was'} flagged for a second look: ${l.pending} waiting, ` +
-    `${l.confirmed} confirmed, ${l.changed} changed` + (l.withdrawn ? `, ${l.withdrawn} withdrawn` : '') :
-    'no label flagged for a second look';
+  $('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} flagged for a second ` +
+    `look: ${l.pending} waiting, ${l.confirmed} confirmed, ${l.changed} changed` +
+    (l.withdrawn ? `, ${l.withdrawn} withdrawn` : '') : 'no label flagged for a second look';
+  $('looks').title = 'labels the model found unlikely, offered to another annotator';
   if(s.error) showError('the learning loop stopped: ' + s.error, 'loop'); else clearError('loop');
   showState();
   if(s.model_version !== shownVersion){ shownVersion = s.model_version; drawCurve(); }

@@ -299,21 +299,22 @@ def test_the_keyboard_is_never_lost(digits64, tmp_path):
         session.stop()
 
 
-_SLOW = {"fit": 0.0}
+_FIT = threading.Event()   # cleared: a fit waits for it (30 s at most), a retrain held while the page is looked at
+_FIT.set()
 
 
-class _SlowLR(LogisticRegression):
-    """A logistic regression whose fit takes ``_SLOW["fit"]`` s longer: a retrain long enough to be seen."""
+class _HeldLR(LogisticRegression):
+    """A logistic regression whose fit waits until ``_FIT`` is set."""
 
     def fit(self, X, y, sample_weight=None):
-        time.sleep(_SLOW["fit"])
+        _FIT.wait(30)
         return super().fit(X, y, sample_weight)
 
 
 @pytest.mark.slow
 @needs_chromium
 def test_the_page_shows_each_state(digits64, tmp_path):
-    """12x12 images drawn at an integer multiple (13x: 156 px; 112 px before, blurred), pixelated; a full
+    """12x12 images drawn at an integer multiple (10x: 120 px; 112 px before, blurred), pixelated; a full
     disk shown in a banner and the item not marked done (the key did nothing visible); the last item of a
     batch greyed (it stayed as it was while the progress said "0 left"); the training and waiting states
     and the strategy's name as the session's status gives them; the learning curve with labelled axes."""
@@ -321,7 +322,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
 
     X, y = digits64
     X12 = np.pad(X[:500], ((0, 0), (2, 2), (2, 2)))
-    session = new_session(X12, tmp_path / "s.db", batch_size=6, estimator=_SlowLR(max_iter=300, random_state=0),
+    session = new_session(X12, tmp_path / "s.db", batch_size=6, estimator=_HeldLR(max_iter=300, random_state=0),
                           X_test=X12[300:500].reshape(200, -1), y_test=y[300:500]).start()
     real_status, forced = session.status, {}
 
@@ -347,7 +348,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
             " && document.querySelectorAll('.item img.fit').length == 6"))
         drawn = driver.execute_script("return [...document.querySelectorAll('.item img')].map(i => "
                                       "[i.width, i.height, getComputedStyle(i).imageRendering])")
-        assert drawn == [[156, 156, "pixelated"]] * 6
+        assert drawn == [[120, 120, "pixelated"]] * 6
 
         # a full disk: the banner says so, the item stays to label, nothing is stored
         add_event = session.store.add_event
@@ -368,7 +369,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         wait.until(lambda d: not d.find_element(By.ID, "error").is_displayed())
 
         # the batch labelled: the last item greyed at once, while the model trains
-        _SLOW["fit"] = 3.0
+        _FIT.clear()
         for item in items[1:]:
             press(str(y[item]))
             wait.until(lambda d, item=item: item in session.store.current_labels())
@@ -383,7 +384,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         wait.until(lambda d: "waiting for labels of at least two classes" in d.find_element(By.ID, "empty").text)
         assert driver.find_element(By.ID, "state").text == "waiting"
         forced.clear()
-        _SLOW["fit"] = 0.0
+        _FIT.set()
 
         # the next batch: each item's score named by the strategy, and the curve
         session.wait_for_version(0, timeout=60)
@@ -398,7 +399,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         assert {"labels", "test accuracy", "0%", "20%", "100%", "0"} <= set(texts)
         assert driver.find_element(By.ID, "state").text == "ready"
     finally:
-        _SLOW["fit"] = 0.0
+        _FIT.set()
         driver.quit()
         stop()
         session.stop()
