@@ -335,7 +335,7 @@ function render(){
                   `guess ${esc(it.guess)}` : '';
     d.innerHTML = `${look}${pic}<div class="meta">${esc(it.key)}<br>` +
                   `${[score, guess].filter(Boolean).join(' · ')}&nbsp;</div>` +
-                  `<div class="meta outcome">${esc(it.done || it.busy || '') || '&nbsp;'}</div>`;
+                  `<div class="meta outcome">${it.done ? esc(it.done) : it.busy ? esc(it.busy) : '&nbsp;'}</div>`;
     d.onclick = () => { current = i; render(); };
     box.appendChild(d);
   });

@@ -31,8 +31,8 @@ server is bound to another interface, only with ``?token=``:
 Bodies larger than ``max_body`` bytes are refused (413), unknown items and
 classes with 4xx and a message, JSON nested too deeply with 400; any other
 failure (the store's disk is full) is a 500 whose JSON ``error`` says what
-failed, and nothing is acknowledged then. Nothing from a client is unpickled. Every
-call into the session runs in Starlette's thread pool, so a request that
+failed, and nothing is acknowledged then. Nothing from a client is
+unpickled. Every call into the session runs in Starlette's thread pool, so a request that
 waits (a batch, an fsync) never holds up the others, and concurrent
 submissions share their commits (:meth:`LabelStore.add_event`).
 """
@@ -126,8 +126,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     keys : sequence of str, optional
         The key that labels each class on the page, one printable character
         per class (a string is split at commas). By default classes named
-        ``0``-``9`` take their own digit, others 1-9 then 0
-        (:func:`~skdbal.labelling._page.class_keys`).
+        ``0``-``9`` take their own digit, others 1-9 then 0 (at most ten
+        keyed; the others are clicked).
 
     Returns
     -------
