@@ -111,6 +111,7 @@ PAGE = r"""<!doctype html>
  .item{width:10em;padding:.4em;border:2px solid #ccc;border-radius:6px;background:#fff;text-align:center;
   cursor:pointer}
  .item.current{border-color:#1f77b4;box-shadow:0 0 0 2px #1f77b444}
+ .item.rowitem{width:auto;min-width:10em;max-width:20em;text-align:left;font-variant-numeric:tabular-nums}
  .item.done{opacity:.35} .item.saving{opacity:.6} .item.look{border-style:dashed;border-color:#d62728}
  .pic{height:128px;display:flex;align-items:center;justify-content:center}
  .item img{image-rendering:pixelated;visibility:hidden}
@@ -320,7 +321,8 @@ function render(){
   const show = $('showguess').checked;
   page.forEach((it, i) => {
     const d = document.createElement('div');
-    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : it.busy ? ' saving' : '') +
+    d.className = 'item' + (IMAGES ? '' : ' rowitem') + (i === current ? ' current' : '') +
+                  (it.done ? ' done' : it.busy ? ' saving' : '') +
                   (it.second_look ? ' look' : '');
     d.id = 'item-' + it.item;
     const id = Number(it.item), size = sizes.get(id);
