@@ -12,9 +12,11 @@ server is bound to another interface, only with ``?token=``:
 
 - ``GET /``: the page (HTML, CSS and JavaScript inline: nothing is fetched
   from elsewhere);
-- ``GET /api/batch?annotator=NAME&n=K&wait=S``: items leased to the
+- ``GET /api/batch?annotator=NAME&n=K&wait=S&have=I,J``: items leased to the
   annotator (at most ``K``, waiting up to ``S`` <= 10 s for a batch), with
-  their acquisition scores and the model's guess;
+  their acquisition scores and the model's guess (none for a second look);
+  ``have`` lists the items the page holds already: they are left out, and
+  the request waits (a long poll) until there is something new;
 - ``GET /api/item/{id}.png``: an item drawn as PNG (images: with a
   :class:`~skdbal.labelling.pools.Pool` of a folder, the original file
   re-encoded and downscaled), ``GET /api/item/{id}``: its ``columns`` and
@@ -29,22 +31,28 @@ server is bound to another interface, only with ``?token=``:
   /api/model.pt`` (the current model, with skorch's ``save_params``).
 
 Bodies larger than ``max_body`` bytes are refused (413), unknown items and
-classes with 4xx and a message; nothing from a client is unpickled. Every
-call into the session runs in Starlette's thread pool, so a request that
+classes with 4xx and a message, JSON nested too deeply with 400; any other
+failure (the store's disk is full) is a 500 whose JSON ``error`` says what
+failed, and nothing is acknowledged then. Nothing from a client is
+unpickled. Every call into the session runs in Starlette's thread pool, so a request that
 waits (a batch, an fsync) never holds up the others, and concurrent
 submissions share their commits (:meth:`LabelStore.add_event`).
 """
 from __future__ import annotations
 
+import asyncio
 import csv
 import hmac
 import io
 import json
+import logging
 import re
 import secrets
+import sqlite3
 import struct
+import time
 import zlib
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from starlette.applications import Starlette
@@ -53,6 +61,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ._page import PAGE, class_keys
 from ._tokens import annotator_of, check_tokens
 from .pools import Pool
 from .session import LabellingSession
@@ -97,7 +106,7 @@ class _Refused(Exception):
 
 def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
              images: Optional[bool] = None, max_body: int = MAX_BODY, pool: Optional[Pool] = None,
-             annotators: Optional[Dict[str, str]] = None) -> Starlette:
+             annotators: Optional[Dict[str, str]] = None, keys: Optional[Sequence[str]] = None) -> Starlette:
     """The Starlette application of the labelling page.
 
     Parameters
@@ -128,10 +137,21 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         annotator may undo only an item whose latest label is theirs (else
         403), and may not label or skip an item leased to someone else
         (409); and one holds at most ``session.batch_size`` items leased.
+    keys : sequence of str, optional
+        The key that labels each class on the page, one printable character
+        per class (a string is split at commas). By default classes named
+        ``0``-``9`` take their own digit, others 1-9 then 0 (at most ten
+        keyed; the others are clicked).
 
     Returns
     -------
     starlette.applications.Starlette
+
+    Raises
+    ------
+    ValueError
+        For ``keys`` that are not one distinct character per class, or that
+        take the page's own keys (``s``, ``u``).
 
     Examples
     --------
@@ -168,6 +188,13 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     'alice'
     >>> client.get("/api/status", headers={"X-Token": "t0k"}).status_code     # no shared token then
     403
+
+    Keys that cannot work are refused by name:
+
+    >>> make_app(session, keys="a,s")
+    Traceback (most recent call last):
+        ...
+    ValueError: 's' is the page's own key to skip: give 'b' another key
     """
     if annotators is not None:
         if token is not None:
@@ -179,6 +206,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         raise ValueError(f"the pool's {len(pool)} keys are not the session's {len(session.keys)} keys")
     if images is None:
         images = pool is None or pool.kind == "images"
+    page_keys = class_keys(session.classes, keys)
 
     def check_token(request: Request, always: bool) -> Optional[str]:
         """The annotator whose token the request carries (None in single-user mode), else 403."""
@@ -211,6 +239,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             data = json.loads(raw or b"{}")
         except ValueError:
             raise _Refused(400, "the body must be JSON") from None
+        except RecursionError:   # a few KiB of [[[[... nest deeper than the parser goes
+            raise _Refused(400, "the body's JSON is nested too deeply") from None
         if not isinstance(data, dict):
             raise _Refused(400, "the body must be a JSON object")
         return data
@@ -240,6 +270,9 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
                                     else 409)
             except (ValueError, KeyError, TypeError) as exc:
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
+            except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
+                _log.exception("%s %s failed", request.method, request.url.path)
+                return JSONResponse({"error": _failure(request.method, exc)}, status_code=500)
         return run
 
     async def page(request: Request) -> Response:
@@ -249,9 +282,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
         name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
         values = {"__TOKEN__": annotators[name] if annotators else token, "__ANNOTATOR__": name,
-                  "__CLASSES__": [str(c) for c in session.classes], "__IMAGES__": bool(images)}
-        html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__IMAGES__",
-                      lambda m: _script_json(values[m.group(0)]), _PAGE)
+                  "__CLASSES__": [str(c) for c in session.classes], "__KEYS__": page_keys,
+                  "__IMAGES__": bool(images)}
+        html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__KEYS__|__IMAGES__",
+                      lambda m: _script_json(values[m.group(0)]), PAGE)
         return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                                            "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
                                            "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
@@ -266,11 +300,15 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             raise _Refused(400, "wait must be a number of seconds and n an int") from None
         if n is not None and not 1 <= n <= 1000:
             raise _Refused(400, "n must lie in [1, 1000]")
-        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
-                                        capped=bool(annotators))
+        have = _item_ids(request.query_params.get("have", ""))
+        if have:
+            items = await _new_items(session, annotator, n, have, wait, capped=bool(annotators))
+        else:
+            items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
+                                            capped=bool(annotators))
         guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
         for b, g in zip(items, guesses):
-            b["guess"] = g
+            b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
             b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
         return JSONResponse({"items": items, "status": await run_in_threadpool(_status, session)})
 
@@ -358,6 +396,55 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     return app
 
 
+_log = logging.getLogger(__name__)
+
+
+def _failure(method: str, exc: Exception) -> str:
+    """What failed, for the page: the store (read or written), or the server."""
+    if isinstance(exc, sqlite3.Error):
+        return f"the store could not be {'written' if method == 'POST' else 'read'}: {exc}"
+    return f"the server failed: {type(exc).__name__}: {exc}"
+
+
+def _item_ids(text: str) -> List[int]:
+    """``have=3,17,5`` as ints (at most 1000), else a 400."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if len(parts) > 1000 or not all(p.strip().isdigit() for p in parts):
+        raise _Refused(400, "have must be at most 1000 comma-separated item ids")
+    return [int(p) for p in parts]
+
+
+async def _new_items(session: LabellingSession, annotator: str, n: Optional[int], have: List[int],
+                     wait: float, capped: bool = False) -> List[dict]:
+    """The items leased to ``annotator`` that are not in ``have`` (the page holds those), waiting up to
+    ``wait`` s for one: a long poll that answers as soon as there is new work. The items held are leased
+    again on the way (their leases renewed), as :meth:`LabellingSession.next_batch` leases an annotator's
+    own items; ``n`` counts new items only (any more leased on the way are released)."""
+    held = set(have)
+    deadline = time.monotonic() + wait
+    changed = getattr(session, "_changed", None)   # notified on every event and query
+
+    def wake(seconds: float) -> None:
+        with changed:
+            changed.wait(timeout=seconds)
+
+    while True:
+        leased = await run_in_threadpool(session.next_batch, annotator=annotator,
+                                         n=None if n is None else n + len(held), timeout=0, capped=capped)
+        new = [b for b in leased if b["item"] not in held]
+        if n is not None and len(new) > n:   # the items held were answered already: more new ones came
+            for extra in new[n:]:
+                await run_in_threadpool(session.store.release, extra["item"])
+            new = new[:n]
+        remaining = deadline - time.monotonic()
+        if new or remaining <= 0:
+            return new
+        if changed is None:
+            await asyncio.sleep(min(0.2, remaining))
+        else:   # woken by the next label or query, or after 0.25 s at most (a notice may come just before)
+            await run_in_threadpool(wake, min(0.25, remaining))
+
+
 #: Host names the page answers to when served on loopback.
 _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -385,172 +472,3 @@ def _status(session: LabellingSession) -> dict:
     s = session.status()
     s["pending"] = len(s["pending"])
     return s
-
-
-_PAGE = r"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>skdbal: label</title>
-<style>
- body{font-family:system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}
- header{display:flex;gap:2em;align-items:baseline;flex-wrap:wrap}
- #progress{color:#555} .item{display:inline-block;margin:.4em;padding:.5em;border:2px solid #ccc;border-radius:6px;
- background:#fff;text-align:center;vertical-align:top} .item.current{border-color:#1f77b4}
- .item.done{opacity:.35} .item img{width:112px;height:112px;object-fit:contain;image-rendering:pixelated}
- .item.look{border-style:dashed;border-color:#d62728} .badge{font-size:.75em;color:#d62728;font-weight:bold}
- #curve{margin-top:1em} #curve svg{background:#fff;border:1px solid #ddd} a{color:#1f77b4}
- .meta{font-size:.8em;color:#666} #classes button{font-size:1.1em;margin:.2em;padding:.4em .8em}
- kbd{background:#eee;border:1px solid #bbb;border-radius:3px;padding:0 .3em}
-</style></head><body>
-<header><h1>skdbal: label</h1><span id="progress">starting…</span>
-<label><input type="checkbox" id="showguess" checked> show the model's guess</label>
-<label>annotator <input id="annotator" value="" size="14" maxlength="64"></label>
-<span class="meta"><a id="csv" href="#">labels.csv</a> · <a id="model" href="#">model (save_params)</a></span></header>
-<div id="looks" class="meta"></div>
-<div id="classes"></div>
-<p class="meta">Keys: <kbd>1</kbd>–<kbd>9</kbd> label the highlighted item (<kbd>0</kbd> the tenth class),
-<kbd>s</kbd> skip, <kbd>u</kbd> undo the last label, <kbd>←</kbd>/<kbd>→</kbd> move.</p>
-<div id="batch"></div>
-<div id="curve"></div>
-<script>
-const TOKEN = __TOKEN__, CLASSES = __CLASSES__, IMAGES = __IMAGES__;
-const ANNOTATOR = __ANNOTATOR__;   // the name the token belongs to (one token per annotator), else null
-let items = [], current = 0, history = [], shownVersion = null;
-const TQ = 'token=' + encodeURIComponent(TOKEN);   // every request carries the token (needed off loopback)
-function get(path){ return fetch(path, {headers: {'X-Token': TOKEN}}); }
-const PARAMS = new URLSearchParams(location.search);
-// the name: ?annotator=NAME, else this browser's own (a new one per browser, kept), so that two people
-// are never one annotator by default (second looks go to someone other than a label's author)
-const nameBox = document.getElementById('annotator');
-let NAME = ANNOTATOR || PARAMS.get('annotator');
-try { NAME = NAME || localStorage.getItem('skdbal-annotator'); } catch(e) {}
-NAME = (NAME || 'annotator-' + Math.random().toString(36).slice(2, 6)).slice(0, 64);
-nameBox.value = NAME;
-const remember = () => { try { localStorage.setItem('skdbal-annotator', nameBox.value); } catch(e) {} };
-if(ANNOTATOR === null){ remember(); nameBox.onchange = remember; }
-else { const who = document.createElement('b'); who.id = 'annotator-name'; who.textContent = ANNOTATOR;
-       nameBox.replaceWith(who); }   // the server takes the name from the token: nothing to edit
-// items asked for at a time (?n=, default 5): several people share a batch
-const PER_LOAD = Math.min(Math.max(parseInt(PARAMS.get('n') || '5', 10) || 5, 1), 100);
-document.getElementById('csv').href = '/api/labels.csv?' + TQ;
-document.getElementById('model').href = '/api/model.pt?' + TQ;
-function annotator(){ return ANNOTATOR !== null ? ANNOTATOR : document.getElementById('annotator').value || NAME; }
-async function post(path, data){
-  const r = await fetch(path, {method:'POST', headers:{'Content-Type':'application/json','X-Token':TOKEN},
-                               body: JSON.stringify(data)});
-  const j = await r.json(); if(!r.ok){ alert(j.error); } else { refreshStatus(); } return r.ok;
-}
-async function refreshStatus(){ const r = await get('/api/status'); if(r.ok){ showStatus(await r.json()); } }
-function showStatus(s){
-  document.getElementById('progress').textContent =
-    `${s.labelled} labelled · ${s.pending} left in the batch · ` +
-    (s.model_version < 0 ? 'no model yet' : `model version ${s.model_version}`) +
-    (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain*1000).toLocaleTimeString()}` : '');
-  const l = s.second_looks;
-  document.getElementById('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} ` +
-    `the model found unlikely ${l.flagged > 1 ? 'were' : 'was'} flagged for a second look: ${l.pending} waiting, ` +
-    `${l.confirmed} confirmed, ${l.changed} changed` +
-    (l.withdrawn ? `, ${l.withdrawn} withdrawn` : '') : 'no label flagged for a second look';
-  if(s.model_version !== shownVersion){ shownVersion = s.model_version; drawCurve(); }
-}
-async function drawCurve(){   // accuracy against labels, one point per model version
-  const r = await get('/api/versions'); if(!r.ok) return;
-  const v = (await r.json()).versions;
-  const test = v.some(m => m.metrics.accuracy !== undefined);
-  const pts = v.map(m => [m.n_labels, test ? m.metrics.accuracy : m.guess_accuracy, m.version, m.n_judged])
-               .filter(p => p[1] !== null && p[1] !== undefined);
-  const box = document.getElementById('curve');
-  if(!pts.length){ box.textContent = ''; return; }
-  const W = 360, H = 150, P = 32, xmax = Math.max(...pts.map(p => p[0]), 1);
-  const X = n => P + (W - 2 * P) * n / xmax, Y = a => H - P + (2 * P - H) * a;
-  const path = pts.map((p, i) => `${i ? 'L' : 'M'}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ');
-  const dots = pts.map(p => `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="2.5" fill="#1f77b4">` +
-    `<title>version ${p[2]}, ${p[0]} labels: ${(100 * p[1]).toFixed(1)}%` + (test ? '' : ` of ${p[3]} guesses`) +
-    `</title></circle>`);
-  const what = test ? 'test accuracy of each model version' :
-    "each model version's guesses against the labels given while it was current";
-  box.innerHTML = `<div class="meta">${esc(what)} (last ${(100 * pts[pts.length-1][1]).toFixed(1)}%)</div>` +
-    `<svg id="curve-svg" width="${W}" height="${H}"><path d="M${P},${P} V${H-P} H${W-P}" stroke="#999" fill="none"/>` +
-    `<text x="2" y="${P+4}" font-size="10">1</text><text x="2" y="${H-P+4}" font-size="10">0</text>` +
-    `<text x="${W-P}" y="${H-P+14}" font-size="10" text-anchor="end">${xmax} labels</text>` +
-    `<path d="${path}" stroke="#1f77b4" fill="none"/>${dots.join('')}</svg>`;
-}
-function esc(s){   // text for innerHTML: keys are file names, which may hold <, &, quotes
-  return String(s).replace(/[&<>"']/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'})[c]);
-}
-const rows = new Map();   // item id -> its row (tables), fetched once
-function rowHtml(id){
-  const r = rows.get(id);
-  if(r === undefined){
-    rows.set(id, null);
-    get('/api/item/' + Number(id)).then(x => x.ok ? x.json() : null)
-      .then(j => { if(j){ rows.set(id, j); render(); } });
-  }
-  if(!r) return '<div class="meta">…</div>';
-  const n = 12, pairs = r.values.slice(0, n).map((v, j) =>
-    `<span style="color:#666">${esc(r.columns ? r.columns[j] : 'x' + j)}:</span> ${esc(v)}`);
-  const more = r.values.length > n ? `<br>… ${r.values.length - n} more` : '';
-  return `<div class="row" style="text-align:left;max-width:18em">${pairs.join('<br>')}${more}</div>`;
-}
-function render(){
-  const box = document.getElementById('batch'); box.innerHTML = '';
-  const show = document.getElementById('showguess').checked;
-  items.forEach((it, i) => {
-    const d = document.createElement('div');
-    d.className = 'item' + (i === current ? ' current' : '') + (it.done ? ' done' : '')
-      + (it.second_look ? ' look' : '');
-    d.id = 'item-' + it.item;
-    const id = Number(it.item);
-    const pic = IMAGES ? `<img alt="item ${id}" src="/api/item/${id}.png?${TQ}">` : rowHtml(id);
-    const look = it.second_look ? '<div class="badge">second look</div>' : '';
-    const score = it.score === null ? '' : `score ${Number(it.score).toFixed(3)}`;
-    const guess = show && it.guess !== null ? ` · guess ${esc(it.guess)}` : '';
-    d.innerHTML = `${look}${pic}<div class="meta">${esc(it.key)}<br>${score}${guess}</div>` +
-                  (it.done ? `<div class="meta">${esc(it.done)}</div>` : '');
-    d.onclick = () => { current = i; render(); };
-    box.appendChild(d);
-  });
-}
-async function load(){
-  const r = await get(`/api/batch?wait=2&n=${PER_LOAD}&annotator=` + encodeURIComponent(annotator()));
-  const j = await r.json(); items = j.items; current = 0; showStatus(j.status); render();
-  if(!items.length){ setTimeout(load, 1000); }
-}
-function next(){
-  const left = items.findIndex((it, i) => i > current && !it.done);
-  const first = items.findIndex(it => !it.done);
-  if(left >= 0){ current = left; } else if(first >= 0){ current = first; } else { load(); return; }
-  render();
-}
-async function label(c){
-  const it = items[current]; if(!it || it.done) return;
-  const rid = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
-  if(await post('/api/submit', {item: it.item, label: CLASSES[c], annotator: annotator(), request_id: rid})){
-    it.done = 'labelled ' + CLASSES[c]; history.push(current); next();
-  }
-}
-async function skip(){
-  const it = items[current]; if(!it || it.done) return;
-  if(await post('/api/skip', {item: it.item, annotator: annotator()})){ it.done = 'skipped'; next(); }
-}
-async function undo(){
-  if(!history.length) return; const i = history.pop(); const it = items[i];
-  const rid = crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2);
-  if(await post('/api/undo', {item: it.item, annotator: annotator(), request_id: rid})){
-    it.done = null; current = i; render();
-  }
-}
-const bar = document.getElementById('classes');
-CLASSES.forEach((c, i) => { const b = document.createElement('button'); b.textContent = `${c} (${(i+1)%10})`;
-  b.id = 'class-' + i; b.onclick = () => label(i); bar.appendChild(b); });
-[['skip (s)', skip, 'skip'], ['undo (u)', undo, 'undo']].forEach(([t, f, id]) => {
-  const b = document.createElement('button'); b.textContent = t; b.id = id; b.onclick = f; bar.appendChild(b); });
-document.getElementById('showguess').onchange = render;
-document.addEventListener('keydown', e => {
-  if(e.target.tagName === 'INPUT') return;
-  if(/^[0-9]$/.test(e.key)){ const c = (Number(e.key) + 9) % 10; if(c < CLASSES.length) label(c); }
-  else if(e.key === 's') skip(); else if(e.key === 'u') undo();
-  else if(e.key === 'ArrowRight'){ current = Math.min(current + 1, items.length - 1); render(); }
-  else if(e.key === 'ArrowLeft'){ current = Math.max(current - 1, 0); render(); }
-});
-load();
-</script></body></html>
-"""

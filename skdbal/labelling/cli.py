@@ -8,6 +8,7 @@ import sqlite3
 import sys
 import threading
 from pathlib import Path
+from typing import List
 
 import numpy as np
 
@@ -65,6 +66,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "start): the server knows who labels from the token, an annotator undoes only their own "
                    "labels and labels only their own items (default: none, one shared token and the name typed in "
                    "the page)")
+    p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
+                   "class in --classes' order (default: classes 0-9 their own digit, others 1-9 then 0)")
     return p
 
 
@@ -94,6 +97,15 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
     return value
+
+
+def _keys(text: str) -> List[str]:
+    """``--keys a,b,c`` as a list; each one printable character (their count is checked with the classes)."""
+    keys = text.split(",")
+    bad = [k for k in keys if len(k) != 1 or not k.isprintable() or k.isspace()]
+    if bad:
+        raise argparse.ArgumentTypeError(f"each key must be one printable character other than a space; got {bad[0]!r}")
+    return keys
 
 
 def add_pool_arguments(p: argparse.ArgumentParser) -> None:
@@ -319,7 +331,7 @@ def build(args):
     loopback = is_loopback(args.host)
     names = getattr(args, "annotators", None)
     app = make_app(session, require_token_everywhere=not loopback, pool=pool,
-                   annotators=make_tokens(names) if names else None)
+                   annotators=make_tokens(names) if names else None, keys=getattr(args, "keys", None))
     return session, app, loopback, store
 
 

@@ -117,7 +117,7 @@ def test_the_help_explains_the_command_and_shows_every_default():
     assert set(options) == {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--id-column",
                             "--image-size", "--mode", "--store", "--batch-size", "--retrain-after",
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
-                            "--annotators"}
+                            "--annotators", "--keys"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show
     without = {"-h", "--demo", "--images", "--table", "--npy", "--classes"}
     assert {name for name, text in options.items() if "(default: " not in text} == without

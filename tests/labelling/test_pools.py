@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 
 from skdbal import ActiveLearner
 from skdbal.labelling import LabellingSession
-from skdbal.labelling.app import _PAGE, make_app
+from skdbal.labelling._page import PAGE as _PAGE
+from skdbal.labelling.app import make_app
 from skdbal.labelling.cli import add_parser, build
 from skdbal.labelling.pools import DISPLAY_SIZE, Pool, load_pool
 
@@ -244,7 +245,7 @@ def test_the_app_shows_the_rows_of_a_table(tmp_path):
 
 
 def test_the_page_escapes_what_it_interpolates():
-    script = _PAGE[_PAGE.index("function render()"):_PAGE.index("async function load()")]
+    script = _PAGE[_PAGE.index("function render()"):_PAGE.index("function niceStep(")]
     assert "function esc(" in _PAGE
     for raw in ["${it.key}", "${it.guess}", "${it.done}"]:       # only through esc()
         assert raw not in script
