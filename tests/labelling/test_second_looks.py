@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession, LabelStore, StoreError
-from skdbal.labelling._second_looks import flag_threshold
+from skdbal.labelling._second_looks import choose_flags, flag_threshold
 from skdbal.noise import calibration_ratio
 
 INITIAL = np.arange(30)       # labelled before any model (all ten digits)
@@ -199,6 +199,27 @@ def test_the_rule_needs_40_labels_of_known_confidence_and_a_plausible_noise_rate
     assert t["kappa"] == 1.0 and t["noise_rate"] > 0.15 and t["threshold"] == 0.0
     # a number is the threshold itself, as the user asked, from the first judged label
     assert flag_threshold([0.01], [False], [0.99], 10, 0.05)["threshold"] == 0.05
+
+
+def test_a_model_that_doubts_two_labels_of_one_class_flags_neither():
+    """Model 5 finds two 3s, a 5 and (model 4 before it) an 8 below the threshold 0.01: wrong labels
+    spread over the classes, so two doubted 3s say the model is blind to 3s, and only the 5 is flagged;
+    the 8 was judged by a model not trusted then. A budget of 0.2 of 6 judged labels allows one flag
+    (a withdrawn flag cost nothing)."""
+    def check(event, label, p, version, flagged=False, withdrawn=False):
+        return {"event": event, "label": label, "p_given": p, "model_version": version, "flagged": flagged,
+                "withdrawn": withdrawn}
+
+    checks = [check(1, "8", 0.0005, 4), check(2, "1", 0.002, 4, flagged=True, withdrawn=True),
+              check(3, "3", 0.001, 5), check(4, "3", 0.002, 5), check(5, "5", 0.004, 5), check(6, "7", 0.5, 5)]
+    current = {1, 2, 3, 4, 5, 6}
+    assert choose_flags(checks, checks, 0.01, 5, current, set(), None) == [5]
+    assert choose_flags(checks, checks, 0.01, 5, current, set(), 0.2) == [5]            # floor(1.2) - 0
+    assert choose_flags(checks, checks, 0.01, 5, current - {5}, set(), None) == []      # relabelled since
+    assert choose_flags(checks, checks, 0.01, 5, current, {5}, None) == []              # a second look
+    # a fixed threshold flags what it is asked to, least likely first, within the budget
+    assert choose_flags(checks, checks, 0.01, 5, current, set(), None, adaptive=False) == [1, 3, 4, 5]
+    assert choose_flags(checks, checks, 0.01, 5, current, set(), 0.34, adaptive=False) == [1, 3]   # floor(2.04)
 
 
 def test_the_calibration_ratio_by_hand():
