@@ -4,7 +4,9 @@ A real :class:`skdbal.labelling.LabellingSession` (its loop in its thread, a SQL
 digits demo's pool (1,297 images; the 500 others are the test set), labelled by two scripted
 annotators who take turns asking for work (``next_batch``, second looks first) and label each
 item truthfully except a share ``--noise`` of them, flipped uniformly to one of the nine other
-classes. A session runs until ``--labels`` labels are given (second looks included).
+classes. A session runs until ``--labels`` labels are given (second looks included). With
+``--second-joins-at N`` the second annotator starts only after N labels, so flags wait for a
+second look while models are retrained (and may be withdrawn).
 
 For each flag raised on a judged label: was the label wrong (precision), and of the judged
 labels that were wrong, how many were flagged (recall)? A flag that a later model withdrew costs
@@ -13,7 +15,7 @@ no label: precision and the flag rate count the flags *offered* (raised and not 
     python benchmarks/bench_second_looks.py                  # LogisticRegression stand-in, 3 seeds
     python benchmarks/bench_second_looks.py --model demo     # the demo's MC-dropout CNN with BALD
 
-Writes ``raw_<model>.txt`` and ``results_<model>.json`` (machine, versions, git commit) under
+Writes ``raw_<model><tag>.txt`` and ``results_<model><tag>.json`` (machine, versions, git commit) under
 ``--out`` (``docs/results/second_looks``). torch runs on one thread.
 """
 import argparse
@@ -61,7 +63,8 @@ def learner_of(model: str, seed: int):
     return ActiveLearner(net, bald, random_state=seed, seeding="step", verbose=False)
 
 
-def run(model: str, seed: int, noise: float, n_labels: int, batch_size: int, X, y, X_test, y_test) -> dict:
+def run(model: str, seed: int, noise: float, n_labels: int, batch_size: int, X, y, X_test, y_test,
+        joins_at: int = 0) -> dict:
     rng = np.random.RandomState(1000 + seed)
     path = Path(tempfile.mkdtemp()) / "s.db"
     if model == "lr":   # on the flattened images
@@ -73,7 +76,7 @@ def run(model: str, seed: int, noise: float, n_labels: int, batch_size: int, X, 
     with session:
         turn = 0
         while given < n_labels:
-            annotator = ("ann", "bob")[turn % 2]
+            annotator = ("ann", "bob")[turn % 2] if given >= joins_at else "ann"
             turn += 1
             batch = session.next_batch(annotator=annotator, timeout=5)
             if session.error is not None or time.perf_counter() - t0 > 1800:
@@ -142,6 +145,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.1, 0.0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "results" / "second_looks"))
+    parser.add_argument("--second-joins-at", type=int, default=0,
+                        help="the second annotator asks for work only from this many labels on (second looks wait)")
+    parser.add_argument("--tag", default="", help="appended to the file names (e.g. _before, for a run of the "
+                        "code before the rule, put first on PYTHONPATH)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     X, X_test, y, y_test = pool()
@@ -154,10 +161,10 @@ def main():
         lines.append(text)
 
     say(f"# bench_second_looks --model {args.model}: {args.seeds} seeds x noise {args.noise}, "
-        f"{args.labels} labels, batch {args.batch_size}")
+        f"{args.labels} labels, batch {args.batch_size}, second annotator from label {args.second_joins_at}")
     for noise in args.noise:
         for seed in range(args.seeds):
-            r = run(args.model, seed, noise, args.labels, args.batch_size, X, y, X_test, y_test)
+            r = run(args.model, seed, noise, args.labels, args.batch_size, X, y, X_test, y_test, args.second_joins_at)
             runs.append(r)
             say(f"noise {noise:.2f} seed {seed}: {r['labels']} labels ({r['wrong_labels']} wrong), judged "
                 f"{r['judged']} ({r['wrong_judged']} wrong); flagged {r['flagged']}, withdrawn {r['withdrawn']} "
@@ -189,12 +196,12 @@ def main():
             "versions": {"skdbal": getattr(skdbal, "__version__", "?"), "torch": torch.__version__,
                          "torch_threads": torch.get_num_threads(), "sklearn": sklearn.__version__,
                          "numpy": np.__version__},
-            "git_commit": git_commit(), "argv": sys.argv[1:], "date": time.strftime("%Y-%m-%d %H:%M:%S UTC",
-                                                                                     time.gmtime())}
-    (out / f"raw_{args.model}.txt").write_text("\n".join(lines) + "\n")
-    (out / f"results_{args.model}.json").write_text(json.dumps({**meta, "summary": summary, "runs": runs},
-                                                               indent=1) + "\n")
-    print(f"wrote {out / f'raw_{args.model}.txt'} and {out / f'results_{args.model}.json'}")
+            "git_commit": git_commit(), "skdbal_imported_from": str(Path(skdbal.__file__).parent),
+            "argv": sys.argv[1:], "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    name = f"{args.model}{args.tag}"
+    (out / f"raw_{name}.txt").write_text("\n".join(lines) + "\n")
+    (out / f"results_{name}.json").write_text(json.dumps({**meta, "summary": summary, "runs": runs}, indent=1) + "\n")
+    print(f"wrote {out / f'raw_{name}.txt'} and {out / f'results_{name}.json'}")
 
 
 if __name__ == "__main__":
