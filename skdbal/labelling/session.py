@@ -250,7 +250,7 @@ class LabellingSession:
         (at least 40), their guesses' agreement with the labels against
         their probabilities, and a plausible noise rate (the rule and its
         derivation: :mod:`skdbal.labelling._second_looks`); a flag that a
-        later model guesses with 0.9 is withdrawn before it is offered. A
+        later model guesses with 0.8 is withdrawn before it is offered. A
         number is the threshold itself. None flags nothing (the labels are
         still judged, for the model's ``guess_accuracy``).
     second_look_budget : float in (0, 1] or None, default=0.1
