@@ -236,6 +236,8 @@ class SecondLooks:
                                        [self.confidence.get(c["event"], np.nan) for c in window],
                                        len(classes), rule)["threshold"]
         store.add_checks([dict(r, threshold=threshold) for r in rows])
+        keep = {c["event"] for c in checks[-TRUST_WINDOW:]}           # only the window's are read again
+        self.confidence = {e: c for e, c in self.confidence.items() if e in keep}
         if threshold > 0:
             current = {r["event"] for r in store.current_labels().values()}
             store.flag(choose_flags(checks, window, threshold, learner.step_, current, second,

@@ -406,8 +406,8 @@ class LabellingSession:
             except Exception as exc:  # noqa: BLE001 - the session goes on, as before copies were made
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
                               "people's guesses and downloads read it while it retrains", RuntimeWarning)
-        self._published = (int(version), model)
-        self._looks.recheck(self._published)  # a flag the new model agrees with is withdrawn, not offered
+        self._looks.recheck((int(version), model))  # before people see the model: a flag it agrees with is
+        self._published = (int(version), model)     # withdrawn, never offered
         self._guess_ahead(self.oracle.batch + self._pending_looks())
 
     def _guess_ahead(self, items) -> None:
