@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["flip_posterior", "estimate_noise_rate", "bayes_threshold", "quantile_threshold", "batch_threshold",
-           "trust_threshold"]
+           "trust_threshold", "calibration_ratio"]
 
 
 def _check(p_label, n_classes: int) -> np.ndarray:
@@ -200,6 +200,56 @@ def quantile_threshold(p_label, noise_rate: float) -> float:
     if k == 0:
         return float(p.min())
     return float(np.sort(p)[k])
+
+
+def calibration_ratio(agree, confidence, noise_rate: float, n_classes: int) -> float:
+    """How many times more often the model's guesses disagreed with the labels than its probabilities said.
+
+    A model whose guess ``ŷ`` has probability ``c = p̄(y = ŷ | x)``, if it is
+    calibrated, guesses the true label with probability ``c``; an annotator
+    of symmetric noise rate ``ε`` then gives its guess with probability
+    ``ĝ = (1 − ε)·c + ε·(1 − c)/(C − 1)``. Over labels the model had not seen,
+    the ratio of the disagreements observed to those expected,
+    ``κ = (1 − mean(agree)) / (1 − mean(ĝ))``, is at least 1 for a model that
+    errs more often than it says (overconfident), and is returned as 1 for a
+    model that errs as often or less (calibrated or underconfident).
+
+    Parameters
+    ----------
+    agree : array-like of bool, shape (n,)
+        Whether the model's guess was the label given.
+    confidence : array-like of shape (n,)
+        The model's probability of its guess, ``p̄(y = ŷ | x)``.
+    noise_rate : float in [0, 1)
+        The annotators' noise rate ``ε``.
+    n_classes : int
+        Number of classes ``C``.
+
+    Returns
+    -------
+    kappa : float >= 1
+        ``inf`` when the model was sure of every guess (``c = 1``) and one
+        disagreed.
+
+    Examples
+    --------
+    >>> from skdbal.noise import calibration_ratio
+    >>> # 10 guesses at confidence 0.95, half of them confirmed, no noise: (1 - 0.5) / (1 - 0.95)
+    >>> round(calibration_ratio([True] * 5 + [False] * 5, [0.95] * 10, 0.0, 10), 6)
+    10.0
+    >>> calibration_ratio([True] * 5 + [False] * 5, [0.5] * 10, 0.0, 10)   # as often as it said
+    1.0
+    """
+    a = np.asarray(agree, dtype=bool).reshape(-1)
+    c = _check(confidence, n_classes)
+    if len(a) != len(c):
+        raise ValueError(f"agree and confidence differ in length: {len(a)} and {len(c)}")
+    rate = _check_rate(noise_rate)
+    expected = (1.0 - rate) * c + rate * (1.0 - c) / (n_classes - 1)
+    missed, allowed = 1.0 - a.mean(), 1.0 - expected.mean()
+    if missed <= allowed:
+        return 1.0
+    return float(missed / allowed) if allowed > 0 else float("inf")
 
 
 def trust_threshold(p_label, n_classes: int, rule="dynamic"):

@@ -26,13 +26,10 @@ from ..loop import ActiveLearningLoop
 from ..oracles import Answer, Oracle
 from ._journal import StoreJournal
 from ._offers import TWO_CLASSES, Offers, covering_first_batch, strategy_name
+from ._second_looks import MIN_JUDGED, SecondLooks
 from .store import LabelStore
 
 __all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped", "MIN_JUDGED"]
-
-#: Labels judged before the ``"dynamic"`` and ``"quantile"`` rules of second looks flag any: their
-#: noise rate is estimated from the judged labels, and a handful cannot tell it.
-MIN_JUDGED = 20
 
 
 class SessionStopped(RuntimeError):
@@ -241,10 +238,13 @@ class LabellingSession(Offers):
         :func:`skdbal.noise.trust_threshold`, over every label judged so
         far) is flagged, and offered to another annotator for a second look
         (:meth:`next_batch` offers it first to anyone but its annotator).
-        The two rules that estimate the annotators' noise rate flag nothing
-        before ``MIN_JUDGED`` (20) labels are judged; then, and whenever the
-        threshold rises, earlier labels below it are flagged too, if they
-        are still their items' labels. None flags nothing (the labels are
+        The two rules that estimate the annotators' noise rate flag only
+        when the judging models are trusted: on the last 50 judged labels
+        (at least 40), their guesses' agreement with the labels against
+        their probabilities, and a plausible noise rate (the rule and its
+        derivation: :mod:`skdbal.labelling._second_looks`); a flag that a
+        later model guesses with 0.8 is withdrawn before it is offered. A
+        number is the threshold itself. None flags nothing (the labels are
         still judged, for the model's ``guess_accuracy``).
     second_look_budget : float in (0, 1] or None, default=0.1
         At most this share of the judged labels is flagged, the least likely
@@ -367,6 +367,7 @@ class LabellingSession(Offers):
             raise
         self.oracle = StoreOracle(self)
         self.journal = StoreJournal(self)
+        self._looks = SecondLooks(self)
 
     def _label_of(self, text: str):
         return self._by_text[text]
@@ -432,7 +433,8 @@ class LabellingSession(Offers):
             except Exception as exc:  # noqa: BLE001 - the session goes on, as before copies were made
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
                               "people's guesses and downloads read it while it retrains", RuntimeWarning)
-        self._published = (int(version), model)
+        self._looks.recheck((int(version), model))  # before people see the model: a flag it agrees with is
+        self._published = (int(version), model)     # withdrawn, never offered
         self._guess_ahead(self.oracle.batch + self._pending_looks())
 
     def _guess_ahead(self, items) -> None:
@@ -505,44 +507,9 @@ class LabellingSession(Offers):
             _time.sleep(0.02)
 
     def _judge(self, events: List[dict]) -> None:
-        """The current model's judgement of the new labels among ``events``
-        (it has not seen them): its guess, ``p̄(y = given | x)``, and a flag
-        where that is below the trust threshold."""
-        model = getattr(self.learner, "estimator_", None)
-        if model is None or getattr(self.learner, "step_", -1) < 0:
-            return
-        second = {c["second_event"] for c in self.store.second_looks()}  # a second look is not judged again
-        new = [e for e in events if e["kind"] == "label" and e["event"] not in second]
-        if not new:
-            return
-        from ..noise import trust_threshold
-        from ..predictive import as_predictive
-
-        predictive = as_predictive(model)
-        classes = [str(c) for c in np.asarray(predictive.classes).tolist()]
-        new = [e for e in new if e["label"] in classes]  # a class the model has not met yet: no judgement
-        if not new:
-            return
-        X_new = read_rows(self.X, np.asarray([e["item"] for e in new], dtype=np.intp))
-        P = np.asarray(predictive.proba_samples(X_new), dtype=np.float64).mean(axis=0)
-        p_given = P[np.arange(len(new)), [classes.index(e["label"]) for e in new]]
-        guesses = [classes[j] for j in P.argmax(axis=1)]
-        tau, rule = 0.0, self.second_looks
-        rows = [{"event": e["event"], "model_version": self.learner.step_, "p_given": p, "guess": g,
-                 "flagged": False} for e, p, g in zip(new, p_given, guesses)]
-        checks = self.store.checks() + rows           # every label judged so far, these included
-        if rule is not None and not (isinstance(rule, str) and len(checks) < MIN_JUDGED):
-            tau, _ = trust_threshold([c["p_given"] for c in checks], max(len(classes), 2), rule)
-        self.store.add_checks([dict(r, threshold=tau) for r in rows])
-        if tau > 0:  # the labels below the threshold of now, these and earlier ones that are still their
-            # items' labels, the least likely first, within the budget
-            current = {r["event"] for r in self.store.current_labels().values()}
-            below = sorted((c for c in checks if not c["flagged"] and c["p_given"] < tau and c["event"] in current
-                            and c["event"] not in second), key=lambda c: c["p_given"])
-            if self.second_look_budget is not None:
-                allowed = int(np.floor(self.second_look_budget * len(checks))) - sum(c["flagged"] for c in checks)
-                below = below[:max(allowed, 0)]
-            self.store.flag([c["event"] for c in below], tau)
+        """The current model's judgement of the new labels among ``events``, and their flags
+        (:mod:`skdbal.labelling._second_looks`)."""
+        self._looks.judge(events)
 
     def versions(self) -> List[dict]:
         """Each model version: ``version``, ``time``, ``n_labels`` it saw, its

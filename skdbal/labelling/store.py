@@ -13,7 +13,8 @@ Tables:
 - ``models``: each model version, with the last event it saw and its metrics;
 - ``checks``: each label judged by the model of its time (one that had not
   seen it): the model's probability of the label given, its own guess, the
-  trust threshold then, and whether the label was flagged for a second look.
+  trust threshold then, and whether the label was flagged for a second look
+  (``flagged`` 1), or flagged and then withdrawn by a later model that agreed with it (2).
 
 The file is marked as ours (SQLite's ``application_id``) and versioned
 (``user_version``): a file that is not ours, or is corrupt, is refused with
@@ -540,12 +541,18 @@ class LabelStore:
             conn.executemany("UPDATE checks SET flagged=1, threshold=? WHERE event=?",
                              [(float(threshold), int(e)) for e in events])
 
+    def withdraw(self, events: Sequence[int]) -> None:
+        """Withdraw the flags of ``events``: a later model agrees with their labels (``flagged`` is 2)."""
+        with self._transaction() as conn:
+            conn.executemany("UPDATE checks SET flagged=2 WHERE event=? AND flagged=1", [(int(e),) for e in events])
+
     def checks(self) -> List[dict]:
-        """Every judged label event, in event order, with its item, label and annotator."""
+        """Every judged label event, in event order, with its item, label and annotator; ``withdrawn``
+        for a flag that a later model withdrew."""
         rows = self._read("SELECT c.event, e.item, e.label, e.annotator, c.model_version, c.p_given, c.guess, "
                           "c.threshold, c.flagged FROM checks c JOIN events e ON e.event = c.event ORDER BY c.event")
         keys = ("event", "item", "label", "annotator", "model_version", "p_given", "guess", "threshold", "flagged")
-        return [dict(zip(keys, r), flagged=bool(r[-1])) for r in rows]
+        return [dict(zip(keys, r), flagged=bool(r[-1]), withdrawn=r[-1] == 2) for r in rows]
 
     def second_looks(self) -> List[dict]:
         """What became of each flagged label, in event order.
@@ -554,8 +561,8 @@ class LabelStore:
         label of the item by another annotator after it: ``"confirmed"`` if
         it is the same label, ``"changed"`` if not (the later label is then
         the item's label; an undo of that second label reopens the look).
-        Until then it is ``"pending"``, unless A undid or relabelled it
-        (``"withdrawn"``). ``declined_by`` lists the
+        Until then it is ``"pending"``, unless A undid or relabelled it, or
+        a later model agreed with it (``"withdrawn"``). ``declined_by`` lists the
         annotators who skipped it since the flag.
         """
         flagged = [c for c in self.checks() if c["flagged"]]
@@ -572,6 +579,9 @@ class LabelStore:
         for c in flagged:
             look = dict(c, outcome="pending", second_label=None, second_annotator=None, second_event=None,
                         declined_by=[])
+            if c["withdrawn"]:
+                out.append(dict(look, outcome="withdrawn"))
+                continue
             for event, kind, label, undoes, annotator in later[c["item"]]:
                 if event <= c["event"]:
                     continue
