@@ -46,6 +46,7 @@ import hmac
 import io
 import json
 import logging
+import math
 import re
 import secrets
 import sqlite3
@@ -181,6 +182,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
     >>> tokens = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789"}
     >>> client = TestClient(make_app(session, annotators=tokens))
+    >>> session.store.lease([1], "alice", 600)          # alice was handed item 1 (/api/batch does this)
+    [1]
     >>> client.post("/api/submit", json={"item": 1, "label": "a", "annotator": "bob"},
     ...             headers={"X-Token": tokens["alice"]}).status_code
     200
@@ -293,11 +296,14 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     async def batch(request: Request) -> Response:
         annotator = who(request, request.query_params.get("annotator"))
         try:
-            wait = min(max(float(request.query_params.get("wait", 0) or 0), 0.0), 10.0)
+            wait = float(request.query_params.get("wait", 0) or 0)
             n = request.query_params.get("n")
             n = None if n is None else int(n)
+            if not math.isfinite(wait):   # NaN passed min/max and would wait for ever
+                raise ValueError
         except ValueError:
             raise _Refused(400, "wait must be a number of seconds and n an int") from None
+        wait = min(max(wait, 0.0), 10.0)
         if n is not None and not 1 <= n <= 1000:
             raise _Refused(400, "n must lie in [1, 1000]")
         have = _item_ids(request.query_params.get("have", ""))

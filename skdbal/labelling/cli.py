@@ -283,6 +283,10 @@ def make_session(args):
                                   **({} if images else {"module": MLP}))
         learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
     store = args.store or f"skdbal-{name}.db"
+    if getattr(args, "keys", None) is not None:
+        from ._page import class_keys
+
+        class_keys(classes, args.keys)   # keys that cannot work are refused before the store is made
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget)
@@ -330,8 +334,12 @@ def build(args):
     session, pool, store = make_session(args)
     loopback = is_loopback(args.host)
     names = getattr(args, "annotators", None)
-    app = make_app(session, require_token_everywhere=not loopback, pool=pool,
-                   annotators=make_tokens(names) if names else None, keys=getattr(args, "keys", None))
+    try:
+        app = make_app(session, require_token_everywhere=not loopback, pool=pool,
+                       annotators=make_tokens(names) if names else None, keys=getattr(args, "keys", None))
+    except BaseException:
+        session.store.close()   # checkpointed: nothing left beside the store
+        raise
     return session, app, loopback, store
 
 
@@ -463,7 +471,7 @@ def run(args) -> int:
         try:
             threads = set_torch_threads(args.torch_threads)
             session, app, loopback, store = build(args)
-        except (ValueError, OSError) as exc:      # a StoreError is a ValueError
+        except (ValueError, OSError, ImportError) as exc:   # a StoreError is a ValueError; parquet needs pyarrow
             return _fail(str(exc))
         except sqlite3.Error as exc:
             return _fail(f"the store {args.store}: {exc}")

@@ -659,9 +659,9 @@ class LabellingSession(Offers):
                  "second_look": i in looks, "tail": i not in batch and i not in looks} for i in leased]
 
     def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False,
-               exclusive=False) -> int:
+               exclusive=False, lease_for=None) -> int:
         event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release,
-                                     exclusive=exclusive)
+                                     exclusive=exclusive, lease_for=lease_for)
         with self._changed:
             self._changed.notify_all()
         return event
@@ -671,14 +671,17 @@ class LabellingSession(Offers):
         """Record a label, committed before returning; the event id.
 
         ``exclusive=True`` (annotators known by their tokens) refuses an item
-        that another annotator holds a live lease on.
+        that ``annotator`` does not hold a live lease on (another holds it,
+        or nobody does: items are asked for with :meth:`next_batch`, within
+        the cap).
 
         Raises
         ------
         ValueError
             For an unknown item or a label not in ``classes``; nothing is
             recorded then. :class:`~skdbal.labelling.store.LeaseHeld` (a
-            ``ValueError``) for an item leased to another, with ``exclusive``.
+            ``ValueError``) for an item not leased to ``annotator``, with
+            ``exclusive``.
         """
         item = self.check_item(item)
         if str(label) not in self._by_text:
@@ -696,8 +699,10 @@ class LabellingSession(Offers):
         """Undo the item's latest label: its label before, or none. The same ``request_id`` again is a
         replay: it answers the first undo's event and takes back nothing more. ``exclusive=True``
         (annotators known by their tokens) refuses it, with
-        :class:`~skdbal.labelling.store.NotYours`, unless the item's latest label is ``annotator``'s."""
-        return self._event(self.check_item(item), "undo", None, annotator, request_id, exclusive=exclusive)
+        :class:`~skdbal.labelling.store.NotYours`, unless the item's latest label is ``annotator``'s, and
+        leases the item back to them (``lease_timeout``), to label again."""
+        return self._event(self.check_item(item), "undo", None, annotator, request_id, exclusive=exclusive,
+                           lease_for=self.lease_timeout if exclusive else None)
 
     def guesses(self, items: Sequence[int]) -> list:
         """The current model's label for each item (as text), or None before the first model.

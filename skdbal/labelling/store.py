@@ -298,7 +298,7 @@ class LabelStore:
     # -------------------------------------------------------------- events
     def add_event(self, item: int, kind: str, label: Optional[str] = None, *, annotator: Optional[str] = None,
                   request_id: Optional[str] = None, time: Optional[float] = None, release: bool = False,
-                  exclusive: bool = False) -> int:
+                  exclusive: bool = False, lease_for: Optional[float] = None) -> int:
         """Append one event, committed before returning; its id.
 
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
@@ -313,8 +313,12 @@ class LabelStore:
         ``exclusive=True`` (several annotators, each known by a token) also
         refuses, in the same transaction, an undo of an item whose latest
         label is another annotator's (:class:`NotYours`), and a label or skip
-        of an item that another annotator holds a live lease on
-        (:class:`LeaseHeld`); nothing is written then.
+        of an item that the annotator does not hold a live lease on
+        (:class:`LeaseHeld`: another holds it, or nobody does, so that no
+        one takes or skips items past their cap); nothing is written then.
+        With ``lease_for`` (seconds), an undo leases the item back to its
+        annotator in the same transaction, to label again: it is theirs, not
+        the next asker's.
 
         Writers in several threads share commits: while one transaction is
         being committed, the events that arrive queue, and the next
@@ -326,7 +330,7 @@ class LabelStore:
         if (kind == "label") != (label is not None):
             raise ValueError("a label event needs a label, and only a label event has one")
         write = _Write((item, kind, label, annotator, request_id, _time.time() if time is None else float(time),
-                        release, exclusive))
+                        release, exclusive, lease_for))
         with self._queue_lock:
             self._queue.append(write)
         while not write.done:  # group commit: the first writer in commits every write queued so far
@@ -362,7 +366,7 @@ class LabelStore:
         for write, (result, error) in zip(writes, outcomes):
             write.result, write.error, write.done = result, error, True
 
-    def _append(self, conn, item, kind, label, annotator, request_id, when, release, exclusive) -> int:
+    def _append(self, conn, item, kind, label, annotator, request_id, when, release, exclusive, lease_for) -> int:
         item = self._check_item(conn, item)
         if request_id is not None:
             old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
@@ -383,6 +387,9 @@ class LabelStore:
                            "VALUES (?, ?, ?, ?, ?, ?, ?)", (item, kind, label, undoes, annotator, when, request_id))
         if release:
             conn.execute("DELETE FROM leases WHERE item=?", (item,))
+        if kind == "undo" and lease_for is not None:
+            conn.execute("INSERT OR REPLACE INTO leases (item, annotator, expires) VALUES (?, ?, ?)",
+                         (item, annotator, when + float(lease_for)))
         return cur.lastrowid
 
     @staticmethod
@@ -398,6 +405,9 @@ class LabelStore:
         held = conn.execute("SELECT annotator FROM leases WHERE item=? AND expires > ?", (item, when)).fetchone()
         if held is not None and held[0] != annotator:
             raise LeaseHeld(f"item {item} is leased to {held[0]}: ask for your own items")
+        if held is None:
+            raise LeaseHeld(f"item {item} is not leased to {annotator}: ask for items (/api/batch) before "
+                            "labelling or skipping them")
 
     @staticmethod
     def _latest_label_event(conn, item, annotator: Optional[str] = None) -> Optional[int]:
@@ -542,9 +552,14 @@ class LabelStore:
                              [(float(threshold), int(e)) for e in events])
 
     def withdraw(self, events: Sequence[int]) -> None:
-        """Withdraw the flags of ``events``: a later model agrees with their labels (``flagged`` is 2)."""
+        """Withdraw the flags of ``events``: a later model agrees with their labels (``flagged`` is 2). A flag
+        whose second look was given meanwhile (a later label of the item by another annotator, committed
+        while the model judged) keeps it: checked in the same transaction."""
         with self._transaction() as conn:
-            conn.executemany("UPDATE checks SET flagged=2 WHERE event=? AND flagged=1", [(int(e),) for e in events])
+            conn.executemany("UPDATE checks SET flagged=2 WHERE event=? AND flagged=1 AND NOT EXISTS "
+                             "(SELECT 1 FROM events AS first JOIN events AS later ON later.item=first.item "
+                             "WHERE first.event=checks.event AND later.event > first.event AND later.kind='label' "
+                             "AND later.annotator IS NOT first.annotator)", [(int(e),) for e in events])
 
     def checks(self) -> List[dict]:
         """Every judged label event, in event order, with its item, label and annotator; ``withdrawn``

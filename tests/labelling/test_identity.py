@@ -123,8 +123,11 @@ def test_alice_cannot_label_or_skip_an_item_leased_to_bob(client):
         r = client.post(path, json=body, headers=A)
         assert r.status_code == 409 and r.json()["error"] == "item 1 is leased to bob: ask for your own items"
     assert client.session.store.events() == before and client.session.store.live_leases()[1] == "bob"
-    # bob labels it; his lease ends with the label, and alice may then give it a second label, as before
+    # bob labels it; his lease ends with the label. alice labels only what she is handed: not this item
+    # (nobody holds it now), but as a second look, once leased to her (as next_batch offers one)
     assert client.post("/api/submit", json={"item": 1, "label": "7"}, headers=B).status_code == 200
+    assert client.post("/api/submit", json={"item": 1, "label": "8"}, headers=A).status_code == 409
+    assert client.session.store.lease([1], "alice", 600) == [1]
     assert client.post("/api/submit", json={"item": 1, "label": "8"}, headers=A).status_code == 200
     assert [(e["item"], e["label"], e["annotator"]) for e in client.session.store.events()] == [
         (1, "7", "bob"), (1, "8", "alice")]
@@ -147,6 +150,7 @@ def test_an_earlier_label_of_alice_under_bobs_is_not_hers_to_undo(client):
     bob's, so that bob's own undo later left the item with no label; refused, nothing recorded."""
     assert batch(client, A, "n=1") == [0]
     assert client.post("/api/submit", json={"item": 0, "label": "3"}, headers=A).status_code == 200
+    assert client.session.store.lease([0], "bob", 600) == [0]              # a second look, handed to bob
     assert client.post("/api/submit", json={"item": 0, "label": "5"}, headers=B).status_code == 200
     before = client.session.store.events()
     r = client.post("/api/undo", json={"item": 0, "request_id": "u1"}, headers=A)
@@ -268,3 +272,41 @@ def test_two_browsers_with_two_tokens_label_under_their_own_names(digits64, tmp_
             driver.quit()
         stop()
         session.stop()
+
+
+# ------------------------------------------------------------------- found in review (each failed before)
+
+def test_an_undo_leases_the_item_back_to_its_annotator(client):
+    """alice labels, undoes and labels again: the item is hers again at once. Before, the undo freed it,
+    bob's waiting page leased it, and alice's relabel and skip were 409 (the item stuck on her page)."""
+    item = batch(client, A, "n=1")[0]
+    assert client.post("/api/submit", json={"item": item, "label": "1"}, headers=A).status_code == 200
+    assert client.post("/api/undo", json={"item": item, "request_id": "u1"}, headers=A).status_code == 200
+    assert client.session.store.live_leases()[item] == "alice"
+    assert item not in batch(client, B, "n=10")
+    r = client.post("/api/submit", json={"item": item, "label": "7"}, headers=A)
+    assert r.status_code == 200, r.text
+    assert client.session.store.current_labels()[item]["label"] == "7"
+
+
+def test_an_item_not_leased_to_the_annotator_cannot_be_labelled_or_skipped(client):
+    """Before, a label or skip of an item nobody held went through: mallory could skip the whole pool,
+    past the cap, with her own token."""
+    assert client.session.store.live_leases() == {}
+    for path, body in (("/api/skip", {"item": 25}), ("/api/submit", {"item": 25, "label": "3"}),
+                       ("/api/skip", {"item": 0})):
+        r = client.post(path, json=body, headers=A)
+        assert r.status_code == 409 and r.json()["error"] == (
+            f"item {body['item']} is not leased to alice: ask for items (/api/batch) before labelling or "
+            "skipping them"), r.text
+    assert client.session.store.events() == []
+    mine = batch(client, A, "n=2")
+    assert client.post("/api/skip", json={"item": mine[0]}, headers=A).status_code == 200
+
+
+def test_a_wait_that_is_not_a_number_is_a_400(client):
+    """``wait=nan`` passed min and max as NaN: the request never returned and held a server thread."""
+    for wait in ("nan", "inf", "-inf", "x"):
+        r = client.get(f"/api/batch?wait={wait}&n=1", headers=A)
+        assert r.status_code == 400 and r.json()["error"] == "wait must be a number of seconds and n an int"
+    assert client.session.store.live_leases() == {}

@@ -81,6 +81,9 @@ def test_a_busy_port_is_one_line_before_the_address_and_the_store(tmp_path):
     (["--classes", "cat,dog", "--batch-size", "0"], "argument --batch-size: must be at least 1; got 0"),
     (["--classes", "cat,dog", "--torch-threads", "none"], "argument --torch-threads: 'none' is not a whole number"),
     (["--classes", "cat,dog", "--port", "70000"], "argument --port: a port lies in 0..65535; got 70000"),
+    # found in review: the store (and its -wal, -shm) was made before the keys were refused
+    pytest.param(["--classes", "cat,dog", "--keys", "a"], "1 keys for 2 classes: give one key per class, in the "
+                 "classes' order", marks=pytest.mark.slow),
 ])
 def test_a_bad_setting_is_one_line_and_no_store(tmp_path, small_npy, args, message):
     """A setting the session refuses (a ValueError when it is built) is one line, and no store is made:
@@ -90,7 +93,7 @@ def test_a_bad_setting_is_one_line_and_no_store(tmp_path, small_npy, args, messa
     status, out, err = skdbal_label("--npy", small_npy, "--store", store, "--port", 0, *args)
     assert (status, out) == (2, "")
     assert one_line(err) == "skdbal label: error: " + message
-    assert not store.exists()
+    assert not store.exists() and sorted(os.listdir(tmp_path)) == ["rows.npy"]
 
 
 @pytest.mark.slow

@@ -433,3 +433,20 @@ def test_a_stopped_session_leaves_every_label_in_the_db_alone(tmp_path):
     assert session.store.current_labels()[5]["label"] == "dog"    # read after the stop: opened again
     session.store.close()
     assert _sidecars(path) == []
+
+
+def test_a_withdrawal_keeps_a_second_look_given_meanwhile(tmp_path):
+    """A new model re-judges the pending flags and withdraws those it now agrees with; a second look
+    committed while it judged is kept ("changed", bob's label), not overwritten as withdrawn (it was)."""
+    s = LabelStore(tmp_path / "s.db")
+    s.add_items(["a", "b"])
+    first = [s.add_event(i, "label", "cat", annotator="alice") for i in (0, 1)]
+    s.add_checks([{"event": e, "model_version": 0, "p_given": 0.01, "guess": "dog", "threshold": 0.1,
+                   "flagged": False} for e in first])
+    s.flag(first, 0.1)
+    pending = [c["event"] for c in s.second_looks() if c["outcome"] == "pending"]
+    s.add_event(0, "label", "dog", annotator="bob")            # lands while the model judges
+    s.withdraw(pending)
+    assert [(c["item"], c["outcome"], c["second_label"]) for c in s.second_looks()] == [
+        (0, "changed", "dog"), (1, "withdrawn", None)]
+    s.close()
