@@ -6,16 +6,15 @@ drawn in headless Chromium at 1280x900, in each state the page can be in.
 It needs Debian's chromium and chromium-driver, and the tests' helpers (``tests/_helpers.py``: the
 loopback server, the browser that opens loopback pages only). The labels are given as a truthful
 annotator would give them (the demo's own digits), through the session, and by key presses on the page.
-A retrain of the demo's model takes about a second here: its fit is held 4 s for the "training…"
-shot. Where the session's status does not give ``training``, ``waiting_for`` or ``strategy`` (before
-the session part of issue 41), they are filled in: ``training`` while the fit is held, ``waiting_for`` for
-the session whose first batch holds one class, ``strategy`` from the learner's strategy.
+The demo's first retrain is held for the "training…" shot, while the
+tail (the items offered while the model trains) is on the page.
 """
 import argparse
 import os
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,26 +31,6 @@ def _wait(condition, timeout=120.0, what="the page"):
         time.sleep(0.1)
 
 
-def _status_with(session, forced):
-    """``session.status`` with the keys the page reads filled in (where the session gives none) and
-    ``forced`` on top."""
-    from skdbal.acquisition import STRATEGIES
-
-    real = session.status
-    chosen = getattr(session.learner, "query_strategy", None)
-    strategy = next((name for name, s in STRATEGIES.items() if type(s) is type(chosen)), None)
-
-    def status():
-        s = real()
-        s.setdefault("strategy", strategy)
-        s.setdefault("training", False)
-        s.setdefault("waiting_for", None)
-        s.update(forced)
-        return s
-
-    session.status = status
-
-
 def _viewport(driver):
     """A 1280x900 page, whatever the window's frame takes."""
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -65,10 +44,10 @@ def main(out: str) -> None:
     from selenium.webdriver.common.by import By
     from sklearn.datasets import load_digits
     from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import train_test_split
 
     from skdbal import ActiveLearner
     from skdbal.acquisition import max_entropy
+    from skdbal.experiments.data import load_digits_images
     from skdbal.labelling import LabellingSession
     from skdbal.labelling.app import make_app
     from skdbal.labelling.cli import add_parser, make_session
@@ -76,13 +55,11 @@ def main(out: str) -> None:
     torch.set_num_threads(1)
     work = tempfile.mkdtemp()
     X, y = load_digits(return_X_y=True)
-    _, _, y_pool, _ = train_test_split(X, y, test_size=500, random_state=0, stratify=y)   # as the demo splits
+    y_pool = load_digits_images()[2]   # the demo's pool
     parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     args = parser.parse_args(["--demo", "digits", "--store", os.path.join(work, "demo.db"),
                               "--second-looks", "0.1", "--second-look-budget", "1"])
     session, pool, _ = make_session(args)
-    forced = {}
-    _status_with(session, forced)
     session.start()
     base, stop = serve(make_app(session, pool=pool))
     driver = chromium_driver(os.path.join(work, "chrome"))
@@ -119,42 +96,54 @@ def main(out: str) -> None:
         shot("labelling_error.png")
         session.store.add_event = add_event
 
-        # 3. the batch labelled by keys; the last item greyed while the model trains (its fit held for 4 s,
-        #    long enough to be drawn: it takes about a second here)
+        # 3. the first batch (20) labelled by keys, its first model's fit held: the page goes on with the
+        #    items that cover the pool, and says the model is training
         net_class = type(session.learner.estimator)
-        fit = net_class.fit
+        fit, release = net_class.fit, threading.Event()
 
         def held_fit(self, *a, **k):
-            time.sleep(4.0)
+            release.wait(120)
             return fit(self, *a, **k)
 
         net_class.fit = held_fit
-        forced["training"] = True
         try:
-            for item in items:
+            while not session.status()["training"]:
+                _wait(lambda: driver.execute_script(
+                    "return document.querySelectorAll('.item.current:not(.done):not(.saving)').length") == 1,
+                      what="an item to label")
+                item = int(driver.execute_script("return document.querySelector('.item.current').id")
+                           .split("-")[1])
                 press(str(y_pool[item]))
                 _wait(lambda item=item: item in session.store.current_labels(), what=f"item {item}")
             _wait(lambda: driver.execute_script("return document.getElementById('state').textContent") == "training…"
-                  and driver.execute_script("return document.querySelectorAll('.item.done').length") == 10)
+                  and "Meanwhile" in driver.execute_script("return document.getElementById('notice').textContent")
+                  and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") > 0)
             shot("labelling_training.png")
         finally:
             net_class.fit = fit
-            forced.clear()
+            release.set()
 
-        # 4. two more batches by keys; the page with scores, guesses and the curve
-        for version in range(2):
-            session.wait_for_version(version, timeout=300)
-            _wait(lambda: driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") == 10)
-            for item in shown():
+        # 4. labelled on, by keys, to model version 2; the page with scores, guesses and the curve
+        def label_on(until):
+            while session.status()["model_version"] < until:
+                current = driver.execute_script(
+                    "const c = document.querySelector('.item.current:not(.done):not(.saving)'); "
+                    "return c ? c.id : null")
+                if current is None:
+                    time.sleep(0.1)
+                    continue
+                item = int(current.split("-")[1])
                 press(str(y_pool[item]))
                 _wait(lambda item=item: item in session.store.current_labels(), what=f"item {item}")
-        session.wait_for_version(2, timeout=300)
+
+        label_on(2)
         _wait(lambda: driver.execute_script("return document.querySelectorAll('#curve-svg circle').length") >= 3
-              and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") == 10)
+              and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") >= 5)
         shot("labelling_page.png")
 
         # 5. a slip of alice's that the model finds unlikely, offered to carol as a second look
-        items = shown()
+        items = [int(i.split("-")[1]) for i in driver.execute_script(
+            "return [...document.querySelectorAll('.item:not(.done)')].map(e => e.id)")]
         model = session.learner.estimator_
         P = model.predict_proba(session.X[items])
         k = int(P.min(axis=1).argmin())
@@ -178,8 +167,6 @@ def main(out: str) -> None:
                                          verbose=False), Xz.reshape(60, -1), classes=["zero", "one"],
                            store=os.path.join(work, "one.db"), batch_size=10,
                            initial=np.flatnonzero(yz == 0)[:10])
-    forced = {}
-    _status_with(one, forced)
     one.start()
     base, stop = serve(make_app(one, keys="0,1"))
     driver = chromium_driver(os.path.join(work, "chrome2"))
@@ -190,8 +177,8 @@ def main(out: str) -> None:
         for item in shown():
             press("0")
             _wait(lambda item=item: item in one.store.current_labels(), what=f"item {item}")
-        forced["waiting_for"] = "labels of at least two classes"
-        _wait(lambda: "two classes" in driver.execute_script("return document.getElementById('empty').textContent"))
+        _wait(lambda: "two classes" in driver.execute_script("return document.getElementById('notice').textContent")
+              and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") > 0)
         shot("labelling_waiting.png")
     finally:
         driver.quit()

@@ -119,6 +119,7 @@ PAGE = r"""<!doctype html>
  .badge{font-size:.75em;color:#d62728;font-weight:bold} .outcome{font-weight:600;color:#222}
  .meta{font-size:.8em;color:#666;font-variant-numeric:tabular-nums} a{color:#1f77b4}
  #empty{font-size:1.1em;color:#555;padding:1.2em 1em;text-align:center;width:100%}
+ #notice{min-height:1.3em;margin:.2em 0;color:#555}
  #curve{margin-top:.5em} #curve svg{background:#fff;border:1px solid #ddd}
 </style></head><body>
 <header>
@@ -135,6 +136,7 @@ PAGE = r"""<!doctype html>
 <main>
 <div id="classes"></div>
 <p class="meta" id="hint"></p>
+<div id="notice"></div>
 <div id="batch"></div>
 <div id="curve"></div>
 </main>
@@ -228,6 +230,15 @@ function showState(){
   box.textContent = status.training ? 'training…' : (idle ? 'waiting' : 'ready');
   const empty = $('empty');
   if(empty) empty.textContent = waitingText();
+  $('notice').textContent = idle ? '' : noticeText();   // the line keeps its height: nothing moves
+}
+function noticeText(){   // what the items on the page are, while the session waits or trains
+  const first = status.model_version === undefined || status.model_version < 0;
+  if(status.waiting_for) return `The first model waits for ${status.waiting_for}: ` +
+                                'these items are chosen to cover the pool.';
+  if(status.training) return 'The model is training. Meanwhile: ' +
+    (first ? 'items chosen to cover the pool.' : 'the next best items under the last model.');
+  return '';
 }
 function waitingText(){
   if(status.waiting_for) return `Nothing to label yet: waiting for ${status.waiting_for}.`;
