@@ -12,7 +12,6 @@ skdbal restarts, and none when Label Studio restarts.
 import base64
 import json
 import os
-import socket
 import time
 
 import numpy as np
@@ -94,16 +93,11 @@ def wait_until(condition, timeout=60, what="the condition"):
 
 def test_label_studio_listens_on_loopback_only(server):
     """Every socket that Label Studio's processes listen on is on 127.0.0.1 or ::1 (its default
-    ``--internal-host`` is 0.0.0.0: every interface, with the preset token), and no other address of
-    this machine answers on its port."""
-    psutil = pytest.importorskip("psutil")
-    found = server.listening()
+    ``--internal-host`` is 0.0.0.0: every interface, with the preset token)."""
+    pytest.importorskip("psutil")
+    found = server.listening()        # read from the processes' sockets: no traffic to other addresses
     assert ("127.0.0.1", server.port) in found
     assert [(ip, port) for ip, port in found if ip not in LOOPBACK_IPS] == []
-    for ip in sorted({a.address for addresses in psutil.net_if_addrs().values() for a in addresses
-                      if a.family == socket.AF_INET and not a.address.startswith("127.")}):
-        with pytest.raises(OSError):
-            socket.create_connection((ip, server.port), timeout=2).close()
 
 
 def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, tmp_path):
