@@ -7,6 +7,6 @@ annotations into the session's store, and predictions carrying the
 acquisition score for the Data Manager to sort by. The estimators never
 import this subpackage.
 """
-from .sync import LabelStudioSync, choices_of, file_key
+from .sync import LabelStudioSync, choices_of, file_key, list_tasks
 
-__all__ = ["LabelStudioSync", "choices_of", "file_key"]
+__all__ = ["LabelStudioSync", "choices_of", "file_key", "list_tasks"]

@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-__all__ = ["LabelStudioSync", "choices_of", "file_key", "is_transient", "unit_scores"]
+__all__ = ["LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
 
 
 def _plain(obj) -> dict:
@@ -82,6 +82,68 @@ def unit_scores(scores) -> np.ndarray:
     return out
 
 
+def list_tasks(client, project: int, *, page_size: int = 100, **params) -> List[dict]:
+    """All of a project's tasks (``params`` go to ``client.tasks.list``: ``fields``, ``query``...),
+    page by page, with no request past the last page.
+
+    ``label-studio-sdk``'s own iteration asks for the page after every page
+    that had tasks, and ends at the 404 that Label Studio answers for it (and
+    logs as an error, ``Invalid page.``, with a traceback). Here each page's
+    ``total`` (the number of tasks the query matches) says when the last one
+    has come, and an empty page ends the list; a page of fewer tasks than
+    ``page_size`` ends it only where no total is given (a server that caps
+    its pages below ``page_size`` serves short pages that are not the last).
+    A 404 after the first page (tasks deleted between two pages) ends it too;
+    one on the first page is raised.
+
+    Parameters
+    ----------
+    client : label_studio_sdk.LabelStudio
+        A connected client.
+    project : int
+        The project's id.
+    page_size : int, default=100
+        Tasks asked for per request (Label Studio's default page size).
+    **params
+        Further arguments of ``client.tasks.list``.
+
+    Returns
+    -------
+    list of dict
+        The tasks, in the server's order.
+
+    Examples
+    --------
+    Five tasks, two a page (a stand-in for the client that records the pages asked for):
+
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelstudio import list_tasks
+    >>> asked = []
+    >>> def tasks_list(project, page, page_size, **params):
+    ...     asked.append(page)
+    ...     ids = range((page - 1) * page_size, min(5, page * page_size))
+    ...     return SimpleNamespace(items=[{"id": i} for i in ids], response=SimpleNamespace(total=5))
+    >>> client = SimpleNamespace(tasks=SimpleNamespace(list=tasks_list))
+    >>> [t["id"] for t in list_tasks(client, 1, page_size=2)], asked
+    ([0, 1, 2, 3, 4], [1, 2, 3])
+    """
+    tasks: List[dict] = []
+    page = 1
+    while True:
+        try:
+            pager = client.tasks.list(project=project, page=page, page_size=page_size, **params)
+        except Exception as exc:  # noqa: BLE001 - a 404 past the first page: the list shrank meanwhile
+            if page > 1 and getattr(exc, "status_code", None) == 404:
+                return tasks
+            raise
+        items = [_plain(t) for t in (pager.items or [])]
+        tasks.extend(items)
+        total = getattr(getattr(pager, "response", None), "total", None)
+        if not items or (len(tasks) >= total if isinstance(total, int) else len(items) < page_size):
+            return tasks
+        page += 1
+
+
 #: The Data Manager's filter of the tasks with an annotation, cancelled or not (what a pull reads).
 _ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
     {"filter": f"filter:tasks:{field}", "operator": "greater", "type": "Number", "value": 0}
@@ -113,6 +175,10 @@ class LabelStudioSync:
         A push imports this many predictions, the best scored, then makes
         their version the project's, then imports the rest: the queue's
         head is the new model's after one small request.
+    page_size : int, default=100
+        Tasks read per request by a pull and by :meth:`map_tasks`; the
+        last page is known from the total Label Studio gives, so no request
+        goes past it (:func:`list_tasks`).
 
     Examples
     --------
@@ -147,7 +213,7 @@ class LabelStudioSync:
 
     def __init__(self, session, client, project: int, *, key_field: str = "skdbal_key",
                  key_of: Optional[Callable[[dict], Optional[str]]] = None, model_version_prefix: str = "skdbal",
-                 head: int = 100):
+                 head: int = 100, page_size: int = 100):
         self.session = session
         self.client = client
         self.project = int(project)
@@ -166,6 +232,7 @@ class LabelStudioSync:
         self._lock = threading.Lock()
         self.pushed_version: Optional[int] = None
         self.head = int(head)
+        self.page_size = int(page_size)
         self.last_error: Optional[BaseException] = None
         self._pending = None
         self._send_lock = threading.Lock()
@@ -173,8 +240,8 @@ class LabelStudioSync:
 
     # ------------------------------------------------------------ tasks
     def _tasks(self, fields: str = "task_only", query: Optional[str] = None) -> List[dict]:
-        return [_plain(t) for t in self.client.tasks.list(project=self.project, fields=fields,
-                                                          **({"query": query} if query else {}))]
+        return list_tasks(self.client, self.project, page_size=self.page_size, fields=fields,
+                          **({"query": query} if query else {}))
 
     def import_tasks(self, data: Callable[[int], dict], *, chunk: int = 500) -> int:
         """Create a task for each pool item that has none (found by its key); how many were made.
@@ -229,7 +296,8 @@ class LabelStudioSync:
         Each annotation is recorded once: its id and update time are the
         request id, so a pull after a restart of either side adds nothing twice.
         It reads only the tasks that have annotations (a Data Manager
-        filter), so its cost grows with the labels, not the pool.
+        filter), so its cost grows with the labels, not the pool: ``page_size``
+        a request, and no request past the last page (:func:`list_tasks`).
         """
         session, store = self.session, self.session.store
         by_task = {t: i for i, t in self._task_of.items()}

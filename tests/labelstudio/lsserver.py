@@ -13,11 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:   # imported by benchmarks/ too, outside pytest
     sys.path.insert(0, str(ROOT / "tests"))
 
-from _helpers import free_port, spawn, stop_process, wait_for_http  # noqa: E402
+from _helpers import LOOPBACK, free_port, spawn, stop_process, wait_for_http  # noqa: E402
 
 #: The preset API token of the server's one user (id 1).
 TOKEN = "0123456789abcdef0123456789abcdef01234567"
 USER, PASSWORD = "annotator@example.org", "a-test-password-1"
+#: The addresses a socket may listen on here: the loopback ones.
+LOOPBACK_IPS = {"127.0.0.1", "::1"}
 
 
 def label_studio_executable():
@@ -37,14 +39,49 @@ class Server:
                    LABEL_STUDIO_PASSWORD=PASSWORD, LABEL_STUDIO_USER_TOKEN=TOKEN,
                    LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
                    DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false")
-        self.process = spawn([self.executable, "start", "--no-browser", "--host", "127.0.0.1", "--port", self.port],
-                             self.data / "server.log", env=env, start_new_session=True)
+        # --internal-host is the address Django's server binds (Label Studio's default is 0.0.0.0: every
+        # interface, with the preset token above); --host only makes the URLs it writes
+        self.process = spawn([self.executable, "start", "--no-browser", "--internal-host", LOOPBACK,
+                              "--host", LOOPBACK, "--port", self.port],
+                             self.log_path, env=env, start_new_session=True)
         if wait_for_http(self.url + "/health", process=self.process, timeout=timeout, interval=1) is not None:
             return self
         if self.process.poll() is not None:
-            raise RuntimeError(f"label-studio exited: {(self.data / 'server.log').read_text()[-2000:]}")
+            raise RuntimeError(f"label-studio exited: {self.log()[-2000:]}")
         raise TimeoutError(f"label-studio did not answer within {timeout} s")
+
+    @property
+    def log_path(self) -> Path:
+        """Label Studio's output (stdout and stderr; its log lines), appended to across restarts."""
+        return self.data / "server.log"
+
+    def log(self) -> str:
+        """The text of :attr:`log_path` so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def listening(self):
+        """The addresses ``(ip, port)`` that the server and every process it started listen on (TCP)."""
+        return listening_addresses(self.process.pid)
 
     def stop(self):
         if self.process is not None:
             stop_process(self.process, group=True, grace=30)
+
+
+def listening_addresses(pid):
+    """The ``(ip, port)`` of the TCP sockets in state LISTEN held by process ``pid`` and its descendants
+    (``psutil``), sorted; an IPv4-mapped IPv6 address is given as its IPv4 one."""
+    import psutil
+
+    root = psutil.Process(pid)
+    found = set()
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            connections = process.net_connections(kind="tcp")
+        except psutil.NoSuchProcess:       # ended meanwhile
+            continue
+        for c in connections:
+            if c.status == psutil.CONN_LISTEN:
+                ip = c.laddr.ip
+                found.add((ip[len("::ffff:"):] if ip.startswith("::ffff:") else ip, c.laddr.port))
+    return sorted(found)

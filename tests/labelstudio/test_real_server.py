@@ -17,11 +17,12 @@ import time
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import TOKEN, Server, label_studio_executable
+from lsserver import LOOPBACK_IPS, TOKEN, Server, label_studio_executable
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
+from skdbal.labelstudio.sync import list_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +60,16 @@ def session_of(X, store):
 def queue(client, project, n=10):
     """The Data Manager's order by prediction score, best first: (key, score) of the unlabelled tasks."""
     query = json.dumps({"ordering": ["-tasks:predictions_score"]})
-    tasks = [t for t in client.tasks.list(project=project, query=query, fields="all") if not t.total_annotations]
-    return [(t.data["skdbal_key"], t.predictions_score) for t in tasks[:n]], {t.data["skdbal_key"]: t.id for t in tasks}
+    tasks = [t for t in list_tasks(client, project, query=query, fields="all")   # none past the last page
+             if not t["total_annotations"]]
+    return ([(t["data"]["skdbal_key"], t["predictions_score"]) for t in tasks[:n]],
+            {t["data"]["skdbal_key"]: t["id"] for t in tasks})
+
+
+def no_invalid_page(server):
+    """Label Studio logged no request past a list's last page (``Invalid page.``, each with a traceback)."""
+    lines = [line for line in server.log().splitlines() if "Invalid page" in line]
+    assert lines == [], "\n".join(lines[:5])
 
 
 def _view_ordering(client, project, view):
@@ -80,6 +89,15 @@ def wait_until(condition, timeout=60, what="the condition"):
         if time.time() > deadline:
             raise TimeoutError(f"{what} did not happen within {timeout} s")
         time.sleep(0.05)
+
+
+def test_label_studio_listens_on_loopback_only(server):
+    """Every socket that Label Studio's processes listen on is on 127.0.0.1 or ::1 (its default
+    ``--internal-host`` is 0.0.0.0: every interface, with the preset token)."""
+    pytest.importorskip("psutil")
+    found = server.listening()        # read from the processes' sockets: no traffic to other addresses
+    assert ("127.0.0.1", server.port) in found
+    assert [(ip, port) for ip, port in found if ip not in LOOPBACK_IPS] == []
 
 
 def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, tmp_path):
@@ -172,6 +190,7 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
     sync = LabelStudioSync(session, client, project)
     sync.import_tasks(lambda i: {"image": png_uri(X[i])})
     assert sync.pull() == 0 and len(session.store.events()) == n_events
+    no_invalid_page(server)
 
 
 def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_path):
@@ -253,4 +272,5 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
     db = sqlite3.connect(store)
     kinds = db.execute("SELECT kind, COUNT(*), COUNT(DISTINCT item) FROM events GROUP BY kind").fetchall()
     assert kinds == [("label", 23, 23)]
-    assert len(list(client.tasks.list(project=project, fields="task_only"))) == 200
+    assert len(list_tasks(client, project, fields="task_only")) == 200
+    no_invalid_page(server)
