@@ -111,7 +111,8 @@ class NotYours(ValueError):
 
 
 class LeaseHeld(ValueError):
-    """A label or skip of an item leased to another annotator (``add_event(..., exclusive=True)``).
+    """A label or skip of an item not leased to the annotator: another holds it, or nobody does
+    (``add_event(..., exclusive=True)``).
 
     Examples
     --------
