@@ -236,6 +236,8 @@ class LabelStudioSync:
         self.last_error: Optional[BaseException] = None
         self._pending = None
         self._send_lock = threading.Lock()
+        #: The latest pushed prediction of each unlabelled item (pool position -> Label Studio's prediction).
+        self.predictions: Dict[int, dict] = {}
         session.on_query.append(self._after_query)
 
     # ------------------------------------------------------------ tasks
@@ -299,16 +301,25 @@ class LabelStudioSync:
         filter), so its cost grows with the labels, not the pool: ``page_size``
         a request, and no request past the last page (:func:`list_tasks`).
         """
+        by_task = {t: i for i, t in self._task_of.items()}
+        current = self.session.store.current_labels()
+        tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
+        seen = {by_task.get(t["id"]) for t in tasks}
+        gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
+                if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
+        return self.record(tasks + gone)
+
+    def record(self, tasks: List[dict]) -> int:
+        """Record these tasks' annotations in the session's store, each task as a whole (its ``id`` and
+        its ``annotations``, all of them: a task given with none has had its annotations deleted); the
+        number of new events. What :meth:`pull` does with the tasks it read, and what a webhook's
+        event does with the task it names. A task of no pool item is passed over."""
         session, store = self.session, self.session.store
         by_task = {t: i for i, t in self._task_of.items()}
         current = store.current_labels()
         skipped = set(store.skipped(current))
         n, last = 0, store.last_event()
-        tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
-        seen = {by_task.get(t["id"]) for t in tasks}
-        gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
-                if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
-        for task in tasks + gone:
+        for task in tasks:
             item = by_task.get(task["id"])
             if item is None:
                 continue
@@ -380,6 +391,8 @@ class LabelStudioSync:
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
                                 "value": {"choices": [str(g)]}}]}
                    for i, s, g in zip(idx, unit_scores(scores), guesses) if int(i) in self._task_of]
+        # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
+        self.predictions = {int(i): r for i, r in zip((i for i in idx if int(i) in self._task_of), request)}
         return self._send(version, name, request)
 
     def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
