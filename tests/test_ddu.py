@@ -32,6 +32,66 @@ def test_the_density_by_hand():
         d.score_samples(np.zeros((1, 2)))
 
 
+def _two_classes_apart(seed=0):
+    """Two 3-d classes with very different covariances (one stretched along an axis, one small and
+    correlated) and unequal sizes, so that a pooled covariance is neither class's."""
+    rng = np.random.RandomState(seed)
+    a = rng.randn(60, 3) @ np.diag([3.0, 0.5, 1.0]) + [0.0, 0.0, 0.0]
+    b = rng.randn(25, 3) @ np.array([[0.3, 0.2, 0.0], [0.0, 0.4, 0.1], [0.0, 0.0, 0.2]]) + [2.0, -1.0, 0.5]
+    return np.vstack([a, b]), np.repeat(["a", "b"], [60, 25])
+
+
+def test_tied_is_one_covariance_shared_by_the_classes():
+    """Issue 44: "tied" fitted each class its own one-component mixture, so it equalled "full" (to 3.6e-15).
+    It is the pooled within-class covariance, by hand: Σ = Σ_c Σ_{i in c} (z_i - μ_c)(z_i - μ_c)ᵀ / N + reg I,
+    log q(z) = logsumexp_c [log(N_c / N) + log N(z; μ_c, Σ)]."""
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    Z, y = _two_classes_apart()
+    reg = 1e-3
+    tied = ClassConditionalGaussian("tied", reg_covar=reg).fit(Z, y)
+    full = ClassConditionalGaussian("full", reg_covar=reg).fit(Z, y)
+    grid = np.random.RandomState(1).randn(40, 3) * 2 + [1.0, -0.5, 0.25]
+
+    means = [Z[y == c].mean(axis=0) for c in ("a", "b")]
+    scatter = sum((Z[y == c] - m).T @ (Z[y == c] - m) for c, m in zip(("a", "b"), means))
+    pooled = scatter / len(Z) + reg * np.eye(3)
+    priors = np.array([60, 25]) / 85
+    reference = logsumexp(np.stack([np.log(p) + multivariate_normal(m, pooled).logpdf(grid)
+                                    for p, m in zip(priors, means)], axis=1), axis=1)
+    np.testing.assert_allclose(tied.score_samples(grid), reference, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(tied.covariance_, pooled, rtol=1e-12)
+    np.testing.assert_allclose(tied.means_, means, rtol=1e-12)
+    # per class as well, and the same decomposition as the other types: log π_c + log N(z; μ_c, Σ)
+    np.testing.assert_allclose(tied.class_log_densities(grid)[:, 1],
+                               np.log(priors[1]) + multivariate_normal(means[1], pooled).logpdf(grid), rtol=1e-10)
+    # no longer "full" under another name: the classes' own covariances give another density
+    assert np.abs(tied.score_samples(grid) - full.score_samples(grid)).max() > 1.0
+    assert full.covariance_ is None and tied.gaussians_ is None
+    # the estimator: over N, the classes' ML covariances weighted by N_c / N, which is what scikit-learn pools
+    # (LinearDiscriminantAnalysis's within-class covariance, GaussianMixture's "tied" with hard assignments)
+    lda = LinearDiscriminantAnalysis(solver="lsqr", store_covariance=True).fit(Z, y)
+    np.testing.assert_allclose(tied.covariance_ - reg * np.eye(3), lda.covariance_, rtol=1e-10)
+    weighted = sum(p * full.gaussians_[k].covariances_[0] for k, p in enumerate(priors))
+    np.testing.assert_allclose(tied.covariance_, weighted, rtol=1e-10)  # reg added once, as each full one has it
+
+
+def test_tied_refuses_what_it_cannot_factor_and_unknown_types_at_fit():
+    Z, y = np.array([[0.0, 0.0], [1.0, 1.0], [5.0, 5.0], [6.0, 6.0]]), [0, 0, 1, 1]   # collinear features
+    with pytest.raises(ValueError, match="increase reg_covar"):
+        ClassConditionalGaussian("tied", reg_covar=0.0).fit(Z, y)
+    assert np.isfinite(ClassConditionalGaussian("tied", reg_covar=1e-6).fit(Z, y).score_samples(Z)).all()
+    for bad in ("Tied", "banded", None):
+        model = ClassConditionalGaussian(bad)                         # __init__ only stores
+        assert model.get_params()["covariance_type"] == bad
+        with pytest.raises(ValueError, match=r"covariance_type must be one of \['full', 'tied', 'diag', 'spherical'\]"):
+            model.fit(Z, y)
+    ddu_tied = DDUClassifier(Identity(), covariance_type="tied", reg_covar=1e-3).fit(*_two_classes_apart())
+    assert ddu_tied.density_.covariance_.shape == (3, 3)
+
+
 @pytest.fixture(scope="module")
 def worked_example():
     """Seed 003's regions: unambiguous points in [-6, -4] (class 0), no data in [-2, 2], ambiguous points

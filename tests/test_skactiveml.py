@@ -14,6 +14,7 @@ from skdbal import ActiveLearner, DeepEnsembleClassifier  # noqa: E402
 from skdbal.acquisition import BatchBALD as OurBatchBALD  # noqa: E402
 from skdbal.acquisition import bald, max_entropy  # noqa: E402
 from skdbal.interop.skactiveml import SkactivemlStrategy, SkdbalClassifier, as_skactiveml_classifier  # noqa: E402
+from skdbal.uncertainty import mutual_information  # noqa: E402
 
 N_POOL = 300
 TINY = 1e-300  # their eps: no clipping, so that their entropies are ours to round-off
@@ -104,18 +105,34 @@ def test_no_refit_by_default_and_a_clone_with_fit_clf(fitted_net, digits):
 
 
 def test_their_bald_reads_our_samples(fitted_net, digits):
-    """GreedyBALD on our per-row samples gives our BALD scores (to round-off) and our top-k."""
+    """GreedyBALD on our per-row samples (consistent=False) gives our BALD scores (to round-off) and our top-k.
+    Only those: on the wrapper's default consistent samples (one mask set for the pool) it is the same formula
+    on other masks, and its top 10 is another set (issue 44)."""
     X, y = digits
     pool = X[300:600]
+    X_all = np.concatenate([X[:300], pool])
     y_partial = np.concatenate([y[:300], np.full(len(pool), np.nan)])
-    qs = GreedyBALD(sample_predictions_method_name="predict_proba_samples", eps=TINY, random_state=0)
-    idx, utilities = qs.query(np.concatenate([X[:300], pool]), y_partial,
-                              ensemble=as_skactiveml_classifier(fitted_net, consistent=False),
-                              fit_ensemble=False, batch_size=5, return_utilities=True)
+
+    def greedy_bald(clf):
+        qs = GreedyBALD(sample_predictions_method_name="predict_proba_samples", eps=TINY, random_state=0)
+        idx, utilities = qs.query(X_all, y_partial, ensemble=clf, fit_ensemble=False, batch_size=10,
+                                  return_utilities=True)
+        return np.asarray(idx) - 300, utilities[0]
+
     ours = bald.score(fitted_net, pool)
-    np.testing.assert_allclose(utilities[0, 300:], ours, rtol=1e-5, atol=1e-6)
-    assert np.isnan(utilities[0, :300]).all()
-    assert (np.asarray(idx) - 300).tolist() == bald(fitted_net, pool, 5)[0].tolist()
+    top = bald(fitted_net, pool, 10)[0]
+    idx, utilities = greedy_bald(as_skactiveml_classifier(fitted_net, consistent=False))
+    np.testing.assert_allclose(utilities[300:], ours, rtol=1e-5, atol=1e-6)
+    assert np.isnan(utilities[:300]).all()
+    assert idx.tolist() == top.tolist()
+    # consistent=True (the default): their BALD of the consistent samples, which is not ours
+    clf = as_skactiveml_classifier(fitted_net)
+    assert clf.consistent
+    idx, utilities = greedy_bald(clf)
+    shared = clf.predict_proba_samples(X_all)[:, 300:]
+    np.testing.assert_allclose(utilities[300:], mutual_information(shared), rtol=1e-5, atol=1e-6)
+    assert np.abs(utilities[300:] - ours).max() > 1e-2
+    assert set(idx.tolist()) != set(top.tolist())
     # the wrapper says what the wrapped net says about its samples (skdbal.predictive)
     assert as_skactiveml_classifier(fitted_net).row_keyed_samples
     assert not as_skactiveml_classifier(copy.deepcopy(fitted_net).set_params(mask_seeding="stream")).row_keyed_samples

@@ -24,10 +24,15 @@ one of *its* classifiers (:class:`skactiveml.base.SkactivemlClassifier`).
   read: ``BatchBALD(sample_predictions_method_name="predict_proba_samples")``
   and ``GreedyBALD``/``QueryByCommittee`` likewise.
 
-Their BALD utilities are our :data:`~skdbal.acquisition.bald` scores when
-both read the same samples (up to their clipping of probabilities at
-``eps=1e-7``), and their BatchBALD picks are ours while both compute the
-joint entropy exactly (``C^(b-1)`` at most their ``n_MC_samples``, our
+Their ``GreedyBALD`` utilities are our :data:`~skdbal.acquisition.bald`
+scores when both read the same samples (up to their clipping of
+probabilities at ``eps=1e-7``): for an MC-dropout network that means the
+wrapper's ``consistent=False``, the per-row masks ``bald`` reads. With the
+default ``consistent=True`` (one mask set for the pool, which BatchBALD
+needs) they are the same formula on other masks, another Monte Carlo
+estimate of the mutual information, and their top picks differ from ours
+(a deep ensemble's samples are its members by default, the same either way). Their
+BatchBALD picks are ours while both compute the joint entropy exactly (``C^(b-1)`` at most their ``n_MC_samples``, our
 ``n_joint_samples``). This module imports ``skactiveml`` when it is
 installed; without it the module still imports, and making any of its
 objects raises an ``ImportError`` naming the extra. Which of their strategies
@@ -121,7 +126,12 @@ class SkdbalClassifier(*_Base):
         for every row (one set of dropout masks for the pool), which
         BatchBALD's joint entropies need (see :mod:`skdbal.predictive`).
         ``False`` gives the per-row samples that our pointwise strategies
-        (:data:`~skdbal.acquisition.bald`) read.
+        (:data:`~skdbal.acquisition.bald`) read: their ``GreedyBALD`` scores
+        equal our ``bald``'s (to round-off, with their ``eps`` tiny) only
+        with ``consistent=False``. With ``True`` an MC-dropout network's
+        samples are other masks, so their BALD is another estimate and its
+        top picks differ from ours; a deep ensemble's samples are its
+        members (by default), the same either way.
     input_shape : tuple of int, optional
         The per-row shape the model takes, when the strategy is given rows
         flattened to 2-d (their distance-based strategies need 2-d ``X``):
@@ -411,7 +421,11 @@ class SkactivemlStrategy(Strategy):
     query by committee) or ``estimator`` (Clue) is given the learner's fitted model wrapped as a
     :class:`SkdbalClassifier`, with ``fit_clf=False`` (``fit_ensemble``): it
     is not refitted nor copied, so the scores are those of the model the
-    learner trained. ``fit_clf=True`` lets them fit a clone on the labelled
+    learner trained. The wrapper gives consistent samples
+    (``consistent=True``, as BatchBALD needs): their GreedyBALD here scores
+    an MC-dropout network on one mask set for the pool, not the per-row
+    masks of our :data:`~skdbal.acquisition.bald`, so its picks are not
+    ``bald``'s (use ``bald`` for those). ``fit_clf=True`` lets them fit a clone on the labelled
     set instead (a second training of the same model on the same labels);
     ``clf=`` gives them a classifier of your own.
 

@@ -9,6 +9,9 @@ in the seed's ``ClassConditionalGMM``:
 
     q(z) = Σ_c π_c N(z; μ_c, Σ_c)
 
+With ``covariance_type="tied"`` the classes share one covariance, the pooled
+within-class one (linear discriminant analysis): ``Σ_c = Σ`` for every ``c``.
+
 ``-log q(z)`` is the *epistemic* uncertainty (low density: far from what the
 network was trained on, reducible by labelling there); the softmax entropy of
 the same deterministic pass is the *aleatoric* part (classes that overlap).
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+from scipy.linalg import cholesky, solve_triangular
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.multiclass import check_classification_targets
@@ -29,23 +33,55 @@ __all__ = ["ClassConditionalGaussian", "DDUClassifier"]
 _COVARIANCES = ("full", "tied", "diag", "spherical")
 
 
+def _cholesky(covariance: np.ndarray) -> np.ndarray:
+    """The lower Cholesky factor of a covariance, or a ``ValueError`` that says how to make it one."""
+    try:
+        return cholesky(covariance, lower=True)
+    except np.linalg.LinAlgError:
+        raise ValueError("the shared ('tied') covariance is not positive definite: the features are collinear "
+                         "or too few; increase reg_covar") from None
+
+
 class ClassConditionalGaussian(BaseEstimator):
     """One Gaussian per class over features, and their mixture's log-density.
 
     Parameters
     ----------
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
-        As :class:`~sklearn.mixture.GaussianMixture`'s, for each class.
+        The covariance of each class's Gaussian.
+
+        - ``"full"``, ``"diag"``, ``"spherical"``: each class has its own,
+          fitted to its rows alone, as
+          :class:`~sklearn.mixture.GaussianMixture`'s of that type (maximum
+          likelihood: scatter about the class mean over ``N_c``).
+        - ``"tied"``: one covariance shared by all classes, the pooled
+          within-class covariance ``Σ = (1/N) Σ_c Σ_{i: y_i=c} (z_i - μ_c)(z_i - μ_c)ᵀ``
+          (each class's scatter about its own mean, summed, over ``N``, the
+          maximum-likelihood estimate). It is the average of the classes'
+          ``"full"`` covariances weighted by ``N_c / N``, as
+          :class:`~sklearn.mixture.GaussianMixture`'s ``"tied"`` averages its
+          components' and :class:`~sklearn.discriminant_analysis.LinearDiscriminantAnalysis`
+          pools its classes'; the means stay per class.
+
+        Anything else is a ``ValueError`` at :meth:`fit`.
     reg_covar : float, default=1e-4
-        Added to the covariances' diagonals (DDU's jitter). With few labels
-        per class and many features the class covariances are singular, and
-        this sets the density's scale across the directions they miss.
+        Added to the covariances' diagonals (DDU's jitter), once to the
+        shared one when ``"tied"``. With few labels per class and many
+        features the class covariances are singular, and this sets the
+        density's scale across the directions they miss.
 
     Attributes
     ----------
     classes_ : ndarray of shape (C,)
-    gaussians_ : list of GaussianMixture
-        One fitted single-component mixture per class.
+    gaussians_ : list of GaussianMixture or None
+        One fitted single-component mixture per class; None when
+        ``covariance_type="tied"`` (see ``means_`` and ``covariance_``).
+    means_ : ndarray of shape (C, d)
+        ``μ_c``, each class's mean.
+    covariance_ : ndarray of shape (d, d) or None
+        The shared covariance ``Σ`` (``reg_covar`` added) when
+        ``covariance_type="tied"``; None otherwise (each class's is in
+        ``gaussians_[c].covariances_``).
     log_priors_ : ndarray of shape (C,)
         ``log π_c``: the classes' shares of the training points.
     n_features_in_ : int
@@ -59,6 +95,14 @@ class ClassConditionalGaussian(BaseEstimator):
     >>> # each class N(mean, 1) (its MLE variance), priors 1/2: at 0, 0.5 N(0; 0, 1) + 0.5 N(0; 10, 1)
     >>> float(density.score_samples([[0.0]])[0].round(6)), float(np.log(0.5 / np.sqrt(2 * np.pi)).round(6))
     (-1.612086, -1.612086)
+
+    Tied, the classes share one covariance: with scatters 2 and 8 about their
+    means over N = 4 points, the variance is 10 / 4 for both classes.
+
+    >>> Z = np.array([[-1.0], [1.0], [8.0], [12.0]])
+    >>> tied = ClassConditionalGaussian("tied", reg_covar=0.0).fit(Z, [0, 0, 1, 1])
+    >>> tied.covariance_.tolist(), tied.means_.ravel().tolist()
+    ([[2.5]], [0.0, 10.0])
     """
 
     def __init__(self, covariance_type: str = "full", reg_covar: float = 1e-4):
@@ -66,7 +110,7 @@ class ClassConditionalGaussian(BaseEstimator):
         self.reg_covar = reg_covar
 
     def fit(self, Z, y):
-        """Fit each class's Gaussian to its rows of ``Z``.
+        """Fit each class's Gaussian to its rows of ``Z`` (with ``"tied"``, one covariance to all of them).
 
         Parameters
         ----------
@@ -76,19 +120,38 @@ class ClassConditionalGaussian(BaseEstimator):
         Returns
         -------
         self
+
+        Raises
+        ------
+        ValueError
+            If ``covariance_type`` is not one of ``"full"``, ``"tied"``,
+            ``"diag"``, ``"spherical"``, or ``reg_covar`` is negative or not
+            finite.
         """
         from sklearn.mixture import GaussianMixture
 
-        if self.covariance_type not in _COVARIANCES:
+        if not isinstance(self.covariance_type, str) or self.covariance_type not in _COVARIANCES:
             raise ValueError(f"covariance_type must be one of {list(_COVARIANCES)}; got {self.covariance_type!r}")
         if not np.isfinite(self.reg_covar) or self.reg_covar < 0:
             raise ValueError(f"reg_covar must be a finite number >= 0; got {self.reg_covar!r}")
         Z, y = check_X_y(Z, y, dtype=np.float64)
         check_classification_targets(y)
-        self.classes_, counts = np.unique(y, return_counts=True)
-        self.gaussians_ = [GaussianMixture(n_components=1, covariance_type=self.covariance_type,
-                                           reg_covar=self.reg_covar, random_state=0).fit(Z[y == c])
-                           for c in self.classes_]
+        self.classes_, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+        self.means_ = np.stack([Z[inverse == k].mean(axis=0) for k in range(len(self.classes_))])
+        if self.covariance_type == "tied":
+            # the pooled within-class covariance: each class's scatter about its own mean, summed, over N
+            # (the maximum-likelihood estimate; GaussianMixture's "tied" with each point in its class's component)
+            centred = Z - self.means_[inverse]
+            covariance = centred.T @ centred / len(Z)
+            covariance.flat[:: Z.shape[1] + 1] += self.reg_covar
+            self.covariance_ = covariance
+            self._covariance_cholesky = _cholesky(covariance)
+            self.gaussians_ = None
+        else:
+            self.gaussians_ = [GaussianMixture(n_components=1, covariance_type=self.covariance_type,
+                                               reg_covar=self.reg_covar, random_state=0).fit(Z[inverse == k])
+                               for k in range(len(self.classes_))]
+            self.covariance_ = None
         self.log_priors_ = np.log(counts / counts.sum())
         self.n_features_in_ = Z.shape[1]
         return self
@@ -104,11 +167,19 @@ class ClassConditionalGaussian(BaseEstimator):
         >>> d.class_log_densities([[0.1]]).argmax(axis=1).tolist()
         [0]
         """
-        check_is_fitted(self, "gaussians_")
+        check_is_fitted(self, "log_priors_")
         Z = check_array(Z, dtype=np.float64)
         if Z.shape[1] != self.n_features_in_:
             raise ValueError(f"Z has {Z.shape[1]} features; the density was fitted on {self.n_features_in_}")
-        return np.stack([g.score_samples(Z) for g in self.gaussians_], axis=1) + self.log_priors_
+        if self.gaussians_ is None:  # tied: one covariance, log N(z; μ_c, Σ) = -(d log 2π + log|Σ| + m²) / 2
+            L = self._covariance_cholesky
+            log_det = 2.0 * np.log(np.diag(L)).sum()
+            const = -0.5 * (Z.shape[1] * np.log(2 * np.pi) + log_det)
+            log_n = np.stack([const - 0.5 * np.sum(solve_triangular(L, (Z - mu).T, lower=True) ** 2, axis=0)
+                              for mu in self.means_], axis=1)
+        else:
+            log_n = np.stack([g.score_samples(Z) for g in self.gaussians_], axis=1)
+        return log_n + self.log_priors_
 
     def score_samples(self, Z) -> np.ndarray:
         """``log q(z)``, the mixture's log-density, for each row of ``Z``.
@@ -142,6 +213,9 @@ class DDUClassifier(ClassifierMixin, BaseEstimator):
         connections to keep features sensitive to the input; any network of
         ours works, without those guarantees.
     covariance_type : {"full", "tied", "diag", "spherical"}, default="full"
+        Each class its own covariance (``"full"``, ``"diag"``,
+        ``"spherical"``), or one shared by all (``"tied"``: the pooled
+        within-class covariance); see :class:`ClassConditionalGaussian`.
     reg_covar : float, default=1e-4
         See :class:`ClassConditionalGaussian`.
     random_state : int or None, default=None
