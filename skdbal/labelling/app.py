@@ -41,7 +41,6 @@ submissions share their commits (:meth:`LabelStore.add_event`).
 from __future__ import annotations
 
 import asyncio
-import csv
 import hmac
 import io
 import json
@@ -64,6 +63,7 @@ from starlette.routing import Route
 
 from ._page import PAGE, class_keys
 from ._tokens import annotator_of, check_tokens
+from .export import labels_csv_text
 from .pools import Pool
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours
@@ -363,12 +363,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         return JSONResponse(await run_in_threadpool(_status, session))
 
     async def labels_csv(request: Request) -> Response:
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(_CSV_COLUMNS)
-        for r in await run_in_threadpool(session.labels):
-            writer.writerow(["" if r[c] is None else _csv_cell(r[c]) for c in _CSV_COLUMNS])
-        return PlainTextResponse(out.getvalue(), media_type="text/csv",
+        text = await run_in_threadpool(labels_csv_text, session)
+        return PlainTextResponse(text, media_type="text/csv",
                                  headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
 
     async def versions(request: Request) -> Response:
@@ -458,20 +454,6 @@ _LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 def _script_json(value) -> str:
     """JSON for inside a ``<script>``: no ``</`` can end the script early."""
     return json.dumps(value).replace("</", "<\\/")
-
-
-def _csv_cell(value):
-    """A text cell (a key, a class, an annotator's name: people and files choose them) as a cell that a
-    spreadsheet will not run as a formula: a leading quote before ``= + - @``, a tab or a carriage return.
-    Numbers pass as they are."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-#: The labels CSV: the current label, and for a flagged one the first label and its second look.
-_CSV_COLUMNS = ("item", "key", "label", "annotator", "time", "p_given", "first_label", "first_annotator",
-                "second_look")
 
 
 def _status(session: LabellingSession) -> dict:

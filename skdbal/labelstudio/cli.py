@@ -20,7 +20,7 @@ from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "connect", "label_config", "read_token", "run", "task_data"]
+__all__ = ["add_parser", "connect", "label_config", "labels_csv_path", "read_token", "run", "task_data"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -72,7 +72,45 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
     p.add_argument("--ca-bundle", metavar="FILE", help="verify the server's certificate against this CA bundle")
     p.add_argument("--allow-http", action="store_true", help="send the token over plain HTTP to another machine")
+    p.add_argument("--labels-csv", metavar="FILE", help="keep the labels as CSV here, rewritten atomically when "
+                   "annotations have been recorded and on stop (default: beside the store, its name with "
+                   "-labels.csv: skdbal-digits.db -> skdbal-digits-labels.csv)")
     return p
+
+
+def labels_csv_path(labels_csv: Optional[str], store) -> str:
+    """Where ``skdbal labelstudio`` keeps the labels as CSV: ``--labels-csv``, else beside the store,
+    named after it.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import labels_csv_path
+    >>> labels_csv_path(None, "runs/skdbal-digits.db"), labels_csv_path("out/l.csv", "skdbal-digits.db")
+    ('runs/skdbal-digits-labels.csv', 'out/l.csv')
+    """
+    if labels_csv:
+        return labels_csv
+    folder, name = os.path.split(os.fspath(store))
+    return os.path.join(folder, os.path.splitext(name)[0] + "-labels.csv")
+
+
+def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float) -> None:
+    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; a failed write
+    (a full disk) is said once on stderr and tried again at the next change."""
+    from ..labelling.export import save_labels_csv
+
+    written, said = None, False
+    while not stop.wait(interval):
+        last = session.store.last_event()
+        if last == written:
+            continue
+        try:
+            save_labels_csv(session, path)
+            written, said = last, False
+        except Exception as exc:  # noqa: BLE001 - the sync goes on; the file is written again on stop
+            if not said:
+                print(f"cannot write {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                said = True
 
 
 class _RefuseToken(argparse.Action):
@@ -210,7 +248,9 @@ def run(args) -> int:
     default), makes (or checks) the project, imports
     the pool as tasks (or attaches existing ones), makes the queue's Data
     Manager tab, and prints its address; then the session retrains as
-    annotations are pulled, and every query's scores are pushed.
+    annotations are pulled, and every query's scores are pushed. The labels
+    are kept as CSV (:func:`labels_csv_path`), rewritten atomically when
+    annotations have been recorded and once more on stop.
 
     Examples
     --------
@@ -258,20 +298,30 @@ unencrypted; use https, or --allow-http
             made = sync.import_tasks(task_data(pool, field))
             print(f"imported {made} tasks ({len(session.keys) - made} were there)")
         view = sync.queue_view()
-        print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, torch threads {threads}; the queue: "
-              f"{args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
+        csv_path = labels_csv_path(args.labels_csv, store)
+        print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, labels {csv_path}, torch threads "
+              f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
+        exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, args.interval),
+                                    name="skdbal-labels-csv", daemon=True)
         try:
             with session:
+                exporter.start()
                 sync.run(stop, interval=args.interval)
         except KeyboardInterrupt:
             pass
         finally:
+            stop.set()
+            if exporter.is_alive():
+                exporter.join()
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        print(f"stopped; {len(session.store.current_labels())} labels in {store}", file=sys.stderr)
+        from ..labelling.export import save_labels_csv
+
+        n = save_labels_csv(session, csv_path)
+        print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop

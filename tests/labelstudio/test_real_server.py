@@ -247,6 +247,9 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
                 break
             for key, _ in top:
                 annotate(client, ids[key], y[int(key)], from_name="label")    # the config skdbal made
+        labels_csv = store.with_name(store.stem + "-labels.csv")    # --labels-csv's default, beside the store
+        wait_until(lambda: labels_csv.exists() and len(labels_csv.read_text().splitlines()) == 21, timeout=60,
+                   what="the 20 labels in labels.csv while the command runs")
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
         assert "stopped; 20 labels" in process.stdout.read()
@@ -272,5 +275,6 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
     db = sqlite3.connect(store)
     kinds = db.execute("SELECT kind, COUNT(*), COUNT(DISTINCT item) FROM events GROUP BY kind").fetchall()
     assert kinds == [("label", 23, 23)]
+    assert len(labels_csv.read_text().splitlines()) == 24     # written again on stop
     assert len(list_tasks(client, project, fields="task_only")) == 200
     no_invalid_page(server)
