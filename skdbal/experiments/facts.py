@@ -63,6 +63,9 @@ VERDICT_RULE = ("A is ahead of B (fewer labels) when A's bootstrap band of the m
                 "within noise.")
 _THRESHOLDS = (0.90, 0.95)
 _COST = {"query_s": "query_time", "train_s": "train_time", "step_s": "time"}
+#: A strategy's name on a page: the tables' names, and those of the methods after 2019 as their papers write them.
+_NAMES = {**LABELS, "batch_bald": "BatchBALD", "badge": "BADGE", "epig": "EPIG", "ddu": "DDU",
+          "stochastic(bald,power,1)": "power-BALD"}
 
 
 def _slug(text: str) -> str:
@@ -308,7 +311,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"
-        subs[f"{k}__name"] = LABELS.get(g["strategy"], g["strategy"])
+        subs[f"{k}__name"] = _NAMES.get(g["strategy"], g["strategy"])
         subs[f"{k}__runs"] = str(len(g["seeds"]))
         subs[f"{k}__step0_accuracy"] = f"{100 * g['mean_accuracy'][0]:.1f}%"
         for name in ("acc90", "acc95"):
@@ -337,7 +340,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
 
 def _order(facts: dict, name: str) -> List[tuple]:
     """``[(median, strategy label)]`` of the MC-dropout groups, fewest labels first."""
-    return sorted(((_inf(g[name]["median"]) - facts["n_initial"], LABELS.get(g["strategy"], g["strategy"]))
+    return sorted(((_inf(g[name]["median"]) - facts["n_initial"], _NAMES.get(g["strategy"], g["strategy"]))
                    for g in facts["groups"].values() if g["variant"] == "bayesian" and not g["noise_rate"]))
 
 
