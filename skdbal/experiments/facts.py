@@ -115,6 +115,10 @@ def _group_facts(runs: List[List[dict]], n_initial: int) -> dict:
         cost[name] = _num(np.median(values)) if values else None
     totals = [sum(float(r["time"]) for r in run if r.get("time") not in (None, "")) for run in runs]
     cost["run_total_s"] = [_num(t) for t in totals]
+    slow = max(((float(r["time"]), int(r["step"])) for run in runs for r in run
+                if r.get("time") not in (None, "")), default=None)
+    cost["slowest_step"] = None if slow is None else {"step": slow[1], "s": _num(slow[0])}
+    out["step0_accuracy"] = [_num(run[0]["accuracy"]) for run in runs]
     out["cost"] = cost
     return out
 
@@ -301,7 +305,8 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
 
     subs = {f"{p}__runs": str(facts["provenance"]["runs"]),
             f"{p}__n_resamples": f"{facts['noise']['n_resamples']:,}",
-            f"{p}__band_level": f"{100 * facts['noise']['level']:.0f}%"}
+            f"{p}__band_level": f"{100 * facts['noise']['level']:.0f}%",
+            f"{p}__n_initial": str(n0), f"{p}__end_labels": _fmt(facts.get("end_labels"))}
     if facts["reruns"].get("spread_max") is not None:
         subs[f"{p}__rerun_spread_max"] = _fmt(facts["reruns"]["spread_max"])
     subs.update({f"{p}__preset__{k}": (f"{v:,}" if isinstance(v, int) and abs(v) >= 1000 else str(v))
@@ -309,11 +314,19 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
     longest = [t for g in facts["groups"].values() for t in g["cost"].get("run_total_s", []) if t is not None]
     if longest:
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
+    steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
+    if steps:
+        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.0f}", f"{max(steps):.0f}"
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"
         subs[f"{k}__name"] = _NAMES.get(g["strategy"], g["strategy"])
         subs[f"{k}__runs"] = str(len(g["seeds"]))
         subs[f"{k}__step0_accuracy"] = f"{100 * g['mean_accuracy'][0]:.1f}%"
+        for seed, acc in zip(g["seeds"], g.get("step0_accuracy", [])):
+            subs[f"{k}__step0_accuracy_seed{seed}"] = f"{100 * acc:.2f}%"
+        slow = g["cost"].get("slowest_step")
+        if slow:
+            subs[f"{k}__slowest_step"], subs[f"{k}__slowest_step_min"] = str(slow["step"]), f"{slow['s'] / 60:.0f}"
         for name in ("acc90", "acc95"):
             a = g[name]
             subs[f"{k}__{name}_median"] = _fmt(acquired(a["median"]))
@@ -326,16 +339,20 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
             band = [_fmt(acquired(v)) if v is not None else "not reached" for v in a["band"]]
             subs[f"{k}__{name}_band"] = band[0] if band[0] == band[1] else f"{band[0]} to {band[1]}"
         for name, value in g["cost"].items():
-            if name != "run_total_s":
+            if name not in ("run_total_s", "slowest_step"):
                 subs[f"{k}__{name}"] = "n/a" if value is None else f"{value:.2f}"
     for pair, c in facts["comparisons"].items():
         for name in ("acc90", "acc95"):
-            subs[f"{p}__{pair}__{name}_verdict"] = c[name]
+            subs[f"{p}__{pair}__{name}_verdict"] = _PHRASE[c[name]]
         subs[f"{p}__{pair}__above_from"] = _fmt(acquired(c["above_from"]))
         a, b = (facts["groups"][x]["cost"].get("query_s") for x in pair.split("__vs__"))
         if a is not None and b:
             subs[f"{p}__{pair}__query_ratio"] = f"{a / b:.2f}"
     return subs
+
+
+#: A verdict as a page writes it before the other strategy's name: "EPIG is {{ …_verdict }} BALD".
+_PHRASE = {"ahead": "ahead of", "behind": "behind", "within noise": "within noise of"}
 
 
 def _order(facts: dict, name: str) -> List[tuple]:
