@@ -46,12 +46,13 @@ SETTINGS = [
     # a parameter given its value: T = 100, b = 10, β = 1, lr 1e-3, batch 128
     r"(?:\b[Tbkβ]|\bbatch(?:es of)?|\blr|\bepochs?|\bstep size)\s*=?\s*(?P<n>\d[\d.,e-]*)",
     # seeds, steps and sizes named as settings: seeds 1–3, seed 1, issue 31, results version 3, (step|steps) 0–88
-    r"(?i:\b(?:seeds?|step|issues?|results version|version|invocations?))\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
+    r"(?i:\b(?:seeds?|steps?|issues?|results version|version|invocations?))\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
     r"\b(?:seeds?|steps?)\s+\d+\s*[–-]\s*(?P<n>\d+)",
     # the machine: 16 CPU cores, 2 cores, one NVIDIA H100 80GB, 1 torch thread, 7 + 7 + 3 runs at a time, 12 jobs
     r"(?P<n>\d+)\s*(?:CPU cores|cores|GB\b|torch (?:CPU )?threads?|jobs?\b|processes|(?:runs )?at a time)",
     r"(?P<n>\d+)(?:\s*\+\s*\d+)+\s*runs at a time",
     r"(?P<n>\d+)-core\b",
+    r"(?P<n>\d+) epochs\b",
     r"(?:\+\s*)(?P<n>\d+)(?=[\s+\d]*runs at a time)",
     # the protocol: 20 balanced initial labels, 2,000 random pool points scored per step, 10 per step, 10,000 images
     r"(?P<n>\d[\d,]*)\s+(?:balanced |class-balanced )?initial (?:labels|points)",

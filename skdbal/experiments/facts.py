@@ -421,10 +421,14 @@ def _fmt_measure(value) -> str:
 
 
 def json_substitutions(obj, prefix: str) -> Dict[str, str]:
-    """A benchmark JSON's scalars as substitutions: ``<prefix>__<key>__<key>…`` (keys slugged; lists left out).
+    """A benchmark JSON's scalars as substitutions: ``<prefix>__<key>__<key>…`` (keys slugged).
 
+    A list of a run's steps (mappings with ``step``) gives ``…__step<n>__<key>``;
+    other lists are left out. An ``accuracy`` also gives ``…accuracy_pct``
+    (``97.59%``).
     A mapping whose values all carry ``runs`` also gets ``<prefix>__runs_summary``:
-    how many runs each of its entries had, e.g. ``3 for A; 2 for the other 8``.
+    how many runs each of its entries had, e.g. ``3 for A; 2 for the other 8``,
+    and ``<prefix>__min_<field>`` / ``<prefix>__max_<field>`` over the entries.
 
     Examples
     --------
@@ -445,8 +449,21 @@ def json_substitutions(obj, prefix: str) -> Dict[str, str]:
             parts = [f"{c} for {', '.join(names)}" for c, names in sorted(counts.items(), reverse=True) if c != most]
             parts.append(f"{most} for " + ("the other " if parts else "all ") + str(len(counts[most])))
             subs[f"{prefix}__runs_summary"] = "; ".join(parts)
+            fields = set.intersection(*(set(k for k, x in v.items() if isinstance(x, (int, float))
+                                            and not isinstance(x, bool)) for v in obj.values()))
+            for field in sorted(fields):
+                values = [v[field] for v in obj.values()]
+                subs[f"{prefix}__min_{_slug(field)}"] = _fmt_measure(min(values))
+                subs[f"{prefix}__max_{_slug(field)}"] = _fmt_measure(max(values))
         for k, v in obj.items():
             subs.update(json_substitutions(v, f"{prefix}__{_slug(k)}"))
-    elif not isinstance(obj, list) and obj is not None:
+    elif isinstance(obj, list):  # a run's steps: by step number
+        if obj and all(isinstance(v, dict) and "step" in v for v in obj):
+            for v in obj:
+                subs.update(json_substitutions({k: x for k, x in v.items() if k != "step"},
+                                               f"{prefix}__step{v['step']}"))
+    elif obj is not None:
         subs[prefix] = _fmt_measure(obj)
+        if prefix.endswith("accuracy") and isinstance(obj, float):
+            subs[prefix + "_pct"] = f"{100 * obj:.2f}%"
     return subs
