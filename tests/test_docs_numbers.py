@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from skdbal.experiments.facts import json_substitutions, results_substitutions
+from skdbal.experiments.facts import grid_facts, json_substitutions, results_substitutions
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -221,3 +221,14 @@ def test_a_changed_benchmark_value_changes_the_rendered_substitution():
     after = json_substitutions(bench, "bench_gpu")
     assert before["bench_gpu__part_a__T_100__runs_summary"] != after["bench_gpu__part_a__T_100__runs_summary"]
     assert after["bench_gpu__part_a__T_100__runs_summary"].startswith("7 for ")
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in RESULTS.glob("*/facts.json")))
+def test_the_committed_facts_are_those_of_the_committed_runs(folder):
+    """``skdbal report`` with the reruns the facts name writes the committed ``facts.json`` byte for byte."""
+    path = RESULTS / folder / "facts.json"
+    committed = json.loads(path.read_text())["reruns"]
+    floor = committed.get("floor_from")
+    facts = grid_facts(RESULTS / folder, reruns=[RESULTS / f for f in committed["folders"]],
+                       rerun_floor=RESULTS / floor if floor else None)
+    assert json.dumps(facts, indent=1, sort_keys=True) + "\n" == path.read_text()

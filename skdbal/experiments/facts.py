@@ -203,7 +203,8 @@ def grid_facts(out_dir: Union[str, os.PathLike], reruns: Sequence[Union[str, os.
         "noise": {"method": "percentile bootstrap over seeds of the median", "n_resamples": N_RESAMPLES,
                   "level": BAND_LEVEL, "generator_seed": BOOTSTRAP_SEED, "verdict_rule": VERDICT_RULE},
         "reruns": {"folders": [Path(p).name for p in reruns], "per_group": spreads, "spread_max": floor,
-                   "measured_in": floor_source},
+                   "measured_in": floor_source,
+                   "floor_from": Path(rerun_floor).name if rerun_floor is not None and not spreads else None},
         "preset": {k: v for k, v in (grid.get("preset") or preset).items() if not isinstance(v, (dict, list))},
         "provenance": {
             "machines": grid.get("machines", []),
