@@ -317,7 +317,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
-        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.0f}", f"{max(steps):.0f}"
+        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.2g}", f"{max(steps):.2g}"
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"
         subs[f"{k}__name"] = _NAMES.get(g["strategy"], g["strategy"])
