@@ -8,6 +8,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # the gallery's small nets: one thread (see the performance page)
 
+import _substitutions  # noqa: E402  (docs/_substitutions.py)
+
 import skdbal  # noqa: E402
 
 project = "skdbal"
@@ -24,7 +26,10 @@ extensions = [
     "sphinx_gallery.gen_gallery",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "substitution"]
+#: Figures on the results pages, read from docs/results/*/facts.json and the benchmark JSONs
+#: (``{{ post2019_cuda__bald__acc90_median }}``; the keys are described in _substitutions.py).
+myst_substitutions = _substitutions.substitutions(ROOT / "docs" / "results")
 myst_heading_anchors = 3
 exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
 suppress_warnings = ["myst.header"]

@@ -21,7 +21,10 @@ Two seeds of seven batches of ten on scikit-learn's digits, with the small
 Bayesian CNN of the quick start (T = 20 passes). The curves are the mean test
 accuracy over the two seeds; the printed table adds each strategy's query time per
 step on this machine. On so few labels and seeds the ranking is noise as much
-as signal: the MNIST tables in ``docs/results/post2019`` are the comparison.
+as signal: the comparison is the complete MNIST grid on a GPU,
+``docs/results/post2019_cuda`` (three seeds; its page gives each median's
+noise and the gallery page "After 2019 on MNIST" draws it), not the partial
+CPU grid ``docs/results/post2019``.
 """
 
 import matplotlib.pyplot as plt

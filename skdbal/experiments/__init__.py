@@ -25,6 +25,9 @@ package imports it.
   :mod:`~skdbal.experiments.grid_reading` reads a grid's folder and
   :mod:`~skdbal.experiments.grouping` groups them; none of them imports
   torch;
+- :mod:`skdbal.experiments.facts`: a grid's ``facts.json``, the figures its
+  pages quote, and their MyST substitutions, with the noise of a median in
+  :mod:`~skdbal.experiments.seed_noise`;
 - :mod:`skdbal.experiments.plotting`: the figure helpers the report and the
   quickstart share;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
@@ -33,7 +36,7 @@ package imports it.
 - :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
 
 Imports point one way, function-level ones included: cli → quickstart,
-report, runner; runner → journal → factories → specs → presets, data;
+report, facts, runner; facts → grid_reading, grouping, seed_noise; runner → journal → factories → specs → presets, data;
 runner and report → configs → results; report → its sections → grouping,
 plotting (``tests/test_structure.py`` checks that there is no cycle). Each
 module here reaches the rest of the package through public modules and

@@ -128,6 +128,9 @@ def _report(args) -> int:
         from .report import write_cost
 
         paths.append(write_cost(args.out))
+    from .facts import write_facts
+
+    paths.append(write_facts(args.out, reruns=args.rerun, rerun_floor=args.rerun_floor))
     print("wrote " + ", ".join(map(str, paths)))
     return 0
 
@@ -247,6 +250,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--cost", action="store_true",
                     help="also write cost.md: labels to 90%% and 95%% by median, step-average and average-step, "
                          "beside the median seconds a step spends scoring, training and in all")
+    rp.add_argument("--rerun", action="append", default=[], metavar="DIR",
+                    help="a folder whose runs repeat some of this one's (same run names and preset): facts.json "
+                         "records how far their medians moved, the rerun spread that widens every comparison")
+    rp.add_argument("--rerun-floor", default=None, metavar="DIR",
+                    help="a folder whose facts.json measured the rerun spread on the same preset, taken as this "
+                         "folder's where --rerun measures none")
     rp.set_defaults(func=_report)
     from ..labelling.cli import add_parser as add_label_parser
     from ..labelling.cli import run as run_label
@@ -288,7 +297,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     grid done in ... s; wrote ...table.md, ...learning_curves.png
     0
     >>> main(["report", out])                 # doctest: +ELLIPSIS
-    wrote ...table.md, ...learning_curves.png
+    wrote ...table.md, ...learning_curves.png, ...facts.json
     0
     >>> main(["experiment", "--noise-rates", "1.5", "--out", out])   # a usage error (message on stderr)
     Traceback (most recent call last):

@@ -98,7 +98,10 @@ def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
     path.write_text(
         f"# {out_dir.name}: labels to accuracy and the cost of a step\n\n"
         "Labels to 90% and 95% test accuracy (the initial points included, the acquired ones in parentheses) by "
-        "the median over seeds, the step-average (± population std) and the average-step; then the median over "
+        "the median over seeds, the step-average (± population std) and the average-step (a run that never "
+        "reaches the threshold counts as more labels than any run that does: the median is a count while at least "
+        "half of the seeds reach it, and `> N` otherwise; the step-average then says how many runs reached it); "
+        "then the median over "
         "the acquisition steps of every run of the seconds spent scoring and picking, training, and on the "
         f"whole step (device: {', '.join(devices) or 'unrecorded'}; runs side by side share the machine, so "
         "compare costs within one grid).\n\n"

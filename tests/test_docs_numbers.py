@@ -1,0 +1,234 @@
+"""Every measured figure on the results pages is read from a file, cited, or a setting (issue 44).
+
+A *measured figure* is a digit string in prose: outside code (fenced and
+indented blocks, inline code spans), math (``$…$``), MyST substitutions
+(``{{ key }}``, which ``docs/conf.py`` fills from the ``facts.json`` and
+benchmark JSONs under ``docs/results/``), HTML comments, link targets and
+headings. It passes when it is
+
+- on a line that carries a citation marker ``<!-- cite: source -->``
+  (a published figure, e.g. a paper's table), or
+- a *setting* by the grammar of :data:`SETTINGS` (docs/decisions.md,
+  "Numbers on the results pages"): a number that names a protocol's or a
+  machine's parameter, a version, a date or a reference.
+
+Any other figure fails the test with its file, line and text: write it as a
+substitution, or cite it. The pages and sections checked are listed in
+:data:`CHECKED`; TODO (issue 44): the sections of docs/results/README.md
+and docs/performance.md not yet listed there.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from skdbal.experiments.facts import grid_facts, json_substitutions, results_substitutions
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+
+#: page -> the headings (their text's start) of the sections checked; None checks the whole file.
+CHECKED = {
+    "docs/results/README.md": ["## After 2019 (issue 31)"],
+    "docs/performance.md": ["## On a GPU: skdbal against baal"],
+    "examples/plot_mnist_post2019.py": None,
+    "examples/plot_post2019_digits.py": None,
+}
+
+#: The setting grammar: a number matching one of these, in its line, is a setting, not a measured figure.
+#: Each pattern names the number with the group ``n``.
+SETTINGS = [
+    # a parameter given its value: T = 100, b = 10, β = 1, lr 1e-3, batch 128
+    r"(?:\b[Tbkβ]|\bbatch(?:es of)?|\blr|\bepochs?|\bstep size)\s*=?\s*(?P<n>\d[\d.,e-]*)",
+    # seeds, steps and sizes named as settings: seeds 1–3, seed 1, issue 31, results version 3, (step|steps) 0–88
+    r"(?i:\b(?:seeds?|steps?|issues?|results version|version|invocations?))\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
+    r"\b(?:seeds?|steps?)\s+\d+\s*[–-]\s*(?P<n>\d+)",
+    # the machine: 16 CPU cores, 2 cores, one NVIDIA H100 80GB, 1 torch thread, 7 + 7 + 3 runs at a time, 12 jobs
+    r"(?P<n>\d+)\s*(?:CPU cores|cores|GB\b|torch (?:CPU )?threads?|jobs?\b|processes|(?:runs )?at a time)",
+    r"(?P<n>\d+)(?:\s*\+\s*\d+)+\s*runs at a time",
+    r"(?P<n>\d+)-core\b",
+    r"(?P<n>\d+) epochs\b",
+    r"(?:\+\s*)(?P<n>\d+)(?=[\s+\d]*runs at a time)",
+    # the protocol: 20 balanced initial labels, 2,000 random pool points scored per step, 10 per step, 10,000 images
+    r"(?P<n>\d[\d,]*)\s+(?:balanced |class-balanced )?initial (?:labels|points)",
+    r"(?P<n>\d[\d,]*)\s+(?:random )?pool points",
+    r"(?P<n>\d[\d,]*)\s+(?:per|a) step\b",
+    r"(?P<n>\d[\d,]*)\s+(?:MNIST |test |pool |Repeated-MNIST )?images",
+    r"(?P<n>\d[\d,]*)\s+acquisitions of \d+",
+    r"acquisitions of (?P<n>\d+)",
+    # the thresholds of the measure
+    r"\b(?P<n>9[05])%",
+    # software versions and dates: Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, 2026-11-26, (2019)
+    r"\b(?:Python|torch|numpy|scikit-learn|skorch|laplace-torch|baal|CUDA|cuDNN)\s+(?P<n>\d[\w.+]*)",
+    r"(?P<n>\d{4}-\d{2}-\d{2})",
+    r"(?<![\d,.])(?P<n>(?:19|20)\d\d)(?![\d,.])",
+    # references: Table 1, Fig. 3, §5.1, Appendix A
+    r"(?:Tables?|Figs?\.?|Figures?|§|Eq\.?)\s*(?P<n>\d[\d.–-]*)",
+]
+_SETTINGS = [re.compile(p) for p in SETTINGS]
+_CITE = re.compile(r"<!--\s*cite:[^>]*-->")
+_NUMBER = re.compile(r"(?<![\w.{}/#-])\d+(?:[.,]\d+)*(?![\w}])")
+
+
+def _strip(line: str) -> str:
+    """A prose line without what the test does not read: code spans, substitutions, math, comments, link targets."""
+    line = re.sub(r"``.*?``|`[^`]*`", " ", line)
+    line = re.sub(r"\{\{.*?\}\}", " ", line)
+    line = re.sub(r"\$[^$]*\$", " ", line)
+    line = re.sub(r"<!--.*?-->", " ", line)
+    line = re.sub(r"\]\([^)]*\)", "] ", line)
+    return line
+
+
+def _prose_lines(text: str, sections):
+    """``(line number, line)`` of the prose in ``sections`` of a Markdown page (None: all of it)."""
+    out, fence, code, blank = [], False, False, True
+    keep, keep_level = sections is None, 0
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            continue
+        if fence:
+            continue
+        if not line.strip():
+            blank = True
+            continue
+        code = line.startswith("    ") and (blank or code)  # an indented code block, after a blank line
+        blank = False
+        if code:
+            continue
+        if line.startswith("#"):  # a heading: it opens or closes a checked section, and is not itself checked
+            level = len(line) - len(line.lstrip("#"))
+            if sections is not None:
+                if any(line.startswith(s) for s in sections):
+                    keep, keep_level = True, level
+                elif keep and level <= keep_level:
+                    keep = False
+            continue
+        if keep:
+            out.append((i, line))
+    return out
+
+
+def _example_text(path: Path):
+    """``(line number, line)`` of a gallery example's text blocks: its docstring and the comments of ``# %%`` cells."""
+    source = path.read_text()
+    doc = ast.get_docstring(ast.parse(source), clean=False) or ""
+    first = source.index(doc.splitlines()[1]) if doc.count("\n") else 0
+    start = source[:first].count("\n")
+    lines = [(start + j, line) for j, line in enumerate(doc.splitlines(), 1)]
+    in_cell = False
+    for i, line in enumerate(source.splitlines(), 1):
+        if line.startswith("# %%"):
+            in_cell = True
+        elif in_cell and line.startswith("#"):
+            lines.append((i, line[1:]))
+        else:
+            in_cell = False
+    # reST literal blocks (after ``::``) are code
+    out, literal = [], False
+    for i, line in lines:
+        if literal and (line.startswith("    ") or not line.strip()):
+            continue
+        literal = line.rstrip().endswith("::")
+        out.append((i, line))
+    return out
+
+
+def measured_figures(lines):
+    """The digit strings of ``lines`` that are neither cited nor settings: ``[(line number, number, line)]``."""
+    found = []
+    for i, line in lines:
+        if _CITE.search(line):
+            continue
+        prose = _strip(line)
+        allowed = set()
+        for pattern in _SETTINGS:
+            for m in pattern.finditer(prose):
+                allowed.add(m.start("n"))
+        for m in _NUMBER.finditer(prose):
+            if m.start() not in allowed:
+                found.append((i, m.group(), line.strip()))
+    return found
+
+
+def _figures(page: str):
+    path = ROOT / page
+    lines = _example_text(path) if path.suffix == ".py" else _prose_lines(path.read_text(), CHECKED[page])
+    return measured_figures(lines)
+
+
+@pytest.mark.parametrize("page", sorted(CHECKED))
+def test_every_measured_figure_is_read_from_a_file_or_cited(page):
+    figures = _figures(page)
+    assert not figures, f"{page}: figures neither substituted, cited nor settings:\n" + "\n".join(
+        f"  line {i}: {number!r} in: {line}" for i, number, line in figures)
+
+
+def test_the_checked_sections_exist():
+    for page, sections in CHECKED.items():
+        text = (ROOT / page).read_text()
+        for heading in sections or ():
+            assert any(line.startswith(heading) for line in text.splitlines()), (page, heading)
+
+
+def _site_substitutions():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_docs_conf_substitutions", ROOT / "docs" / "_substitutions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.substitutions(RESULTS)
+
+
+@pytest.mark.parametrize("page", sorted(p for p in CHECKED if p.endswith(".md")))
+def test_every_substitution_on_a_page_is_defined(page):
+    subs = _site_substitutions()
+    used = set(re.findall(r"\{\{\s*([\w]+)\s*\}\}", (ROOT / page).read_text()))
+    assert used - set(subs) == set()
+
+
+def test_a_figure_in_prose_is_found():
+    lines = [(1, "BALD needs 80 labels at T = 100 on 2 cores, seeds 1–3, to 90% (Kirsch et al., 2019)."),
+             (2, "BADGE needs {{ g__badge__acc90_median }} labels; `pip install x==1.2`."),
+             (3, "Gal et al. report 145 acquired images <!-- cite: Gal et al. 2017, Table 1 -->")]
+    assert [(i, n) for i, n, _ in measured_figures(lines)] == [(1, "80")]
+
+
+def test_a_changed_facts_value_changes_the_rendered_substitution(tmp_path):
+    shutil.copytree(RESULTS / "post2019_cuda", tmp_path / "post2019_cuda",
+                    ignore=shutil.ignore_patterns("runs", "*.png", "*.csv"))
+    key = "post2019_cuda__batch_bald__acc90_median"
+    before = results_substitutions(tmp_path)[key]
+    path = tmp_path / "post2019_cuda" / "facts.json"
+    facts = json.loads(path.read_text())
+    facts["groups"]["batch_bald"]["acc90"]["median"] += 10
+    path.write_text(json.dumps(facts))
+    after = results_substitutions(tmp_path)[key]
+    assert int(after) == int(before) + 10
+
+
+def test_a_changed_benchmark_value_changes_the_rendered_substitution():
+    bench = json.loads((RESULTS / "bench_gpu" / "bench_gpu.json").read_text())
+    method = next(iter(bench["part_a"]["T=100"]))
+    before = json_substitutions(bench, "bench_gpu")
+    bench["part_a"]["T=100"][method]["runs"] = 7
+    after = json_substitutions(bench, "bench_gpu")
+    assert before["bench_gpu__part_a__T_100__runs_summary"] != after["bench_gpu__part_a__T_100__runs_summary"]
+    assert after["bench_gpu__part_a__T_100__runs_summary"].startswith("7 for ")
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in RESULTS.glob("*/facts.json")))
+def test_the_committed_facts_are_those_of_the_committed_runs(folder):
+    """``skdbal report`` with the reruns the facts name writes the committed ``facts.json`` byte for byte."""
+    path = RESULTS / folder / "facts.json"
+    committed = json.loads(path.read_text())["reruns"]
+    floor = committed.get("floor_from")
+    facts = grid_facts(RESULTS / folder, reruns=[RESULTS / f for f in committed["folders"]],
+                       rerun_floor=RESULTS / floor if floor else None)
+    assert json.dumps(facts, indent=1, sort_keys=True) + "\n" == path.read_text()
