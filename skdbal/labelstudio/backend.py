@@ -212,6 +212,9 @@ class WebhookWorker:
                 annotations[_id_of(a)] = a
         for a in drop:
             annotations.pop(a, None)
+        for key, a in annotations.items():      # a task read alone names its annotators in full (their email
+            if isinstance(a.get("completed_by"), dict):    # too): by id, as a pull and the webhooks name them
+                annotations[key] = {**a, "completed_by": _id_of(a["completed_by"])}
         for a in annotations:
             self._task_of_annotation[a] = task
         return {"id": task, "annotations": list(annotations.values())}
