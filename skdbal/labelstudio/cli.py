@@ -375,7 +375,7 @@ def connect_backend(client, project: int, url: str, *, token: Optional[str] = No
 def _serve_backend(args, sync, backend: dict, store) -> int:
     """Pull once (what was labelled while skdbal was down), start the session, and serve the backend with
     uvicorn on the bound socket until Ctrl-C or SIGTERM; no pulls then: the webhooks bring the
-    annotations. A push that failed for want of Label Studio is sent again every ``--interval`` s."""
+    annotations. A push that failed for want of Label Studio is sent again a second later."""
     import uvicorn
 
     from .backend import backend_app
@@ -390,7 +390,7 @@ def _serve_backend(args, sync, backend: dict, store) -> int:
 
     def keep():
         connected = not args.connect
-        while not stop.wait(min(args.interval, 0.5) if not connected else args.interval):
+        while not stop.wait(0.5 if not connected else 1.0):
             if session.error is not None:
                 failure.append(RuntimeError("the session's loop failed"))
                 server.should_exit = True
