@@ -230,15 +230,42 @@ def test_the_command_serves_the_backend_until_sigterm(server, tmp_path):
         assert ("127.0.0.1", port) in found and [a for a in found if a[0] not in LOOPBACK_IPS] == []
         backends = [b for b in client.ml.list(project=project)]
         assert len(backends) == 1 and backends[0].url == f"http://127.0.0.1:{port}"
-        _, ids = queue(client, project, 1)
-        key = sorted(ids)[0]
-        annotate(client, ids[key], y[int(key)], from_name="label")
-        wait_until(lambda: sqlite3.connect(store).execute("SELECT COUNT(*) FROM events").fetchone()[0] >= 1,
-                   timeout=30, what="the annotation in the store, by the webhook")
+        wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", 120, "the first batch")
+        first, ids = queue(client, project, 10)       # the first batch: score 1, the others none
+        count = "SELECT COUNT(*) FROM events"
+        latencies, busy_done = [], threading.Event()
+
+        def hammer():             # /predict as Label Studio calls it, through the first retrain of the net
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                while not busy_done.is_set():
+                    t0 = time.perf_counter()
+                    r = http.post("/predict", json={"tasks": [{"id": ids[k]} for k, _ in first[:3]]})
+                    latencies.append((time.perf_counter() - t0, r.status_code))
+                    time.sleep(0.02)
+
+        worker = threading.Thread(target=hammer, daemon=True)
+        worker.start()
+        try:
+            for n, (key, _) in enumerate(first, 1):
+                annotate(client, ids[key], y[int(key)], from_name="label")
+                t0 = time.perf_counter()
+                wait_until(lambda: sqlite3.connect(store).execute(count).fetchone()[0] >= n, timeout=30,
+                           what="the annotation in the store, by the webhook")
+            store_lag = time.perf_counter() - t0
+            wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-v0", 120, "model v0")
+            head_lag = time.perf_counter() - t0
+        finally:
+            busy_done.set()
+            worker.join(30)
+        assert {code for _, code in latencies} == {200}
+        times = [t for t, _ in latencies]
+        print(f"\nthe command (MC-dropout net, torch 1 thread): last label -> store {store_lag:.3f} s, -> v0's "
+              f"head in LS {head_lag:.3f} s; /predict through the retrain: p95 {np.percentile(times, 95):.3f} s, "
+              f"max {max(times):.3f} s over {len(times)}")
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
         rest = process.stdout.read()
-        assert "stopped; 1 labels" in rest, rest
+        assert "stopped; 10 labels" in rest, rest
     finally:
         if process.poll() is None:
             process.kill()
