@@ -46,12 +46,12 @@ def head(client, project):
 class Backend:
     """backend_app served by uvicorn in a thread of this process, on 127.0.0.1:port."""
 
-    def __init__(self, sync, port):
+    def __init__(self, sync, port, token=None):
         import uvicorn
 
         from skdbal.labelstudio.backend import backend_app
 
-        self.app = backend_app(sync)
+        self.app = backend_app(sync, token=token)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -270,3 +270,34 @@ def test_the_command_serves_the_backend_until_sigterm(server, tmp_path):
         if process.poll() is None:
             process.kill()
     no_invalid_page(server)
+
+
+def test_a_backend_with_a_token_gets_it_from_label_studio_as_basic_auth(server, tmp_path):
+    """With a token, Label Studio's calls carry it (the backend's Basic Auth) and so do its webhooks (the header
+    that connect_backend sets): connected, and an annotation arrives; with a wrong one, Label Studio's own
+    check refuses the backend."""
+    from label_studio_sdk import LabelStudio
+
+    from skdbal.labelstudio import LabelStudioSync
+    from skdbal.labelstudio.cli import connect_backend
+
+    X, y = digits_flat(40)
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    project = client.projects.create(title="skdbal backend token", label_config=CONFIG).id
+    session = session_of(X, tmp_path / "token.db")
+    sync = LabelStudioSync(session, client, project)
+    sync.import_tasks(lambda i: {"image": png_uri(X[i])})
+    backend = Backend(sync, free_port(), token="backend-token-0123456789")
+    try:
+        ml = connect_backend(client, project, backend.url, token="backend-token-0123456789")
+        state = client.ml.get(id=ml).state
+        assert str(getattr(state, "value", state)) == "CO", state
+        annotate(client, sync._task_of[0], y[0])
+        wait_until(lambda: 0 in session.store.current_labels(), 10, "the annotation, by the webhook with the token")
+        with pytest.raises(Exception) as refused:         # Label Studio checks the new password, and refuses it
+            client.ml.update(id=ml, url=backend.url, auth_method="BASIC_AUTH", basic_auth_user="skdbal",
+                             basic_auth_pass="wrong")      # (Label Studio 1.23 needs the url in a PATCH too)
+        assert refused.value.status_code == 400 and "authentication parameters" in str(refused.value.body)
+    finally:
+        session.stop()
+        backend.stop()
