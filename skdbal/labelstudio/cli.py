@@ -20,7 +20,8 @@ from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "connect", "label_config", "labels_csv_path", "read_token", "run", "task_data"]
+__all__ = ["add_parser", "connect", "connect_backend", "label_config", "labels_csv_path", "read_token", "run",
+           "task_data"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -75,6 +76,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--labels-csv", metavar="FILE", help="keep the labels as CSV here, rewritten atomically when "
                    "annotations have been recorded and on stop (default: beside the store, its name with "
                    "-labels.csv: skdbal-digits.db -> skdbal-digits-labels.csv)")
+    backend = p.add_argument_group("ML backend", "serve skdbal to Label Studio as an ML backend: its webhooks "
+                                   "bring the annotations at once (no pulls); Label Studio on this machine needs "
+                                   "ML_BLOCK_LOCAL_IP=false and SSRF_PROTECTION_ENABLED=false in its environment")
+    backend.add_argument("--backend", action="store_true", help="serve as Label Studio's ML backend instead of "
+                         "pulling every --interval seconds")
+    backend.add_argument("--backend-host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1; "
+                         "another needs --backend-token-env)")
+    backend.add_argument("--backend-port", type=int, default=9090, help="the port to serve on (default 9090)")
+    backend.add_argument("--backend-token-env", metavar="VAR", help="the environment variable that holds the "
+                         "backend's token: Label Studio sends it as Basic Auth's password")
+    backend.add_argument("--backend-url", metavar="URL", help="the address at which Label Studio reaches the "
+                         "backend (default http://HOST:PORT)")
+    backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
+                         "Model does) unless one with its address is there")
     return p
 
 
@@ -271,6 +286,7 @@ unencrypted; use https, or --allow-http
     from ..labelling.cli import make_session, set_torch_threads
     from .sync import LabelStudioSync, choices_of, file_key
 
+    backend = _backend_settings(args) if getattr(args, "backend", False) else None
     token = read_token(args.token_env, args.token_file)
     client = connect(args.url, token, ca_bundle=args.ca_bundle, allow_http=args.allow_http)
     try:
@@ -301,6 +317,8 @@ unencrypted; use https, or --allow-http
         csv_path = labels_csv_path(args.labels_csv, store)
         print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, labels {csv_path}, torch threads "
               f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
+        if backend is not None:
+            return _serve_backend(args, sync, backend, store, csv_path)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
@@ -333,4 +351,167 @@ unencrypted; use https, or --allow-http
         raise ValueError(f"Label Studio answered {cause.status_code}: {cause.body}") from None
     finally:
         session.store.close()
+        if backend is not None:
+            backend["socket"].close()
     return 0
+
+
+# ------------------------------------------------------------------ the ML backend mode (--backend)
+def _backend_settings(args) -> dict:
+    """Check the backend's address and token, and bind its socket, before anything is sent or read: a
+    non-loopback address without a token, or a port in use, is one line."""
+    import socket
+
+    host, port = args.backend_host, args.backend_port
+    token = read_token(args.backend_token_env) if args.backend_token_env else None
+    if token is None and not is_loopback(host):
+        raise ValueError(f"--backend-host {host} serves other machines: give the backend a token "
+                         f"(--backend-token-env VAR), which Label Studio sends as Basic Auth's password")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(2048)
+        except BaseException:
+            sock.close()
+            raise
+    except OSError as exc:
+        raise ValueError(f"cannot serve the backend on {host}:{port} ({exc.strerror or exc}): another server may "
+                         f"be there; choose another --backend-port") from None
+    bound = sock.getsockname()[1]
+    url = (args.backend_url or f"http://{'[' + host + ']' if ':' in host else host}:{bound}").rstrip("/")
+    return {"socket": sock, "token": token, "host": host, "port": bound, "url": url}
+
+
+def connect_backend(client, project: int, url: str, *, token: Optional[str] = None,
+                    title: str = "skdbal") -> Optional[int]:
+    """Add the ML backend at ``url`` to ``project`` through Label Studio's API, as Settings -> Model ->
+    Connect Model does (Label Studio then checks it: ``/health`` and ``/setup``, and makes its
+    webhook); None if one with that address is there already, else its id. With a ``token`` it is
+    sent as Basic Auth's password, and the backend's webhook is given the same ``Authorization``
+    header (Label Studio sends none on the webhook it makes).
+
+    Examples
+    --------
+    A stand-in for the client, where the backend is there already:
+
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelstudio.cli import connect_backend
+    >>> client = SimpleNamespace(ml=SimpleNamespace(list=lambda project: [{"id": 3, "url": "http://127.0.0.1:9090"}]))
+    >>> connect_backend(client, 1, "http://127.0.0.1:9090/") is None
+    True
+    """
+    import base64
+
+    from .sync import _plain
+
+    url = url.rstrip("/")
+    if any(str(_plain(b).get("url", "")).rstrip("/") == url for b in client.ml.list(project=project)):
+        return None
+    auth = {} if token is None else {"auth_method": "BASIC_AUTH", "basic_auth_user": "skdbal",
+                                     "basic_auth_pass": token}
+    made = _plain(client.ml.create(url=url, project=project, title=title, is_interactive=False, **auth))
+    if token is not None:
+        header = "Basic " + base64.b64encode(f"skdbal:{token}".encode()).decode("ascii")
+        for hook in client.webhooks.list(project=project):
+            hook = _plain(hook)
+            if str(hook.get("url", "")).rstrip("/") == url + "/webhook":
+                client.webhooks.update(id=hook["id"], url=hook["url"], headers={"Authorization": header})
+    return made.get("id")
+
+
+def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
+    """Pull once (what was labelled while skdbal was down), start the session, and serve the backend with
+    uvicorn on the bound socket until Ctrl-C or SIGTERM; no pulls then: the webhooks bring the
+    annotations. A push that failed for want of Label Studio is sent again a second later. The labels
+    are kept in ``csv_path`` as in client mode.
+
+    On SIGTERM the session's loop stops first (so no push, and no webhook Label Studio sends about it,
+    meets a backend that has stopped), then the server, then the webhooks already received are
+    recorded, and the CSV is written a last time."""
+    import uvicorn
+
+    from ..labelling.export import save_labels_csv
+    from .backend import backend_app
+
+    session = sync.session
+    app = backend_app(sync, token=backend["token"])
+    stopping = threading.Event()        # asked to stop: the keeper stops the loop, then the server
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):     # uvicorn's SIGINT/SIGTERM handler while it serves
+            if stopping.is_set() and sig == signal.SIGINT:
+                self.force_exit = True         # a second Ctrl-C
+            stopping.set()
+
+    server = Server(uvicorn.Config(app, host=backend["host"], port=backend["port"], log_level="warning"))
+    previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set()) \
+        if threading.current_thread() is threading.main_thread() else None   # before uvicorn serves
+    stop = threading.Event()
+    failure: list = []
+
+    def keep():
+        connected = not args.connect
+        while not stop.wait(0.2 if stopping.is_set() or not connected else 0.5):
+            if stopping.is_set():
+                session.stop()              # the loop ends: no push after this
+                server.should_exit = True
+                return
+            if session.error is not None:
+                failure.append(RuntimeError("the session's loop failed"))
+                server.should_exit = True
+                return
+            if not connected and server.started:
+                try:
+                    made = connect_backend(sync.client, sync.project, backend["url"], token=backend["token"])
+                    print(f"connected the backend to project {sync.project}" + (" (it was there)" if made is None
+                                                                                 else f" (ML backend {made})"),
+                          flush=True)
+                except Exception as exc:  # noqa: BLE001 - said in one line; the backend keeps serving
+                    print(f"skdbal labelstudio: error: --connect failed: {_status_of(exc)}", file=sys.stderr,
+                          flush=True)
+                connected = True
+            try:
+                sync._send(None)                  # a push cut by an outage of Label Studio, if any
+            except Exception as exc:  # noqa: BLE001
+                failure.append(exc)
+                server.should_exit = True
+                return
+
+    keeper = threading.Thread(target=keep, name="skdbal-backend-keeper", daemon=True)
+    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
+                                name="skdbal-labels-csv", daemon=True)
+    try:
+        pulled = sync.pull()
+        print(f"skdbal labelstudio: ML backend at {backend['url']} ({pulled} new annotations pulled at start; "
+              f"then webhooks only)", flush=True)
+        with session:
+            keeper.start()
+            exporter.start()
+            try:
+                server.run(sockets=[backend["socket"]])
+            finally:
+                stop.set()
+                app.state.events.close()      # what the webhooks brought is recorded before the session stops
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        if exporter.is_alive():
+            exporter.join()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    n = save_labels_csv(session, csv_path)
+    print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+    if failure:
+        raise failure[0]
+    return 0
+
+
+def _status_of(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}: {exc}" if status is None else f"Label Studio answered {status}: " \
+        f"{getattr(exc, 'body', '')}"

@@ -30,15 +30,16 @@ def label_studio_executable():
 class Server:
     """``label-studio start`` on 127.0.0.1 with a data folder of its own; start() waits for /health."""
 
-    def __init__(self, executable, data):
+    def __init__(self, executable, data, env=None):
         self.executable, self.data, self.port, self.process = executable, Path(data), free_port(), None
+        self.env = dict(env or {})      # more of Label Studio's settings (an ML backend here needs its SSRF ones)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=240):
         env = dict(os.environ, LABEL_STUDIO_BASE_DATA_DIR=str(self.data), LABEL_STUDIO_USERNAME=USER,
                    LABEL_STUDIO_PASSWORD=PASSWORD, LABEL_STUDIO_USER_TOKEN=TOKEN,
                    LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN="true", LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK="true",
-                   DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false")
+                   DJANGO_DB="sqlite", SENTRY_DSN="", FRONTEND_SENTRY_DSN="", COLLECT_ANALYTICS="false", **self.env)
         # --internal-host is the address Django's server binds (Label Studio's default is 0.0.0.0: every
         # interface, with the preset token above); --host only makes the URLs it writes
         self.process = spawn([self.executable, "start", "--no-browser", "--internal-host", LOOPBACK,

@@ -1,0 +1,407 @@
+"""skdbal as a Label Studio ML backend: a Starlette application that Label Studio calls.
+
+Label Studio 1.23 calls an ML backend (Settings -> Model -> Connect Model, or ``POST /api/ml``) at:
+
+- ``GET /health``: whether it is up (Label Studio's connection test, and before every ``/predict``);
+- ``POST /setup``: answered with ``model_version``, the name of the version skdbal pushed last
+  (``skdbal-v3``); Label Studio then asks ``/predict`` only for tasks with no prediction of it;
+- ``POST /predict`` ``{"tasks": [...]}``: a prediction per task, in order: the one skdbal pushed
+  for its item (:attr:`LabelStudioSync.predictions`), else the published model's guess
+  (:meth:`LabellingSession.guesses`, which never waits on a retrain for long: after
+  ``guess_timeout`` seconds the answer has an empty result), else an empty result;
+- ``POST /webhook``: the webhook Label Studio makes for the backend itself (every action, with
+  its payload). ``ANNOTATION_CREATED``, ``ANNOTATIONS_CREATED``, ``ANNOTATION_UPDATED`` and
+  ``ANNOTATIONS_DELETED`` re-read the tasks they name with all their annotations and record them
+  (:meth:`LabelStudioSync.record`; each annotation once, however often it is delivered); a
+  deletion names annotation ids only, so the ids recorded are mapped to their tasks, and an id
+  unknown here (recorded before a restart) makes a pull. Label Studio Community without redis
+  sends a webhook inside the annotator's request, with a 1 s time-out (``WEBHOOK_TIMEOUT``), so
+  the answer is immediate and the work is done in a thread of its own, in order.
+  ``START_TRAINING`` and every other action are answered 200 with a note: skdbal retrains after
+  each label by itself;
+- ``POST /train``: the same (older Label Studio, or its "Start Training" without the flag that
+  makes it a webhook);
+- ``GET /versions``: the pushed version.
+
+A body that is not a JSON object is a 400 whose JSON ``error`` says so; an unknown route a 404 in JSON.
+
+**Authentication.** With a ``token``, every request must carry it, as Label Studio sends it:
+HTTP Basic authentication (the backend's *Authentication method: Basic Auth* in Label Studio,
+``auth_method="BASIC_AUTH"``, any user name, the token as ``basic_auth_pass``), or an
+``Authorization: Bearer <token>`` header. Label Studio sends Basic Auth on ``/health``, ``/setup``,
+``/predict`` and ``/train``, but not on the webhook it makes: that one's headers (the webhook's
+*Headers* in Settings -> Webhooks, ``headers`` of ``PATCH /api/webhooks/{id}``) must be given
+``{"Authorization": "Basic <base64 of user:token>"}``; ``skdbal labelstudio --backend --connect``
+does both. Without a token the backend is for this machine's Label Studio only: serve it on
+127.0.0.1.
+
+**Label Studio's SSRF guard.** Label Studio 1.23 refuses an ML backend on a local or private
+address (``ML_BLOCK_LOCAL_IP``, on by default: the URL is refused when the backend is added, and
+every connection to it is checked) and does not send webhooks there (``SSRF_PROTECTION_ENABLED``,
+on by default: the backend's webhook is then silently not made, and a webhook made otherwise is
+not sent). A Label Studio on the same machine as skdbal therefore needs both set to ``false`` in
+its environment; one elsewhere reaches skdbal at a public address, with a token.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import logging
+import queue
+import threading
+from typing import Dict, List, Optional
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .sync import LabelStudioSync, _plain, is_transient
+
+__all__ = ["WebhookWorker", "backend_app"]
+
+logger = logging.getLogger(__name__)
+
+#: Largest request body accepted, in bytes (a /predict of many tasks carries their data).
+MAX_BODY = 64 * 1024 * 1024
+#: The annotation events that change a task's label.
+ANNOTATION_EVENTS = ("ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _id_of(value) -> Optional[int]:
+    """An id given as an int, or as a dict (or object) with an ``id``."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+class WebhookWorker:
+    """Records Label Studio's annotation events in the session's store, in a thread of its own, in order.
+
+    :meth:`put` returns at once (Label Studio waits for the webhook's answer inside the annotator's
+    request); the thread re-reads each named task with all its annotations
+    (``sync.client.tasks.get``) and records it (:meth:`LabelStudioSync.record`). The payload's
+    annotation is merged into what is read (and a deleted one left out), so a read that comes
+    before Label Studio's commit loses nothing. A failure for want of Label Studio is retried;
+    the last error is in :attr:`last_error`.
+
+    Parameters
+    ----------
+    sync : LabelStudioSync
+        The sync whose session's store the events go to.
+    retries : int, default=5
+        Tries of an event while Label Studio cannot be reached, a second apart.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelstudio.backend import WebhookWorker
+    >>> sync = SimpleNamespace(project=1)
+    >>> worker = WebhookWorker(sync)
+    >>> worker.put({"action": "PROJECT_UPDATED", "project": {"id": 1}})
+    'PROJECT_UPDATED is not an annotation event: nothing to do'
+    >>> worker.close()
+    """
+
+    def __init__(self, sync: LabelStudioSync, *, retries: int = 5):
+        self.sync = sync
+        self.retries = int(retries)
+        self.last_error: Optional[BaseException] = None
+        self.recorded = 0
+        self._task_of_annotation: Dict[int, int] = {}
+        self._queue: "queue.Queue" = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="skdbal-webhooks", daemon=True)
+        self._thread.start()
+
+    def put(self, event: dict) -> str:
+        """Queue an event (Label Studio's webhook body) and say what will be done with it."""
+        action = str(event.get("action"))
+        project = _id_of(event.get("project"))
+        if project is not None and project != self.sync.project:
+            return f"project {project} is not skdbal's project {self.sync.project}: ignored"
+        if action not in ANNOTATION_EVENTS:
+            if action == "START_TRAINING":
+                return "skdbal retrains after each label by itself: nothing to start"
+            return f"{action} is not an annotation event: nothing to do"
+        self._queue.put(event)
+        return "queued"
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued event is recorded (or failed); whether it happened in ``timeout`` s."""
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Record what is queued, then end the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None:
+                return
+            if isinstance(event, threading.Event):
+                event.set()
+                continue
+            for attempt in range(self.retries):
+                try:
+                    self.recorded += self.handle(event)
+                    break
+                except Exception as exc:  # noqa: BLE001 - the thread goes on; the error is kept and logged
+                    self.last_error = exc
+                    if not is_transient(exc) or attempt == self.retries - 1:
+                        logger.error("skdbal: the webhook %s was not recorded: %s: %s", event.get("action"),
+                                     type(exc).__name__, exc)
+                        break
+                    threading.Event().wait(1.0)
+
+    def handle(self, event: dict) -> int:
+        """Record one event now (in the calling thread); the number of new events in the store."""
+        action = event.get("action")
+        if action == "ANNOTATIONS_DELETED":
+            deleted = {i for i in (_id_of(a) for a in (event.get("annotations") or [])) if i is not None}
+            tasks = {self._task_of_annotation[a] for a in deleted if a in self._task_of_annotation}
+            if deleted - set(self._task_of_annotation):    # recorded before a restart: read them all
+                return self.sync.pull()
+            return self._record([self._read(t, drop=deleted) for t in sorted(tasks)])
+        annotations = event.get("annotation")
+        annotations = [annotations] if isinstance(annotations, dict) else list(annotations or [])
+        given: Dict[int, List[dict]] = {}
+        for a in annotations:
+            task = _id_of(a.get("task")) or _id_of(event.get("task"))
+            if task is not None and _id_of(a) is not None:
+                given.setdefault(task, []).append(a)
+        return self._record([self._read(t, add=given[t]) for t in sorted(given)])
+
+    def _record(self, tasks: List[dict]) -> int:
+        """:meth:`LabelStudioSync.record` until it changes nothing: one call takes back one label of a
+        task whose annotations were all deleted, and a relabelled item has more than one (the pull
+        does the same over its next pulls); a recorded annotation is never recorded twice."""
+        n = 0
+        for _ in range(100):
+            new = self.sync.record(tasks)
+            n += new
+            if not new:
+                break
+        return n
+
+    def _read(self, task: int, add=(), drop=()) -> dict:
+        """Task ``task`` with all its annotations, as Label Studio has them, with ``add`` (newer than
+        what was read, or missing from it) and without ``drop``."""
+        found = _plain(self.sync.client.tasks.get(id=task))
+        annotations = {_id_of(a): _plain(a) for a in (found.get("annotations") or [])}
+        for a in add:
+            old = annotations.get(_id_of(a))
+            if old is None or str(old.get("updated_at")) < str(a.get("updated_at")):
+                annotations[_id_of(a)] = a
+        for a in drop:
+            annotations.pop(a, None)
+        for key, a in annotations.items():      # a task read alone names its annotators in full (their email
+            if isinstance(a.get("completed_by"), dict):    # too): by id, as a pull and the webhooks name them
+                annotations[key] = {**a, "completed_by": _id_of(a["completed_by"])}
+        for a in annotations:
+            self._task_of_annotation[a] = task
+        return {"id": task, "annotations": list(annotations.values())}
+
+
+def _authorized(request: Request, token: str) -> bool:
+    """Whether the request carries ``token``: as Basic Auth's password (any user), or as a Bearer token."""
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    given = ""
+    if scheme.lower() == "basic":
+        try:
+            given = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+    elif scheme.lower() in ("bearer", "token"):
+        given = value.strip()
+    return bool(given) and hmac.compare_digest(given.encode(), token.encode())
+
+
+def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_timeout: float = 0.3,
+                max_body: int = MAX_BODY) -> Starlette:
+    """A Starlette application that serves ``sync``'s session to Label Studio as an ML backend.
+
+    Serve it with uvicorn while the session runs (``skdbal labelstudio --backend`` does); its
+    routes and what Label Studio needs set are in this module's description.
+
+    Parameters
+    ----------
+    sync : LabelStudioSync
+        The sync of the session and the project: its pushed predictions are what ``/predict``
+        answers, and its :meth:`~LabelStudioSync.record` takes the webhooks' annotations.
+    token : str, optional
+        When given, every request must carry it (Basic Auth's password, or ``Authorization:
+        Bearer``); else 401.
+    guess_timeout : float, default=0.3
+        Seconds ``/predict`` waits for the model's guesses of items that have no pushed
+        prediction (a retrain may hold the model); then those get an empty result.
+    max_body : int, default=64 MiB
+        Larger request bodies are refused (413).
+
+    Returns
+    -------
+    starlette.applications.Starlette
+        Its ``state.events`` is the :class:`WebhookWorker` (close it after serving).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from starlette.testclient import TestClient
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> from skdbal.labelstudio import LabelStudioSync
+    >>> from skdbal.labelstudio.backend import backend_app
+    >>> config = ('<View><Image name="i" value="$i"/><Choices name="c" toName="i"><Choice value="a"/>'
+    ...           '<Choice value="b"/></Choices></View>')
+    >>> client = SimpleNamespace(projects=SimpleNamespace(get=lambda id: {"label_config": config}))
+    >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"), np.eye(4),
+    ...                            classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> app = backend_app(LabelStudioSync(session, client, project=1), token="s3cret")
+    >>> http = TestClient(app)
+    >>> http.get("/health").status_code                       # no token
+    401
+    >>> http.get("/health", auth=("skdbal", "s3cret")).json()  # Label Studio's Basic Auth
+    {'status': 'UP', 'model_class': 'skdbal', 'model_version': 'skdbal-first'}
+    >>> http.post("/setup", json={"project": "1.1700000000"}, auth=("skdbal", "s3cret")).json()
+    {'model_version': 'skdbal-first'}
+    >>> app.state.events.close()
+    >>> session.store.close()
+    """
+    events = WebhookWorker(sync)
+    inverse: dict = {"of": None, "map": {}}
+
+    def item_of_task(task: Optional[int]) -> Optional[int]:
+        task_of = sync._task_of
+        if inverse["of"] is not task_of:               # map_tasks replaces the dict as a whole
+            inverse["map"], inverse["of"] = {t: i for i, t in task_of.items()}, task_of
+        return inverse["map"].get(task)
+
+    def version_name() -> str:
+        version = sync.pushed_version
+        return f"{sync.model_version_prefix}-" + ("first" if version is None else f"v{version}")
+
+    async def body(request: Request) -> dict:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            raise _Refused(413, f"request body larger than {max_body} bytes")
+        raw = b""
+        async for part in request.stream():
+            raw += part
+            if len(raw) > max_body:
+                raise _Refused(413, f"request body larger than {max_body} bytes")
+        try:
+            data = json.loads(raw or b"{}")
+        except (ValueError, RecursionError):
+            raise _Refused(400, "the body must be JSON") from None
+        if not isinstance(data, dict):
+            raise _Refused(400, "the body must be a JSON object")
+        return data
+
+    def check_project(data: dict) -> None:
+        """Label Studio names the project as ``"{id}.{created}"``: another project's is refused."""
+        given = str(data.get("project") or "").split(".")[0]
+        if given.isdigit() and int(given) != sync.project:
+            raise _Refused(400, f"this backend serves project {sync.project}, not project {given}")
+
+    async def health(request: Request):
+        return JSONResponse({"status": "UP", "model_class": "skdbal", "model_version": version_name()})
+
+    async def setup(request: Request):
+        check_project(await body(request))
+        return JSONResponse({"model_version": version_name()})
+
+    async def versions(request: Request):
+        return JSONResponse({"versions": [version_name()]})
+
+    async def predict(request: Request):
+        data = await body(request)
+        check_project(data)
+        tasks = data.get("tasks")
+        if not isinstance(tasks, list):
+            raise _Refused(400, "the body needs a list of tasks")
+        name = version_name()
+        predictions = sync.predictions        # replaced as a whole by each push: read once
+        items = [item_of_task(_id_of(t)) for t in tasks]
+        to_guess = [i for i in items if i is not None and i not in predictions]
+        guesses: Dict[int, Optional[str]] = {}
+        if to_guess:
+            try:
+                found = await asyncio.wait_for(run_in_threadpool(sync.session.guesses, to_guess), guess_timeout)
+                guesses = dict(zip(to_guess, found))
+            except asyncio.TimeoutError:    # the model is held by a retrain: no guess this time
+                pass
+        results = []
+        for item in items:
+            if item in predictions:
+                p = predictions[item]
+                results.append({"model_version": p["model_version"], "score": p["score"], "result": p["result"]})
+                continue
+            guess = guesses.get(item)
+            result = [] if guess is None else [{"from_name": sync.from_name, "to_name": sync.to_name,
+                                                "type": "choices", "value": {"choices": [str(guess)]}}]
+            results.append({"model_version": name, "score": 0.0, "result": result})
+        return JSONResponse({"results": results, "model_version": name})
+
+    async def webhook(request: Request):
+        data = await body(request)
+        return JSONResponse({"status": "ok", "note": events.put(data)})
+
+    async def train(request: Request):
+        await body(request)
+        return JSONResponse({"status": "ok", "note": "skdbal retrains after each label by itself: nothing to "
+                             "start"})
+
+    async def refused(request: Request, exc: _Refused):
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+    async def http_error(request: Request, exc: HTTPException):
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+    async def failed(request: Request, exc: Exception):
+        logger.error("skdbal backend: %s %s failed: %s: %s", request.method, request.url.path,
+                     type(exc).__name__, exc)
+        return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
+
+    class _Auth:
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http" and token is not None and not _authorized(Request(scope), token):
+                response = JSONResponse({"error": "missing or wrong credentials: Label Studio's Basic Auth "
+                                         "password (or a Bearer token) must be skdbal's backend token"},
+                                        status_code=401, headers={"WWW-Authenticate": 'Basic realm="skdbal"'})
+                return await response(scope, receive, send)
+            return await self.app(scope, receive, send)
+
+    from starlette.middleware import Middleware
+
+    app = Starlette(routes=[Route("/", health), Route("/health", health), Route("/setup", setup, methods=["POST"]),
+                            Route("/versions", versions), Route("/predict", predict, methods=["POST"]),
+                            Route("/webhook", webhook, methods=["POST"]), Route("/train", train, methods=["POST"])],
+                    middleware=[Middleware(_Auth)],
+                    exception_handlers={_Refused: refused, HTTPException: http_error, Exception: failed})
+    app.state.events = events
+    app.state.sync = sync
+    return app

@@ -1,0 +1,303 @@
+"""skdbal as the ML backend of a real Label Studio 1.23 on 127.0.0.1 (slow).
+
+The backend is connected through Label Studio's own API, as Settings -> Model does; annotations made
+through the API reach the store by the webhook Label Studio made for the backend, with no pull after
+the one at start; the retrain's push changes the queue's head; Label Studio's own prediction test
+calls ``/predict``; a restart of the backend doubles nothing. Label Studio on this machine needs
+``ML_BLOCK_LOCAL_IP=false`` and ``SSRF_PROTECTION_ENABLED=false`` to reach a backend on 127.0.0.1.
+The latencies measured are printed (``-s``) and asserted loosely.
+"""
+import json
+import statistics
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+from _helpers import digits_flat, free_port
+from lsserver import LOOPBACK_IPS, TOKEN, Server, label_studio_executable, listening_addresses
+from test_real_server import CONFIG, annotate, no_invalid_page, png_uri, queue, session_of, wait_until
+
+pytestmark = pytest.mark.slow
+
+SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    executable = label_studio_executable()
+    if executable is None:
+        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable")
+    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
+    pytest.importorskip("uvicorn")
+    s = Server(executable, tmp_path_factory.mktemp("label-studio"), env=SSRF_OFF).start()
+    yield s
+    s.stop()
+
+
+def head(client, project):
+    """The key of the first task of the Data Manager sorted by prediction score (one task read: cheap to poll)."""
+    page = client.tasks.list(project=project, page=1, page_size=1, fields="task_only",
+                             query=json.dumps({"ordering": ["-tasks:predictions_score"]}))
+    return page.items[0].data["skdbal_key"] if page.items else None
+
+
+class Backend:
+    """backend_app served by uvicorn in a thread of this process, on 127.0.0.1:port."""
+
+    def __init__(self, sync, port, token=None):
+        import uvicorn
+
+        from skdbal.labelstudio.backend import backend_app
+
+        self.app = backend_app(sync, token=token)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_until(lambda: self.server.started, 30, "the backend's start")
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.app.state.events.close()
+
+
+def test_label_studio_drives_skdbal_as_its_ml_backend(server, tmp_path):
+    from label_studio_sdk import LabelStudio
+
+    from skdbal.labelstudio import LabelStudioSync
+    from skdbal.labelstudio.cli import connect_backend
+
+    X, y = digits_flat(300)
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    project = client.projects.create(title="skdbal backend", label_config=CONFIG).id
+    store = tmp_path / "backend.db"
+    session = session_of(X, store)
+    sync = LabelStudioSync(session, client, project)
+    sync.import_tasks(lambda i: {"image": png_uri(X[i])})
+    sync.queue_view()
+    pulls = []
+    real_pull = sync.pull
+    sync.pull = lambda: pulls.append(1) or real_pull()
+    assert sync.pull() == 0                                   # once, before the session starts
+    port = free_port()
+    backend = Backend(sync, port)
+    found = listening_addresses(__import__("os").getpid())
+    assert ("127.0.0.1", port) in found and [a for a in found if a[1] == port and a[0] not in LOOPBACK_IPS] == []
+
+    ml = connect_backend(client, project, backend.url)        # Label Studio checks it: /health, /setup
+    assert ml is not None and connect_backend(client, project, backend.url) is None
+    state = client.ml.get(id=ml).state
+    assert str(getattr(state, "value", state)) in ("CO", "MLBackendState.CONNECTED"), state
+    hooks = [h for h in client.webhooks.list(project=project) if h.url == backend.url + "/webhook"]
+    assert len(hooks) == 1, "Label Studio made no webhook for the backend (its SSRF settings?)"
+
+    task_of = {k: t for k, t in zip(session.keys, [sync._task_of[i] for i in range(len(session.keys))])}
+    item_of = {k: i for i, k in enumerate(session.keys)}
+    store_lag, head_lag, predict_busy, wrong, done = [], [], [], [], threading.Event()
+
+    def hammer():                  # /predict as Label Studio calls it, all along; the times during retrains kept
+        with httpx.Client(base_url=backend.url, timeout=10) as http:
+            while not done.is_set():
+                busy = session.training
+                t0 = time.perf_counter()
+                r = http.post("/predict", json={"tasks": [{"id": task_of[session.keys[i]]} for i in (0, 50, 150)],
+                                                "project": f"{project}.1"})
+                took = time.perf_counter() - t0
+                if r.status_code != 200 or len(r.json()["results"]) != 3:
+                    wrong.append(r.text)
+                if busy and session.training:
+                    predict_busy.append(took)
+                time.sleep(0.01)
+
+    annotation_of = {}
+    session.start()
+    worker = threading.Thread(target=hammer, daemon=True)
+    worker.start()
+    try:
+        batch = [session.keys[i] for i in range(10)]          # the initial batch
+        heads = []
+        for version in range(4):
+            for key in batch:
+                item = item_of[key]
+                annotation_of[item] = annotate(client, task_of[key], y[item]).id
+                t0 = time.perf_counter()                      # the annotation is made: the API call returned
+                wait_until(lambda: item in session.store.current_labels(), 10, f"item {item}'s label")
+                store_lag.append(time.perf_counter() - t0)
+            wait_until(lambda: sync.pushed_version == version, 120, f"version {version}'s push")
+            best = max(sync.predictions, key=lambda i: sync.predictions[i]["score"])
+            wait_until(lambda: head(client, project) == session.keys[best], 30, "the new head in LS")
+            head_lag.append(time.perf_counter() - t0)
+            order, _ = queue(client, project, 10)
+            heads.append(order[0][0])
+            batch = [k for k, _ in order]
+        assert len(set(heads)) > 1                             # the retrains changed the queue's head
+        assert session.store.current_labels()[0]["label"] == str(y[0])
+
+        # relabel and delete in Label Studio: the webhooks bring them
+        client.annotations.update(id=annotation_of[0], result=[{"from_name": "digit", "to_name": "image",
+                                  "type": "choices", "value": {"choices": [str((y[0] + 1) % 10)]}}])
+        wait_until(lambda: session.store.current_labels()[0]["label"] == str((y[0] + 1) % 10), 10, "the relabel")
+        client.annotations.delete(id=annotation_of[1])
+        wait_until(lambda: 1 not in session.store.current_labels(), 10, "the deletion")
+
+        # a task opened shows the current model's guess (pushed); Label Studio's own prediction test
+        unlabelled = next(i for i in sync.predictions if i not in session.store.current_labels())
+        task = client.tasks.get(id=task_of[session.keys[unlabelled]])
+        current = [p for p in task.predictions if p.model_version == sync.predictions[unlabelled]["model_version"]]
+        assert current and current[0].result[0]["value"]["choices"] == \
+            sync.predictions[unlabelled]["result"][0]["value"]["choices"]
+        r = httpx.post(f"{server.url}/api/ml/{ml}/predict/test?random=true",
+                       headers={"Authorization": f"Token {TOKEN}"}, timeout=30)
+        assert r.status_code == 200 and r.json()["status"] == 200 and len(r.json()["response"]) == 1
+    finally:
+        done.set()
+        worker.join(30)
+        session.stop()          # first: a push (a project update) while the backend is down is a webhook refused
+        backend.stop()
+    assert pulls == [1] and backend.app.state.events.last_error is None and wrong == []
+    labels = dict(session.store.current_labels())
+    n_events = len(session.store.events())
+
+    # a restart of the backend: pull once, serve on the same address; nothing is recorded twice
+    session = session_of(X, store)
+    sync = LabelStudioSync(session, client, project)
+    assert sync.import_tasks(lambda i: {"image": png_uri(X[i])}) == 0
+    assert sync.pull() == 0 and len(session.store.events()) == n_events
+    backend = Backend(sync, port)
+    session.start()
+    try:
+        key = next(k for k in batch if item_of[k] not in labels)
+        annotate(client, task_of[key], y[item_of[key]])
+        wait_until(lambda: item_of[key] in session.store.current_labels(), 10, "a label after the restart")
+    finally:
+        session.stop()
+        backend.stop()
+    assert len(session.store.events()) == n_events + 1
+    assert {i: r["label"] for i, r in session.store.current_labels().items() if i != item_of[key]} == \
+        {i: r["label"] for i, r in labels.items()}
+
+    print(f"\nstore lag: median {statistics.median(store_lag):.3f} s over {len(store_lag)}; queue head lag "
+          f"(last label -> new head in LS): median {statistics.median(head_lag):.3f} s over {len(head_lag)}; "
+          f"/predict during retrains: p95 {np.percentile(predict_busy, 95) if predict_busy else float('nan'):.3f} s "
+          f"over {len(predict_busy)}")
+    assert statistics.median(store_lag) < 5 and statistics.median(head_lag) < 20
+    if predict_busy:
+        assert np.percentile(predict_busy, 95) < 2.0
+    no_invalid_page(server)
+    errors = [line for line in server.log().splitlines() if "[ERROR]" in line or "ERROR:" in line]
+    assert errors == [], "\n".join(errors[:5])
+
+
+def test_the_command_serves_the_backend_until_sigterm(server, tmp_path):
+    """``skdbal labelstudio --backend --connect`` as a user runs it (a process; the default MC-dropout net, one
+    torch thread): it connects itself, listens on 127.0.0.1 only, records an annotation
+    that a webhook brings (``--interval`` is long: no pull would), and stops on SIGTERM with its count."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from label_studio_sdk import LabelStudio
+
+    X, y = digits_flat(100)
+    np.save(tmp_path / "pool.npy", X.reshape(-1, 8, 8).astype(np.float32))
+    store = tmp_path / "cli.db"
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    port = free_port()
+    env = dict(os.environ, SKDBAL_TEST_LS_TOKEN=TOKEN, OMP_NUM_THREADS="1")
+    process = subprocess.Popen([sys.executable, "-u", "-m", "skdbal", "labelstudio",
+                                "--npy", str(tmp_path / "pool.npy"), "--classes", ",".join(map(str, range(10))),
+                                "--url", server.url, "--token-env",
+                                "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "3600",
+                                "--torch-threads", "1", "--new-project", "backend digits", "--backend",
+                                "--backend-port", str(port), "--connect"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not any("connected the backend" in line for line in seen):
+            line = process.stdout.readline()
+            if not line and process.poll() is not None:
+                break
+            seen.append(line)
+        assert any("connected the backend to project" in line for line in seen), "".join(seen)
+        project = int(next(line for line in seen if line.startswith("made project")).split()[2].rstrip(","))
+        found = listening_addresses(process.pid)
+        assert ("127.0.0.1", port) in found and [a for a in found if a[0] not in LOOPBACK_IPS] == []
+        backends = [b for b in client.ml.list(project=project)]
+        assert len(backends) == 1 and backends[0].url == f"http://127.0.0.1:{port}"
+        wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", 120, "the first batch")
+        first, ids = queue(client, project, 10)       # the first batch: score 1, the others none
+        count = "SELECT COUNT(*) FROM events"
+        latencies, busy_done = [], threading.Event()
+
+        def hammer():             # /predict as Label Studio calls it, through the first retrain of the net
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                while not busy_done.is_set():
+                    t0 = time.perf_counter()
+                    r = http.post("/predict", json={"tasks": [{"id": ids[k]} for k, _ in first[:3]]})
+                    latencies.append((time.perf_counter() - t0, r.status_code))
+                    time.sleep(0.02)
+
+        worker = threading.Thread(target=hammer, daemon=True)
+        worker.start()
+        try:
+            for n, (key, _) in enumerate(first, 1):
+                annotate(client, ids[key], y[int(key)], from_name="label")
+                t0 = time.perf_counter()
+                wait_until(lambda: sqlite3.connect(store).execute(count).fetchone()[0] >= n, timeout=30,
+                           what="the annotation in the store, by the webhook")
+            store_lag = time.perf_counter() - t0
+            wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-v0", 120, "model v0")
+            head_lag = time.perf_counter() - t0
+        finally:
+            busy_done.set()
+            worker.join(30)
+        assert {code for _, code in latencies} == {200}
+        times = [t for t, _ in latencies]
+        print(f"\nthe command (MC-dropout net, torch 1 thread): last label -> store {store_lag:.3f} s, -> v0's "
+              f"head in LS {head_lag:.3f} s; /predict through the retrain: p95 {np.percentile(times, 95):.3f} s, "
+              f"max {max(times):.3f} s over {len(times)}")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        rest = process.stdout.read()
+        assert "stopped; 10 labels" in rest, rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+    no_invalid_page(server)
+
+
+def test_a_backend_with_a_token_gets_it_from_label_studio_as_basic_auth(server, tmp_path):
+    """With a token, Label Studio's calls carry it (the backend's Basic Auth) and so do its webhooks (the header
+    that connect_backend sets): connected, and an annotation arrives; with a wrong one, Label Studio's own
+    check refuses the backend."""
+    from label_studio_sdk import LabelStudio
+
+    from skdbal.labelstudio import LabelStudioSync
+    from skdbal.labelstudio.cli import connect_backend
+
+    X, y = digits_flat(40)
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+    project = client.projects.create(title="skdbal backend token", label_config=CONFIG).id
+    session = session_of(X, tmp_path / "token.db")
+    sync = LabelStudioSync(session, client, project)
+    sync.import_tasks(lambda i: {"image": png_uri(X[i])})
+    backend = Backend(sync, free_port(), token="backend-token-0123456789")
+    try:
+        ml = connect_backend(client, project, backend.url, token="backend-token-0123456789")
+        state = client.ml.get(id=ml).state
+        assert str(getattr(state, "value", state)) == "CO", state
+        annotate(client, sync._task_of[0], y[0])
+        wait_until(lambda: 0 in session.store.current_labels(), 10, "the annotation, by the webhook with the token")
+        with pytest.raises(Exception) as refused:         # Label Studio checks the new password, and refuses it
+            client.ml.update(id=ml, url=backend.url, auth_method="BASIC_AUTH", basic_auth_user="skdbal",
+                             basic_auth_pass="wrong")      # (Label Studio 1.23 needs the url in a PATCH too)
+        assert refused.value.status_code == 400 and "authentication parameters" in str(refused.value.body)
+    finally:
+        session.stop()
+        backend.stop()
