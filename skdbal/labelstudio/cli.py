@@ -292,7 +292,7 @@ unencrypted; use https, or --allow-http
         view = sync.queue_view()
         print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, torch threads {threads}; the queue: "
               f"{args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
-        _pull_before_start(sync)
+        print(f"pulled {_pull_before_start(sync)} new annotation events before starting", flush=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Callable, Dict, List, Optional
 from xml.etree import ElementTree
 
@@ -312,6 +313,9 @@ class LabelStudioSync:
         #: The latest pushed prediction of each unlabelled item (pool position -> Label Studio's prediction).
         self.predictions: Dict[int, dict] = {}
         self._since = None           # the latest task update time a pull has seen (None: the next pull is full)
+        self._since_seen = 0.0       # when (time.monotonic here) a pull first saw it
+        self._settled = False        # whether a pull has read with the overlap after the overlap has passed
+        self._now = time.monotonic
         self._annotated: set = set()  # the tasks with annotations in Label Studio, as the pulls have seen them
         #: How many pulls read every annotated task (the first, and those a count check called for).
         self.full_pulls = 0
@@ -393,10 +397,13 @@ class LabelStudioSync:
 
         The first pull (after a start) reads every task that has annotations
         (a Data Manager filter); after it, a pull reads only the tasks updated
-        since the latest update it saw (less a few seconds' overlap), as
-        Label Studio 1.23 moves a task's ``updated_at`` when one of its
-        annotations is created, updated, cancelled (a skip) or deleted, and
-        not when predictions are imported. So an idle pull reads a few tasks
+        since the latest update it saw, as Label Studio 1.23 moves a task's
+        ``updated_at`` when one of its annotations is created, updated,
+        cancelled (a skip) or deleted, and not when predictions are imported.
+        Until a pull has read, more than a few seconds (``_OVERLAP_S``) after
+        that latest update was first seen, the tasks updated since a few
+        seconds before it, it reads those too: a task stamped just before it
+        but saved after the read is not missed. So an idle pull reads no task,
         whatever the number of labels. A second request counts the tasks with
         annotations (a page of one); where the count is not what the pulls
         have seen (annotations deleted in bulk, tasks deleted: changes that
@@ -406,10 +413,13 @@ class LabelStudioSync:
         """
         if self._since is None:
             return self._full_pull()
-        since = (self._since - _timedelta(_OVERLAP_S)).strftime(_DATETIME)
-        tasks = self._tasks(fields="all", query=_updated_filter(since))
+        started, latest = self._now(), self._since
+        since = latest if self._settled else latest - _timedelta(_OVERLAP_S)
+        tasks = self._tasks(fields="all", query=_updated_filter(since.strftime(_DATETIME)))
         n = self.record(tasks)
         self._saw(tasks)
+        if self._since == latest and started - self._since_seen >= _OVERLAP_S:
+            self._settled = True     # read with the overlap once it had passed: a late commit is in by now
         if self._count_annotated() != len(self._annotated):      # a change that left updated_at as it was
             return n + self._full_pull()
         return n
@@ -434,7 +444,7 @@ class LabelStudioSync:
             (self._annotated.add if t.get("annotations") else self._annotated.discard)(t["id"])
             updated = _utc_time(t.get("updated_at"))
             if updated is not None and (self._since is None or updated > self._since):
-                self._since = updated
+                self._since, self._since_seen, self._settled = updated, self._now(), False
 
     def _count_annotated(self) -> Optional[int]:
         """How many tasks have annotations in Label Studio: the total of a page of one."""

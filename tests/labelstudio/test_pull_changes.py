@@ -88,18 +88,29 @@ def labels(sync):
 
 @pytest.mark.parametrize("n_labels", [5, 30])
 def test_an_idle_pull_reads_the_same_few_tasks_whatever_the_labels(n_labels):
-    """The first pull reads the n labelled tasks; an idle one reads only the last updated (a minute after
-    the one before it, so the overlap of a few seconds takes in no other) and counts: 1 task, 2 requests."""
+    """The first pull reads the n labelled tasks; an idle one, within the overlap's seconds, only the last
+    updated (a minute after the one before it, so the overlap takes in no other) and counts: 1 task, 2
+    requests; once a pull has read with the overlap after it had passed, none: 0 tasks, 2 requests."""
     ls = MemoryLabelStudio()
     sync = sync_of(ls)
+    clock = [0.0]
+    sync._now = lambda: clock[0]
     for i in range(n_labels):
         ls.annotate(100 + i, "a")
     ls.read, ls.queries = 0, []
     assert sync.pull() == n_labels and ls.read == n_labels and ls.queries == ["annotated"]
     ls.read, ls.queries = 0, []
-    assert sync.pull() == 0
-    assert ls.read == 1 and ls.queries == ["updated", "count"]
+    clock[0] = 4.9                                            # within the overlap of 5 s: the last task again
+    assert sync.pull() == 0 and ls.read == 1 and ls.queries == ["updated", "count"]
+    clock[0] = 5.0                                            # the overlap past: read once more with it
+    assert sync.pull() == 0 and ls.read == 2
+    ls.read, ls.queries = 0, []
+    for _ in range(3):
+        assert sync.pull() == 0
+    assert ls.read == 0 and ls.queries == ["updated", "count"] * 3
     assert sync.full_pulls == 1
+    ls.annotate(100 + n_labels, "b")                          # a new label: read, and the overlap again
+    assert sync.pull() == 1 and ls.read == 1 and sync.pull() == 0 and ls.read == 2
 
 
 def test_relabel_cancel_and_delete_are_each_recorded_once_by_incremental_pulls():
