@@ -276,3 +276,90 @@ def test_which_next_task_mode_keeps_two_annotators_apart(server, second_token, t
     want = {"same head": [best[0], best[0]], "lowest ids": sorted(ids.values())[:2], "best two": best[:2]}[expected]
     assert first == want
     assert served() == want                                      # asked again: the same (their locks, or none)
+
+
+def test_the_command_restarted_pulls_first_and_sends_each_prediction_once(server, tmp_path):
+    """``skdbal labelstudio`` stopped after model 0's push; three tasks at the queue's head labelled while it
+    is down; started again: it pulls them before its session starts (and says so), pushes model 0 again
+    with nothing sent twice, and model 1 (after seven more labels) to none of the labelled tasks. Every
+    (task, model version) holds one prediction."""
+    import signal
+    import sys
+
+    from _helpers import digits_flat
+
+    X, y = digits_flat(200)
+    np.save(tmp_path / "pool.npy", X.reshape(-1, 8, 8).astype(np.float32))
+    store = tmp_path / "cli.db"
+    client = client_of(server)
+
+    def command(*project):
+        env = dict(os.environ, SKDBAL_TEST_LS_TOKEN=TOKEN, OMP_NUM_THREADS="1")
+        argv = [sys.executable, "-u", "-m", "skdbal", "labelstudio", "--npy", str(tmp_path / "pool.npy"),
+                "--classes", ",".join(map(str, range(10))), "--url", server.url, "--token-env",
+                "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "0.5", *project]
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def lines_until(process, text, timeout=120):
+        deadline, seen = time.time() + timeout, []
+        while time.time() < deadline:
+            line = process.stdout.readline()
+            if not line and process.poll() is not None:
+                break
+            seen.append(line)
+            if text in line:
+                return seen
+        raise AssertionError(f"{text!r} not printed: {''.join(seen)}")
+
+    def wait_until(condition, what, timeout=180):
+        deadline = time.time() + timeout
+        while not condition():
+            assert time.time() < deadline, f"{what} did not happen within {timeout} s"
+            time.sleep(0.2)
+
+    def queue():
+        tasks = list_tasks(client, project, fields="all", query=json.dumps({"ordering": ["-tasks:predictions_score"]}))
+        return [t for t in tasks if not t["total_annotations"]]
+
+    def held(version):
+        return [t for t, v in predictions_per_version(client, project) if v == version]
+
+    def label(tasks):
+        for t in tasks:
+            truth = str(y[int(t["data"]["skdbal_key"])])
+            client.annotations.create(id=t["id"], result=[{"from_name": "label", "to_name": "image",
+                                                           "type": "choices", "value": {"choices": [truth]}}])
+
+    def stop(process):
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+
+    process = command("--new-project", "restarted")
+    try:
+        out = lines_until(process, "the queue:")
+        project = int(next(line for line in out if line.startswith("made project")).split()[2].rstrip(","))
+        wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", "the first batch")
+        label(queue()[:10])
+        wait_until(lambda: len(held("skdbal-v0")) == 190, "model 0's 190 predictions")
+        stop(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    away = queue()[:3]                                   # the head, labelled while skdbal is down
+    label(away)
+    process = command("--project", str(project))
+    try:
+        out = lines_until(process, "pulled 3 new annotation events before starting")
+        assert any("the queue:" in line for line in out)
+        label([t for t in queue() if t["id"] not in {a["id"] for a in away}][:7])
+        wait_until(lambda: len(held("skdbal-v1")) == 180, "model 1's 180 predictions")
+        stop(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    counts = predictions_per_version(client, project)
+    assert set(counts.values()) == {1}
+    labelled = {t["id"] for t in list_tasks(client, project, fields="task_only") if t["total_annotations"]}
+    assert len(labelled) == 20 and not labelled & set(held("skdbal-v1"))
+    assert {v for t, v in counts if t in {a["id"] for a in away}} == {"skdbal-v0"}
+    assert len(held("skdbal-v0")) == 190
