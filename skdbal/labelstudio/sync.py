@@ -258,6 +258,8 @@ class LabelStudioSync:
         from label_studio_sdk import LabelStudio
         sync = LabelStudioSync(session, LabelStudio(base_url=url, api_key=token), project=1)
         sync.import_tasks(lambda i: {"image": data_uri(i)})
+        sync.queue_view()           # the tab, and the project's sampling for ``sampling``
+        sync.pull()                 # what was labelled meanwhile, before the first query
         with session:
             sync.run(stop=threading.Event())
 
