@@ -34,8 +34,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     >>> args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:8080", "--token-env", "LS_TOKEN",
     ...                           "--new-project", "digits"])
-    >>> args.url, args.token_env, args.new_project, args.interval, args.key_field
-    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key')
+    >>> args.url, args.token_env, args.new_project, args.interval, args.key_field, args.sampling
+    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key', 'queue')
 
     The token itself is refused on the command line (without echoing it):
 
@@ -71,6 +71,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
                    "skdbal imports (default skdbal_key)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
+    p.add_argument("--sampling", choices=("queue", "uncertainty"), default="queue",
+                   help="how annotators are served: 'queue' (default), the best scored highest, for one annotator "
+                   "who labels the 'skdbal queue' tab as displayed; 'uncertainty', the best scored lowest and the "
+                   "project set to Label Studio's Uncertainty sampling, for annotators who use Label All Tasks "
+                   "(each is served a different task, the best left)")
     p.add_argument("--ca-bundle", metavar="FILE", help="verify the server's certificate against this CA bundle")
     p.add_argument("--allow-http", action="store_true", help="send the token over plain HTTP to another machine")
     p.add_argument("--labels-csv", metavar="FILE", help="keep the labels as CSV here, rewritten atomically when "
@@ -256,16 +261,43 @@ def _refusal(args, exc: BaseException) -> str:
     return f"cannot reach Label Studio at {args.url}: {type(exc).__name__}: {exc if status is None else status}"
 
 
+def _pull_before_start(sync) -> int:
+    """Pull once before the session's loop starts, so that the tasks labelled while skdbal was down are in
+    the store before the first query and push: none of them scored at the queue's head. Label Studio being
+    away here is said and left to the loop's pulls; the number of new events.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelstudio.cli import _pull_before_start
+    >>> _pull_before_start(SimpleNamespace(pull=lambda: 3))
+    3
+    """
+    from .sync import is_transient
+
+    try:
+        return sync.pull()
+    except Exception as exc:  # noqa: BLE001 - only Label Studio being away is left for later
+        if not is_transient(exc):
+            raise
+        print(f"Label Studio did not answer the first pull ({type(exc).__name__}); the loop pulls again",
+              file=sys.stderr)
+        return 0
+
+
 def run(args) -> int:
     """Keep the session and the project in step until interrupted (Ctrl-C or SIGTERM).
 
     It reads the token, connects, sets torch's threads (``--torch-threads``, 1 by
     default), makes (or checks) the project, imports
     the pool as tasks (or attaches existing ones), makes the queue's Data
-    Manager tab, and prints its address; then the session retrains as
-    annotations are pulled, and every query's scores are pushed. The labels
-    are kept as CSV (:func:`labels_csv_path`), rewritten atomically when
-    annotations have been recorded and once more on stop.
+    Manager tab (and sets the project's sampling, ``--sampling``), prints
+    its address, and pulls the annotations made meanwhile; then the session
+    starts, retrains as annotations are pulled, and every query's scores are
+    pushed. The labels are kept as CSV (:func:`labels_csv_path`), rewritten
+    atomically when annotations have been recorded and once more on stop.
+    With ``--backend`` the annotations come by Label Studio's webhooks
+    instead of pulls (:mod:`skdbal.labelstudio.backend`).
 
     Examples
     --------
@@ -303,7 +335,8 @@ unencrypted; use https, or --allow-http
         else:
             project = args.project
         key_of = file_key(args.attach, session.keys) if args.attach else None
-        sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of)
+        sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
+                               sampling=getattr(args, "sampling", "queue"))
         if args.attach:
             attached = sync.map_tasks()
             print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")
@@ -319,6 +352,7 @@ unencrypted; use https, or --allow-http
               f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
         if backend is not None:
             return _serve_backend(args, sync, backend, store, csv_path)
+        print(f"pulled {_pull_before_start(sync)} new annotation events before starting", flush=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Callable, Dict, List, Optional
 from xml.etree import ElementTree
 
 import numpy as np
 
-__all__ = ["LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
+__all__ = ["SAMPLINGS", "LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
 
 
 def _plain(obj) -> dict:
@@ -144,10 +145,64 @@ def list_tasks(client, project: int, *, page_size: int = 100, **params) -> List[
         page += 1
 
 
-#: The Data Manager's filter of the tasks with an annotation, cancelled or not (what a pull reads).
+#: The Data Manager's filter of the tasks with an annotation, cancelled or not (what a full pull reads).
 _ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
     {"filter": f"filter:tasks:{field}", "operator": "greater", "type": "Number", "value": 0}
     for field in ("total_annotations", "cancelled_annotations")]}})
+#: Label Studio's format of a Data Manager filter's time (``data_manager.managers.DATETIME_FORMAT``; UTC).
+_DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+#: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
+#: a task saved just before another but committed after the pull read would otherwise be missed.
+_OVERLAP_S = 5.0
+#: The values of :class:`LabelStudioSync`'s ``sampling``: the direction of the pushed scores.
+SAMPLINGS = ("queue", "uncertainty")
+
+
+def _updated_filter(since: str) -> str:
+    """The Data Manager's filter of the tasks updated after ``since`` (a time in :data:`_DATETIME`)."""
+    return json.dumps({"filters": {"conjunction": "and", "items": [
+        {"filter": "filter:tasks:updated_at", "operator": "greater", "type": "Datetime", "value": since}]}})
+
+
+def _version_filter(name: str) -> str:
+    """The Data Manager's filter of the tasks with a prediction whose model version contains ``name``
+    (Label Studio matches a substring: ``skdbal-v1`` finds ``skdbal-v10`` too, so the caller checks)."""
+    return json.dumps({"filters": {"conjunction": "and", "items": [
+        {"filter": "filter:tasks:predictions_model_versions", "operator": "contains", "type": "List",
+         "value": [name]}]}})
+
+
+def _versions_of(task: dict) -> set:
+    """The model versions of a task's predictions, from the Data Manager's ``predictions_model_versions``
+    (a string of them joined by commas, or a list), or from its ``predictions``."""
+    found = task.get("predictions_model_versions")
+    names = set()
+    if isinstance(found, str):
+        names.update(v.strip() for v in found.split(","))
+    elif isinstance(found, (list, tuple)):
+        names.update(str(v).strip() for v in found)
+    for p in task.get("predictions") or []:
+        names.add(str(_plain(p).get("model_version")))
+    return {n for n in names if n}
+
+
+def _timedelta(seconds: float):
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)
+
+
+def _utc_time(value):
+    """A task's ``updated_at`` (a datetime, or Label Studio's ISO text) as an aware UTC datetime; None if absent."""
+    from datetime import datetime, timezone
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
 
 
 class LabelStudioSync:
@@ -179,6 +234,22 @@ class LabelStudioSync:
         Tasks read per request by a pull and by :meth:`map_tasks`; the
         last page is known from the total Label Studio gives, so no request
         goes past it (:func:`list_tasks`).
+    sampling : {"queue", "uncertainty"}, default="queue"
+        Which way the pushed ``score`` points, for the way annotators are
+        served. ``"queue"``: the best item scores highest, and the queue's
+        Data Manager tab (:meth:`queue_view`) sorts by score, highest first;
+        annotators open the tab and label its tasks as displayed. Label
+        Studio serves that tab's head to every annotator who asks at once (its
+        Data Manager queue ignores task locks), so it suits one annotator.
+        ``"uncertainty"``: for Label Studio's own *Uncertainty sampling*,
+        which serves the lowest score first and locks each served task to its
+        annotator: the score pushed is ``1 - unit score`` (:func:`unit_scores`;
+        the first batch scores 0), :meth:`queue_view` sets the project's
+        sampling to ``"Uncertainty sampling"`` and sorts the tab lowest first;
+        annotators use *Label All Tasks*, and two of them are served different
+        tasks, each the best one left. In ``"queue"`` mode a project left in
+        Uncertainty sampling (which would serve the worst first) is set back
+        to ``"Sequential sampling"``.
 
     Examples
     --------
@@ -187,6 +258,8 @@ class LabelStudioSync:
         from label_studio_sdk import LabelStudio
         sync = LabelStudioSync(session, LabelStudio(base_url=url, api_key=token), project=1)
         sync.import_tasks(lambda i: {"image": data_uri(i)})
+        sync.queue_view()           # the tab, and the project's sampling for ``sampling``
+        sync.pull()                 # what was labelled meanwhile, before the first query
         with session:
             sync.run(stop=threading.Event())
 
@@ -213,7 +286,10 @@ class LabelStudioSync:
 
     def __init__(self, session, client, project: int, *, key_field: str = "skdbal_key",
                  key_of: Optional[Callable[[dict], Optional[str]]] = None, model_version_prefix: str = "skdbal",
-                 head: int = 100, page_size: int = 100):
+                 head: int = 100, page_size: int = 100, sampling: str = "queue"):
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}; got {sampling!r}")
+        self.sampling = sampling
         self.session = session
         self.client = client
         self.project = int(project)
@@ -238,6 +314,13 @@ class LabelStudioSync:
         self._send_lock = threading.Lock()
         #: The latest pushed prediction of each unlabelled item (pool position -> Label Studio's prediction).
         self.predictions: Dict[int, dict] = {}
+        self._since = None           # the latest task update time a pull has seen (None: the next pull is full)
+        self._since_seen = 0.0       # when (time.monotonic here) a pull first saw it
+        self._settled = False        # whether a pull has read with the overlap after the overlap has passed
+        self._now = time.monotonic
+        self._annotated: set = set()  # the tasks with annotations in Label Studio, as the pulls have seen them
+        #: How many pulls read every annotated task (the first, and those a count check called for).
+        self.full_pulls = 0
         session.on_query.append(self._after_query)
 
     # ------------------------------------------------------------ tasks
@@ -274,18 +357,34 @@ class LabelStudioSync:
 
     def queue_view(self, title: str = "skdbal queue") -> int:
         """A Data Manager tab of the project sorted by prediction score, best first (made once; found by
-        its title after); its id. Annotators open it, or sort any tab by *Prediction score*."""
+        its title after, and its ordering set to the ``sampling``'s direction); its id. Annotators open
+        it, or sort any tab by *Prediction score*. It also sets the project's sampling for ``sampling``
+        (see the class's parameters)."""
+        ordering = ["-tasks:predictions_score" if self.sampling == "queue" else "tasks:predictions_score"]
+        self._set_sampling()
         for view in self.client.views.list(project=self.project):
             view = _plain(view)
-            if (view.get("data") or {}).get("title") == title:
+            data = view.get("data") or {}
+            if data.get("title") == title:
+                if data.get("ordering") != ordering:
+                    self.client.views.update(id=view["id"], project=self.project, data={**data, "ordering": ordering})
                 return view["id"]
         view = self.client.views.create(project=self.project, data={
-            "title": title, "ordering": ["-tasks:predictions_score"],
+            "title": title, "ordering": ordering,
             "hiddenColumns": {"explore": ["tasks:inner_id", "tasks:annotations_results", "tasks:predictions_results",
                                           "tasks:file_upload", "tasks:storage_filename", "tasks:created_at",
                                           "tasks:updated_at", "tasks:updated_by", "tasks:avg_lead_time",
                                           "tasks:draft_exists"], "labeling": []}})
         return _plain(view)["id"]
+
+    def _set_sampling(self) -> None:
+        """The project's sampling for ``sampling``: Uncertainty sampling (lowest score first) for
+        ``"uncertainty"``; for ``"queue"``, Sequential sampling if it was Uncertainty sampling."""
+        current = _plain(self.client.projects.get(id=self.project)).get("sampling")
+        if self.sampling == "uncertainty" and current != "Uncertainty sampling":
+            self.client.projects.update(id=self.project, sampling="Uncertainty sampling")
+        elif self.sampling == "queue" and current == "Uncertainty sampling":
+            self.client.projects.update(id=self.project, sampling="Sequential sampling")
 
     # ------------------------------------------------------------- pull
     def pull(self) -> int:
@@ -297,17 +396,64 @@ class LabelStudioSync:
         Label Studio and whose annotations were all deleted there is undone.
         Each annotation is recorded once: its id and update time are the
         request id, so a pull after a restart of either side adds nothing twice.
-        It reads only the tasks that have annotations (a Data Manager
-        filter), so its cost grows with the labels, not the pool: ``page_size``
-        a request, and no request past the last page (:func:`list_tasks`).
+
+        The first pull (after a start) reads every task that has annotations
+        (a Data Manager filter); after it, a pull reads only the tasks updated
+        since the latest update it saw, as Label Studio 1.23 moves a task's
+        ``updated_at`` when one of its annotations is created, updated,
+        cancelled (a skip) or deleted, and not when predictions are imported.
+        Until a pull has read, more than a few seconds (``_OVERLAP_S``) after
+        that latest update was first seen, the tasks updated since a few
+        seconds before it, it reads those too: a task stamped just before it
+        but saved after the read is not missed. So an idle pull reads no task,
+        whatever the number of labels. A second request counts the tasks with
+        annotations (a page of one); where the count is not what the pulls
+        have seen (annotations deleted in bulk, tasks deleted: changes that
+        leave ``updated_at`` as it was), the pull reads them all again.
+        ``page_size`` tasks a request, and no request past the last page
+        (:func:`list_tasks`).
         """
-        by_task = {t: i for i, t in self._task_of.items()}
+        if self._since is None:
+            return self._full_pull()
+        started, latest = self._now(), self._since
+        since = latest if self._settled else latest - _timedelta(_OVERLAP_S)
+        tasks = self._tasks(fields="all", query=_updated_filter(since.strftime(_DATETIME)))
+        n = self.record(tasks)
+        self._saw(tasks)
+        if self._since == latest and started - self._since_seen >= _OVERLAP_S:
+            self._settled = True     # read with the overlap once it had passed: a late commit is in by now
+        if self._count_annotated() != len(self._annotated):      # a change that left updated_at as it was
+            return n + self._full_pull()
+        return n
+
+    def _full_pull(self) -> int:
+        """Read every task with annotations, and undo the labels of those that have none left."""
+        self.full_pulls += 1
         current = self.session.store.current_labels()
         tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
+        by_task = {t: i for i, t in self._task_of.items()}
         seen = {by_task.get(t["id"]) for t in tasks}
         gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
                 if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
-        return self.record(tasks + gone)
+        n = self.record(tasks + gone)
+        self._annotated = set()
+        self._saw(tasks)
+        return n
+
+    def _saw(self, tasks: List[dict]) -> None:
+        """Note the tasks read: which have annotations, and the latest update time."""
+        for t in tasks:
+            (self._annotated.add if t.get("annotations") else self._annotated.discard)(t["id"])
+            updated = _utc_time(t.get("updated_at"))
+            if updated is not None and (self._since is None or updated > self._since):
+                self._since, self._since_seen, self._settled = updated, self._now(), False
+
+    def _count_annotated(self) -> Optional[int]:
+        """How many tasks have annotations in Label Studio: the total of a page of one."""
+        pager = self.client.tasks.list(project=self.project, page=1, page_size=1, fields="task_only",
+                                       query=_ANNOTATED)
+        total = getattr(getattr(pager, "response", None), "total", None)
+        return total if isinstance(total, int) else None
 
     def record(self, tasks: List[dict]) -> int:
         """Record these tasks' annotations in the session's store, each task as a whole (its ``id`` and
@@ -363,17 +509,26 @@ class LabelStudioSync:
             self.push()
 
     def push_first_batch(self, positions) -> int:
-        """Before any model: the first batch's tasks get a prediction with no label and score 1, the
-        others none, so that sorting by score puts the first batch on top."""
+        """Before any model: the first batch's tasks get a prediction with no label and score 1 (0 in
+        ``"uncertainty"`` sampling), the others none, so that sorting by score puts the first batch on
+        top. Sent once per task, across restarts (see :meth:`push`)."""
         name = f"{self.model_version_prefix}-first"
-        request = [{"task": self._task_of[int(i)], "model_version": name, "score": 1.0, "result": []}
+        best = 1.0 if self.sampling == "queue" else 0.0
+        request = [{"task": self._task_of[int(i)], "model_version": name, "score": best, "result": []}
                    for i in positions if int(i) in self._task_of]
         return self._send(-1, name, request)
 
     def push(self) -> int:
         """Give every unlabelled task a prediction of the current model version: its guess, and the
         acquisition score, mapped onto [0, 1] in the same order (:func:`unit_scores`), as ``score``;
-        set it as the project's model version. How many were pushed.
+        set it as the project's model version. How many were pushed. In ``"uncertainty"`` sampling
+        the score is ``1 - unit score``, so that the lowest is the best.
+
+        A version's prediction goes to a task at most once, across kills and restarts: before
+        sending, the push asks Label Studio which tasks already hold a prediction of this model
+        version (a Data Manager filter on ``predictions_model_versions``, checked exactly), and
+        sends the others only; it asks again after a failed request (one that Label Studio may have
+        carried out before the connection broke).
 
         Called from the session's loop thread after each query (it uses the learner)."""
         learner = self.session.learner
@@ -387,10 +542,11 @@ class LabelStudioSync:
                                        min(learner.pool_subsample, len(unlabelled)), return_scores=True)
         guesses = learner.estimator_.predict(learner.X_pool_[idx])
         name = f"{self.model_version_prefix}-v{version}"
+        unit = unit_scores(scores) if self.sampling == "queue" else 1.0 - unit_scores(scores)
         request = [{"task": self._task_of[int(i)], "model_version": name, "score": float(s),
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
                                 "value": {"choices": [str(g)]}}]}
-                   for i, s, g in zip(idx, unit_scores(scores), guesses) if int(i) in self._task_of]
+                   for i, s, g in zip(idx, unit, guesses) if int(i) in self._task_of]
         # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
         self.predictions = {int(i): r for i, r in zip((i for i in idx if int(i) in self._task_of), request)}
         return self._send(version, name, request)
@@ -408,13 +564,20 @@ class LabelStudioSync:
         holds SQLite's write lock (annotators' submissions would wait)."""
         with self._send_lock:
             if request is not None:
-                order = sorted(request, key=lambda r: -r["score"])
-                self._pending = {"version": version, "name": name, "request": order, "sent": 0, "switched": False}
+                order = sorted(request, key=lambda r: -r["score"] if self.sampling == "queue" else r["score"])
+                self._pending = {"version": version, "name": name, "request": order, "sent": 0,
+                                 "switched": not order, "checked": False}      # no predictions: no new version
             pending = self._pending
             if pending is None:
                 return 0
-            request, sent_before = pending["request"], pending["sent"]
+            sent_before = pending["sent"]
             try:
+                if not pending["checked"]:          # what Label Studio already holds of this version: not again
+                    there = self._holding(pending["name"])
+                    pending["request"] = [r for r in pending["request"][pending["sent"]:] if r["task"] not in there]
+                    pending["sent"] = sent_before = 0
+                    pending["checked"] = True
+                request = pending["request"]
                 while pending["sent"] < len(request) or not pending["switched"]:
                     if pending["switched"] or pending["sent"] < min(self.head, len(request)):
                         end = pending["sent"] + (1000 if pending["switched"] else self.head)
@@ -423,18 +586,24 @@ class LabelStudioSync:
                                                                     request=request[pending["sent"]:end])
                         pending["sent"] = min(end, len(request))
                     else:     # Label Studio scores tasks by the predictions of the project's model version
-                        if request:
-                            self.client.projects.update(id=self.project, model_version=pending["name"])
+                        self.client.projects.update(id=self.project, model_version=pending["name"])
                         pending["switched"] = True
             except Exception as exc:  # noqa: BLE001 - only Label Studio being away is kept for later
                 if not is_transient(exc):
                     raise
                 self.last_error = exc
+                pending["checked"] = False      # the failed request may have been carried out: ask again
                 return pending["sent"] - sent_before
             self._pending = None
             if pending["version"] is not None and pending["version"] >= 0:
                 self.pushed_version = pending["version"]
             return len(request) - sent_before
+
+    def _holding(self, name: str) -> set:
+        """The tasks that hold a prediction of model version ``name`` in Label Studio (a Data Manager
+        filter, then an exact check of each task's versions)."""
+        tasks = self._tasks(fields="task_only", query=_version_filter(name))
+        return {t["id"] for t in tasks if name in _versions_of(t)}
 
     # -------------------------------------------------------------- run
     def run(self, stop: threading.Event, interval: float = 2.0) -> None:

@@ -1,4 +1,5 @@
 """How a push goes to Label Studio (no server: a client that records its calls and can fail)."""
+import json
 import os
 import tempfile
 from types import SimpleNamespace
@@ -17,32 +18,55 @@ CONFIG = ('<View><Image name="i" value="$i"/><Choices name="c" toName="i">'
 
 
 class Client:
-    """Records import_predictions and projects.update; fails the calls numbered in ``fail_at``."""
+    """Records import_predictions and projects.update, and keeps the predictions it was given (as Label
+    Studio does, across a client's restarts); fails the calls numbered in ``fail_at`` (before carrying
+    them out) or in ``lost_at`` (after: the answer is lost). ``tasks.list`` answers the Data Manager's
+    filter of the tasks with a prediction whose model version contains a name, as Label Studio does."""
 
-    def __init__(self, fail_at=()):
-        self.calls, self.fail_at, self.n = [], set(fail_at), 0
+    def __init__(self, fail_at=(), lost_at=()):
+        self.calls, self.fail_at, self.lost_at, self.n = [], set(fail_at), set(lost_at), 0
+        self.held = []                                   # (task, model_version) of every prediction imported
         self.projects = SimpleNamespace(get=lambda id: {"label_config": CONFIG},
                                         import_predictions=self._import, update=self._update)
+        self.tasks = SimpleNamespace(list=self._list)
 
     def _count(self):
         self.n += 1
         if self.n in self.fail_at:
             raise httpx.ConnectError("Label Studio is restarting")
 
+    def _lost(self):
+        if self.n in self.lost_at:
+            raise httpx.ReadTimeout("the answer did not come")
+
     def _import(self, id, request):
         self._count()
         self.calls.append(("import", [r["task"] for r in request]))
+        self.held += [(r["task"], r["model_version"]) for r in request]
+        self._lost()
 
     def _update(self, id, model_version):
         self._count()
         self.calls.append(("version", model_version))
+        self._lost()
+
+    def _list(self, project, page, page_size, fields=None, query=None):
+        (name,) = json.loads(query)["filters"]["items"][0]["value"]
+        versions = {}
+        for task, version in self.held:
+            versions.setdefault(task, []).append(version)
+        found = [{"id": t, "predictions_model_versions": ",".join(v)} for t, v in sorted(versions.items())
+                 if any(name in x for x in v)]                            # a substring, as Label Studio matches
+        self.calls.append(("list", name))
+        items = found[(page - 1) * page_size:page * page_size]
+        return SimpleNamespace(items=items, response=SimpleNamespace(total=len(found)))
 
 
-def sync_of(client, head=3):
-    store = os.path.join(tempfile.mkdtemp(), "s.db")
+def sync_of(client, head=3, sampling="queue", store=None):
+    store = store or os.path.join(tempfile.mkdtemp(), "s.db")
     session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"), np.eye(4),
                                classes=["a", "b"], store=store, batch_size=2)
-    return LabelStudioSync(session, client, project=1, head=head)
+    return LabelStudioSync(session, client, project=1, head=head, sampling=sampling)
 
 
 def request(n):
@@ -54,7 +78,8 @@ def test_the_best_are_imported_first_then_the_version_switches_then_the_rest():
     client = Client()
     sync = sync_of(client)
     assert sync._send(0, "skdbal-v0", request(5)) == 5
-    assert client.calls == [("import", [104, 103, 102]), ("version", "skdbal-v0"), ("import", [101, 100])]
+    assert client.calls == [("list", "skdbal-v0"), ("import", [104, 103, 102]), ("version", "skdbal-v0"),
+                            ("import", [101, 100])]
     assert sync.pushed_version == 0 and sync._pending is None
 
 
@@ -66,6 +91,7 @@ def test_a_push_cut_by_an_outage_resumes_where_it_stopped_with_nothing_twice(fai
     assert sync.pushed_version is None and isinstance(sync.last_error, httpx.ConnectError)
     assert sync._send(None) == 5 - first_return
     imported = [t for kind, tasks in client.calls if kind == "import" for t in tasks]
+    assert [c for c in client.calls if c[0] == "list"] == [("list", "skdbal-v0")] * 2   # asked again on resuming
     assert sorted(imported) == list(range(100, 105)) and len(imported) == 5
     assert [c for c in client.calls if c[0] == "version"] == [("version", "skdbal-v0")]
     assert sync.pushed_version == 0 and sync._send(None) == 0
@@ -80,3 +106,85 @@ def test_a_refusal_is_not_kept_for_later():
     with pytest.raises(Exception) as e:
         sync._send(0, "skdbal-v0", request(2))
     assert e.value.status_code == 400
+
+
+def counts(client):
+    found = {}
+    for pair in client.held:
+        found[pair] = found.get(pair, 0) + 1
+    return found
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3])
+def test_a_push_resumed_by_a_new_process_after_a_crash_sends_each_prediction_once(crash_at):
+    """A crash mid-push (the process gone: its pending push with it), then a restart that pushes the same
+    version again: only the tasks that hold no prediction of it get one; the version is set."""
+    client = Client(fail_at={crash_at})
+    first = sync_of(client)
+    first._send(0, "skdbal-v0", request(5))               # cut at call 1 (nothing), 2 (head in) or 3 (head, version)
+    held_before = len(client.held)
+    assert held_before == (0 if crash_at == 1 else 3)
+    again = sync_of(client)                              # a new process: nothing pending, nothing known
+    assert again._send(0, "skdbal-v0", request(5)) == 5 - held_before
+    assert counts(client) == {(t, "skdbal-v0"): 1 for t in range(100, 105)}
+    assert client.calls[-1] == ("version", "skdbal-v0") or ("version", "skdbal-v0") in client.calls
+    assert again.pushed_version == 0
+
+
+def test_a_restart_after_a_whole_push_sends_nothing_but_sets_the_version_again():
+    client = Client()
+    sync_of(client)._send(0, "skdbal-v0", request(5))
+    client.calls.clear()
+    assert sync_of(client)._send(0, "skdbal-v0", request(5)) == 0
+    assert client.calls == [("list", "skdbal-v0"), ("version", "skdbal-v0")]
+    assert len(client.held) == 5
+
+
+def test_an_import_carried_out_whose_answer_was_lost_is_not_sent_again():
+    """Call 2 (the head, tasks 104..102) reaches Label Studio but its answer is lost: the resumed push asks
+    which tasks hold the version, and sends the two others only."""
+    client = Client(lost_at={1})
+    sync = sync_of(client)
+    assert sync._send(0, "skdbal-v0", request(5)) == 0
+    assert sync._send(None) == 2
+    assert counts(client) == {(t, "skdbal-v0"): 1 for t in range(100, 105)}
+
+
+def test_another_version_whose_name_contains_this_one_does_not_count():
+    """Label Studio's filter matches a substring: skdbal-v10 is found for skdbal-v1; the exact check
+    passes it over, and every task gets its skdbal-v1."""
+    client = Client()
+    client.held = [(100, "skdbal-v10"), (101, "skdbal-v1")]
+    sync = sync_of(client)
+    req = [{**r, "model_version": "skdbal-v1"} for r in request(3)]
+    assert sync._send(1, "skdbal-v1", req) == 2
+    assert counts(client) == {(100, "skdbal-v10"): 1, (100, "skdbal-v1"): 1, (101, "skdbal-v1"): 1,
+                              (102, "skdbal-v1"): 1}
+
+
+def test_uncertainty_sampling_sends_the_lowest_score_first():
+    client = Client()
+    sync = sync_of(client, sampling="uncertainty")
+    assert sync._send(0, "skdbal-v0", request(5)) == 5
+    assert client.calls[1:] == [("import", [100, 101, 102]), ("version", "skdbal-v0"), ("import", [103, 104])]
+
+
+def test_uncertainty_sampling_scores_the_first_batch_0_and_the_best_item_lowest():
+    client = Client()
+    sync = sync_of(client, sampling="uncertainty")
+    sync._task_of = {i: 100 + i for i in range(4)}
+    sync.push_first_batch([2, 0])
+    assert sorted(client.held) == [(100, "skdbal-first"), (102, "skdbal-first")]
+    got = {}
+    sync._send = lambda version, name, req: got.update(version=version, req=req) or len(req)
+    guess = SimpleNamespace(predict=lambda X: np.array(["a"] * len(X)))
+    sync.session = SimpleNamespace(learner=SimpleNamespace(          # model 0: items 3 then 2 wanted most
+        step_=0, labelled_mask_=np.array([True, True, False, False]), pool_subsample=None, estimator_=guess,
+        X_pool_=np.eye(4), query=lambda n_instances, return_scores: (np.array([3, 2]), None, np.array([0.9, 0.3]))))
+    assert sync.push() == 2
+    assert [(r["task"], r["score"]) for r in got["req"]] == [(103, 0.0), (102, 1.0)]   # 1 - unit score
+
+
+def test_an_unknown_sampling_is_refused():
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        sync_of(Client(), sampling="lowest")

@@ -1,0 +1,90 @@
+"""``skdbal labelstudio`` pulls once before its session starts (no server: stand-ins for the client, the
+session and the sync, which record the order of what is done)."""
+import argparse
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from skdbal.labelstudio import cli
+
+
+def run_with(monkeypatch, pull, sampling=None):
+    import tempfile
+
+    done = []
+
+    class Session:
+        keys, classes = ["0", "1"], ["a", "b"]
+        store = SimpleNamespace(current_labels=lambda: {}, last_event=lambda: 0, close=lambda: done.append("close"))
+
+        def labels(self):
+            return []
+
+        def __enter__(self):
+            done.append("session starts")
+            return self
+
+        def __exit__(self, *exc):
+            done.append("session stops")
+
+    class Sync:
+        label_config = '<View><Text name="item" value="$item"/><Choices name="c" toName="item"/></View>'
+
+        def __init__(self, session, client, project, **kw):
+            done.append(("sync", kw.get("sampling")))
+
+        def import_tasks(self, data):
+            done.append("import")
+            return 0
+
+        def queue_view(self):
+            done.append("view")
+            return 7
+
+        def pull(self):
+            done.append("pull")
+            return pull()
+
+        def run(self, stop, interval):
+            done.append("run")
+
+    import skdbal.labelling.cli as labelling_cli
+    import skdbal.labelstudio.sync as sync_module
+
+    monkeypatch.setattr(cli, "connect", lambda *a, **k: SimpleNamespace(
+        projects=SimpleNamespace(list=lambda page_size: [])))
+    monkeypatch.setattr(labelling_cli, "make_session", lambda args: (Session(), SimpleNamespace(kind="table"), "s.db"))
+    monkeypatch.setattr(labelling_cli, "set_torch_threads", lambda n: 1)
+    monkeypatch.setattr(sync_module, "LabelStudioSync", Sync)
+    monkeypatch.setenv("SKDBAL_TEST_TOKEN", "t")
+    parser = cli.add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:9", "--project", "1",
+                              "--token-env", "SKDBAL_TEST_TOKEN",
+                              "--labels-csv", f"{tempfile.mkdtemp()}/labels.csv",
+                              *(["--sampling", sampling] if sampling else [])])
+    assert cli.run(args) == 0
+    return done
+
+
+def test_the_command_pulls_before_the_session_starts(monkeypatch, capsys):
+    done = run_with(monkeypatch, lambda: 3)
+    assert done == [("sync", "queue"), "import", "view", "pull", "session starts", "run", "session stops", "close"]
+    assert "pulled 3 new annotation events before starting" in capsys.readouterr().out
+
+
+def test_label_studio_away_at_the_first_pull_leaves_it_to_the_loop(monkeypatch, capsys):
+    def away():
+        raise httpx.ConnectError("refused")
+
+    done = run_with(monkeypatch, away, sampling="uncertainty")
+    assert done[0] == ("sync", "uncertainty") and done[3:5] == ["pull", "session starts"]
+    assert "did not answer the first pull" in capsys.readouterr().err
+
+
+def test_a_refusal_at_the_first_pull_is_raised(monkeypatch):
+    def refused():
+        raise ValueError("bad")
+
+    with pytest.raises(ValueError, match="bad"):
+        run_with(monkeypatch, refused)
