@@ -32,6 +32,14 @@ def _plain(obj) -> dict:
     return dict(vars(obj))
 
 
+def _user_id(user):
+    """An annotation's ``completed_by`` as the user's id: a task listed gives the id, a task read alone
+    the user as an object (with the email, which is not the store's to keep)."""
+    if isinstance(user, dict):
+        return user.get("id")
+    return getattr(user, "id", user)
+
+
 def choices_of(label_config: str) -> Dict[str, object]:
     """The single-choice classification of a labelling config: ``from_name``, ``to_name`` and the ``choices``.
 
@@ -477,17 +485,20 @@ class LabelStudioSync:
                 label = self._label_of(a)
                 if label is None:
                     continue
-                annotator = f"labelstudio:{a.get('completed_by')}"
+                annotator = f"labelstudio:{_user_id(a.get('completed_by'))}"
                 request_id = f"labelstudio:{a['id']}:{a.get('updated_at')}"
                 event = session.submit(item, label, annotator=annotator, request_id=request_id)
                 n += event > last                   # a replayed annotation returns its old event
                 last = max(last, event)
             elif annotations and item not in current and item not in skipped:
-                session.skip(item, annotator=f"labelstudio:{annotations[-1].get('completed_by')}")
+                session.skip(item, annotator=f"labelstudio:{_user_id(annotations[-1].get('completed_by'))}")
                 n += 1
-            elif not annotations and item in current and str(current[item]["annotator"]).startswith("labelstudio:"):
-                session.undo(item, annotator=current[item]["annotator"])   # deleted in Label Studio
-                n += 1
+            elif not annotations:     # deleted in Label Studio: every label it gave the item is taken back
+                label = current.get(item)  # (an undo takes back the latest; a relabel left the earlier below)
+                while label is not None and str(label["annotator"]).startswith("labelstudio:"):
+                    session.undo(item, annotator=label["annotator"])
+                    n += 1
+                    label = store.current_labels().get(item)
         return n
 
     def _label_of(self, annotation: dict) -> Optional[str]:

@@ -152,3 +152,32 @@ def test_a_task_saved_just_before_the_latest_but_seen_after_is_not_missed():
     late = ls.annotate(101, "b")
     ls.rows[101]["updated_at"] = ls.rows[100]["updated_at"] - timedelta(seconds=2)
     assert late and sync.pull() == 1 and labels(sync) == {0: "a", 1: "b"}
+
+
+def test_deleting_a_relabelled_tasks_annotations_takes_back_every_label_in_one_pull():
+    """Labelled a, relabelled b (two labels in the store, b on top), then every annotation deleted:
+    one pull leaves the item unlabelled (an undo takes back only the latest; a before it is taken too)."""
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    first = ls.annotate(100, "a")
+    assert sync.pull() == 1
+    ls.update(100, first, "b")
+    assert sync.pull() == 1 and labels(sync) == {0: "b"}
+    ls.delete(100, first)
+    assert sync.pull() == 2 and labels(sync) == {} and sync.pull() == 0
+    assert [e["kind"] for e in sync.session.store.events()] == ["label", "label", "undo", "undo"]
+
+
+def test_an_annotator_given_as_a_user_object_is_recorded_by_id():
+    """A task read alone (``tasks.get``) names ``completed_by`` as the user, with the email: the store keeps
+    the id, as a listed task gives it, so the same annotation is the same request either way."""
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    task = {"id": 100, "annotations": [{"id": 9, "completed_by": {"id": 4, "email": "a@example.org"},
+                                         "was_cancelled": False, "updated_at": "2026-01-01T00:00:00Z",
+                                         "result": [{"from_name": "c", "type": "choices",
+                                                     "value": {"choices": ["a"]}}]}]}
+    assert sync.record([task]) == 1
+    assert sync.session.store.current_labels()[0]["annotator"] == "labelstudio:4"
+    task["annotations"][0]["completed_by"] = 4
+    assert sync.record([task]) == 0                               # the same request: not twice
