@@ -64,3 +64,21 @@ def test_an_invocation_without_its_run_files_is_listed_as_left_out(tmp_path):
 def test_the_committed_post2019_grid_lists_its_laplace_seed_2_as_left_out():
     left = left_out_runs(ROOT / "docs" / "results" / "post2019")
     assert [run for entry in left for run in entry["runs"]] == ["kirsch2019__bald__laplace__seed2"]
+
+
+def test_a_benchmark_records_its_output_machine_versions_and_commit(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.setenv("SKDBAL_BENCH_OUT", str(tmp_path))
+    monkeypatch.delenv("SKDBAL_BENCH_RECORDING", raising=False)
+    monkeypatch.setattr(sys, "argv", ["bench_fake.py", "--n", "3"])
+    from _common import recorded
+
+    with recorded("benchmarks/bench_fake.py"):
+        print("scored in 1.5 s")
+    record = json.loads((tmp_path / "bench_fake.json").read_text())
+    assert (tmp_path / "output.txt").read_text() == "scored in 1.5 s\n"
+    assert record["argv"] == ["--n", "3"] and record["exit"] == "ok"
+    assert record["provenance"]["commit"] == environment()["commit"]
+    assert {"cpu_model", "gpus", "versions"} <= set(record["provenance"])
