@@ -71,6 +71,7 @@ def recorded(script: str):
         raise
     finally:
         sys.stdout, sys.stderr = stdout, stderr
+        os.environ.pop("SKDBAL_BENCH_RECORDING", None)
         out.mkdir(parents=True, exist_ok=True)
         (out / "output.txt").write_text(copy.getvalue())
         meta.update(exit=exit_, seconds=round(time.time() - start, 3), output="output.txt")
