@@ -34,7 +34,7 @@ RESULTS = ROOT / "docs" / "results"
 
 #: page -> the headings (their text's start) of the sections checked; None checks the whole file.
 CHECKED = {
-    "docs/results/README.md": ["## After 2019 (issue 31)"],
+    "docs/results/README.md": ["# Results", "## Which code reproduces which grid", "## After 2019 (issue 31)"],
     "docs/performance.md": None,
     # every gallery example's text blocks
     **{f"examples/{p.name}": None for p in sorted((ROOT / "examples").glob("plot_*.py"))},
@@ -63,7 +63,8 @@ SETTINGS = [
     r"(?P<n>\d+)\s+(?:rounds of|seeds\b|(?:held-out )?folds\b|(?:hidden )?units\b|acquired at a time)",
     r"\brounds of\s+(?P<n>\d+)",
     r"\b(?P<n>\d)-D\b",
-    r"(?P<n>\d+)%\s+(?:label )?(?:noise|panels|of the labels)\b",
+    r"(?P<n>\d+)%(?:\s+|-)(?:label )?(?:noise|panels|of the labels|rate)\b",
+    r"\b(?:Nov(?:ember)?\.?)\s+(?P<n>\d{1,2})\b",
     r"(?P<n>\d[\d,]*)-(?:image|point|million-image)\b",
     r"(?P<n>\d[\d,]*)\s+(?:validation |pool |scored )?points\b",
     r"(?P<n>\d[\d,]*)\s+(?:fixed )?epochs\b",

@@ -291,7 +291,8 @@ def provenance_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]
     ``<folder>__not_recorded`` (what those records lack) and
     ``<folder>__left_out`` (the runs an invocation named that have no run
     file, or "none"); across folders ``results__hosts`` (each distinct
-    machine with the folders it ran), ``results__without_device_model``,
+    machine with the folders it ran), ``results__left_out`` (the folders' left-out runs),
+    ``results__without_device_model``,
     ``results__without_versions`` and ``results__without_commit`` (folders).
 
     Examples
@@ -334,6 +335,9 @@ def provenance_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]
         subs[f"{folder}__left_out"] = "; ".join(
             f"invocation {e['invocation']} (started {e['started']}): " + ", ".join(f"`{r}`" for r in e["runs"])
             for e in left) or "none"
+    subs["results__left_out"] = "; ".join(f"`{folder}/`: {subs[f'{folder}__left_out']}"
+                                          for folder in sorted(facts_by_folder)
+                                          if subs[f"{folder}__left_out"] != "none") or "none"
     subs["results__hosts"] = "; ".join(f"{name} ({', '.join(f'`{f}/`' for f in folders)})"
                                        for name, folders in sorted(hosts.items()))
     for key, folders in lacking.items():
