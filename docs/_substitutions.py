@@ -7,8 +7,8 @@ writes ``{{ key }}``. The keys:
   by ``skdbal report``; :func:`skdbal.experiments.facts.facts_substitutions`
   documents the fields), with ``<folder>__order_acc90`` and the
   comparisons across folders declared in :data:`SAME_ORDER` and :data:`ABOVE`;
-- ``<bench>__…`` from each benchmark JSON named in :data:`BENCHMARKS`, its
-  keys slugged and joined by ``__``
+- ``<bench>__…`` from each benchmark JSON under ``docs/results/*/``
+  (:func:`benchmark_jsons` names the prefixes), its keys slugged and joined by ``__``
   (:func:`skdbal.experiments.facts.json_substitutions`).
 """
 from __future__ import annotations
@@ -22,14 +22,68 @@ from skdbal.experiments.facts import json_substitutions, results_substitutions
 SAME_ORDER = [("post2019", "post2019_cuda")]
 #: (folder, group, folder, group): from which labels A's mean curve stays above B's.
 ABOVE = [("post2019_cuda_laplace", "bald__laplace", "post2019_cuda", "random")]
-#: The benchmark JSONs that docs/performance.md quotes: substitution prefix -> path under docs/results.
-BENCHMARKS = {"bench_gpu": "bench_gpu/bench_gpu.json"}
+
+
+def benchmark_jsons(results_dir) -> dict:
+    """Every benchmark JSON under ``results_dir/*/`` (not ``facts.json`` or ``grid.json``): prefix -> path.
+
+    The prefix is the folder's name, followed by ``__<file stem>`` when the
+    stem is not the folder's name: ``bench_gpu/bench_gpu.json`` is
+    ``bench_gpu``, ``second_looks/results_demo.json`` is
+    ``second_looks__results_demo``.
+    """
+    out = {}
+    for path in sorted(Path(results_dir).glob("*/*.json")):
+        if path.name in ("facts.json", "grid.json"):
+            continue
+        folder = path.parent.name
+        out[folder if path.stem == folder else f"{folder}__{path.stem}"] = path.relative_to(results_dir)
+    return out
+
+
+#: Raw text outputs whose Markdown tables a page quotes: prefix -> path under docs/results.
+RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt"}
+
+
+def raw_table_substitutions(text: str, prefix: str) -> dict:
+    r"""The figures of a raw output's Markdown tables and first line.
+
+    A row's cells are keyed by the row's label (its non-numeric cells, slugged
+    and joined by ``__``) and the column's header, slugged:
+    ``<prefix>__<row>__<column>``; ``<prefix>__machine`` is the output's first line.
+
+    Examples
+    --------
+    >>> raw = "host X, 2 CPUs\n| workers | strategy | wall (s) |\n|---|---|---|\n| 2 | bald | 143.0 |\n"
+    >>> subs = raw_table_substitutions(raw, "b")
+    >>> subs["b__machine"], subs["b__bald__wall_s"], subs["b__bald__workers"]
+    ('host X, 2 CPUs', '143.0', '2')
+    """
+    from skdbal.experiments.facts import _slug
+
+    lines = text.splitlines()
+    subs = {f"{prefix}__machine": lines[0].strip()} if lines else {}
+    header = None
+    for line in lines:
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [_slug(c) for c in cells]
+        elif not set("".join(cells)) <= set("-: "):
+            label = "__".join(_slug(c) for c in cells if not c[:1].isdigit()) or _slug(cells[0])
+            for column, cell in zip(header, cells):
+                subs[f"{prefix}__{label}__{column}"] = cell
+    return subs
 
 
 def substitutions(results_dir) -> dict:
     """Every substitution of the docs, read from ``results_dir`` (``docs/results``)."""
     results_dir = Path(results_dir)
     subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE)
-    for prefix, name in BENCHMARKS.items():
+    for prefix, name in benchmark_jsons(results_dir).items():
         subs.update(json_substitutions(json.loads((results_dir / name).read_text()), prefix))
+    for prefix, name in RAW_TABLES.items():
+        subs.update(raw_table_substitutions((results_dir / name).read_text(), prefix))
     return subs

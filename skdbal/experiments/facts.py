@@ -38,6 +38,7 @@ import numpy as np
 
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
+from .provenance import NOT_RECORDED, left_out_runs, machines_of, provenance_substitutions
 from .seed_noise import (
     BAND_LEVEL,
     BOOTSTRAP_SEED,
@@ -207,9 +208,12 @@ def grid_facts(out_dir: Union[str, os.PathLike], reruns: Sequence[Union[str, os.
                    "floor_from": Path(rerun_floor).name if rerun_floor is not None and not spreads else None},
         "preset": {k: v for k, v in (grid.get("preset") or preset).items() if not isinstance(v, (dict, list))},
         "provenance": {
-            "machines": grid.get("machines", []),
-            "invocations": [{k: inv.get(k) for k in ("started", "commit", "device", "n_jobs", "torch_threads",
-                                                     "machine") if k in inv} for inv in grid.get("invocations", [])],
+            "machines": machines_of(grid),
+            "invocations": [{**{k: inv.get(k) for k in ("started", "device", "n_jobs", "torch_threads", "machine")
+                                if k in inv}, "commit": inv.get("commit") or NOT_RECORDED}
+                            for inv in grid.get("invocations", [])],
+            "left_out_invocations": left_out_runs(out_dir),
+            "runs_without_environment": sum(1 for m in run_meta if "environment" not in m),
             "devices": sorted({str(m.get("device") or "unrecorded") for m in run_meta}),
             "results_versions": sorted({m.get("results_version") for m in run_meta if m.get("results_version")}),
             "runs": sum(len(g["seeds"]) for g in groups.values()),
@@ -396,6 +400,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
         subs.update(facts_substitutions(f))
         for name in ("acc90", "acc95"):
             subs[f"{folder}__order_{name}"] = _order_text(_order(f, name))
+    subs.update(provenance_substitutions(facts))
     for a, b in same_order:
         for name in ("acc90", "acc95"):
             same = [s for _, s in _order(facts[a], name)] == [s for _, s in _order(facts[b], name)]
