@@ -161,7 +161,7 @@ _ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
 _DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
 #: a task saved just before another but committed after the pull read would otherwise be missed.
-_OVERLAP_S = 5.0
+_OVERLAP_S = 30.0
 #: The values of :class:`LabelStudioSync`'s ``sampling``: the direction of the pushed scores.
 SAMPLINGS = ("queue", "uncertainty")
 
@@ -416,8 +416,11 @@ class LabelStudioSync:
         but saved after the read is not missed. So an idle pull reads no task,
         whatever the number of labels. A second request counts the tasks with
         annotations (a page of one); where the count is not what the pulls
-        have seen (annotations deleted in bulk, tasks deleted: changes that
-        leave ``updated_at`` as it was), the pull reads them all again.
+        have seen (tasks deleted, which leave no task to stamp), the pull reads
+        them all again. The overlap is 30 s: a change that Label Studio commits
+        more than that after stamping it (SQLite lets a writer wait 5 s for
+        its lock) and that leaves the count as it was could be missed until
+        skdbal restarts (its first pull reads everything).
         ``page_size`` tasks a request, and no request past the last page
         (:func:`list_tasks`).
         """
@@ -525,8 +528,9 @@ class LabelStudioSync:
         top. Sent once per task, across restarts (see :meth:`push`)."""
         name = f"{self.model_version_prefix}-first"
         best = 1.0 if self.sampling == "queue" else 0.0
+        answered = self._answered()
         request = [{"task": self._task_of[int(i)], "model_version": name, "score": best, "result": []}
-                   for i in positions if int(i) in self._task_of]
+                   for i in positions if int(i) in self._task_of and int(i) not in answered]
         return self._send(-1, name, request)
 
     def push(self) -> int:
@@ -554,13 +558,22 @@ class LabelStudioSync:
         guesses = learner.estimator_.predict(learner.X_pool_[idx])
         name = f"{self.model_version_prefix}-v{version}"
         unit = unit_scores(scores) if self.sampling == "queue" else 1.0 - unit_scores(scores)
-        request = [{"task": self._task_of[int(i)], "model_version": name, "score": float(s),
+        # the learner's mask holds the labels its model was trained on; the store may hold more (labelled in
+        # Label Studio while skdbal was down, pulled before a resumed model): those are never scored
+        answered = self._answered()
+        keep = [k for k, i in enumerate(idx) if int(i) in self._task_of and int(i) not in answered]
+        request = [{"task": self._task_of[int(idx[k])], "model_version": name, "score": float(unit[k]),
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
-                                "value": {"choices": [str(g)]}}]}
-                   for i, s, g in zip(idx, unit, guesses) if int(i) in self._task_of]
+                                "value": {"choices": [str(guesses[k])]}}]} for k in keep]
         # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
-        self.predictions = {int(i): r for i, r in zip((i for i in idx if int(i) in self._task_of), request)}
+        self.predictions = {int(idx[k]): r for k, r in zip(keep, request)}
         return self._send(version, name, request)
+
+    def _answered(self) -> set:
+        """The pool items labelled or skipped in the store now."""
+        store = self.session.store
+        current = store.current_labels()
+        return set(current) | set(store.skipped(current))
 
     def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
         """Send a push (or, with no arguments, what is left of one after a failure): import ``request``'s

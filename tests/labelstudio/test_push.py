@@ -178,11 +178,31 @@ def test_uncertainty_sampling_scores_the_first_batch_0_and_the_best_item_lowest(
     got = {}
     sync._send = lambda version, name, req: got.update(version=version, req=req) or len(req)
     guess = SimpleNamespace(predict=lambda X: np.array(["a"] * len(X)))
-    sync.session = SimpleNamespace(learner=SimpleNamespace(          # model 0: items 3 then 2 wanted most
+    sync.session = SimpleNamespace(store=sync.session.store, learner=SimpleNamespace(  # model 0: items 3, 2
         step_=0, labelled_mask_=np.array([True, True, False, False]), pool_subsample=None, estimator_=guess,
         X_pool_=np.eye(4), query=lambda n_instances, return_scores: (np.array([3, 2]), None, np.array([0.9, 0.3]))))
     assert sync.push() == 2
     assert [(r["task"], r["score"]) for r in got["req"]] == [(103, 0.0), (102, 1.0)]   # 1 - unit score
+
+
+def test_a_push_never_scores_an_item_the_store_has_answered():
+    """A resumed model was trained on the labels up to its own events; items labelled or skipped since
+    (in Label Studio while skdbal was down, pulled before the start) are in the store, not in the
+    learner's mask: the push leaves them out, so they are never at the head, nor served by /predict."""
+    client = Client()
+    sync = sync_of(client)
+    sync._task_of = {i: 100 + i for i in range(5)}
+    got = {}
+    sync._send = lambda version, name, req: got.update(req=req) or len(req)
+    answered = SimpleNamespace(current_labels=lambda: {3: {"label": "a"}}, skipped=lambda current=None: [1])
+    guess = SimpleNamespace(predict=lambda X: np.array(["b"] * len(X)))
+    sync.session = SimpleNamespace(store=answered, learner=SimpleNamespace(
+        step_=0, labelled_mask_=np.array([True, False, False, False, False]), pool_subsample=None,
+        estimator_=guess, X_pool_=np.eye(5),
+        query=lambda n_instances, return_scores: (np.array([3, 1, 4, 2]), None, np.array([0.9, 0.7, 0.5, 0.1]))))
+    assert sync.push() == 2
+    assert [(r["task"], r["score"]) for r in got["req"]] == [(104, 0.5), (102, 0.0)]   # unit over all four
+    assert sorted(sync.predictions) == [2, 4]
 
 
 def test_an_unknown_sampling_is_refused():
