@@ -609,4 +609,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))     # a kill stops Label Studio and the command too
     main()
