@@ -24,7 +24,8 @@ the queue sorted by prediction score, and waits until the project's model versio
 ``projects.get`` every 50 ms): that wait, from the return of the last annotation's API call, is one
 round trip. Then the queue's head is read (one task a request) and opened as the labelling view opens
 it (``GET /api/tasks/{id}``: it must carry the new version's prediction, with a guess and a score), and
-Label Studio's next task is asked for (``GET /api/projects/{id}/next``, *Label All Tasks*); both timed.
+Label Studio's next task is asked for (``GET /api/projects/{id}/next``, *Label All Tasks*, which locks
+the task it serves: a write, which on SQLite can meet the push's lock); both timed, their statuses kept.
 In backend mode also:
 
 - annotation -> store: after each annotation's API call returns, the store (SQLite, opened read-only)
@@ -285,7 +286,7 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
                            timeout=60)
     busy, busy_cpu, probe = None, None, None
     trips, store_lag, annotate_s, opened, nexts, head_ok = [], [], [], [], [], 0
-    idle = {}
+    idle, refused = {}, {"open": 0, "next": 0}
 
     def stop_busy():
         nonlocal busy, busy_cpu
@@ -312,17 +313,19 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
         return time.perf_counter()
 
     def pushed(name_, expected, timeout=300.0):
-        """Until ``expected`` tasks hold version ``name_`` (the push is over), or the count stays for 3 s."""
+        """Until ``expected`` tasks hold version ``name_`` (the push is over), or the count stays for 15 s (a
+        pool subsample); how many hold it."""
         last, since, deadline = None, time.time(), time.time() + timeout
         while time.time() < deadline:
             count = ls_http.get(f"/api/projects/{project}/model-versions/").json().get(name_, 0)
             if count >= expected:
-                return
+                return count
             if count != last:
                 last, since = count, time.time()
-            elif time.time() - since > 3:
-                return
+            elif time.time() - since > 15:
+                return count
             time.sleep(0.5)
+        return last
 
     try:
         made = output.wait_for("made project")
@@ -370,24 +373,31 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
                 probe.active.clear()
             head = head_task(client, project)
             t0 = time.perf_counter()
-            task = ls_http.get(f"/api/tasks/{head.id}").json()
+            answer = ls_http.get(f"/api/tasks/{head.id}")
             opened.append(time.perf_counter() - t0)
+            task = answer.json() if answer.status_code == 200 else {}
+            refused["open"] += answer.status_code != 200
             current = [p for p in task.get("predictions") or [] if p.get("model_version") == f"skdbal-v{b}"]
             head_ok += bool(current and current[0].get("result") and current[0].get("score") is not None
                             and not task.get("total_annotations"))
             t0 = time.perf_counter()
-            ls_http.get(f"/api/projects/{project}/next")
+            answer = ls_http.get(f"/api/projects/{project}/next")     # Label All Tasks (locks the task served)
             nexts.append(time.perf_counter() - t0)
+            if answer.status_code != 200:
+                refused["next"] += 1
+                log(f"{mode:7s} {name:5s} round {b + 1}: Label Studio answered the next task {answer.status_code}: "
+                    f"{answer.text[:120]}")
             extra = "" if mode != "backend" else (f", store lag median {np.median(store_lag[-10:]):.3f} s, /predict "
                                                   f"{len(probe.times)} calls so far ({len(probe.wrong)} wrong)")
             log(f"{mode:7s} {name:5s} round {b + 1}: {labels:3d} labels, round trip {trips[-1]:6.2f} s, open the "
                 f"head {opened[-1]:.3f} s{extra}")
         stop_busy()
-        pushed(f"skdbal-v{args.rounds - 1}", ctx["pool"] - labels)
+        held = pushed(f"skdbal-v{args.rounds - 1}", ctx["pool"] - labels)
         idle["end"] = idle_cost(server.process.pid if server else None, process.pid, args.idle)
-        idle["end"]["labels"] = labels
-        log(f"{mode:7s} {name:5s} idle at {labels} labels: Label Studio {idle['end']['labelstudio_cpu_per_s']} "
-            f"CPU-s/s, skdbal {idle['end']['skdbal_cpu_per_s']} CPU-s/s")
+        idle["end"].update(labels=labels, pushed=held, unlabelled=ctx["pool"] - labels)
+        log(f"{mode:7s} {name:5s} idle at {labels} labels (the last push: {held} of {ctx['pool'] - labels} tasks): "
+            f"Label Studio {idle['end']['labelstudio_cpu_per_s']} CPU-s/s, skdbal {idle['end']['skdbal_cpu_per_s']} "
+            "CPU-s/s")
     finally:
         stop_busy()
         if probe is not None:
@@ -409,6 +419,15 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
     lines = text.splitlines()
     errors = [line for line in lines if "[ERROR]" in line or "ERROR:" in line]
     invalid = [line for line in lines if "Invalid page" in line]
+    records, by_next = [], 0        # a record: a log line with the traceback lines that follow it
+    for line in lines:
+        if line.startswith("[") or not records:
+            records.append([line])
+        else:
+            records[-1].append(line)
+    for record in records:
+        if ("[ERROR]" in record[0] or "ERROR:" in record[0]) and any("next_task" in x or "/next" in x for x in record):
+            by_next += 1
     t = stats(trips)
     return {**{k: v for k, v in t.items() if k != "n"}, "rounds": len(trips),
             "round_trips_s": [round(float(x), 3) for x in trips], "project": project,
@@ -416,7 +435,9 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
             "predict_s": None if probe is None else {**stats(probe.times), "wrong": len(probe.wrong),
                                                      "wrong_examples": probe.wrong[:3]},
             "open_task_s": stats(opened), "next_task_s": stats(nexts), "head_with_current_prediction": head_ok,
+            "not_200": refused,
             "labelstudio_log": {"lines": len(lines), "error_lines": len(errors), "invalid_page_lines": len(invalid),
+                                "error_lines_of_next_task": by_next,
                                 "errors": errors[:5]},
             "idle": idle, "command_output_tail": output.lines[-5:],
             "busy": None if busy_cpu is None else {"what": "one process spinning one core (pure Python)",
@@ -479,12 +500,12 @@ def report(results: dict, args, log) -> dict:
     log()
     log("opening a task, Label Studio's log and its idle cost (CPU-s per s over --idle s with nobody labelling):")
     log(f"  {'mode':8s}{'phase':6s}{'open head':>11s}{'next task':>11s}{'head ok':>9s}{'ERROR':>7s}"
-        f"{'Inv.page':>9s}{'LS idle@0':>11s}{'LS idle@N':>11s}{'skdbal@N':>10s}{'N':>5s}")
+        f"{'Inv.page':>9s}{'not 200':>8s}{'LS idle@0':>11s}{'LS idle@N':>11s}{'skdbal@N':>10s}{'N':>5s}")
     for (mode, name), r in results.items():
         i0, i1, lg = r["idle"].get("0", {}), r["idle"].get("end", {}), r["labelstudio_log"]
         log(f"  {mode:8s}{name:6s}{_s(r['open_task_s']):>11s}{_s(r['next_task_s']):>11s}"
             f"{r['head_with_current_prediction']:>5d}/{r['rounds']:<3d}{lg['error_lines']:>7d}"
-            f"{lg['invalid_page_lines']:>9d}{str(i0.get('labelstudio_cpu_per_s')):>11s}"
+            f"{lg['invalid_page_lines']:>9d}{sum(r['not_200'].values()):>8d}{str(i0.get('labelstudio_cpu_per_s')):>11s}"
             f"{str(i1.get('labelstudio_cpu_per_s')):>11s}{str(i1.get('skdbal_cpu_per_s')):>10s}"
             f"{str(i1.get('labels', '-')):>5s}")
     goals = {}
@@ -504,7 +525,9 @@ def report(results: dict, args, log) -> dict:
         goals.setdefault(f"{mode}/{name}", {}).update({"no_error_lines": lg["error_lines"] + lg["invalid_page_lines"]
                                                        == 0})
         log(f"  {mode} {name}: {lg['error_lines']} ERROR and {lg['invalid_page_lines']} 'Invalid page' lines in "
-            f"Label Studio's log (goal 0); its idle cost {a} CPU-s/s at 0 labels, {b} at "
+            f"Label Studio's log (goal 0; {lg['error_lines_of_next_task']} of them in the next-task API, which "
+            f"locks the task it serves; the benchmark's open / next-task requests answered other than 200: "
+            f"{r['not_200']['open']} / {r['not_200']['next']}); its idle cost {a} CPU-s/s at 0 labels, {b} at "
             f"{idle.get('end', {}).get('labels', '?')}")
     return goals
 
