@@ -162,6 +162,9 @@ _DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
 #: a task saved just before another but committed after the pull read would otherwise be missed.
 _OVERLAP_S = 30.0
+#: Seconds between two imports of a push's predictions after its head: an import holds SQLite's write
+#: lock, and Label Studio answered "database is locked" (a 500) to Label All Tasks during 1,000-task ones.
+_BETWEEN_IMPORTS_S = 0.05
 #: The values of :class:`LabelStudioSync`'s ``sampling``: the direction of the pushed scores.
 SAMPLINGS = ("queue", "uncertainty")
 
@@ -236,8 +239,9 @@ class LabelStudioSync:
         Predictions are pushed under ``f"{prefix}-v{version}"``.
     head : int, default=100
         A push imports this many predictions, the best scored, then makes
-        their version the project's, then imports the rest: the queue's
-        head is the new model's after one small request.
+        their version the project's, then imports the rest, as many a
+        request, with a short pause between (an import holds SQLite's write
+        lock): the queue's head is the new model's after one small request.
     page_size : int, default=100
         Tasks read per request by a pull and by :meth:`map_tasks`; the
         last page is known from the total Label Studio gives, so no request
@@ -604,8 +608,10 @@ class LabelStudioSync:
                 request = pending["request"]
                 while pending["sent"] < len(request) or not pending["switched"]:
                     if pending["switched"] or pending["sent"] < min(self.head, len(request)):
-                        end = pending["sent"] + (1000 if pending["switched"] else self.head)
+                        end = pending["sent"] + self.head
                         if request:
+                            if pending["switched"]:    # after the head: a pause between imports, so that
+                                time.sleep(_BETWEEN_IMPORTS_S)    # annotators' writes get SQLite's lock
                             self.client.projects.import_predictions(id=self.project,
                                                                     request=request[pending["sent"]:end])
                         pending["sent"] = min(end, len(request))
