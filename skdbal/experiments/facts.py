@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .curve_facts import curve_substitutions, seed_curves
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
 from .provenance import NOT_RECORDED, left_out_runs, machines_of, provenance_substitutions
@@ -120,6 +121,7 @@ def _group_facts(runs: List[List[dict]], n_initial: int) -> dict:
                 if r.get("time") not in (None, "")), default=None)
     cost["slowest_step"] = None if slow is None else {"step": slow[1], "s": _num(slow[0])}
     out["step0_accuracy"] = [_num(run[0]["accuracy"]) for run in runs]
+    out.update(seed_curves(runs, n_steps))
     out["cost"] = cost
     return out
 
@@ -375,7 +377,8 @@ def _order_text(order: List[tuple]) -> str:
 
 
 def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequence[tuple] = (),
-                          above: Sequence[tuple] = ()) -> Dict[str, str]:
+                          above: Sequence[tuple] = (), at: Optional[Dict[str, Sequence[int]]] = None,
+                          pairs: Sequence[tuple] = ()) -> Dict[str, str]:
     """The substitutions of every ``facts.json`` under ``results_dir``, and of some comparisons across folders.
 
     Each folder's :func:`facts_substitutions`, plus ``<folder>__order_acc90``
@@ -384,7 +387,9 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
     ``<folder_a>__vs__<folder_b>__order_acc90_same`` ("the same" or "not
     the same"); for each ``(folder_a, group_a, folder_b, group_b)`` in
     ``above``, ``<folder_a>__<group_a>__vs__<folder_b>__<group_b>__above_from``:
-    the acquired labels from which A's mean curve stays above B's.
+    the acquired labels from which A's mean curve stays above B's; and the
+    points of the curves and the pairs declared in ``at`` and ``pairs``
+    (:func:`~skdbal.experiments.curve_facts.curve_substitutions`).
 
     Examples
     --------
@@ -412,6 +417,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
                            [_inf(v) for v in B["mean_accuracy"][:n]])
         subs[f"{fa}__{ga}__vs__{fb}__{gb}__above_from"] = _fmt(None if not np.isfinite(value)
                                                                else value - facts[fa]["n_initial"])
+    subs.update(curve_substitutions(facts, at=at, pairs=pairs))
     return subs
 
 
