@@ -200,7 +200,7 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
     >>> subs["f__bald__at30"], subs["f__bald__at30_seed1"]
     ('85.50 ± 5.50%', '91.0%')
     >>> subs["f__bald__minus__f__random__at30_seeds"], subs["f__bald__minus__f__random__steps1_2"]
-    ('+21.0 and +10.0', '+15.50 ± 2.50')
+    ('+21.0 and +10.0', '+13.25 ± 4.75')
     """
     subs: Dict[str, str] = {}
     for folder, labels in (at or {}).items():
