@@ -22,6 +22,25 @@ from skdbal.experiments.facts import json_substitutions, results_substitutions
 SAME_ORDER = [("post2019", "post2019_cuda")]
 #: (folder, group, folder, group): from which labels A's mean curve stays above B's.
 ABOVE = [("post2019_cuda_laplace", "bald__laplace", "post2019_cuda", "random")]
+#: folder -> the label counts (all labels) at which the results page quotes every group's accuracy.
+AT = {"gal2017": [120, 130, 140, 220, 260, 390, 520, 1020], "gal2017_selection": [130, 260, 390],
+      "gal2017_batch_split": [130, 260, 390], "gal2017_warm": [1020], "gal2017_last_layer": [1020]}
+#: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
+PAIRS = [
+    ("gal2017", "variation_ratios__deterministic", "gal2017", "variation_ratios", [220, 1020], []),
+    ("gal2017", "max_entropy__deterministic", "gal2017", "max_entropy", [220, 1020], []),
+    ("gal2017_selection", "bald", "gal2017", "bald", [130, 260, 390], []),
+    ("gal2017_batch_split", "bald", "gal2017", "bald", [130, 260, 390], []),
+    ("gal2017_warm", "bald", "gal2017", "bald", [1020], [(91, 100)]),
+    ("gal2017_last_layer", "predictive_variance__blr_mfvi", "gal2017_last_layer", "predictive_variance__blr_analytic",
+     [], []),
+    ("gal2017_last_layer", "predictive_variance__blr_analytic", "gal2017", "bald", [1020], []),
+]
+#: folder -> label counts: how many runs and mean curves dip there (lower than a step before).
+DROPS = {"gal2017": [130, 260]}
+#: (folder, groups, labels): the spread of those mean curves from ``labels`` on.
+SPREADS = [("gal2017", ["variation_ratios", "variation_ratios__deterministic", "max_entropy",
+                        "max_entropy__deterministic"], 620)]
 
 
 def benchmark_jsons(results_dir) -> dict:
@@ -81,7 +100,8 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
 def substitutions(results_dir) -> dict:
     """Every substitution of the docs, read from ``results_dir`` (``docs/results``)."""
     results_dir = Path(results_dir)
-    subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE)
+    subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE, at=AT, pairs=PAIRS,
+                                 drops=DROPS, spreads=SPREADS)
     for prefix, name in benchmark_jsons(results_dir).items():
         subs.update(json_substitutions(json.loads((results_dir / name).read_text()), prefix))
     for prefix, name in RAW_TABLES.items():

@@ -119,8 +119,34 @@ def _at_substitutions(key: str, group: dict, labels: int) -> Dict[str, str]:
     return subs
 
 
-def _column_substitutions(key: str, group: dict) -> Dict[str, str]:
+def _filter_substitutions(key: str, group: dict) -> Dict[str, str]:
+    """A noise filter's rejects a step, precision, recall and share of flipped labels, as its report counts them."""
+    cols = group.get("seed_columns", {})
+
+    def total(column):
+        values = [v for run in cols.get(column, []) for v in run[1:] if v is not None]
+        return float(np.sum(values)) if values else None
+
     subs = {}
+    rejected, rejected_flipped, acquired = total("n_rejected"), total("n_rejected_flipped"), \
+        total("n_flipped_acquired")
+    n_steps = sum(len(run) - 1 for run in group["seed_accuracy"])
+    if rejected is not None and n_steps:
+        subs[f"{key}__rejects_per_step"] = f"{rejected / n_steps:.2f}"
+        if rejected:
+            subs[f"{key}__precision"] = f"{rejected_flipped / rejected:.2f}"
+        if rejected_flipped + (acquired or 0.0):
+            subs[f"{key}__recall"] = f"{rejected_flipped / (rejected_flipped + (acquired or 0.0)):.2f}"
+    if acquired is not None and n_steps:
+        subs[f"{key}__flipped_per_step"] = f"{acquired / n_steps:.2f}"
+        shares = [sum(v or 0 for v in run) / group["labels"][len(run) - 1]
+                  for run in cols["n_flipped_acquired"]]
+        subs[f"{key}__flipped_share"] = _pct(float(np.mean(shares)))
+    return subs
+
+
+def _column_substitutions(key: str, group: dict) -> Dict[str, str]:
+    subs = _filter_substitutions(key, group)
     for column, runs in group.get("seed_columns", {}).items():
         values = [v for run in runs for v in run[1:] if v is not None]
         if values:
@@ -166,8 +192,64 @@ def _pair_substitutions(key: str, a: dict, b: dict, labels: Sequence[int], windo
     return subs
 
 
+def _drop_substitutions(folder: str, facts: dict, labels: int) -> Dict[str, str]:
+    """How many runs, and mean curves, are lower at ``labels`` than at the step before."""
+    runs = curves = n_runs = n_curves = 0
+    for group in facts["groups"].values():
+        if float(labels) not in group["labels"]:
+            continue
+        i = group["labels"].index(float(labels))
+        for run in group["seed_accuracy"]:
+            n_runs += 1
+            runs += run[i] < run[i - 1]
+        n_curves += 1
+        curves += group["mean_accuracy"][i] < group["mean_accuracy"][i - 1]
+
+    def share(k, n):
+        return f"all {n}" if k == n else f"{k} of {n}"
+    return {f"{folder}__drop_at{labels}_runs": share(runs, n_runs),
+            f"{folder}__drop_at{labels}_curves": share(curves, n_curves)}
+
+
+def _spread_substitutions(folder: str, facts: dict, groups: Sequence[str], labels: int) -> Dict[str, str]:
+    """The spread (max minus min, in points) of the mean curves of ``groups`` at each step from ``labels`` on."""
+    curves = [facts["groups"][g] for g in groups]
+    n = min(len(g["labels"]) for g in curves)
+    first = curves[0]["labels"].index(float(labels))
+    spread = [100 * (max(g["mean_accuracy"][i] for g in curves) - min(g["mean_accuracy"][i] for g in curves))
+              for i in range(first, n)]
+    key = f"{folder}__spread_from{labels}"
+    return {f"{key}_median": f"{np.median(spread):.1f}", f"{key}_max": f"{np.max(spread):.1f}"}
+
+
+def _column_pair_substitutions(key: str, a: dict, b: dict, n_initial: int) -> Dict[str, str]:
+    """Per column both have: at how many acquisition steps A's seed-mean is above B's, and where below."""
+    subs = {}
+    n = min(len(a["labels"]), len(b["labels"]))
+    for column in set(a.get("seed_columns", {})) & set(b.get("seed_columns", {})):
+        def mean(g):
+            return np.array([np.mean([run[i] for run in g["seed_columns"][column] if run[i] is not None])
+                             for i in range(1, n)])
+        diff = mean(a) - mean(b)
+        higher = int((diff > 0).sum())
+        subs[f"{key}__{column}_higher_steps"] = (f"all {len(diff)}" if higher == len(diff)
+                                                 else f"{higher} of the {len(diff)}")
+        lower = np.flatnonzero(diff < 0)
+        if lower.size:
+            acquired = [a["labels"][1 + i] - n_initial for i in lower]
+            subs[f"{key}__{column}_lower_acquired"] = f"{min(acquired):.0f}–{max(acquired):.0f}"
+            subs[f"{key}__{column}_lower_by_max"] = f"{-diff[lower].min():.3f}"
+        for i in (0,):
+            va = np.mean([run[i] for run in a["seed_columns"][column] if run[i] is not None])
+            vb = np.mean([run[i] for run in b["seed_columns"][column] if run[i] is not None])
+            if vb:
+                subs[f"{key}__{column}_ratio_step{i}"] = f"{va / vb:.0f}"
+    return subs
+
+
 def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[int]]] = None,
-                        pairs: Sequence[tuple] = ()) -> Dict[str, str]:
+                        pairs: Sequence[tuple] = (), drops: Optional[Dict[str, Sequence[int]]] = None,
+                        spreads: Sequence[tuple] = ()) -> Dict[str, str]:
     """The substitutions of the curves' points, columns and pairs a page declares (see the module's keys).
 
     Parameters
@@ -181,7 +263,16 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
         ``(folder_a, group_a, folder_b, group_b, labels, windows)``: A minus
         B seed by seed at each of ``labels`` and averaged over each
         ``(first_step, last_step)`` of ``windows``, and their labels to 90%
-        and 95%.
+        and 95%, and per measured column both have, at how many acquisition
+        steps A's is above B's.
+    drops : dict, optional
+        ``{folder: [labels, ...]}``: ``<folder>__drop_at<L>_runs`` and
+        ``…_curves``, how many runs and mean curves are lower there than a
+        step before ("all 21", "5 of 7").
+    spreads : sequence of tuples
+        ``(folder, [group, ...], labels)``: ``<folder>__spread_from<L>_median``
+        and ``…_max``, the spread of those mean curves over the steps from
+        ``labels`` on, in points.
 
     Returns
     -------
@@ -216,4 +307,11 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
     for fa, ga, fb, gb, labels, windows in pairs:
         subs.update(_pair_substitutions(f"{fa}__{ga}__minus__{fb}__{gb}", facts[fa]["groups"][ga],
                                         facts[fb]["groups"][gb], labels, windows))
+        subs.update(_column_pair_substitutions(f"{fa}__{ga}__minus__{fb}__{gb}", facts[fa]["groups"][ga],
+                                               facts[fb]["groups"][gb], facts[fa]["n_initial"]))
+    for folder, labels in (drops or {}).items():
+        for L in labels:
+            subs.update(_drop_substitutions(folder, facts[folder], L))
+    for folder, groups, L in spreads:
+        subs.update(_spread_substitutions(folder, facts[folder], groups, L))
     return subs

@@ -321,6 +321,10 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
     longest = [t for g in facts["groups"].values() for t in g["cost"].get("run_total_s", []) if t is not None]
     if longest:
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
+        subs[f"{p}__longest_run_min"] = f"{max(longest) / 60:.0f}"
+        q1, q2, q3 = np.percentile(longest, [25, 50, 75]) / 60
+        subs[f"{p}__run_min_median"], subs[f"{p}__run_min_iqr"] = f"{q2:.0f}", f"{q1:.0f}–{q3:.0f}"
+        subs[f"{p}__job_hours"] = f"{sum(longest) / 3600:.1f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
         subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.2g}", f"{max(steps):.2g}"
@@ -343,6 +347,8 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
             subs[f"{k}__{name}_reached"] = f"{a['reached']}/{len(a['per_seed'])}"
             seeds = [_fmt(acquired(v)) if v is not None else "not reached" for v in a["per_seed"]]
             subs[f"{k}__{name}_seeds"] = ", ".join(seeds)
+            for seed, text in zip(g["seeds"], seeds):
+                subs[f"{k}__{name}_seed{seed}"] = text
             band = [_fmt(acquired(v)) if v is not None else "not reached" for v in a["band"]]
             subs[f"{k}__{name}_band"] = band[0] if band[0] == band[1] else f"{band[0]} to {band[1]}"
         for name, value in g["cost"].items():
@@ -352,6 +358,10 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         for name in ("acc90", "acc95"):
             subs[f"{p}__{pair}__{name}_verdict"] = _PHRASE[c[name]]
         subs[f"{p}__{pair}__above_from"] = _fmt(acquired(c["above_from"]))
+        for name in ("acc90", "acc95"):  # A's average-step as a share of B's (acquired labels)
+            va, vb = (acquired(facts["groups"][x][name]["average_step"]) for x in pair.split("__vs__"))
+            if va is not None and vb:
+                subs[f"{p}__{pair}__{name}_average_step_share"] = f"{100 * va / vb:.0f}%"
         a, b = (facts["groups"][x]["cost"].get("query_s") for x in pair.split("__vs__"))
         if a is not None and b:
             subs[f"{p}__{pair}__query_ratio"] = f"{a / b:.2f}"
@@ -378,7 +388,8 @@ def _order_text(order: List[tuple]) -> str:
 
 def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequence[tuple] = (),
                           above: Sequence[tuple] = (), at: Optional[Dict[str, Sequence[int]]] = None,
-                          pairs: Sequence[tuple] = ()) -> Dict[str, str]:
+                          pairs: Sequence[tuple] = (), drops: Optional[Dict[str, Sequence[int]]] = None,
+                          spreads: Sequence[tuple] = ()) -> Dict[str, str]:
     """The substitutions of every ``facts.json`` under ``results_dir``, and of some comparisons across folders.
 
     Each folder's :func:`facts_substitutions`, plus ``<folder>__order_acc90``
@@ -388,7 +399,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
     the same"); for each ``(folder_a, group_a, folder_b, group_b)`` in
     ``above``, ``<folder_a>__<group_a>__vs__<folder_b>__<group_b>__above_from``:
     the acquired labels from which A's mean curve stays above B's; and the
-    points of the curves and the pairs declared in ``at`` and ``pairs``
+    points of the curves and the pairs declared in ``at``, ``pairs``, ``drops`` and ``spreads``
     (:func:`~skdbal.experiments.curve_facts.curve_substitutions`).
 
     Examples
@@ -417,7 +428,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
                            [_inf(v) for v in B["mean_accuracy"][:n]])
         subs[f"{fa}__{ga}__vs__{fb}__{gb}__above_from"] = _fmt(None if not np.isfinite(value)
                                                                else value - facts[fa]["n_initial"])
-    subs.update(curve_substitutions(facts, at=at, pairs=pairs))
+    subs.update(curve_substitutions(facts, at=at, pairs=pairs, drops=drops, spreads=spreads))
     return subs
 
 
