@@ -35,7 +35,7 @@ RESULTS = ROOT / "docs" / "results"
 #: page -> the headings (their text's start) of the sections checked; None checks the whole file.
 CHECKED = {
     "docs/results/README.md": ["# Results", "## Which code reproduces which grid", "## After 2019 (issue 31)",
-                               "## Gal et al. (2017)"],
+                               "## Gal et al. (2017)", "## Bayesian last layer", "## Label noise"],
     "docs/performance.md": None,
     # every gallery example's text blocks
     **{f"examples/{p.name}": None for p in sorted((ROOT / "examples").glob("plot_*.py"))},
@@ -45,9 +45,9 @@ CHECKED = {
 #: Each pattern names the number with the group ``n``.
 SETTINGS = [
     # a parameter given its value: T = 100, b = 10, β = 1, lr 1e-3, batch 128
-    r"(?:\b[Tbkβ]|\bbatch(?:es of)?|\blr|\bepochs?|\bstep size|\bdropout)\s*=?\s*(?P<n>\d[\d.,e-]*)",
+    r"(?:\b[Tbkβτ]|\bbatch(?:es of)?|\blr|\bepochs?|\bstep size|\bdropout)\s*=?\s*(?P<n>\d[\d.,e-]*)",
     # seeds, steps and sizes named as settings: seeds 1–3, seed 1, issue 31, results version 3, (step|steps) 0–88
-    r"(?i:\b(?:seeds?|steps?|issues?|items?|faults?|results version|version|invocations?))"
+    r"(?i:\b(?:seeds?|steps?|stages?|issues?|items?|faults?|results version|version|invocations?))"
     r"\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
     r"\b(?:seeds?|steps?)\s+\d+\s*[–-]\s*(?P<n>\d+)",
     # the machine: 16 CPU cores, 2 cores, one NVIDIA H100 80GB, 1 torch thread, 7 + 7 + 3 runs at a time, 12 jobs
@@ -66,7 +66,7 @@ SETTINGS = [
     r"\b(?P<n>\d)-D\b",
     r"(?P<n>\d+)%(?:\s+|-)(?:label )?(?:noise|panels|of the labels|rate)\b",
     r"\b(?:Nov(?:ember)?\.?)\s+(?P<n>\d{1,2})\b",
-    r"(?P<n>\d[\d,]*)-(?:image|point|million-image)\b",
+    r"(?P<n>\d[\d,]*)-(?:image|point|label|million-image)\b",
     r"(?P<n>\d[\d,]*)\s+(?:validation |pool |scored )?points\b",
     r"(?P<n>\d[\d,]*)\s+(?:fixed )?epochs\b",
     r"(?P<n>\d+)\s+(?:worker processes|workers?|annotators|clients)\b",
@@ -78,6 +78,11 @@ SETTINGS = [
     # where a curve is read: "accuracy at 130 labels", "at 130 / 260 / 390 labels", "from 600 acquired labels"
     # (a list, the group ``ns``); not after a threshold ("reaches 90% at 240 labels" is measured)
     r"(?<!%\s)\b(?i:at|from)\s+(?P<ns>\d[\d,]*(?:\s*(?:/|,|,? and|or)\s*\d[\d,]*)*)\s+(?:acquired\s+)?labels\b",
+    # the label-noise grid's rates (0, 10, 20, 30%): listed ("0/10/20/30%", "10, 20 and 30%"), after "at",
+    # or before what they qualify ("the 30% runs", "0% rows")
+    r"(?<![\d.,])(?P<ns>(?:0|10|20|30)(?:\s*(?:/|,|,? and|or)\s*(?:0|10|20|30))+)%",
+    r"\bat\s+(?P<n>0|10|20|30)%",
+    r"(?<![\d.,])(?P<n>0|10|20|30)%\s+(?:runs|rows|means|column|filter rows)\b",
     # the thresholds of the measure
     r"\b(?P<n>9[05])%",
     # software versions and dates: Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, 2026-11-26, (2019)

@@ -25,7 +25,11 @@ Keys (MyST's must be identifiers; ``<g>`` is a group key of
   over steps a to b), ``…__steps<a>_<b>_seed<s>``, ``…__steps<a>_<b>_mean``,
   ``…__acc90_seeds`` (labels to 90%, signed, per seed) and
   ``…__at<L>_above`` ("all 3 seeds", "2 of 3 seeds", "no seed"): on how many
-  seeds A is above B.
+  seeds A is above B; ``…__below_steps`` ("2 and 4–15"): the acquisition
+  steps at which A's mean curve is below B's;
+- ``<folder>__step0_spread_max``: how far apart, in points, the step-0
+  accuracies of one seed's runs are in the folder (runs of one seed start
+  from one labelled set; the largest over seeds).
 """
 from __future__ import annotations
 
@@ -156,6 +160,30 @@ def _column_substitutions(key: str, group: dict) -> Dict[str, str]:
     return subs
 
 
+def _ranges(steps: List[int]) -> str:
+    """``[2, 4, 5, 6]`` as ``"2 and 4–6"``."""
+    parts, start = [], None
+    for i, step in enumerate(steps):
+        if start is None:
+            start = step
+        if i + 1 == len(steps) or steps[i + 1] != step + 1:
+            parts.append(str(start) if start == step else f"{start}–{step}")
+            start = None
+    return _listing(parts) if parts else ""
+
+
+def _step0_spread(folder: str, facts: dict) -> Dict[str, str]:
+    """How far apart, in points, the step-0 accuracies of one seed's runs in a folder are (the largest over seeds)."""
+    by_seed: Dict[int, List[float]] = {}
+    for group in facts["groups"].values():
+        if group.get("noise_rate"):
+            continue
+        for seed, run in zip(group["seeds"], group.get("seed_accuracy", [])):
+            by_seed.setdefault(seed, []).append(run[0])
+    spreads = [max(v) - min(v) for v in by_seed.values() if len(v) > 1]
+    return {f"{folder}__step0_spread_max": f"{100 * max(spreads):.1f}"} if spreads else {}
+
+
 def _pair_substitutions(key: str, a: dict, b: dict, labels: Sequence[int], windows: Sequence[tuple]) -> Dict[str, str]:
     seeds = [s for s in a["seeds"] if s in b["seeds"]]
     ia, ib = [a["seeds"].index(s) for s in seeds], [b["seeds"].index(s) for s in seeds]
@@ -172,6 +200,8 @@ def _pair_substitutions(key: str, a: dict, b: dict, labels: Sequence[int], windo
         subs[f"{key}__at{L}_above"] = (f"all {len(diff)} seeds" if above == len(diff) else
                                        "no seed" if above == 0 else f"{above} of {len(diff)} seeds")
     n = min(len(a["labels"]), len(b["labels"]))
+    below = [i for i in range(1, n) if a["mean_accuracy"][i] < b["mean_accuracy"][i]]
+    subs[f"{key}__below_steps"] = _ranges(below) or "no step"
     for first, last in windows:
         last = min(last, n - 1)
         per_seed = np.array([np.mean(np.array(a["seed_accuracy"][p][first:last + 1], dtype=float)
@@ -228,9 +258,11 @@ def _column_pair_substitutions(key: str, a: dict, b: dict, n_initial: int) -> Di
     n = min(len(a["labels"]), len(b["labels"]))
     for column in set(a.get("seed_columns", {})) & set(b.get("seed_columns", {})):
         def mean(g):
-            return np.array([np.mean([run[i] for run in g["seed_columns"][column] if run[i] is not None])
-                             for i in range(1, n)])
+            values = [[run[i] for run in g["seed_columns"][column] if run[i] is not None] for i in range(1, n)]
+            return np.array([np.mean(v) if v else np.nan for v in values])
         diff = mean(a) - mean(b)
+        if np.isnan(diff).any():
+            continue
         higher = int((diff > 0).sum())
         subs[f"{key}__{column}_higher_steps"] = (f"all {len(diff)}" if higher == len(diff)
                                                  else f"{higher} of the {len(diff)}")
@@ -239,11 +271,9 @@ def _column_pair_substitutions(key: str, a: dict, b: dict, n_initial: int) -> Di
             acquired = [a["labels"][1 + i] - n_initial for i in lower]
             subs[f"{key}__{column}_lower_acquired"] = f"{min(acquired):.0f}–{max(acquired):.0f}"
             subs[f"{key}__{column}_lower_by_max"] = f"{-diff[lower].min():.3f}"
-        for i in (0,):
-            va = np.mean([run[i] for run in a["seed_columns"][column] if run[i] is not None])
-            vb = np.mean([run[i] for run in b["seed_columns"][column] if run[i] is not None])
-            if vb:
-                subs[f"{key}__{column}_ratio_step{i}"] = f"{va / vb:.0f}"
+        va, vb = ([run[0] for run in g["seed_columns"][column] if run[0] is not None] for g in (a, b))
+        if va and vb and np.mean(vb):
+            subs[f"{key}__{column}_ratio_step0"] = f"{np.mean(va) / np.mean(vb):.0f}"
     return subs
 
 
@@ -302,6 +332,7 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
                 if float(L) in group["labels"]:
                     subs.update(_at_substitutions(f"{folder}__{key}", group, L))
     for folder, f in facts.items():
+        subs.update(_step0_spread(folder, f))
         for key, group in f["groups"].items():
             subs.update(_column_substitutions(f"{folder}__{key}", group))
     for fa, ga, fb, gb, labels, windows in pairs:

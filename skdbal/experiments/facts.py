@@ -19,8 +19,9 @@ does not reach it.
 Substitution keys (MyST's must be identifiers) are
 ``<folder>__<group>__<field>``: ``<folder>`` the results folder's name,
 ``<group>`` the strategy (``stochastic(bald,power,1)`` as
-``stochastic_bald_power_1``), followed by ``__<variant>`` unless the variant
-is ``bayesian`` and by ``__noise<rate>`` for a noisy run; ``<field>`` such as
+``stochastic_bald_power_1``, ``diverse(bald,-0.1)`` as ``diverse_bald_m0_1``),
+followed by ``__<variant>`` unless the variant is ``bayesian`` and by
+``__noise<rate>`` for a noisy run; ``<field>`` such as
 ``acc90_median`` (acquired labels, the initial ones not counted),
 ``acc90_median_labels`` (all labels), ``acc90_band``, ``acc90_seeds``,
 ``query_s``. A comparison is ``<folder>__<a>__vs__<b>__acc90_verdict``.
@@ -75,7 +76,9 @@ def _slug(text: str) -> str:
 
 
 def _group_key(strategy: str, variant: str, rate: float) -> str:
-    return _slug(strategy) + ("" if variant == "bayesian" else "__" + _slug(variant)) + \
+    """``diverse(bald,-0.1)`` -> ``diverse_bald_m0_1``: a minus sign is kept (as ``m``), so that it does not
+    merge with ``diverse(bald,0.1)``."""
+    return _slug(re.sub(r"-(?=\d)", "m", strategy)) + ("" if variant == "bayesian" else "__" + _slug(variant)) + \
         (f"__noise{_slug(f'{rate:g}')}" if rate else "")
 
 
