@@ -26,7 +26,7 @@ ABOVE = [("post2019_cuda_laplace", "bald__laplace", "post2019_cuda", "random")]
 AT = {"gal2017": [100, 120, 130, 140, 220, 260, 390, 500, 520, 1020], "gal2017_selection": [130, 260, 390],
       "gal2017_batch_split": [130, 260, 390], "gal2017_warm": [1020], "gal2017_last_layer": [20, 1020],
       "noise": [100, 500], "bald_cuda": [20, 500], "batchbald": [100], "repeated": [220],
-      "initial_set": [20, 520], "kirsch2019": [70, 90, 120, 140], "ensemble": [20, 70, 220]}
+      "initial_set": [20, 520], "kirsch2019": [70, 90, 120, 140], "ensemble": [20, 70, 130, 220]}
 _GAL = [
     ("gal2017", "variation_ratios__deterministic", "gal2017", "variation_ratios", [220, 1020], []),
     ("gal2017", "max_entropy__deterministic", "gal2017", "max_entropy", [220, 1020], []),
@@ -67,6 +67,8 @@ _DIVERSE += [("batchbald", "batch_bald", "batchbald", "bald", [100], []),
              ("repeated", "diverse_bald_0_1", "repeated", "bald", [], [(5, 10)]),
              ("kirsch2019", "batch_bald", "kirsch2019", "bald", [70, 120], []),
              ("ensemble", "bald__ensemble5", "ensemble", "bald", [20, 70, 220], [])]
+_DIVERSE += [("ensemble", g, "ensemble", "bald__ensemble5", [], [])
+             for g in ("bald", "max_entropy", "max_entropy__deterministic")]
 #: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
 PAIRS = _GAL + _NOISE + _DEVICE + _DIVERSE
 #: folder -> label counts: how many runs and mean curves dip there (lower than a step before).

@@ -65,7 +65,7 @@ VERDICT_RULE = ("A is ahead of B (fewer labels) when A's bootstrap band of the m
                 "folder's rerun spread, lies wholly below B's, widened alike; behind when wholly above; otherwise "
                 "within noise.")
 _THRESHOLDS = (0.90, 0.95)
-_COST = {"query_s": "query_time", "train_s": "train_time", "step_s": "time"}
+_COST = {"query_s": "query_time", "train_s": "train_time", "eval_s": "eval_time", "step_s": "time"}
 #: A strategy's name on a page: the tables' names, and those of the methods after 2019 as their papers write them.
 _NAMES = {**LABELS, "batch_bald": "BatchBALD", "badge": "BADGE", "epig": "EPIG", "ddu": "DDU",
           "stochastic(bald,power,1)": "power-BALD"}
