@@ -67,6 +67,8 @@ _DIVERSE += [("batchbald", "batch_bald", "batchbald", "bald", [100], []),
              ("repeated", "diverse_bald_0_1", "repeated", "bald", [], [(5, 10)]),
              ("kirsch2019", "batch_bald", "kirsch2019", "bald", [70, 120], []),
              ("ensemble", "bald__ensemble5", "ensemble", "bald", [20, 70, 220], [])]
+_DIVERSE += [("initial_set", g, "initial_set", "bald", [20], [])
+             for g in ("bald__bayesian_init_kmeans_per_class", "bald__bayesian_init_kmeans")]
 _DIVERSE += [("ensemble", g, "ensemble", "bald__ensemble5", [], [])
              for g in ("bald", "max_entropy", "max_entropy__deterministic")]
 #: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
