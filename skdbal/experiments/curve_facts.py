@@ -314,14 +314,19 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
     >>> from skdbal.experiments.curve_facts import curve_substitutions
     >>> acc = {"per_seed": [30.0, 40.0], "median": 35.0}
     >>> g = {"strategy": "bald", "seeds": [1, 2], "labels": [20.0, 30.0, 40.0], "acc90": acc, "acc95": acc,
-    ...      "seed_accuracy": [[0.5, 0.91, 0.95], [0.6, 0.8, 0.92]], "seed_columns": {}}
-    >>> r = {**g, "strategy": "random", "seed_accuracy": [[0.5, 0.7, 0.8], [0.6, 0.7, 0.85]]}
+    ...      "seed_accuracy": [[0.5, 0.91, 0.95], [0.6, 0.8, 0.92]], "seed_columns": {},
+    ...      "mean_accuracy": [0.55, 0.855, 0.935]}
+    >>> r = {**g, "strategy": "random", "seed_accuracy": [[0.5, 0.7, 0.8], [0.6, 0.7, 0.85]],
+    ...      "mean_accuracy": [0.55, 0.7, 0.825]}
     >>> facts = {"f": {"n_initial": 20, "groups": {"bald": g, "random": r}}}
-    >>> subs = curve_substitutions(facts, at={"f": [30]}, pairs=[("f", "bald", "f", "random", [30], [(1, 2)])])
+    >>> subs = curve_substitutions(facts, at={"f": [30]}, pairs=[("f", "bald", "f", "random", [30], [(1, 2)]),
+    ...                                                              ("f", "random", "f", "bald", [], [])])
     >>> subs["f__bald__at30"], subs["f__bald__at30_seed1"]
     ('85.50 ± 5.50%', '91.0%')
     >>> subs["f__bald__minus__f__random__at30_seeds"], subs["f__bald__minus__f__random__steps1_2"]
     ('+21.0 and +10.0', '+13.25 ± 4.75')
+    >>> subs["f__bald__minus__f__random__below_steps"], subs["f__random__minus__f__bald__below_steps"]
+    ('no step', '1–2')
     """
     subs: Dict[str, str] = {}
     for folder, labels in (at or {}).items():
