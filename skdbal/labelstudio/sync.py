@@ -571,7 +571,7 @@ class LabelStudioSync:
                                 "value": {"choices": [str(guesses[k])]}}]} for k in keep]
         # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
         self.predictions = {int(idx[k]): r for k, r in zip(keep, request)}
-        return self._send(version, name, request)
+        return self._send(version, name, request, background=True)
 
     def _answered(self) -> set:
         """The pool items labelled or skipped in the store now."""
@@ -579,7 +579,8 @@ class LabelStudioSync:
         current = store.current_labels()
         return set(current) | set(store.skipped(current))
 
-    def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
+    def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None,
+              *, background: bool = False) -> int:
         """Send a push (or, with no arguments, what is left of one after a failure): import ``request``'s
         predictions, best first, and make ``name`` the project's model version as soon as the first
         ``head`` are in, so that the queue's head is the new model's while the rest are imported (a
@@ -589,7 +590,12 @@ class LabelStudioSync:
         The Data Manager's "prediction score" of a task is that of the project's model version (Label
         Studio 1.23's default), so older versions' predictions are kept, as Label Studio keeps an ML
         backend's: deleting them would cost Label Studio about 16 ms each, in one transaction that
-        holds SQLite's write lock (annotators' submissions would wait)."""
+        holds SQLite's write lock (annotators' submissions would wait).
+
+        With ``background=True`` (a model's push, from the session's loop) the call returns once the
+        head is in and the version switched: the rest is imported by a thread of its own, so the loop
+        can take the next labels and retrain meanwhile; a newer push ends it (the older version's
+        other predictions would sort last anyway)."""
         with self._send_lock:
             if request is not None:
                 order = sorted(request, key=lambda r: -r["score"] if self.sampling == "queue" else r["score"])
@@ -607,6 +613,9 @@ class LabelStudioSync:
                     pending["checked"] = True
                 request = pending["request"]
                 while pending["sent"] < len(request) or not pending["switched"]:
+                    if background and pending["switched"]:    # the head is in: the rest in a thread
+                        self._tail_of(pending)
+                        return pending["sent"] - sent_before
                     if pending["switched"] or pending["sent"] < min(self.head, len(request)):
                         end = pending["sent"] + self.head
                         if request:
@@ -618,6 +627,8 @@ class LabelStudioSync:
                     else:     # Label Studio scores tasks by the predictions of the project's model version
                         self.client.projects.update(id=self.project, model_version=pending["name"])
                         pending["switched"] = True
+                        if pending["version"] is not None and pending["version"] >= 0:
+                            self.pushed_version = pending["version"]   # the queue's head is this version's
             except Exception as exc:  # noqa: BLE001 - only Label Studio being away is kept for later
                 if not is_transient(exc):
                     raise
@@ -628,6 +639,32 @@ class LabelStudioSync:
             if pending["version"] is not None and pending["version"] >= 0:
                 self.pushed_version = pending["version"]
             return len(request) - sent_before
+
+    def _tail_of(self, pending: dict) -> None:
+        """Import what is left of ``pending`` after its head, in a thread, a request at a time, until it is
+        sent, a newer push replaces it, or Label Studio cannot be reached (then :meth:`run`, or the
+        backend's keeper, sends it with :meth:`_send`)."""
+        def send_rest():
+            while True:
+                time.sleep(_BETWEEN_IMPORTS_S)        # annotators' writes get SQLite's lock between imports
+                with self._send_lock:
+                    if self._pending is not pending:  # a newer push, or all sent by a resumed _send
+                        return
+                    request = pending["request"]
+                    end = pending["sent"] + self.head
+                    try:
+                        self.client.projects.import_predictions(id=self.project,
+                                                                request=request[pending["sent"]:end])
+                    except Exception as exc:  # noqa: BLE001 - kept for a resumed _send; any other error is
+                        self.last_error = exc  # said there too, as the same request fails again
+                        pending["checked"] = False
+                        return
+                    pending["sent"] = min(end, len(request))
+                    if pending["sent"] >= len(request):
+                        self._pending = None
+                        return
+
+        threading.Thread(target=send_rest, name="skdbal-push-rest", daemon=True).start()
 
     def _holding(self, name: str) -> set:
         """The tasks that hold a prediction of model version ``name`` in Label Studio (a Data Manager
