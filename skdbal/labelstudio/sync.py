@@ -602,8 +602,8 @@ class LabelStudioSync:
                 self._pending = {"version": version, "name": name, "request": order, "sent": 0,
                                  "switched": not order, "checked": False}      # no predictions: no new version
             pending = self._pending
-            if pending is None:
-                return 0
+            if pending is None or (request is None and pending.get("tail")):
+                return 0             # nothing left, or the rest is being imported by its own thread
             sent_before = pending["sent"]
             try:
                 if not pending["checked"]:          # what Label Studio already holds of this version: not again
@@ -645,6 +645,12 @@ class LabelStudioSync:
         sent, a newer push replaces it, or Label Studio cannot be reached (then :meth:`run`, or the
         backend's keeper, sends it with :meth:`_send`)."""
         def send_rest():
+            try:
+                send()
+            finally:
+                pending["tail"] = False              # what is left (after a failure) is _send's again
+
+        def send():
             while True:
                 time.sleep(_BETWEEN_IMPORTS_S)        # annotators' writes get SQLite's lock between imports
                 with self._send_lock:
@@ -664,6 +670,7 @@ class LabelStudioSync:
                         self._pending = None
                         return
 
+        pending["tail"] = True
         threading.Thread(target=send_rest, name="skdbal-push-rest", daemon=True).start()
 
     def _holding(self, name: str) -> set:

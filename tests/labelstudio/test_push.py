@@ -110,6 +110,8 @@ def test_a_models_push_returns_once_the_head_is_in_and_a_newer_push_ends_the_old
     assert sync._send(0, "skdbal-v0", request(7), background=True) == 2
     assert client.calls == [("list", "skdbal-v0"), ("import", [106, 105]), ("version", "skdbal-v0")]
     assert sync.pushed_version == 0
+    assert sync._send(None) == 0                     # the pulls' resume leaves the rest to its thread
+    assert len(client.calls) == 3
     deadline = time.time() + 5
     while sync._pending is not None and time.time() < deadline:
         time.sleep(0.01)
