@@ -400,7 +400,7 @@ def _version_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]:
     """
     from dataclasses import fields
 
-    from .configs import _IMPLICIT_BEFORE
+    from .configs import IMPLICIT_BEFORE
     from .presets import Preset
 
     default = next(f.default for f in fields(Preset) if f.name == "mask_seeding")
@@ -409,7 +409,7 @@ def _version_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]:
     seeding: Dict[int, set] = {}
     for folder, facts in sorted(facts_by_folder.items()):
         versions = (facts.get("provenance") or {}).get("results_versions") or []
-        mask = (facts.get("preset") or {}).get("mask_seeding") or _IMPLICIT_BEFORE["mask_seeding"]
+        mask = (facts.get("preset") or {}).get("mask_seeding") or IMPLICIT_BEFORE["mask_seeding"]
         subs[f"{folder}__results_version"] = _and(str(v) for v in versions) if versions else NOT_RECORDED
         subs[f"{folder}__mask_seeding"] = mask
         for v in versions:

@@ -57,8 +57,8 @@ def median_rule(not_reached: str = "not reached") -> str:
     Examples
     --------
     >>> from skdbal.experiments.seed_noise import median_rule
-    >>> median_rule("`> N`")[-60:]
-    'more than half of the seeds reach the threshold, and `> N` otherwise'
+    >>> median_rule("`> N`").split(": ")[1]
+    'the median over seeds is a label count while more than half of the seeds reach the threshold, and `> N` otherwise'
     """
     return ("a run that never reaches the threshold counts as more labels than any run that does: the median over "
             f"seeds is a label count while more than half of the seeds reach the threshold, and {not_reached} "
