@@ -9,14 +9,15 @@ writes ``{{ key }}``. The keys:
   comparisons across folders declared in :data:`SAME_ORDER` and :data:`ABOVE`;
 - ``<bench>__…`` from each benchmark JSON under ``docs/results/*/``
   (:func:`benchmark_jsons` names the prefixes), its keys slugged and joined by ``__``
-  (:func:`skdbal.experiments.facts.json_substitutions`).
+  (:func:`skdbal.experiments.facts.json_substitutions`);
+- ``results__copied__…`` and ``results__step_s__…`` from :data:`COPIED` and :data:`STEP_RANGES`.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from skdbal.experiments.facts import json_substitutions, results_substitutions
+from skdbal.experiments.facts import json_substitutions, range_text, results_substitutions
 
 #: Pairs of folders whose strategies' order by median a page compares.
 SAME_ORDER = [("post2019", "post2019_cuda")]
@@ -44,6 +45,7 @@ _NOISE = [("noise", f"{g}__noise0_{r}", "noise", f"bald__noise0_{r}", [500], [])
 _NOISE += [("noise", f"{g}__noise0_2", "noise", "bald__noise0_2", [500], [])
            for g in ("filter_bald_0_1", "filter_bald_0_25")]
 _NOISE += [("noise", f"bald__noise0_{r}", "noise", f"random__noise0_{r}", [100, 500], [(1, 5)]) for r in (1, 2, 3)]
+_NOISE += [("noise", "filter_bald_dynamic__noise0_2", "noise", "filter_bald_batch__noise0_2", [500], [])]
 _NOISE += [
     ("gal2017", "bald", "gal2017", "random", [100, 500], [(1, 5)]),
     ("noise", "bald__noise0_1", "gal2017", "bald", [500], []),
@@ -64,6 +66,7 @@ _DIVERSE += [("diversity", w, "gal2017", "bald", [], [(1, 10)]) for w in _WEIGHT
 _DIVERSE += [("batchbald", "batch_bald", "batchbald", "bald", [100], []),
              ("repeated", "batch_bald", "repeated", "bald", [], [(5, 10)]),
              ("repeated", "bald", "repeated", "random", [], [(5, 10)]),
+             ("repeated", "batch_bald", "repeated", "random", [], [(5, 10)]),
              ("repeated", "diverse_bald_0_1", "repeated", "bald", [], [(5, 10)]),
              ("kirsch2019", "batch_bald", "kirsch2019", "bald", [70, 120], []),
              ("ensemble", "bald__ensemble5", "ensemble", "bald", [20, 70, 220], [])]
@@ -78,6 +81,39 @@ DROPS = {"gal2017": [130, 260]}
 #: (folder, groups, labels): the spread of those mean curves from ``labels`` on.
 SPREADS = [("gal2017", ["variation_ratios", "variation_ratios__deterministic", "max_entropy",
                         "max_entropy__deterministic"], 620)]
+
+
+#: (source folder, group, folders): the group's run files copied byte for byte from the source into the folders
+#: (``tests/test_docs_numbers.py`` checks it). A copied group ran with the source's invocation, so its step
+#: times are left out of the folders' ranges in :data:`STEP_RANGES`.
+COPIED = [("bald_cuda", "bald", ["batchbald", "diversity", "initial_set"])]
+#: name -> folders: ``results__step_s__<name>``, the range of the median step times of the folders' groups
+#: (copied ones left out), and ``results__step_s__<name>__parallelism``, how many runs at a time ran them.
+STEP_RANGES = {"gal2017_gpu": ["batchbald", "diversity", "initial_set", "repeated"]}
+
+
+def _copied_and_ranges(results_dir: Path, subs: dict) -> dict:
+    out = {}
+    copied = {(folder, group) for _, group, folders in COPIED for folder in folders}
+    for source, group, folders in COPIED:
+        name = subs.get(f"{source}__{group}__name", group)
+        listed = [f"`{f}/`" for f in folders]
+        out[f"results__copied__{source}__{group}"] = (
+            f"The {name} runs in {', '.join(listed[:-1]) + ' and ' + listed[-1] if len(listed) > 1 else listed[0]} "
+            f"are byte-for-byte copies of `{source}/`'s")
+    for name, folders in STEP_RANGES.items():
+        steps = []
+        for folder in folders:
+            facts = json.loads((results_dir / folder / "facts.json").read_text())
+            steps += [g["cost"]["step_s"] for key, g in facts["groups"].items()
+                      if (folder, key) not in copied and g["cost"].get("step_s") is not None]
+        out[f"results__step_s__{name}"] = range_text(f"{min(steps):.2g}", f"{max(steps):.2g}")
+        texts = []
+        for folder in folders:
+            if subs[f"{folder}__parallelism"] not in texts:
+                texts.append(subs[f"{folder}__parallelism"])
+        out[f"results__step_s__{name}__parallelism"] = "; ".join(texts)
+    return out
 
 
 def benchmark_jsons(results_dir) -> dict:
@@ -139,6 +175,7 @@ def substitutions(results_dir) -> dict:
     results_dir = Path(results_dir)
     subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE, at=AT, pairs=PAIRS,
                                  drops=DROPS, spreads=SPREADS)
+    subs.update(_copied_and_ranges(results_dir, subs))
     for prefix, name in benchmark_jsons(results_dir).items():
         subs.update(json_substitutions(json.loads((results_dir / name).read_text()), prefix))
     for prefix, name in RAW_TABLES.items():

@@ -268,3 +268,78 @@ def test_the_committed_facts_are_those_of_the_committed_runs(folder):
     facts = grid_facts(RESULTS / folder, reruns=[RESULTS / f for f in committed["folders"]],
                        rerun_floor=RESULTS / floor if floor else None)
     assert json.dumps(facts, indent=1, sort_keys=True) + "\n" == path.read_text()
+
+
+_SUBSTITUTION = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+_SIGNS = "−-+"
+
+
+def sign_faults(text: str, subs: dict):
+    """The substitutions of ``text`` that a hand-typed sign precedes: ``[(line, key)]``.
+
+    A sign (−, - or +) right before ``{{ key }}`` is refused whatever the value; one separated by spaces
+    is refused when the value is itself signed (it would render "− +2.3"). A list item's marker ("- ",
+    "+ " at the start of a line) is not a sign.
+    """
+    faults = []
+    for m in _SUBSTITUTION.finditer(text):
+        before = text[:m.start()]
+        line_start = before.rfind("\n") + 1
+        stripped = before.rstrip(" ")
+        if not stripped or stripped[-1] not in _SIGNS:
+            continue
+        if not stripped[line_start:].strip(" " + _SIGNS) and before[line_start:].lstrip()[:1] in "-+" \
+                and len(before[line_start:].strip()) == 1:
+            continue  # a list item's marker
+        value = str(subs.get(m.group(1), ""))
+        if stripped == before or value[:1] in _SIGNS:
+            faults.append((text.count("\n", 0, m.start()) + 1, m.group(1)))
+    return faults
+
+
+def rendered_faults(text: str):
+    """Faults of a page as rendered: a doubled sign ("−+2.3"), a count of one in the plural ("1 runs") and a
+    range whose ends are equal ("0.82–0.82 s")."""
+    faults = [m.group() for m in re.finditer(r"[−+-]\s?[−+]\d[\d.]*", text)]
+    faults += [m.group() for m in re.finditer(r"(?<![\d.,])1 (?:runs|seeds|steps|invocations|folders)\b", text)]
+    faults += [m.group() for m in re.finditer(r"(?<![\d.,])(\d[\d.,]*)%?–\1(?![\d.,])", text)]
+    return faults
+
+
+def _render(text: str, subs: dict) -> str:
+    return _SUBSTITUTION.sub(lambda m: str(subs.get(m.group(1), m.group())), text)
+
+
+@pytest.mark.parametrize("page", sorted(p for p in CHECKED if p.endswith(".md")))
+def test_no_hand_typed_sign_before_a_substitution(page):
+    faults = sign_faults((ROOT / page).read_text(), _site_substitutions())
+    assert not faults, f"{page}: a sign typed before a substitution (let the value carry it): {faults}"
+
+
+@pytest.mark.parametrize("page", sorted(p for p in CHECKED if p.endswith(".md")))
+def test_the_rendered_page_has_no_doubled_sign_singular_plural_or_one_value_range(page):
+    faults = rendered_faults(_render((ROOT / page).read_text(), _site_substitutions()))
+    assert not faults, f"{page}: {faults}"
+
+
+def test_a_sign_before_a_substitution_is_found():
+    subs = {"d": "+2.3", "u": "2.3"}
+    text = "is {{ d }}, −{{ u }} and − {{ d }}\n- {{ d }} a list item\nA − {{ u }} subtracts"
+    assert sign_faults(text, subs) == [(1, "u"), (1, "d")]
+    assert rendered_faults("is −+2.3 and (1 runs; 3 runs) 0.82–0.82 s, 0.57–1.7 s, 95.7–95.7%") == \
+        ["−+2.3", "1 runs", "0.82–0.82", "95.7–95.7"]
+
+
+def test_the_declared_copies_are_copies():
+    """``docs/_substitutions.COPIED``: every run file of the source is in each folder, byte for byte."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_docs_subs_copied", ROOT / "docs" / "_substitutions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for source, group, folders in module.COPIED:
+        files = sorted((RESULTS / source / "runs").glob(f"*__{group}__*"))
+        assert files
+        for folder in folders:
+            for path in files:
+                assert (RESULTS / folder / "runs" / path.name).read_bytes() == path.read_bytes(), (folder, path.name)

@@ -23,11 +23,11 @@ from .results import DamagedResultsError, has_rows
 if TYPE_CHECKING:  # pragma: no cover
     from .specs import RunSpec
 
-__all__ = ["comparable_configs"]
+__all__ = ["comparable_configs", "IMPLICIT_BEFORE"]
 
 #: Preset fields added since results version 2, with the value that run files
 #: written before them implicitly used.
-_IMPLICIT_BEFORE = {"mask_seeding": "stream", "warm_epochs": None}
+IMPLICIT_BEFORE = {"mask_seeding": "stream", "warm_epochs": None}
 
 #: Preset fields that do not change a run's rows: a run can be extended to more queries.
 _FREE_FIELDS = ("n_queries", "notes")
@@ -189,8 +189,8 @@ def comparable_configs(stored: dict, current: dict):
         a["preset"].pop(key, None)
         b["preset"].pop(key, None)
     for key, value in b["preset"].items():
-        if key not in a["preset"] and key in _IMPLICIT_BEFORE:
-            a["preset"][key] = _IMPLICIT_BEFORE[key]
+        if key not in a["preset"] and key in IMPLICIT_BEFORE:
+            a["preset"][key] = IMPLICIT_BEFORE[key]
         elif key not in a["preset"] and key in defaults and value == defaults[key]:
             a["preset"][key] = value
     return a, b
@@ -198,6 +198,6 @@ def comparable_configs(stored: dict, current: dict):
 
 def _stored_preset(config: dict) -> Preset:
     """The preset of a run's stored ``config``; fields added since it was
-    written hold the values they implicitly had (``_IMPLICIT_BEFORE``)."""
+    written hold the values they implicitly had (``IMPLICIT_BEFORE``)."""
     fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
-    return get_preset(config["preset"]["name"], **{**_IMPLICIT_BEFORE, **fields})
+    return get_preset(config["preset"]["name"], **{**IMPLICIT_BEFORE, **fields})

@@ -26,7 +26,10 @@ Keys (MyST's must be identifiers; ``<g>`` is a group key of
   ``…__acc90_seeds`` (labels to 90%, signed, per seed) and
   ``…__at<L>_above`` ("all 3 seeds", "2 of 3 seeds", "no seed"): on how many
   seeds A is above B; ``…__below_steps`` ("2 and 4–15"): the acquisition
-  steps at which A's mean curve is below B's;
+  steps at which A's mean curve is below B's, ``…__below_at`` the same as a phrase ("at steps 7 and
+  11", "at step 3", "at no step"); ``…__at<L>_seeds2`` the per-seed differences to two decimals and
+  ``…__at<L>_verdict`` the sign they share ("higher on all 3 seeds (+0.12 to +0.55 points)", "higher
+  on 2 of 3 seeds and lower on 1 (−0.04 to +0.55 points)");
 - ``<folder>__step0_spread_max``: how far apart, in points, the step-0
   accuracies of one seed's runs are in the folder (runs of one seed start
   from one labelled set; the largest over seeds).
@@ -37,7 +40,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["seed_curves", "curve_substitutions", "EXTRA_COLUMNS"]
+__all__ = ["seed_curves", "curve_substitutions", "range_text", "EXTRA_COLUMNS"]
 
 #: The measured columns of a run's rows, besides accuracy, that the facts keep where a run has them.
 EXTRA_COLUMNS = ("rmse", "mean_variance", "ece", "nll", "n_rejected", "n_rejected_flipped",
@@ -88,6 +91,18 @@ def seed_curves(runs: List[List[dict]], n_steps: int) -> dict:
     return out
 
 
+def range_text(low: str, high: str) -> str:
+    """Two formatted ends as a range, ``"0.57–1.7"``; one value where the ends are equal (``"0.82"``).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.curve_facts import range_text
+    >>> range_text("0.57", "1.7"), range_text("0.82", "0.82")
+    ('0.57–1.7', '0.82')
+    """
+    return low if low == high else f"{low}–{high}"
+
+
 def _pct(value: float, places: int = 1) -> str:
     return f"{100 * value:.{places}f}%"
 
@@ -113,7 +128,7 @@ def _at_substitutions(key: str, group: dict, labels: int) -> Dict[str, str]:
     acc = np.array([run[i] for run in group["seed_accuracy"]], dtype=float)
     subs = {f"{key}__at{labels}": f"{100 * acc.mean():.2f} ± {100 * acc.std():.2f}%",
             f"{key}__at{labels}_mean": _pct(acc.mean()),
-            f"{key}__at{labels}_range": f"{100 * acc.min():.1f}–{_pct(acc.max())}"}
+            f"{key}__at{labels}_range": range_text(f"{100 * acc.min():.1f}", f"{100 * acc.max():.1f}") + "%"}
     for seed, a in zip(group["seeds"], acc):
         subs[f"{key}__at{labels}_seed{seed}"] = _pct(a)
     for column, runs in group.get("seed_columns", {}).items():
@@ -172,6 +187,21 @@ def _ranges(steps: List[int]) -> str:
     return _listing(parts) if parts else ""
 
 
+def _sign_verdict(diff) -> str:
+    """On how many seeds a paired difference (A minus B, points) is positive and negative, with its range:
+    ``"higher on all 3 seeds (+0.12 to +0.55 points)"``, ``"higher on 2 of 3 seeds and lower on 1 (−0.04 to
+    +0.55 points)"``. Only a sign shared by every seed reads "on all"."""
+    n, up, down = len(diff), int((diff > 0).sum()), int((diff < 0).sum())
+    if up == n or down == n:
+        text = f"{'higher' if up == n else 'lower'} on all {n} seeds"
+    else:
+        parts = [f"higher on {up} of {n} seeds" if up else "", f"lower on {down}" if down else "",
+                 f"level on {n - up - down}" if n - up - down else ""]
+        text = _listing([p for p in parts if p])
+    low, high = _signed(float(np.min(diff)), 2), _signed(float(np.max(diff)), 2)
+    return f"{text} ({low if low == high else f'{low} to {high}'} points)"
+
+
 def _step0_spread(folder: str, facts: dict) -> Dict[str, str]:
     """How far apart, in points, the step-0 accuracies of one seed's runs in a folder are (the largest over seeds)."""
     by_seed: Dict[int, List[float]] = {}
@@ -199,9 +229,13 @@ def _pair_substitutions(key: str, a: dict, b: dict, labels: Sequence[int], windo
         above = int((diff > 0).sum())
         subs[f"{key}__at{L}_above"] = (f"all {len(diff)} seeds" if above == len(diff) else
                                        "no seed" if above == 0 else f"{above} of {len(diff)} seeds")
+        subs[f"{key}__at{L}_seeds2"] = _listing([_signed(d, 2) for d in diff])
+        subs[f"{key}__at{L}_verdict"] = _sign_verdict(diff)
     n = min(len(a["labels"]), len(b["labels"]))
     below = [i for i in range(1, n) if a["mean_accuracy"][i] < b["mean_accuracy"][i]]
     subs[f"{key}__below_steps"] = _ranges(below) or "no step"
+    subs[f"{key}__below_at"] = ("at no step" if not below else
+                                f"at step{'s' if len(below) > 1 else ''} {_ranges(below)}")
     for first, last in windows:
         last = min(last, n - 1)
         per_seed = np.array([np.mean(np.array(a["seed_accuracy"][p][first:last + 1], dtype=float)
@@ -269,7 +303,7 @@ def _column_pair_substitutions(key: str, a: dict, b: dict, n_initial: int) -> Di
         lower = np.flatnonzero(diff < 0)
         if lower.size:
             acquired = [a["labels"][1 + i] - n_initial for i in lower]
-            subs[f"{key}__{column}_lower_acquired"] = f"{min(acquired):.0f}–{max(acquired):.0f}"
+            subs[f"{key}__{column}_lower_acquired"] = range_text(f"{min(acquired):.0f}", f"{max(acquired):.0f}")
             subs[f"{key}__{column}_lower_by_max"] = f"{-diff[lower].min():.3f}"
         va, vb = ([run[0] for run in g["seed_columns"][column] if run[0] is not None] for g in (a, b))
         if va and vb and np.mean(vb):
@@ -327,6 +361,8 @@ def curve_substitutions(facts: Dict[str, dict], at: Optional[Dict[str, Sequence[
     ('+21.0 and +10.0', '+13.25 ± 4.75')
     >>> subs["f__bald__minus__f__random__below_steps"], subs["f__random__minus__f__bald__below_steps"]
     ('no step', '1–2')
+    >>> subs["f__random__minus__f__bald__below_at"], subs["f__bald__minus__f__random__at30_verdict"]
+    ('at steps 1–2', 'higher on all 2 seeds (+10.00 to +21.00 points)')
     """
     subs: Dict[str, str] = {}
     for folder, labels in (at or {}).items():

@@ -11,8 +11,9 @@ substitutions that ``docs/conf.py`` hands the pages, with the words of a
 comparison ("ahead", "behind", "within noise") generated from the bands.
 
 A run that never reaches a threshold counts as more labels than any run
-that does (``null`` in ``per_seed``): the median is then a count while at
-least half the seeds reach it, and ``null`` (rendered "—") otherwise; the
+that does (``null`` in ``per_seed``): the median is then a count while
+more than half of the seeds reach it, and ``null`` (rendered "—") otherwise
+(:data:`MEDIAN_RULE`; two seeds of which one reaches give ``null``); the
 step-average and average-step are ``null`` when a seed, or the mean curve,
 does not reach it.
 
@@ -37,10 +38,10 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .curve_facts import curve_substitutions, seed_curves
+from .curve_facts import curve_substitutions, range_text, seed_curves
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
-from .provenance import NOT_RECORDED, left_out_runs, machines_of, provenance_substitutions
+from .provenance import NOT_RECORDED, left_out_runs, machines_of, parallelism_of, provenance_substitutions
 from .seed_noise import (
     BAND_LEVEL,
     BOOTSTRAP_SEED,
@@ -49,17 +50,17 @@ from .seed_noise import (
     bootstrap_band,
     first_reach,
     median_labels,
+    median_rule,
     rerun_spread,
     verdict,
 )
 
 __all__ = ["grid_facts", "write_facts", "facts_substitutions", "results_substitutions", "json_substitutions",
-           "MEDIAN_RULE", "VERDICT_RULE"]
+           "range_text", "count_text", "MEDIAN_RULE", "VERDICT_RULE"]
 
 #: How a median treats a run that never reaches the threshold (written into every facts file).
-MEDIAN_RULE = ("A run that never reaches the threshold counts as more labels than any run that does: the median "
-               "over seeds is a label count while at least half of the seeds reach the threshold, and not reached "
-               "otherwise; the step-average is not reached when any seed is not.")
+MEDIAN_RULE = (median_rule()[0].upper() + median_rule()[1:]
+               + "; the step-average is not reached when any seed is not.")
 #: How the comparison words are decided (written into every facts file).
 VERDICT_RULE = ("A is ahead of B (fewer labels) when A's bootstrap band of the median, widened on each side by the "
                 "folder's rerun spread, lies wholly below B's, widened alike; behind when wholly above; otherwise "
@@ -217,6 +218,7 @@ def grid_facts(out_dir: Union[str, os.PathLike], reruns: Sequence[Union[str, os.
             "invocations": [{**{k: inv.get(k) for k in ("started", "device", "n_jobs", "torch_threads", "machine")
                                 if k in inv}, "commit": inv.get("commit") or NOT_RECORDED}
                             for inv in grid.get("invocations", [])],
+            "parallelism": parallelism_of(grid),
             "left_out_invocations": left_out_runs(out_dir),
             "runs_without_environment": sum(1 for m in run_meta if "environment" not in m),
             "devices": sorted({str(m.get("device") or "unrecorded") for m in run_meta}),
@@ -286,6 +288,18 @@ def _fmt(value, places: int = 1) -> str:
     return f"{value:.0f}" if value.is_integer() else f"{value:.{places}f}"
 
 
+def count_text(n: int, noun: str) -> str:
+    """``n`` and ``noun``, the noun in the plural unless ``n`` is 1: ``"1 run"``, ``"3 runs"``.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.facts import count_text
+    >>> count_text(1, "run"), count_text(3, "run")
+    ('1 run', '3 runs')
+    """
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, str]:
     """The MyST substitutions of one facts file: ``{key: text}`` (see the module's description for the keys).
 
@@ -314,6 +328,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         return None if v is None else float(v) - n0
 
     subs = {f"{p}__runs": str(facts["provenance"]["runs"]),
+            f"{p}__runs_text": count_text(facts["provenance"]["runs"], "run"),
             f"{p}__n_resamples": f"{facts['noise']['n_resamples']:,}",
             f"{p}__band_level": f"{100 * facts['noise']['level']:.0f}%",
             f"{p}__n_initial": str(n0), f"{p}__end_labels": _fmt(facts.get("end_labels"))}
@@ -326,11 +341,12 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
         subs[f"{p}__longest_run_min"] = f"{max(longest) / 60:.0f}"
         q1, q2, q3 = np.percentile(longest, [25, 50, 75]) / 60
-        subs[f"{p}__run_min_median"], subs[f"{p}__run_min_iqr"] = f"{q2:.0f}", f"{q1:.0f}–{q3:.0f}"
+        subs[f"{p}__run_min_median"], subs[f"{p}__run_min_iqr"] = f"{q2:.0f}", range_text(f"{q1:.0f}", f"{q3:.0f}")
         subs[f"{p}__job_hours"] = f"{sum(longest) / 3600:.1f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
         subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.2g}", f"{max(steps):.2g}"
+        subs[f"{p}__step_s_range"] = range_text(subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"])
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"
         subs[f"{k}__name"] = _NAMES.get(g["strategy"], g["strategy"])
@@ -419,6 +435,8 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
         subs.update(facts_substitutions(f))
         for name in ("acc90", "acc95"):
             subs[f"{folder}__order_{name}"] = _order_text(_order(f, name))
+    if facts:
+        subs["results__median_rule"] = median_rule('"—"')
     subs.update(provenance_substitutions(facts))
     for a, b in same_order:
         for name in ("acc90", "acc95"):

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 __all__ = ["MACHINE_FIELDS", "NOT_RECORDED", "PACKAGES", "cpu_model", "environment", "git_commit", "gpus",
-           "left_out_runs", "machine_record", "machines_of", "package_versions", "provenance_substitutions"]
+           "left_out_runs", "machine_record", "machines_of", "package_versions", "parallelism_of",
+           "provenance_substitutions"]
 
 #: What the facts write for a field that a record predates.
 NOT_RECORDED = "not recorded"
@@ -197,6 +198,42 @@ def machines_of(grid: dict) -> List[dict]:
     return found
 
 
+def parallelism_of(grid: dict) -> List[dict]:
+    """How many runs a ``grid.json``'s invocations ran at a time, with how many torch threads each, per machine:
+    the distinct ``{"cpu_count", "platform", "torch", "n_jobs", "torch_threads"}`` in the order first named (a
+    ``grid.json`` without ``invocations`` records them at its top level).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.provenance import parallelism_of
+    >>> m = {"platform": "A", "cpu_count": 2, "torch": "2.13.0+cpu"}
+    >>> grid = {"machine": m, "invocations": [{"n_jobs": 2, "torch_threads": 1}, {"n_jobs": 1, "torch_threads": 2},
+    ...                                       {"n_jobs": 2, "torch_threads": 1, "machine": m}]}
+    >>> [(p["n_jobs"], p["torch_threads"]) for p in parallelism_of(grid)]
+    [(2, 1), (1, 2)]
+    """
+    found = []
+    for inv in grid.get("invocations") or [grid]:
+        machine = inv.get("machine") if isinstance(inv.get("machine"), dict) else grid.get("machine") or \
+            (grid.get("machines") or [{}])[0]
+        if inv.get("n_jobs") is None and inv.get("torch_threads") is None:
+            continue
+        entry = {"cpu_count": machine.get("cpu_count"), "platform": machine.get("platform"),
+                 "torch": machine.get("torch"), "n_jobs": inv.get("n_jobs"), "torch_threads": inv.get("torch_threads")}
+        if entry not in found:
+            found.append(entry)
+    return found
+
+
+def _jobs_text(entry: dict) -> str:
+    """``2 runs at a time, 1 torch thread each``, as a ``parallelism_of`` entry records it."""
+    jobs, threads = entry.get("n_jobs"), entry.get("torch_threads")
+    text = NOT_RECORDED + " runs at a time" if jobs is None else f"{jobs} run{'' if jobs == 1 else 's'} at a time"
+    if threads is not None:
+        text += f", {threads} torch thread{'' if threads == 1 else 's'}" + (" each" if jobs != 1 else "")
+    return text
+
+
 def left_out_runs(out_dir) -> List[dict]:
     """The invocations in ``out_dir/grid.json`` that name runs with no run file in ``out_dir/runs``.
 
@@ -311,6 +348,13 @@ def provenance_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]
     subs: Dict[str, str] = {}
     if not facts_by_folder:
         return subs
+    subs.update(_version_substitutions(facts_by_folder))
+    subs.update(_parallelism_substitutions(facts_by_folder))
+    widened = [f"`{folder}/` (" + (f"from `{f['reruns']['floor_from']}/`" if f["reruns"].get("floor_from") else
+                                   "measured against " + _and(f"`{m}/`" for m in f["reruns"]["measured_in"])) + ")"
+               for folder, f in sorted(facts_by_folder.items())
+               if (f.get("reruns") or {}).get("spread_max") is not None]
+    subs["results__rerun_widened"] = _and(widened) if widened else "none"
     hosts: Dict[str, List[str]] = {}
     lacking: Dict[str, List[str]] = {"model": [], "versions": [], "commit": []}
     for folder, facts in sorted(facts_by_folder.items()):
@@ -343,4 +387,68 @@ def provenance_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]
     for key, folders in lacking.items():
         name = {"model": "device_model", "versions": "versions", "commit": "commit"}[key]
         subs[f"results__without_{name}"] = ", ".join(f"`{f}/`" for f in folders) or "none"
+    return subs
+
+
+def _version_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]:
+    """Which results version and mask seeding each folder's run files record, and per version what reproduces it.
+
+    ``<folder>__results_version`` (``2``, or ``2 and 3`` for a mixed folder), ``<folder>__mask_seeding``
+    (its preset's; a preset written before the field existed reads as ``"stream"``, as the runner reads it),
+    ``results__version<v>_folders`` and ``results__versions``: per version, its seeding, the ``--set`` that
+    reproduces it (none for the default) and its folders.
+    """
+    from dataclasses import fields
+
+    from .configs import IMPLICIT_BEFORE
+    from .presets import Preset
+
+    default = next(f.default for f in fields(Preset) if f.name == "mask_seeding")
+    subs: Dict[str, str] = {}
+    by_version: Dict[int, List[str]] = {}
+    seeding: Dict[int, set] = {}
+    for folder, facts in sorted(facts_by_folder.items()):
+        versions = (facts.get("provenance") or {}).get("results_versions") or []
+        mask = (facts.get("preset") or {}).get("mask_seeding") or IMPLICIT_BEFORE["mask_seeding"]
+        subs[f"{folder}__results_version"] = _and(str(v) for v in versions) if versions else NOT_RECORDED
+        subs[f"{folder}__mask_seeding"] = mask
+        for v in versions:
+            by_version.setdefault(v, []).append(folder)
+            seeding.setdefault(v, set()).add(mask)
+    parts = []
+    for v, folders in sorted(by_version.items()):
+        listed = _and(f"`{f}/`" for f in folders)
+        subs[f"results__version{v}_folders"] = listed
+        how = []
+        for mask in sorted(seeding[v]):
+            how.append(f'`mask_seeding="{mask}"`, the default now: the commands need no `--set`' if mask == default
+                       else f'`mask_seeding="{mask}"`: add `--set mask_seeding="\'{mask}\'"` to the commands below '
+                            "where it is missing")
+        parts.append(f"**version {v}** ({'; '.join(how)}): {listed}")
+    subs["results__versions"] = "; ".join(parts) or "none"
+    return subs
+
+
+def _parallelism_substitutions(facts_by_folder: Dict[str, dict]) -> Dict[str, str]:
+    """``<folder>__parallelism`` (how many runs at a time, with how many torch threads, on which host where a
+    folder names several) and ``results__parallelism`` (per host, each setting with its folders)."""
+    subs: Dict[str, str] = {}
+    by_host: Dict[str, Dict[str, List[str]]] = {}
+    for folder, facts in sorted(facts_by_folder.items()):
+        entries = (facts.get("provenance") or {}).get("parallelism") or []
+        hosts = {_host(e) for e in entries}
+        texts = []
+        for e in entries:
+            text = _jobs_text(e)
+            by_host.setdefault(_host(e), {}).setdefault(text, [])
+            if folder not in by_host[_host(e)][text]:
+                by_host[_host(e)][text].append(folder)
+            text += f" on the {_host(e)}" if len(hosts) > 1 else ""
+            if text not in texts:
+                texts.append(text)
+        subs[f"{folder}__parallelism"] = "; ".join(texts) if texts else NOT_RECORDED
+    subs["results__parallelism"] = "; ".join(
+        f"the {host} ran " + _and(f"{text} ({', '.join(f'`{f}/`' for f in folders)})"
+                                  for text, folders in settings.items())
+        for host, settings in sorted(by_host.items())) or NOT_RECORDED
     return subs

@@ -54,6 +54,7 @@ from .last_layer import last_layer_markdown, plot_last_layer
 from .plotting import data_ylim, legend_outside  # noqa: F401
 from .presets import PRESETS  # noqa: F401
 from .results import DamagedResultsError, assemble_results, read_results, read_run_file  # noqa: F401
+from .seed_noise import median_rule
 
 __all__ = ["ANCHORS", "group_runs", "table_markdown", "cost_markdown", "write_cost", "plot_curves", "plot_last_layer",
            "last_layer_markdown", "deterministic_markdown", "noise_markdown", "plot_noise_levels", "plot_flipped",
@@ -98,9 +99,8 @@ def write_cost(out_dir: Union[str, os.PathLike]) -> Path:
     path.write_text(
         f"# {out_dir.name}: labels to accuracy and the cost of a step\n\n"
         "Labels to 90% and 95% test accuracy (the initial points included, the acquired ones in parentheses) by "
-        "the median over seeds, the step-average (± population std) and the average-step (a run that never "
-        "reaches the threshold counts as more labels than any run that does: the median is a count while at least "
-        "half of the seeds reach it, and `> N` otherwise; the step-average then says how many runs reached it); "
+        "the median over seeds, the step-average (± population std) and the average-step ("
+        + median_rule("`> N`") + "; the step-average then says how many runs reached it); "
         "then the median over "
         "the acquisition steps of every run of the seconds spent scoring and picking, training, and on the "
         f"whole step (device: {', '.join(devices) or 'unrecorded'}; runs side by side share the machine, so "

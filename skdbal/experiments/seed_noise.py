@@ -3,8 +3,10 @@
 A run's *labels to accuracy* is the first label count at which its test
 accuracy reaches a threshold; a run that never reaches it counts as
 ``inf`` (more labels than any run that does), so that the median over seeds
-is finite while at least half the runs reach the threshold, and ``inf``
-otherwise. The noise of that median is measured two ways:
+is finite while more than half the runs reach the threshold, and ``inf``
+otherwise (:func:`median_rule` says it in words; with an even number of
+seeds, half of them reaching it is not enough: the median of
+``[230, inf]`` is ``inf``). The noise of that median is measured two ways:
 
 - a percentile bootstrap over seeds (:func:`bootstrap_band`): the seeds are
   resampled with replacement ``n_resamples`` times with a fixed generator, and
@@ -22,7 +24,7 @@ from typing import Iterable, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["first_reach", "median_labels", "bootstrap_band", "rerun_spread", "verdict", "above_from",
+__all__ = ["first_reach", "median_labels", "median_rule", "bootstrap_band", "rerun_spread", "verdict", "above_from",
            "N_RESAMPLES", "BAND_LEVEL", "BOOTSTRAP_SEED"]
 
 #: Resamples of the bootstrap over seeds.
@@ -46,14 +48,36 @@ def first_reach(labels: Sequence[float], accuracy: Sequence[float], threshold: f
     return float(np.asarray(labels, dtype=float)[hit[0]]) if hit.size else float("inf")
 
 
+def median_rule(not_reached: str = "not reached") -> str:
+    """How :func:`median_labels` treats a run that never reaches the threshold, in words.
+
+    The one text that the facts files, ``cost.md`` and the results pages
+    state; ``not_reached`` is how the page shows such a median.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.seed_noise import median_rule
+    >>> median_rule("`> N`").split(": ")[1]
+    'the median over seeds is a label count while more than half of the seeds reach the threshold, and `> N` otherwise'
+    """
+    return ("a run that never reaches the threshold counts as more labels than any run that does: the median over "
+            f"seeds is a label count while more than half of the seeds reach the threshold, and {not_reached} "
+            "otherwise")
+
+
 def median_labels(values: Iterable[float]) -> float:
     """The median of per-seed label counts, a run that never reached the threshold counting as ``inf``.
+
+    The median is finite only while more than half of the values are
+    (:func:`median_rule`): with two seeds, one reaching is not enough.
 
     Examples
     --------
     >>> from skdbal.experiments.seed_noise import median_labels
     >>> median_labels([290, 300, float("inf")]), median_labels([300, float("inf"), float("inf")])
     (300.0, inf)
+    >>> median_labels([230, float("inf")]), median_labels([200, 230, 250, float("inf")])
+    (inf, 240.0)
     """
     return float(np.median(np.asarray(list(values), dtype=float)))
 
