@@ -35,8 +35,8 @@ import torch
 from sklearn.utils import check_random_state
 from torch import nn
 
-from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 from ._counter_masks import PhiloxRowStreams
+from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear_outputs
 
 __all__ = ["MASK_SEEDINGS", "mc_dropout_mode", "module_lock", "resolve_mask_seeding", "row_seeds",

@@ -144,7 +144,8 @@ def test_preset_fields_of_the_wrong_type_are_refused(changes, match):
 
 @pytest.mark.parametrize("changes, match", [
     ({"warm_epochs": 0}, "warm_epochs must be >= 1; got 0"),
-    ({"mask_seeding": "cell"}, r"mask_seeding must be one of \['row_pcg64', 'row', 'stream', 'row_philox'\]; got 'cell'"),
+    ({"mask_seeding": "cell"},
+     r"mask_seeding must be one of \['row_pcg64', 'row', 'stream', 'row_philox'\]; got 'cell'"),
 ])
 def test_preset_fields_out_of_range_are_refused(changes, match):
     with pytest.raises(ValueError, match=match):
