@@ -95,7 +95,7 @@ def _row_keyed_reference(clf, xb, T):
     below ``256 · keep`` (a whole number for the p of these nets). ``"row_philox"``: unit ``u`` of
     pass ``t`` of the ``l``-th layer is byte ``u mod 4`` of word ``(u // 4) mod 4`` of
     Philox-4x32-10(counter=(u // 16, t, l, 0), key=(seed mod 2³², seed // 2³²)), kept below
-    ``256 · keep``, computed with :func:`philox4x32_reference`."""
+    ``256 · keep``, computed with ``_helpers.philox4x32_reference``."""
     from torch import nn
 
     from skdbal.models._mc_dropout import row_seeds
@@ -122,8 +122,8 @@ def _row_keyed_reference(clf, xb, T):
                     elif seeding == "row_philox":
                         assert keep * 256 == int(keep * 256)
                         units = int(np.prod(shape[1:]))
-                        kept = torch.tensor([[_philox_byte(seed, t, layer, u) < int(keep * 256) for u in range(units)]
-                                             for t in range(T)]).reshape(shape)
+                        draws = [[_helpers.philox_byte(seed, t, layer, u) for u in range(units)] for t in range(T)]
+                        kept = (torch.tensor(draws) < int(keep * 256)).reshape(shape)
                     else:
                         assert seeding == "row_pcg64" and keep * 256 == int(keep * 256)
                         units = int(np.prod(shape[1:]))
@@ -137,23 +137,3 @@ def _row_keyed_reference(clf, xb, T):
             out.append(torch.softmax(h, -1))
     return torch.stack(out, dim=1).numpy()
 
-
-def philox4x32_reference(counter, key, rounds=10):
-    """Philox-4x32 in plain Python integers, as Random123 defines it (Salmon et al., 2011): ``rounds``
-    rounds of ``(c0, c1, c2, c3) -> (hi(M1·c2) ^ c1 ^ k0, lo(M1·c2), hi(M0·c0) ^ c3 ^ k1, lo(M0·c0))``,
-    the key bumped by the Weyl constants between rounds; all arithmetic modulo 2³²."""
-    c0, c1, c2, c3 = counter
-    k0, k1 = key
-    for r in range(rounds):
-        if r:
-            k0, k1 = (k0 + 0x9E3779B9) % 2**32, (k1 + 0xBB67AE85) % 2**32
-        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
-        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 % 2**32, (p0 >> 32) ^ c3 ^ k1, p0 % 2**32
-    return c0, c1, c2, c3
-
-
-def _philox_byte(seed, t, layer, u):
-    """The 8-bit draw of unit ``u`` in pass ``t`` of mask-drawing layer ``layer`` of the row keyed ``seed``
-    (``mask_seeding="row_philox"``, p a multiple of 1/256)."""
-    words = philox4x32_reference((u // 16, t, layer, 0), (seed % 2**32, seed >> 32))
-    return (words[(u // 4) % 4] >> (8 * (u % 4))) & 0xFF
