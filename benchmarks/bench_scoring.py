@@ -1,6 +1,7 @@
-"""MC-dropout pool scoring: skdbal (masks seeded per row from numpy's PCG64, the default; per row
-from torch's generators, as results version 3; from one stream per call, as up to results version
-2) against a naive T-loop, a trunk-once loop,
+"""MC-dropout pool scoring: skdbal (masks seeded per row from numpy's PCG64, the default on a CPU;
+per row from Philox-4x32-10 computed in torch's integer ops, results version 5, the default on CUDA;
+per row from torch's generators, as results version 3; from one stream per call, as up to results
+version 2) against a naive T-loop, a trunk-once loop,
 baal's ModelWrapper (replicate on/off, with and without MCCachingModule) and
 modAL 0.4.2.x's ``mc_dropout_bald``, on the same net, pool and T.
 
@@ -115,6 +116,8 @@ def main():
     methods = {
         "skdbal predict_proba_samples": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="row_pcg64")
         .predict_proba_samples(X.numpy(), n_samples=T),
+        "skdbal mask_seeding='row_philox' (version 5)": lambda X, T: clf.set_params(
+            batch_size=bs, mask_seeding="row_philox").predict_proba_samples(X.numpy(), n_samples=T),
         "skdbal mask_seeding='row' (version 3)": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="row")
         .predict_proba_samples(X.numpy(), n_samples=T),
         "skdbal mask_seeding='stream'": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="stream")
