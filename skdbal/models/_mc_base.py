@@ -287,6 +287,8 @@ class _MCDropoutNet:
         skorch has stopped.
         """
         self.mask_seeding_ = resolve_mask_seeding(self.mask_seeding, self.device)
+        if not self.initialized_:  # as skorch's partial_fit would, first: the module is needed for its lock
+            self.initialize()
         # the module's lock: a prediction on this network waits for its training, one on another does not
         with module_lock(self.module_), _sigint_watch() as interrupted:
             super(_MCDropoutNet, self).partial_fit(X, y, _routing_method=routing_method, **fit_params)
