@@ -102,3 +102,9 @@ def test_auto_is_row_philox_on_cuda_and_gives_the_cpus_passes(digits):
     cpu.module_.to("cpu")
     Q = cpu.predict_proba_samples(X[300:400], n_samples=20)
     np.testing.assert_allclose(P, Q, rtol=1e-4, atol=1e-5)
+    old = MCDropoutClassifier._CUDA_HEAD_ROWS
+    try:  # the CPU's row groups on CUDA: the same masks
+        MCDropoutClassifier._CUDA_HEAD_ROWS = MCDropoutClassifier._HEAD_ROWS
+        np.testing.assert_allclose(net.predict_proba_samples(X[300:400], n_samples=20), P, rtol=1e-4, atol=1e-5)
+    finally:
+        MCDropoutClassifier._CUDA_HEAD_ROWS = old

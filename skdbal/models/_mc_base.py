@@ -341,13 +341,14 @@ class _MCDropoutNet:
                     streams_for = _row_streams(seeding, xb.device)
                     h = split[0](xb) if split is not None else None
                     fused = fused_linear(split[1], h, T) if h is not None and seeding == "row_pcg64" else 0
+                    rows = self._CUDA_HEAD_ROWS if h is not None and h.device.type == "cuda" else self._HEAD_ROWS
                     if factored:
                         chunks.append(_row_keyed_factored_passes(split[1], factored, h, seeds, T,
-                                                                 self._HEAD_ROWS, link, streams_for))
+                                                                 rows, link, streams_for))
                     elif fused:
                         chunks.append(_row_keyed_linear_passes(split[1], fused, h, seeds, T, self._HEAD_ROWS, link))
                     elif split is not None:
-                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link,
+                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, rows, link,
                                                         streams_for))
                     else:  # no trunk/head split: T full passes, masks drawn per row in every layer
                         chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS, link, streams_for))
@@ -409,6 +410,11 @@ class _MCDropoutNet:
     #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
     #: small enough for the CPU caches, large enough for efficient matrix products.
     _HEAD_ROWS = 1024
+    #: The same for the row-keyed passes of a head on a CUDA device, where a row group's masks are drawn
+    #: in a few dozen kernel launches per dropout layer (Philox's rounds), whatever its size: 8× the
+    #: CPU's groups spread them over more rows. A row's masks do not depend on its group, only the
+    #: memory held at once does. Not yet measured on a GPU (issue 43).
+    _CUDA_HEAD_ROWS = 8192
 
     def _head_passes(self, trunk, head, xb, T, link=_softmax):
         """T passes of the stochastic head over one deterministic trunk output.
