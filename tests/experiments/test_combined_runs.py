@@ -43,6 +43,7 @@ def snapshot(out):
 @pytest.mark.parametrize("changes, field", [
     ({"max_epochs": 8}, "preset.max_epochs"),
     ({"mask_seeding": "stream"}, "results_version"),
+    ({"mask_seeding": "row_philox"}, "results_version"),  # version 5: Philox on the device (issue 43)
     ({"n_initial_per_class": 3}, "preset.n_initial_per_class"),
 ])
 def test_a_run_of_another_configuration_is_refused_before_anything_is_written(folder, changes, field):
