@@ -67,7 +67,7 @@ def test_predictions_on_other_networks_do_not_wait_for_a_fit_nor_change_it(digit
     still_training = thread.is_alive()
     thread.join(120)
     assert "error" not in out, out.get("error")
-    assert still_training and done < out["end"], "the predictions waited for the other network's fit"
+    assert still_training and done < out["trained"], "the predictions waited for the other network's fit"
     np.testing.assert_array_equal(got, expected)
     for key, value in _weights(ref).items():  # the fit computed what it computes alone
         assert torch.equal(_weights(net)[key], value), key
