@@ -1,14 +1,81 @@
-"""Shared set-up for the benchmarks: a trained Gal CNN and an MNIST-shaped pool."""
+"""Shared set-up for the benchmarks: a trained Gal CNN, an MNIST-shaped pool, and the record of a run.
+
+Every benchmark run as a script writes its whole output and a JSON with the
+machine (CPU model, cores, GPUs and driver), the package versions and the
+commit (:func:`skdbal.experiments.provenance.environment`) to
+``docs/results/<benchmark>/`` (or ``$SKDBAL_BENCH_OUT``): the scripts that
+write their own JSON put :func:`provenance` into it, the others run
+``main()`` inside :func:`recorded`.
+"""
+import contextlib
+import io
+import json
 import os
 import platform
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from skdbal import MCDropoutClassifier
 from skdbal.models import BayesianCNN
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def provenance() -> dict:
+    """The machine, the package versions and the commit of this run (see the module's description)."""
+    from skdbal.experiments.provenance import environment
+
+    return environment(ROOT)
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream, copy):
+        self.stream, self.copy = stream, copy
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def recorded(script: str):
+    """Run a benchmark's ``main()`` inside: what it prints goes to ``<out>/output.txt`` as well, and
+    ``<out>/<name>.json`` records the arguments, the exit, the time and :func:`provenance`.
+
+    ``<out>`` is ``$SKDBAL_BENCH_OUT`` or ``docs/results/<name>/``; processes the
+    benchmark starts (which inherit ``SKDBAL_BENCH_RECORDING``) record nothing.
+    """
+    if os.environ.get("SKDBAL_BENCH_RECORDING"):
+        yield
+        return
+    name = Path(script).stem
+    out = Path(os.environ.get("SKDBAL_BENCH_OUT") or ROOT / "docs" / "results" / name)
+    os.environ["SKDBAL_BENCH_RECORDING"] = "1"
+    copy, start, exit_ = io.StringIO(), time.time(), "ok"
+    meta = {"benchmark": name, "argv": sys.argv[1:], "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "provenance": provenance()}
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Tee(stdout, copy), _Tee(stderr, copy)
+    try:
+        yield
+    except BaseException as exc:
+        exit_ = repr(exc)
+        raise
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+        os.environ.pop("SKDBAL_BENCH_RECORDING", None)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "output.txt").write_text(copy.getvalue())
+        meta.update(exit=exit_, seconds=round(time.time() - start, 3), output="output.txt")
+        (out / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def machine() -> str:

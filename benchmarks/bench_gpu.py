@@ -82,7 +82,7 @@ try:
     import skdbal  # noqa: F401
 except ImportError:  # not installed: the checkout this script sits in
     sys.path.insert(1, str(HERE.parent))
-from _common import machine, mnist_or_synthetic  # noqa: E402
+from _common import machine, mnist_or_synthetic, provenance  # noqa: E402
 from bench_scoring import naive_loop, trunk_once_loop  # noqa: E402  (the same loops, on the pool's device)
 
 import skdbal  # noqa: E402
@@ -735,7 +735,7 @@ def main():
     meta.update(args=vars(args), machine=machine(), torch=torch.__version__, versions=versions_of(),
                 device=str(device), started=time.strftime("%Y-%m-%d %H:%M:%S"), cuda=torch.version.cuda,
                 cudnn_tf32=torch.backends.cudnn.allow_tf32, matmul_tf32=torch.backends.cuda.matmul.allow_tf32,
-                cudnn_benchmark=torch.backends.cudnn.benchmark)
+                cudnn_benchmark=torch.backends.cudnn.benchmark, provenance=provenance())
     try:
         meta["device_name"] = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     except Exception as exc:  # noqa: BLE001 - every section will say more

@@ -54,4 +54,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from _common import recorded  # the whole output and a JSON with the machine, versions, commit
+
+    with recorded(__file__):
+        main()

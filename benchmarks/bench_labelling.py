@@ -160,4 +160,7 @@ def mnist_next_batch(n_batches):
 
 
 if __name__ == "__main__":
-    main()
+    from _common import recorded  # the whole output and a JSON with the machine, versions, commit
+
+    with recorded(__file__):
+        main()

@@ -7,8 +7,8 @@ writes ``{{ key }}``. The keys:
   by ``skdbal report``; :func:`skdbal.experiments.facts.facts_substitutions`
   documents the fields), with ``<folder>__order_acc90`` and the
   comparisons across folders declared in :data:`SAME_ORDER` and :data:`ABOVE`;
-- ``<bench>__…`` from each benchmark JSON named in :data:`BENCHMARKS`, its
-  keys slugged and joined by ``__``
+- ``<bench>__…`` from each benchmark JSON under ``docs/results/*/``
+  (:func:`benchmark_jsons` names the prefixes), its keys slugged and joined by ``__``
   (:func:`skdbal.experiments.facts.json_substitutions`).
 """
 from __future__ import annotations
@@ -22,14 +22,125 @@ from skdbal.experiments.facts import json_substitutions, results_substitutions
 SAME_ORDER = [("post2019", "post2019_cuda")]
 #: (folder, group, folder, group): from which labels A's mean curve stays above B's.
 ABOVE = [("post2019_cuda_laplace", "bald__laplace", "post2019_cuda", "random")]
-#: The benchmark JSONs that docs/performance.md quotes: substitution prefix -> path under docs/results.
-BENCHMARKS = {"bench_gpu": "bench_gpu/bench_gpu.json"}
+#: folder -> the label counts (all labels) at which the results page quotes every group's accuracy.
+AT = {"gal2017": [100, 120, 130, 140, 220, 260, 390, 500, 520, 1020], "gal2017_selection": [130, 260, 390],
+      "gal2017_batch_split": [130, 260, 390], "gal2017_warm": [1020], "gal2017_last_layer": [20, 1020],
+      "noise": [100, 500], "bald_cuda": [20, 500], "batchbald": [100], "repeated": [220],
+      "initial_set": [20, 520], "kirsch2019": [70, 90, 120, 140], "ensemble": [20, 70, 130, 220]}
+_GAL = [
+    ("gal2017", "variation_ratios__deterministic", "gal2017", "variation_ratios", [220, 1020], []),
+    ("gal2017", "max_entropy__deterministic", "gal2017", "max_entropy", [220, 1020], []),
+    ("gal2017_selection", "bald", "gal2017", "bald", [130, 260, 390], []),
+    ("gal2017_batch_split", "bald", "gal2017", "bald", [130, 260, 390], []),
+    ("gal2017_warm", "bald", "gal2017", "bald", [1020], [(91, 100)]),
+    ("gal2017_last_layer", "predictive_variance__blr_mfvi", "gal2017_last_layer",
+     "predictive_variance__blr_analytic", [], []),
+    ("gal2017_last_layer", "predictive_variance__blr_analytic", "gal2017_last_layer",
+     "predictive_variance__blr_mfvi", [], []),
+    ("gal2017_last_layer", "predictive_variance__blr_analytic", "gal2017", "bald", [1020], []),
+]
+_NOISE = [("noise", f"{g}__noise0_{r}", "noise", f"bald__noise0_{r}", [500], [])
+          for r in (1, 2, 3) for g in ("filter_bald_batch", "filter_bald_dynamic")]
+_NOISE += [("noise", f"{g}__noise0_2", "noise", "bald__noise0_2", [500], [])
+           for g in ("filter_bald_0_1", "filter_bald_0_25")]
+_NOISE += [("noise", f"bald__noise0_{r}", "noise", f"random__noise0_{r}", [100, 500], [(1, 5)]) for r in (1, 2, 3)]
+_NOISE += [
+    ("gal2017", "bald", "gal2017", "random", [100, 500], [(1, 5)]),
+    ("noise", "bald__noise0_1", "gal2017", "bald", [500], []),
+    ("noise", "bald__noise0_3", "gal2017", "bald", [500], []),
+    ("noise", "bald__noise0_3", "bald_cuda", "bald", [500], []),
+    ("noise", "filter_bald_batch", "bald_cuda", "bald", [500], []),
+    ("noise", "filter_bald_dynamic", "bald_cuda", "bald", [500], []),
+    ("noise", "filter_bald_batch__noise0_2", "noise", "filter_bald_dynamic__noise0_2", [500], []),
+    ("noise", "filter_bald_batch__noise0_2", "noise", "filter_bald_0_25__noise0_2", [500], []),
+    ("noise", "filter_bald_dynamic__noise0_1", "noise", "filter_bald_batch__noise0_1", [500], []),
+    ("noise", "filter_bald_dynamic__noise0_3", "noise", "filter_bald_batch__noise0_3", [500], []),
+]
+#: The GPU against the CPU: BALD's seeds rerun on the H100 (``bald_cuda/``) minus the CPU grid's.
+_DEVICE = [("bald_cuda", "bald", "gal2017", "bald", [20, 500], [(1, 50), (1, 10)])]
+_WEIGHTS = ("diverse_bald_m0_1", "diverse_bald_0_05", "diverse_bald_0_1", "diverse_bald_0_5")
+_DIVERSE = [("diversity", w, "diversity", "bald", [50, 60, 70, 130], [(1, 5), (1, 10), (1, 20)]) for w in _WEIGHTS]
+_DIVERSE += [("diversity", w, "gal2017", "bald", [], [(1, 10)]) for w in _WEIGHTS]
+_DIVERSE += [("batchbald", "batch_bald", "batchbald", "bald", [100], []),
+             ("repeated", "batch_bald", "repeated", "bald", [], [(5, 10)]),
+             ("repeated", "bald", "repeated", "random", [], [(5, 10)]),
+             ("repeated", "diverse_bald_0_1", "repeated", "bald", [], [(5, 10)]),
+             ("kirsch2019", "batch_bald", "kirsch2019", "bald", [70, 120], []),
+             ("ensemble", "bald__ensemble5", "ensemble", "bald", [20, 70, 220], [])]
+_DIVERSE += [("initial_set", g, "initial_set", "bald", [20], [])
+             for g in ("bald__bayesian_init_kmeans_per_class", "bald__bayesian_init_kmeans")]
+_DIVERSE += [("ensemble", g, "ensemble", "bald__ensemble5", [], [])
+             for g in ("bald", "max_entropy", "max_entropy__deterministic")]
+#: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
+PAIRS = _GAL + _NOISE + _DEVICE + _DIVERSE
+#: folder -> label counts: how many runs and mean curves dip there (lower than a step before).
+DROPS = {"gal2017": [130, 260]}
+#: (folder, groups, labels): the spread of those mean curves from ``labels`` on.
+SPREADS = [("gal2017", ["variation_ratios", "variation_ratios__deterministic", "max_entropy",
+                        "max_entropy__deterministic"], 620)]
+
+
+def benchmark_jsons(results_dir) -> dict:
+    """Every benchmark JSON under ``results_dir/*/`` (not ``facts.json`` or ``grid.json``): prefix -> path.
+
+    The prefix is the folder's name, followed by ``__<file stem>`` when the
+    stem is not the folder's name: ``bench_gpu/bench_gpu.json`` is
+    ``bench_gpu``, ``second_looks/results_demo.json`` is
+    ``second_looks__results_demo``.
+    """
+    out = {}
+    for path in sorted(Path(results_dir).glob("*/*.json")):
+        if path.name in ("facts.json", "grid.json"):
+            continue
+        folder = path.parent.name
+        out[folder if path.stem == folder else f"{folder}__{path.stem}"] = path.relative_to(results_dir)
+    return out
+
+
+#: Raw text outputs whose Markdown tables a page quotes: prefix -> path under docs/results.
+RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt"}
+
+
+def raw_table_substitutions(text: str, prefix: str) -> dict:
+    r"""The figures of a raw output's Markdown tables and first line.
+
+    A row's cells are keyed by the row's label (its non-numeric cells, slugged
+    and joined by ``__``) and the column's header, slugged:
+    ``<prefix>__<row>__<column>``; ``<prefix>__machine`` is the output's first line.
+
+    Examples
+    --------
+    >>> raw = "host X, 2 CPUs\n| workers | strategy | wall (s) |\n|---|---|---|\n| 2 | bald | 143.0 |\n"
+    >>> subs = raw_table_substitutions(raw, "b")
+    >>> subs["b__machine"], subs["b__bald__wall_s"], subs["b__bald__workers"]
+    ('host X, 2 CPUs', '143.0', '2')
+    """
+    from skdbal.experiments.facts import _slug
+
+    lines = text.splitlines()
+    subs = {f"{prefix}__machine": lines[0].strip()} if lines else {}
+    header = None
+    for line in lines:
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [_slug(c) for c in cells]
+        elif not set("".join(cells)) <= set("-: "):
+            label = "__".join(_slug(c) for c in cells if not c[:1].isdigit()) or _slug(cells[0])
+            for column, cell in zip(header, cells):
+                subs[f"{prefix}__{label}__{column}"] = cell
+    return subs
 
 
 def substitutions(results_dir) -> dict:
     """Every substitution of the docs, read from ``results_dir`` (``docs/results``)."""
     results_dir = Path(results_dir)
-    subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE)
-    for prefix, name in BENCHMARKS.items():
+    subs = results_substitutions(results_dir, same_order=SAME_ORDER, above=ABOVE, at=AT, pairs=PAIRS,
+                                 drops=DROPS, spreads=SPREADS)
+    for prefix, name in benchmark_jsons(results_dir).items():
         subs.update(json_substitutions(json.loads((results_dir / name).read_text()), prefix))
+    for prefix, name in RAW_TABLES.items():
+        subs.update(raw_table_substitutions((results_dir / name).read_text(), prefix))
     return subs

@@ -4,16 +4,16 @@ BALD against random sampling on digits
 =======================================
 
 The smallest complete active-learning experiment: a Bayesian CNN on
-scikit-learn's 8×8 digits, starting from 2 labelled images per class, asks
-for 10 labels per round either by BALD (the mutual information between the
+scikit-learn's digits (images of ``8 × 8`` pixels), starting from 2 labelled images per
+class, asks for ten labels per round either by BALD (the mutual information between the
 label and the network weights, from MC-dropout samples) or at random.
 
 It also shows what BALD looks at. Each pick's title gives its BALD score,
 the mutual information (MI: how much the T dropout passes disagree), and
 its expected entropy (EH: how unsure each pass is on its own; both in
-nats). BALD ranks by MI alone. On this small network trained on 100
-images, each pass is itself unsure of BALD's picks (EH of about 0.6 to
-1.2 nats, where a uniform guess over 10 classes is 2.3), and the passes also
+nats). BALD ranks by MI alone. On this small network trained on 100 images,
+each pass is itself unsure of BALD's picks (their EH, in the titles, is a
+large part of a uniform guess's ``ln 10`` nats over the ten classes), and the passes also
 disagree: BALD picks where the disagreement comes on top of that.
 """
 from pathlib import Path
@@ -50,7 +50,7 @@ fig.tight_layout()
 # %%
 # What BALD picks
 # ---------------
-# The 8 unlabelled pool images with the highest BALD score under the final
+# The eight unlabelled pool images with the highest BALD score under the final
 # model, with their epistemic (BALD) and aleatoric (expected entropy) parts.
 # After ``simulate`` the learner owns its pool, so ``query(n_instances=8)``
 # ranks only the rows still unlabelled.

@@ -10,7 +10,7 @@ give the same predictive mean; mean field ignores the correlations between
 weights and so underestimates the posterior variance of each weight, by
 orders of magnitude here (note the log scale).
 
-Here on scikit-learn's 8×8 digits: a small CNN trained on 300 labelled images
+Here on scikit-learn's digits (``8 × 8`` pixels): a small CNN trained on 300 labelled images
 gives the features, and an active learner then acquires labels for the last
 layer alone by the trace of its predictive covariance
 (:func:`skdbal.acquisition.predictive_variance`); random acquisition is the
@@ -24,12 +24,12 @@ although their means agree on the same labels: each acquires by its own
 variances, so after the first step they are fitted to different labels.
 And the RMSE *rises* for a while before it falls, with random acquisition
 too: that is the double descent of a weakly regularised linear fit. The
-features have about 120 non-zero dimensions (printed), the prior variance 1
-and noise variance 0.1 amount to a ridge penalty of 0.1, small next to the
+features' non-zero dimensions are printed below, and ``prior_variance=1.0``
+with ``noise_variance=0.1`` amount to a ridge penalty of ``0.1``, small next to the
 features' scale, and the posterior mean is at its worst when the labels are
 about as many as the dimensions. Fitting the evidence
-(``fit_hyperparameters=True``) or a noise variance of 1 removes the bump: on
-random subsets the RMSE then falls at every size from 20 to 200 labels.
+(``fit_hyperparameters=True``) or a larger noise variance (``noise_variance=1.0``)
+regularises the fit more, which is the remedy for the bump.
 """
 from pathlib import Path
 

@@ -11,7 +11,7 @@ bin the test images by their top probability, and average
 (:func:`skdbal.metrics.expected_calibration_error`; scikit-learn's
 ``calibration_curve`` is binary only).
 
-Four predictive distributions on the same 8×8 digits:
+Four predictive distributions on the same digits (``8 × 8`` pixels):
 
 * the **deterministic** network: one Bayesian CNN with dropout switched off
   at prediction (Gal et al.'s weight-scaling);
@@ -21,9 +21,9 @@ Four predictive distributions on the same 8×8 digits:
   (:class:`skdbal.DeepEnsembleClassifier`), each deterministic;
 * **temperature scaling** of the deterministic network, fitted by
   scikit-learn's ``CalibratedClassifierCV(method="temperature")`` on a held-out
-  set of 200 more labels, which an active learner would have to buy.
+  set of two hundred more labels, which an active learner would have to buy.
 
-The first figure shows reliability diagrams at 100 random labels; the second
+The first figure shows reliability diagrams at one hundred random labels; the second
 how ECE and the test negative log-likelihood move as the labelled set grows.
 The MNIST results page has the same comparison along BALD's acquisitions.
 """
@@ -70,7 +70,7 @@ for name, proba in at_100.items():
           f"NLL {log_loss(y_test, proba, labels=np.arange(10)):.3f}")
 
 # %%
-# Reliability diagrams at 100 labels (15 bins; empty bins are not drawn): points below the
+# Reliability diagrams at one hundred labels (``n_bins=15``; empty bins are not drawn): points below the
 # diagonal are over-confident bins, points above it under-confident ones
 fig, axes = plt.subplots(2, 2, figsize=(9, 9))
 for ax, (name, proba) in zip(axes.ravel(), at_100.items()):

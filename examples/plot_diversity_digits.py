@@ -13,16 +13,16 @@ Two remedies, both drop-in strategies:
 - :func:`skdbal.acquisition.diversity_penalty` builds the batch greedily,
   penalising each candidate's largest cosine similarity to the points already
   picked (Anonymous, n.d., §5.2): ``weight`` is in units of the pool's score
-  range, so 0.1 trades a tenth of it for a cosine of 1;
+  range, so ``weight=0.1`` trades a tenth of it for a cosine of ``1``;
 - :class:`skdbal.acquisition.BatchBALD` scores the batch's joint mutual
   information, in which a copy of a picked point adds little. It is given
-  T = 100 passes (the other strategies use the classifier's 20): the
+  T = 100 passes (the other strategies use the classifier's ``n_samples``): the
   information a batch can hold about the passes is at most ``log T``.
 
 The figure shows test accuracy and how many acquired images are copies of an
 image acquired before, step by step, for one seed (the printed numbers are
-this run's). Read it for the mechanism, not the ranking: one seed of 60
-labels decides nothing. The penalty looks at the inputs, so a larger weight
+this run's). Read it for the mechanism, not the ranking: one seed of a few
+dozen labels decides nothing. The penalty looks at the inputs, so a larger weight
 takes fewer copies. BatchBALD looks at the labels: its model treats a label
 as a fresh draw given the weights, so a second label of an image the passes
 are unsure about still carries information, and on this weak network it

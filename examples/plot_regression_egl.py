@@ -24,10 +24,10 @@ A third reads one part of the split:
 ``PredictiveVariance(part="epistemic")`` acquires where the passes disagree
 most, the regression counterpart of BALD.
 
-The task is 1-D: ``y = sin(2x)`` on [−3, 3], with noise whose standard
-deviation is 0.05 for ``x < 1`` and 0.4 beyond (a third of the pool). The
+The task is 1-D: ``y = sin(2x)`` on ``[−3, 3]``, with noise whose standard
+deviation is ``0.05`` for ``x < 1`` and ``0.4`` beyond (a third of the pool). The
 network has two hidden layers of 64 units with dropout 0.25 and a
-heteroscedastic head. The first figure is the model fitted to 20 random
+heteroscedastic head. The first figure is the model fitted to its initial random
 labels: the two bands, and below them the three scores over ``x``, with the
 10 points each would acquire next. The second is the test RMSE against the
 labels, 10 acquired at a time, averaged over 3 seeds, with random
@@ -35,7 +35,7 @@ acquisition as the baseline.
 
 What the run shows (the printed lines give the numbers):
 
-- The heteroscedastic head learns the noise only roughly from 20 labels. It
+- The heteroscedastic head learns the noise only roughly from its initial labels. It
   also reports a wide aleatoric band at the left edge, where the noise is
   small but the mean misses the curve: the likelihood lets the predicted
   variance absorb a misfit.
@@ -48,7 +48,7 @@ What the run shows (the printed lines give the numbers):
   is not invariant to how the inputs are scaled.
 - The epistemic part spends its labels about in proportion to the pool,
   and its RMSE stays close to random's.
-- None of the three beats random acquisition here within 80 labels. On a
+- None of the three beats random acquisition here within this budget. On a
   smooth 1-D function random points cover the input well, and MC dropout's
   epistemic variance is a rough guide to where the fit is wrong.
 

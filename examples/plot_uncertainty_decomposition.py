@@ -10,7 +10,7 @@ information between the label and the weights (epistemic: what the sampled
 networks disagree on, the score BALD acquires by). See the concepts page of
 the user guide.
 
-A Bayesian CNN trained on 60 digits scores 1,000 unlabelled ones with
+A Bayesian CNN trained on 60 labelled images scores 1,000 unlabelled images with
 ``T = 50`` passes. The first figure places every image by its two parts (the
 dotted diagonals are lines of equal total uncertainty); the second shows the
 images that each part ranks highest.

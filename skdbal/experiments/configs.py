@@ -34,7 +34,7 @@ _FREE_FIELDS = ("n_queries", "notes")
 
 
 #: Run-file keys recorded for the record, not compared when resuming.
-_RECORDED_ONLY = ("torch_threads", "strategy_object", "device", "device_steps")
+_RECORDED_ONLY = ("torch_threads", "strategy_object", "device", "device_steps", "environment")
 
 
 def check_run_config(spec: RunSpec, runs: Path, warn: bool = False) -> dict:

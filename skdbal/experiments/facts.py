@@ -19,8 +19,9 @@ does not reach it.
 Substitution keys (MyST's must be identifiers) are
 ``<folder>__<group>__<field>``: ``<folder>`` the results folder's name,
 ``<group>`` the strategy (``stochastic(bald,power,1)`` as
-``stochastic_bald_power_1``), followed by ``__<variant>`` unless the variant
-is ``bayesian`` and by ``__noise<rate>`` for a noisy run; ``<field>`` such as
+``stochastic_bald_power_1``, ``diverse(bald,-0.1)`` as ``diverse_bald_m0_1``),
+followed by ``__<variant>`` unless the variant is ``bayesian`` and by
+``__noise<rate>`` for a noisy run; ``<field>`` such as
 ``acc90_median`` (acquired labels, the initial ones not counted),
 ``acc90_median_labels`` (all labels), ``acc90_band``, ``acc90_seeds``,
 ``query_s``. A comparison is ``<folder>__<a>__vs__<b>__acc90_verdict``.
@@ -36,8 +37,10 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .curve_facts import curve_substitutions, seed_curves
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
+from .provenance import NOT_RECORDED, left_out_runs, machines_of, provenance_substitutions
 from .seed_noise import (
     BAND_LEVEL,
     BOOTSTRAP_SEED,
@@ -62,7 +65,7 @@ VERDICT_RULE = ("A is ahead of B (fewer labels) when A's bootstrap band of the m
                 "folder's rerun spread, lies wholly below B's, widened alike; behind when wholly above; otherwise "
                 "within noise.")
 _THRESHOLDS = (0.90, 0.95)
-_COST = {"query_s": "query_time", "train_s": "train_time", "step_s": "time"}
+_COST = {"query_s": "query_time", "train_s": "train_time", "eval_s": "eval_time", "step_s": "time"}
 #: A strategy's name on a page: the tables' names, and those of the methods after 2019 as their papers write them.
 _NAMES = {**LABELS, "batch_bald": "BatchBALD", "badge": "BADGE", "epig": "EPIG", "ddu": "DDU",
           "stochastic(bald,power,1)": "power-BALD"}
@@ -73,7 +76,9 @@ def _slug(text: str) -> str:
 
 
 def _group_key(strategy: str, variant: str, rate: float) -> str:
-    return _slug(strategy) + ("" if variant == "bayesian" else "__" + _slug(variant)) + \
+    """``diverse(bald,-0.1)`` -> ``diverse_bald_m0_1``: a minus sign is kept (as ``m``), so that it does not
+    merge with ``diverse(bald,0.1)``."""
+    return _slug(re.sub(r"-(?=\d)", "m", strategy)) + ("" if variant == "bayesian" else "__" + _slug(variant)) + \
         (f"__noise{_slug(f'{rate:g}')}" if rate else "")
 
 
@@ -119,6 +124,7 @@ def _group_facts(runs: List[List[dict]], n_initial: int) -> dict:
                 if r.get("time") not in (None, "")), default=None)
     cost["slowest_step"] = None if slow is None else {"step": slow[1], "s": _num(slow[0])}
     out["step0_accuracy"] = [_num(run[0]["accuracy"]) for run in runs]
+    out.update(seed_curves(runs, n_steps))
     out["cost"] = cost
     return out
 
@@ -207,9 +213,12 @@ def grid_facts(out_dir: Union[str, os.PathLike], reruns: Sequence[Union[str, os.
                    "floor_from": Path(rerun_floor).name if rerun_floor is not None and not spreads else None},
         "preset": {k: v for k, v in (grid.get("preset") or preset).items() if not isinstance(v, (dict, list))},
         "provenance": {
-            "machines": grid.get("machines", []),
-            "invocations": [{k: inv.get(k) for k in ("started", "commit", "device", "n_jobs", "torch_threads",
-                                                     "machine") if k in inv} for inv in grid.get("invocations", [])],
+            "machines": machines_of(grid),
+            "invocations": [{**{k: inv.get(k) for k in ("started", "device", "n_jobs", "torch_threads", "machine")
+                                if k in inv}, "commit": inv.get("commit") or NOT_RECORDED}
+                            for inv in grid.get("invocations", [])],
+            "left_out_invocations": left_out_runs(out_dir),
+            "runs_without_environment": sum(1 for m in run_meta if "environment" not in m),
             "devices": sorted({str(m.get("device") or "unrecorded") for m in run_meta}),
             "results_versions": sorted({m.get("results_version") for m in run_meta if m.get("results_version")}),
             "runs": sum(len(g["seeds"]) for g in groups.values()),
@@ -315,6 +324,10 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
     longest = [t for g in facts["groups"].values() for t in g["cost"].get("run_total_s", []) if t is not None]
     if longest:
         subs[f"{p}__longest_run_s"] = f"{max(longest):.0f}"
+        subs[f"{p}__longest_run_min"] = f"{max(longest) / 60:.0f}"
+        q1, q2, q3 = np.percentile(longest, [25, 50, 75]) / 60
+        subs[f"{p}__run_min_median"], subs[f"{p}__run_min_iqr"] = f"{q2:.0f}", f"{q1:.0f}–{q3:.0f}"
+        subs[f"{p}__job_hours"] = f"{sum(longest) / 3600:.1f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
         subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.2g}", f"{max(steps):.2g}"
@@ -337,6 +350,8 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
             subs[f"{k}__{name}_reached"] = f"{a['reached']}/{len(a['per_seed'])}"
             seeds = [_fmt(acquired(v)) if v is not None else "not reached" for v in a["per_seed"]]
             subs[f"{k}__{name}_seeds"] = ", ".join(seeds)
+            for seed, text in zip(g["seeds"], seeds):
+                subs[f"{k}__{name}_seed{seed}"] = text
             band = [_fmt(acquired(v)) if v is not None else "not reached" for v in a["band"]]
             subs[f"{k}__{name}_band"] = band[0] if band[0] == band[1] else f"{band[0]} to {band[1]}"
         for name, value in g["cost"].items():
@@ -346,6 +361,10 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         for name in ("acc90", "acc95"):
             subs[f"{p}__{pair}__{name}_verdict"] = _PHRASE[c[name]]
         subs[f"{p}__{pair}__above_from"] = _fmt(acquired(c["above_from"]))
+        for name in ("acc90", "acc95"):  # A's average-step as a share of B's (acquired labels)
+            va, vb = (acquired(facts["groups"][x][name]["average_step"]) for x in pair.split("__vs__"))
+            if va is not None and vb:
+                subs[f"{p}__{pair}__{name}_average_step_share"] = f"{100 * va / vb:.0f}%"
         a, b = (facts["groups"][x]["cost"].get("query_s") for x in pair.split("__vs__"))
         if a is not None and b:
             subs[f"{p}__{pair}__query_ratio"] = f"{a / b:.2f}"
@@ -371,7 +390,9 @@ def _order_text(order: List[tuple]) -> str:
 
 
 def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequence[tuple] = (),
-                          above: Sequence[tuple] = ()) -> Dict[str, str]:
+                          above: Sequence[tuple] = (), at: Optional[Dict[str, Sequence[int]]] = None,
+                          pairs: Sequence[tuple] = (), drops: Optional[Dict[str, Sequence[int]]] = None,
+                          spreads: Sequence[tuple] = ()) -> Dict[str, str]:
     """The substitutions of every ``facts.json`` under ``results_dir``, and of some comparisons across folders.
 
     Each folder's :func:`facts_substitutions`, plus ``<folder>__order_acc90``
@@ -380,7 +401,9 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
     ``<folder_a>__vs__<folder_b>__order_acc90_same`` ("the same" or "not
     the same"); for each ``(folder_a, group_a, folder_b, group_b)`` in
     ``above``, ``<folder_a>__<group_a>__vs__<folder_b>__<group_b>__above_from``:
-    the acquired labels from which A's mean curve stays above B's.
+    the acquired labels from which A's mean curve stays above B's; and the
+    points of the curves and the pairs declared in ``at``, ``pairs``, ``drops`` and ``spreads``
+    (:func:`~skdbal.experiments.curve_facts.curve_substitutions`).
 
     Examples
     --------
@@ -396,6 +419,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
         subs.update(facts_substitutions(f))
         for name in ("acc90", "acc95"):
             subs[f"{folder}__order_{name}"] = _order_text(_order(f, name))
+    subs.update(provenance_substitutions(facts))
     for a, b in same_order:
         for name in ("acc90", "acc95"):
             same = [s for _, s in _order(facts[a], name)] == [s for _, s in _order(facts[b], name)]
@@ -407,6 +431,7 @@ def results_substitutions(results_dir: Union[str, os.PathLike], same_order: Sequ
                            [_inf(v) for v in B["mean_accuracy"][:n]])
         subs[f"{fa}__{ga}__vs__{fb}__{gb}__above_from"] = _fmt(None if not np.isfinite(value)
                                                                else value - facts[fa]["n_initial"])
+    subs.update(curve_substitutions(facts, at=at, pairs=pairs, drops=drops, spreads=spreads))
     return subs
 
 

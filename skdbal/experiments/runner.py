@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -76,6 +75,7 @@ from .journal import (
     thread_mismatch,
 )
 from .presets import Preset, get_preset
+from .provenance import environment
 from .results import (  # noqa: F401
     COLUMNS,
     OPTIONAL_COLUMNS,
@@ -134,8 +134,8 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
         config = check_run_config(spec, runs, warn=warn)  # under the lock: no writer can change it meanwhile
         config_path = runs / f"{spec.run_id}.json"
         if not config_path.exists() or not has_rows(runs / f"{spec.run_id}.csv"):  # new, or a failed start
-            atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads, "device": device},
-                                                 indent=1).encode())
+            atomic_write(config_path, json.dumps({**config, "torch_threads": run_threads, "device": device,
+                                                  "environment": environment()}, indent=1).encode())
         rows = stored_rows(spec, runs, warn=warn)
         if finished(spec, rows):
             return rows
@@ -456,7 +456,8 @@ def _check_report_length(out_dir: Path, preset: Preset) -> None:
 
 
 def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
-    """Append this call (its arguments and preset, the machine, the time) to ``grid.json``,
+    """Append this call (its arguments and preset, the machine with its package versions, the commit,
+    the time) to ``grid.json``,
     which also holds the latest preset and every machine that made a call
     (``machines``); earlier calls are kept, so the file says how every run in
     the folder was started."""
@@ -474,9 +475,9 @@ def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
     if not invocations and "strategies" in meta:  # written before invocations were recorded
         invocations = [{k: meta[k] for k in ("strategies", "seeds", "deterministic_baseline", "last_layer",
                                              "n_jobs", "torch_threads", "machine") if k in meta}]
-    machine = {"platform": platform.platform(), "processor": platform.processor(),
-               "cpu_count": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
-    invocation = {**invocation, "preset": preset.as_dict(), "machine": machine,
+    env = environment()  # the hardware, the package versions and the commit (issue 44)
+    machine = {k: v for k, v in env.items() if k != "commit"}
+    invocation = {**invocation, "preset": preset.as_dict(), "machine": machine, "commit": env["commit"],
                   "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     invocations = invocations + [invocation]
     machines = []

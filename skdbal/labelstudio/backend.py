@@ -52,6 +52,7 @@ import json
 import logging
 import queue
 import threading
+import time
 from typing import Dict, List, Optional
 
 from starlette.applications import Starlette
@@ -94,17 +95,22 @@ class WebhookWorker:
 
     :meth:`put` returns at once (Label Studio waits for the webhook's answer inside the annotator's
     request); the thread re-reads each named task with all its annotations
-    (``sync.client.tasks.get``) and records it (:meth:`LabelStudioSync.record`). The payload's
-    annotation is merged into what is read (and a deleted one left out), so a read that comes
-    before Label Studio's commit loses nothing. A failure for want of Label Studio is retried;
-    the last error is in :attr:`last_error`.
+    (``sync.client.tasks.get``) and records it (:meth:`LabelStudioSync.record`): what Label Studio
+    answers, never the event's own content (read again until the event's change shows, so a read
+    that comes before Label Studio's commit loses nothing). A failure for want of Label Studio is
+    retried; the last error is in :attr:`last_error`.
 
     Parameters
     ----------
     sync : LabelStudioSync
         The sync whose session's store the events go to.
     retries : int, default=5
-        Tries of an event while Label Studio cannot be reached, a second apart.
+        Tries of an event while Label Studio cannot be reached, a second apart; an event still not
+        recorded then sets :attr:`missed` (``skdbal labelstudio --backend`` then pulls).
+    settle : float, default=3.0
+        Seconds to read a task again until Label Studio shows the event's change (see :meth:`_read`).
+    request_timeout : float, default=10.0
+        Seconds a read of a task may take.
 
     Examples
     --------
@@ -117,10 +123,15 @@ class WebhookWorker:
     >>> worker.close()
     """
 
-    def __init__(self, sync: LabelStudioSync, *, retries: int = 5):
+    def __init__(self, sync: LabelStudioSync, *, retries: int = 5, settle: float = 3.0,
+                 request_timeout: float = 10.0):
         self.sync = sync
         self.retries = int(retries)
+        self.settle = float(settle)
+        self.request_timeout = float(request_timeout)
         self.last_error: Optional[BaseException] = None
+        #: Set when an event could not be recorded: the command then pulls (and clears it).
+        self.missed = threading.Event()
         self.recorded = 0
         self._task_of_annotation: Dict[int, int] = {}
         self._queue: "queue.Queue" = queue.Queue()
@@ -166,8 +177,9 @@ class WebhookWorker:
                 except Exception as exc:  # noqa: BLE001 - the thread goes on; the error is kept and logged
                     self.last_error = exc
                     if not is_transient(exc) or attempt == self.retries - 1:
-                        logger.error("skdbal: the webhook %s was not recorded: %s: %s", event.get("action"),
-                                     type(exc).__name__, exc)
+                        logger.error("skdbal: the webhook %s was not recorded (a pull will be made): %s: %s",
+                                     event.get("action"), type(exc).__name__, exc)
+                        self.missed.set()
                         break
                     threading.Event().wait(1.0)
 
@@ -202,19 +214,25 @@ class WebhookWorker:
         return n
 
     def _read(self, task: int, add=(), drop=()) -> dict:
-        """Task ``task`` with all its annotations, as Label Studio has them, with ``add`` (newer than
-        what was read, or missing from it) and without ``drop``."""
-        found = _plain(self.sync.client.tasks.get(id=task))
-        annotations = {_id_of(a): _plain(a) for a in (found.get("annotations") or [])}
-        for a in add:
-            old = annotations.get(_id_of(a))
-            if old is None or str(old.get("updated_at")) < str(a.get("updated_at")):
-                annotations[_id_of(a)] = a
-        for a in drop:
-            annotations.pop(a, None)
-        for key, a in annotations.items():      # a task read alone names its annotators in full (their email
-            if isinstance(a.get("completed_by"), dict):    # too): by id, as a pull and the webhooks name them
-                annotations[key] = {**a, "completed_by": _id_of(a["completed_by"])}
+        """Task ``task`` with all its annotations, as Label Studio has them. The event's annotations
+        (``add``) and deleted ids (``drop``) only say what to wait for: the task is read again (for up
+        to :attr:`settle` seconds) until Label Studio shows each of ``add`` at least as new as the
+        event's, and none of ``drop`` (Label Studio sends a webhook inside the request that makes the
+        change, so a read may come before its commit). What is recorded is what Label Studio answers,
+        never the event's content: a forged event changes nothing."""
+        want = {_id_of(a): str(a.get("updated_at") or "") for a in add if _id_of(a) is not None}
+        drop = set(drop)
+        deadline, wait = time.monotonic() + self.settle, 0.05
+        while True:
+            found = _plain(self.sync.client.tasks.get(id=task, request_options={"timeout_in_seconds":
+                                                                                 self.request_timeout}))
+            annotations = {_id_of(a): _plain(a) for a in (found.get("annotations") or [])}
+            shown = all(i in annotations and str(annotations[i].get("updated_at") or "") >= when
+                        for i, when in want.items()) and not drop & set(annotations)
+            if shown or time.monotonic() + wait > deadline:
+                break
+            time.sleep(wait)
+            wait = min(2 * wait, 0.5)
         for a in annotations:
             self._task_of_annotation[a] = task
         return {"id": task, "annotations": list(annotations.values())}
@@ -302,6 +320,9 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
         return f"{sync.model_version_prefix}-" + ("first" if version is None else f"v{version}")
 
     async def body(request: Request) -> dict:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":     # a web page's simple POST (text/plain, a form) cannot be JSON
+            raise _Refused(415, "the body must be sent as application/json")     # without a CORS preflight
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_body):
             raise _Refused(413, f"request body larger than {max_body} bytes")

@@ -377,6 +377,9 @@ unencrypted; use https, or --allow-http
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
+        if getattr(session, "error", None) is not None and not isinstance(exc, ValueError):   # one line
+            raise ValueError(f"the session's loop failed: {type(session.error).__name__}: {session.error}") \
+                from None
         cause = exc
         while cause is not None and (getattr(cause, "status_code", None) is None or not hasattr(cause, "body")):
             cause = cause.__cause__
@@ -426,7 +429,8 @@ def connect_backend(client, project: int, url: str, *, token: Optional[str] = No
     Connect Model does (Label Studio then checks it: ``/health`` and ``/setup``, and makes its
     webhook); None if one with that address is there already, else its id. With a ``token`` it is
     sent as Basic Auth's password, and the backend's webhook is given the same ``Authorization``
-    header (Label Studio sends none on the webhook it makes).
+    header (Label Studio sends none on the webhook it makes); a backend there already is given
+    this token the same way (a restart with a new token).
 
     Examples
     --------
@@ -438,23 +442,37 @@ def connect_backend(client, project: int, url: str, *, token: Optional[str] = No
     >>> connect_backend(client, 1, "http://127.0.0.1:9090/") is None
     True
     """
-    import base64
 
     from .sync import _plain
 
     url = url.rstrip("/")
-    if any(str(_plain(b).get("url", "")).rstrip("/") == url for b in client.ml.list(project=project)):
-        return None
     auth = {} if token is None else {"auth_method": "BASIC_AUTH", "basic_auth_user": "skdbal",
                                      "basic_auth_pass": token}
+    there = [_plain(b) for b in client.ml.list(project=project)
+             if str(_plain(b).get("url", "")).rstrip("/") == url]
+    if there:
+        if token is not None:     # its credentials may be another run's: this token's, on it and its webhook
+            for b in there:       # (Label Studio 1.23 answers 500 to an update without the url)
+                client.ml.update(id=b["id"], url=url, **auth)
+            _webhook_auth(client, project, url, token)
+        return None
     made = _plain(client.ml.create(url=url, project=project, title=title, is_interactive=False, **auth))
     if token is not None:
-        header = "Basic " + base64.b64encode(f"skdbal:{token}".encode()).decode("ascii")
-        for hook in client.webhooks.list(project=project):
-            hook = _plain(hook)
-            if str(hook.get("url", "")).rstrip("/") == url + "/webhook":
-                client.webhooks.update(id=hook["id"], url=hook["url"], headers={"Authorization": header})
+        _webhook_auth(client, project, url, token)
     return made.get("id")
+
+
+def _webhook_auth(client, project: int, url: str, token: str) -> None:
+    """Give the backend's webhook (which Label Studio makes without headers) the token as Basic Auth."""
+    import base64
+
+    from .sync import _plain
+
+    header = "Basic " + base64.b64encode(f"skdbal:{token}".encode()).decode("ascii")
+    for hook in client.webhooks.list(project=project):
+        hook = _plain(hook)
+        if str(hook.get("url", "")).rstrip("/") == url + "/webhook":
+            client.webhooks.update(id=hook["id"], url=hook["url"], headers={"Authorization": header})
 
 
 def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
@@ -470,6 +488,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
 
     from ..labelling.export import save_labels_csv
     from .backend import backend_app
+    from .sync import is_transient
 
     session = sync.session
     app = backend_app(sync, token=backend["token"])
@@ -495,9 +514,20 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 server.should_exit = True
                 return
             if session.error is not None:
-                failure.append(RuntimeError("the session's loop failed"))
+                failure.append(ValueError(f"the session's loop failed: {type(session.error).__name__}: "
+                                          f"{session.error}"))
                 server.should_exit = True
                 return
+            if app.state.events.missed.is_set():   # a webhook not recorded (Label Studio away): pull
+                app.state.events.missed.clear()
+                try:
+                    sync.pull()
+                except Exception as exc:  # noqa: BLE001 - Label Studio still away: pulled again later
+                    if not is_transient(exc):
+                        failure.append(exc)
+                        server.should_exit = True
+                        return
+                    app.state.events.missed.set()
             if not connected and server.started:
                 try:
                     made = connect_backend(sync.client, sync.project, backend["url"], token=backend["token"])
@@ -519,7 +549,9 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
     exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
                                 name="skdbal-labels-csv", daemon=True)
     try:
-        pulled = sync.pull()
+        pulled = _pull_before_start(sync)
+        if sync.full_pulls == 0:               # Label Studio away at the start: the keeper pulls later
+            app.state.events.missed.set()
         print(f"skdbal labelstudio: ML backend at {backend['url']} ({pulled} new annotations pulled at start; "
               f"then webhooks only)", flush=True)
         with session:

@@ -161,7 +161,10 @@ _ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
 _DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
 #: a task saved just before another but committed after the pull read would otherwise be missed.
-_OVERLAP_S = 5.0
+_OVERLAP_S = 30.0
+#: Seconds between two imports of a push's predictions after its head: an import holds SQLite's write
+#: lock, and Label Studio answered "database is locked" (a 500) to Label All Tasks during 1,000-task ones.
+_BETWEEN_IMPORTS_S = 0.05
 #: The values of :class:`LabelStudioSync`'s ``sampling``: the direction of the pushed scores.
 SAMPLINGS = ("queue", "uncertainty")
 
@@ -236,8 +239,9 @@ class LabelStudioSync:
         Predictions are pushed under ``f"{prefix}-v{version}"``.
     head : int, default=100
         A push imports this many predictions, the best scored, then makes
-        their version the project's, then imports the rest: the queue's
-        head is the new model's after one small request.
+        their version the project's, then imports the rest, as many a
+        request, with a short pause between (an import holds SQLite's write
+        lock): the queue's head is the new model's after one small request.
     page_size : int, default=100
         Tasks read per request by a pull and by :meth:`map_tasks`; the
         last page is known from the total Label Studio gives, so no request
@@ -416,8 +420,11 @@ class LabelStudioSync:
         but saved after the read is not missed. So an idle pull reads no task,
         whatever the number of labels. A second request counts the tasks with
         annotations (a page of one); where the count is not what the pulls
-        have seen (annotations deleted in bulk, tasks deleted: changes that
-        leave ``updated_at`` as it was), the pull reads them all again.
+        have seen (tasks deleted, which leave no task to stamp), the pull reads
+        them all again. The overlap is 30 s: a change that Label Studio commits
+        more than that after stamping it (SQLite lets a writer wait 5 s for
+        its lock) and that leaves the count as it was could be missed until
+        skdbal restarts (its first pull reads everything).
         ``page_size`` tasks a request, and no request past the last page
         (:func:`list_tasks`).
         """
@@ -525,8 +532,9 @@ class LabelStudioSync:
         top. Sent once per task, across restarts (see :meth:`push`)."""
         name = f"{self.model_version_prefix}-first"
         best = 1.0 if self.sampling == "queue" else 0.0
+        answered = self._answered()
         request = [{"task": self._task_of[int(i)], "model_version": name, "score": best, "result": []}
-                   for i in positions if int(i) in self._task_of]
+                   for i in positions if int(i) in self._task_of and int(i) not in answered]
         return self._send(-1, name, request)
 
     def push(self) -> int:
@@ -554,15 +562,25 @@ class LabelStudioSync:
         guesses = learner.estimator_.predict(learner.X_pool_[idx])
         name = f"{self.model_version_prefix}-v{version}"
         unit = unit_scores(scores) if self.sampling == "queue" else 1.0 - unit_scores(scores)
-        request = [{"task": self._task_of[int(i)], "model_version": name, "score": float(s),
+        # the learner's mask holds the labels its model was trained on; the store may hold more (labelled in
+        # Label Studio while skdbal was down, pulled before a resumed model): those are never scored
+        answered = self._answered()
+        keep = [k for k, i in enumerate(idx) if int(i) in self._task_of and int(i) not in answered]
+        request = [{"task": self._task_of[int(idx[k])], "model_version": name, "score": float(unit[k]),
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
-                                "value": {"choices": [str(g)]}}]}
-                   for i, s, g in zip(idx, unit, guesses) if int(i) in self._task_of]
+                                "value": {"choices": [str(guesses[k])]}}]} for k in keep]
         # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
-        self.predictions = {int(i): r for i, r in zip((i for i in idx if int(i) in self._task_of), request)}
-        return self._send(version, name, request)
+        self.predictions = {int(idx[k]): r for k, r in zip(keep, request)}
+        return self._send(version, name, request, background=True)
 
-    def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None) -> int:
+    def _answered(self) -> set:
+        """The pool items labelled or skipped in the store now."""
+        store = self.session.store
+        current = store.current_labels()
+        return set(current) | set(store.skipped(current))
+
+    def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None,
+              *, background: bool = False) -> int:
         """Send a push (or, with no arguments, what is left of one after a failure): import ``request``'s
         predictions, best first, and make ``name`` the project's model version as soon as the first
         ``head`` are in, so that the queue's head is the new model's while the rest are imported (a
@@ -572,15 +590,20 @@ class LabelStudioSync:
         The Data Manager's "prediction score" of a task is that of the project's model version (Label
         Studio 1.23's default), so older versions' predictions are kept, as Label Studio keeps an ML
         backend's: deleting them would cost Label Studio about 16 ms each, in one transaction that
-        holds SQLite's write lock (annotators' submissions would wait)."""
+        holds SQLite's write lock (annotators' submissions would wait).
+
+        With ``background=True`` (a model's push, from the session's loop) the call returns once the
+        head is in and the version switched: the rest is imported by a thread of its own, so the loop
+        can take the next labels and retrain meanwhile; a newer push ends it (the older version's
+        other predictions would sort last anyway)."""
         with self._send_lock:
             if request is not None:
                 order = sorted(request, key=lambda r: -r["score"] if self.sampling == "queue" else r["score"])
                 self._pending = {"version": version, "name": name, "request": order, "sent": 0,
                                  "switched": not order, "checked": False}      # no predictions: no new version
             pending = self._pending
-            if pending is None:
-                return 0
+            if pending is None or (request is None and pending.get("tail")):
+                return 0             # nothing left, or the rest is being imported by its own thread
             sent_before = pending["sent"]
             try:
                 if not pending["checked"]:          # what Label Studio already holds of this version: not again
@@ -590,15 +613,22 @@ class LabelStudioSync:
                     pending["checked"] = True
                 request = pending["request"]
                 while pending["sent"] < len(request) or not pending["switched"]:
+                    if background and pending["switched"]:    # the head is in: the rest in a thread
+                        self._tail_of(pending)
+                        return pending["sent"] - sent_before
                     if pending["switched"] or pending["sent"] < min(self.head, len(request)):
-                        end = pending["sent"] + (1000 if pending["switched"] else self.head)
+                        end = pending["sent"] + self.head
                         if request:
+                            if pending["switched"]:    # after the head: a pause between imports, so that
+                                time.sleep(_BETWEEN_IMPORTS_S)    # annotators' writes get SQLite's lock
                             self.client.projects.import_predictions(id=self.project,
                                                                     request=request[pending["sent"]:end])
                         pending["sent"] = min(end, len(request))
                     else:     # Label Studio scores tasks by the predictions of the project's model version
                         self.client.projects.update(id=self.project, model_version=pending["name"])
                         pending["switched"] = True
+                        if pending["version"] is not None and pending["version"] >= 0:
+                            self.pushed_version = pending["version"]   # the queue's head is this version's
             except Exception as exc:  # noqa: BLE001 - only Label Studio being away is kept for later
                 if not is_transient(exc):
                     raise
@@ -609,6 +639,39 @@ class LabelStudioSync:
             if pending["version"] is not None and pending["version"] >= 0:
                 self.pushed_version = pending["version"]
             return len(request) - sent_before
+
+    def _tail_of(self, pending: dict) -> None:
+        """Import what is left of ``pending`` after its head, in a thread, a request at a time, until it is
+        sent, a newer push replaces it, or Label Studio cannot be reached (then :meth:`run`, or the
+        backend's keeper, sends it with :meth:`_send`)."""
+        def send_rest():
+            try:
+                send()
+            finally:
+                pending["tail"] = False              # what is left (after a failure) is _send's again
+
+        def send():
+            while True:
+                time.sleep(_BETWEEN_IMPORTS_S)        # annotators' writes get SQLite's lock between imports
+                with self._send_lock:
+                    if self._pending is not pending:  # a newer push, or all sent by a resumed _send
+                        return
+                    request = pending["request"]
+                    end = pending["sent"] + self.head
+                    try:
+                        self.client.projects.import_predictions(id=self.project,
+                                                                request=request[pending["sent"]:end])
+                    except Exception as exc:  # noqa: BLE001 - kept for a resumed _send; any other error is
+                        self.last_error = exc  # said there too, as the same request fails again
+                        pending["checked"] = False
+                        return
+                    pending["sent"] = min(end, len(request))
+                    if pending["sent"] >= len(request):
+                        self._pending = None
+                        return
+
+        pending["tail"] = True
+        threading.Thread(target=send_rest, name="skdbal-push-rest", daemon=True).start()
 
     def _holding(self, name: str) -> set:
         """The tasks that hold a prediction of model version ``name`` in Label Studio (a Data Manager

@@ -294,6 +294,8 @@ def test_grid_json_records_the_full_invocation(tmp_path):
     assert meta["machines"] == [call["machine"]] and "machine" not in meta
     run_json = json.loads((out / "runs" / "gal2017__random__ensemble2__seed1.json").read_text())
     assert (run_json["ensemble"], run_json["device"]) == (2, "cpu")
+    assert run_json["environment"]["commit"] == call["commit"]  # the hardware, versions and commit (issue 44)
+    assert run_json["environment"]["versions"] == call["machine"]["versions"]
     # a call from another machine is added to the list, the first one kept
     here, other = call["machine"], {**call["machine"], "platform": "elsewhere"}
     meta["invocations"][0]["machine"] = other

@@ -1,6 +1,7 @@
 """skdbal as a Label Studio ML backend, without a server: Starlette's TestClient against a real session
 on digits, and a stand-in for the Label Studio client that holds the tasks and their annotations."""
 import copy
+import json
 import threading
 import time
 from types import SimpleNamespace
@@ -39,12 +40,13 @@ class FakeLabelStudio:
     def _import(self, id, request):
         self.pushed.extend(request)
 
-    def _get(self, id):
+    def _get(self, id, request_options=None):
         self.reads.append(id)
         task = copy.deepcopy(self.tasks[id])
         for a in task["annotations"]:       # a task read alone names the annotator in full, as Label Studio's
             a["completed_by"] = {"id": a["completed_by"], "email": "annotator@example.org"}
-        if id in self.lag:
+        if id in self.lag:                  # this read comes before the commit; the next one after it
+            self.lag.discard(id)
             task["annotations"] = task["annotations"][:-1]
         return task
 
@@ -133,13 +135,32 @@ def test_webhooks_label_relabel_and_undo_each_once(setup):
     assert 0 not in s.store.current_labels() and events.last_error is None
 
 
-def test_a_read_before_label_studio_commits_still_records_the_payloads_annotation(setup):
+def test_a_read_before_label_studio_commits_reads_again_until_the_annotation_shows(setup):
     s, fake = setup.session, setup.fake
     a = fake.annotate(1004, 2, annotation=777)
-    fake.lag.add(1004)                    # the task as read has no annotation yet
+    fake.lag.add(1004)                    # the first read has no annotation yet
     setup.http.post("/webhook", json=created(a))
     assert setup.app.state.events.drain()
-    assert fake.reads == [1004] and s.store.current_labels()[4]["label"] == "2"
+    assert fake.reads == [1004, 1004] and s.store.current_labels()[4]["label"] == "2"
+
+
+def test_a_forged_webhook_records_nothing_label_studio_does_not_hold(setup):
+    """The event only says which task to read: an annotation Label Studio does not hold, or a label
+    other than Label Studio's, is never recorded; and a web page's simple POST (not JSON) is refused."""
+    s, fake = setup.session, setup.fake
+    setup.app.state.events.settle = 0.2
+    real = fake.annotate(1003, 7, annotation=5)
+    setup.http.post("/webhook", json=created(real))
+    assert setup.app.state.events.drain() and s.store.current_labels()[3]["label"] == "7"
+    forged = {**real, "updated_at": "9999-01-01T00:00:00Z",
+              "result": [{"from_name": "digit", "to_name": "image", "type": "choices", "value": {"choices": ["1"]}}]}
+    setup.http.post("/webhook", json=created(forged))
+    invented = {**forged, "id": 999, "task": 1006}
+    setup.http.post("/webhook", json=created(invented))
+    assert setup.app.state.events.drain()
+    assert {i: r["label"] for i, r in s.store.current_labels().items()} == {3: "7"}
+    r = setup.http.post("/webhook", content=json.dumps(created(invented)), headers={"content-type": "text/plain"})
+    assert r.status_code == 415 and "application/json" in r.json()["error"]
 
 
 def test_a_deletion_of_an_annotation_recorded_before_a_restart_pulls(setup):
@@ -231,3 +252,22 @@ def test_predict_does_not_wait_for_a_model_that_is_busy(setup, monkeypatch):
     took = time.perf_counter() - t0
     release.set()
     assert r.status_code == 200 and r.json()["results"][0]["result"] == [] and took < 1.5
+
+
+def test_an_event_label_studio_cannot_serve_sets_missed_for_a_pull(setup):
+    """Label Studio away for every try of an event: the worker says so in ``missed`` (the command then
+    pulls); nothing is recorded meanwhile, and nothing is invented from the event."""
+    import httpx
+
+    worker = setup.app.state.events
+    worker.retries = 1
+
+    def away(id, request_options=None):
+        raise httpx.ConnectError("refused")
+
+    setup.sync.client.tasks.get = away
+    a = setup.fake.annotate(1002, 3, annotation=11)
+    assert not worker.missed.is_set()
+    setup.http.post("/webhook", json=created(a))
+    assert worker.drain() and worker.missed.is_set() and setup.session.store.events() == []
+    assert setup.sync.pull() == 1 and setup.session.store.current_labels()[2]["label"] == "3"

@@ -49,3 +49,21 @@ def test_connect_backend_adds_it_with_basic_auth_and_gives_its_webhook_the_heade
     # base64 of "skdbal:tok"
     assert updated == [{"id": 8, "url": "http://10.0.0.2:9090/webhook",
                         "headers": {"Authorization": "Basic c2tkYmFsOnRvaw=="}}]
+
+
+def test_connect_backend_gives_a_backend_there_already_this_runs_token():
+    """A restart with a new token: the backend Label Studio has (found by its address) and its webhook
+    are given the new token, else every webhook would get a 401; nothing is created."""
+    made, ml_updated, hook_updated = [], [], []
+    client = SimpleNamespace(
+        ml=SimpleNamespace(list=lambda project: [{"id": 4, "url": "http://10.0.0.2:9090"}],
+                           create=lambda **kw: made.append(kw), update=lambda **kw: ml_updated.append(kw)),
+        webhooks=SimpleNamespace(list=lambda project: [{"id": 8, "url": "http://10.0.0.2:9090/webhook"}],
+                                 update=lambda **kw: hook_updated.append(kw)))
+    assert connect_backend(client, 3, "http://10.0.0.2:9090", token="new") is None
+    assert made == []
+    assert ml_updated == [{"id": 4, "url": "http://10.0.0.2:9090", "auth_method": "BASIC_AUTH",
+                           "basic_auth_user": "skdbal", "basic_auth_pass": "new"}]
+    # base64 of "skdbal:new"
+    assert hook_updated == [{"id": 8, "url": "http://10.0.0.2:9090/webhook",
+                             "headers": {"Authorization": "Basic c2tkYmFsOm5ldw=="}}]

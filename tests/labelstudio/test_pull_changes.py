@@ -100,9 +100,9 @@ def test_an_idle_pull_reads_the_same_few_tasks_whatever_the_labels(n_labels):
     ls.read, ls.queries = 0, []
     assert sync.pull() == n_labels and ls.read == n_labels and ls.queries == ["annotated"]
     ls.read, ls.queries = 0, []
-    clock[0] = 4.9                                            # within the overlap of 5 s: the last task again
+    clock[0] = 29.9                                           # within the overlap of 30 s: the last task again
     assert sync.pull() == 0 and ls.read == 1 and ls.queries == ["updated", "count"]
-    clock[0] = 5.0                                            # the overlap past: read once more with it
+    clock[0] = 30.0                                           # the overlap past: read once more with it
     assert sync.pull() == 0 and ls.read == 2
     ls.read, ls.queries = 0, []
     for _ in range(3):

@@ -88,13 +88,43 @@ def test_a_push_cut_by_an_outage_resumes_where_it_stopped_with_nothing_twice(fai
     client = Client(fail_at={fail_at})
     sync = sync_of(client)
     assert sync._send(0, "skdbal-v0", request(5)) == first_return
-    assert sync.pushed_version is None and isinstance(sync.last_error, httpx.ConnectError)
+    # the version is the project's once switched (call 3 is the import after the switch)
+    assert sync.pushed_version == (None if fail_at < 3 else 0) and isinstance(sync.last_error, httpx.ConnectError)
     assert sync._send(None) == 5 - first_return
     imported = [t for kind, tasks in client.calls if kind == "import" for t in tasks]
     assert [c for c in client.calls if c[0] == "list"] == [("list", "skdbal-v0")] * 2   # asked again on resuming
     assert sorted(imported) == list(range(100, 105)) and len(imported) == 5
     assert [c for c in client.calls if c[0] == "version"] == [("version", "skdbal-v0")]
     assert sync.pushed_version == 0 and sync._send(None) == 0
+
+
+def test_a_models_push_returns_once_the_head_is_in_and_a_newer_push_ends_the_older_tail(monkeypatch):
+    """From the session's loop (background=True) the call returns after the head and the switch; a
+    thread imports the rest a head at a time; a newer push replaces what is left of the older one."""
+    import time
+
+    monkeypatch.setattr("skdbal.labelstudio.sync._BETWEEN_IMPORTS_S", 0.2)
+    client = Client()
+    sync = sync_of(client)
+    sync.head = 2
+    assert sync._send(0, "skdbal-v0", request(7), background=True) == 2
+    assert client.calls == [("list", "skdbal-v0"), ("import", [106, 105]), ("version", "skdbal-v0")]
+    assert sync.pushed_version == 0
+    assert sync._send(None) == 0                     # the pulls' resume leaves the rest to its thread
+    assert len(client.calls) == 3
+    deadline = time.time() + 5
+    while sync._pending is not None and time.time() < deadline:
+        time.sleep(0.01)
+    assert client.calls[3:] == [("import", [104, 103]), ("import", [102, 101]), ("import", [100])]
+    client.calls.clear()
+    v1 = [{**r, "model_version": "skdbal-v1"} for r in request(7)]
+    assert sync._send(1, "skdbal-v1", v1, background=True) == 2           # its tail starts after 0.2 s
+    v2 = [{**r, "model_version": "skdbal-v2"} for r in request(7)]
+    assert sync._send(2, "skdbal-v2", v2) == 7                              # all of it, now: v1's tail ends
+    time.sleep(0.5)
+    assert ("version", "skdbal-v2") in client.calls and sync._pending is None
+    assert [t for k, ts in client.calls if k == "import" for t in ts].count(104) == 1   # v2's only: v1's tail gone
+    assert client.calls.count(("import", [106, 105])) == 2                  # each version's head
 
 
 def test_a_refusal_is_not_kept_for_later():
@@ -176,13 +206,33 @@ def test_uncertainty_sampling_scores_the_first_batch_0_and_the_best_item_lowest(
     sync.push_first_batch([2, 0])
     assert sorted(client.held) == [(100, "skdbal-first"), (102, "skdbal-first")]
     got = {}
-    sync._send = lambda version, name, req: got.update(version=version, req=req) or len(req)
+    sync._send = lambda version, name, req, **kw: got.update(version=version, req=req) or len(req)
     guess = SimpleNamespace(predict=lambda X: np.array(["a"] * len(X)))
-    sync.session = SimpleNamespace(learner=SimpleNamespace(          # model 0: items 3 then 2 wanted most
+    sync.session = SimpleNamespace(store=sync.session.store, learner=SimpleNamespace(  # model 0: items 3, 2
         step_=0, labelled_mask_=np.array([True, True, False, False]), pool_subsample=None, estimator_=guess,
         X_pool_=np.eye(4), query=lambda n_instances, return_scores: (np.array([3, 2]), None, np.array([0.9, 0.3]))))
     assert sync.push() == 2
     assert [(r["task"], r["score"]) for r in got["req"]] == [(103, 0.0), (102, 1.0)]   # 1 - unit score
+
+
+def test_a_push_never_scores_an_item_the_store_has_answered():
+    """A resumed model was trained on the labels up to its own events; items labelled or skipped since
+    (in Label Studio while skdbal was down, pulled before the start) are in the store, not in the
+    learner's mask: the push leaves them out, so they are never at the head, nor served by /predict."""
+    client = Client()
+    sync = sync_of(client)
+    sync._task_of = {i: 100 + i for i in range(5)}
+    got = {}
+    sync._send = lambda version, name, req, **kw: got.update(req=req) or len(req)
+    answered = SimpleNamespace(current_labels=lambda: {3: {"label": "a"}}, skipped=lambda current=None: [1])
+    guess = SimpleNamespace(predict=lambda X: np.array(["b"] * len(X)))
+    sync.session = SimpleNamespace(store=answered, learner=SimpleNamespace(
+        step_=0, labelled_mask_=np.array([True, False, False, False, False]), pool_subsample=None,
+        estimator_=guess, X_pool_=np.eye(5),
+        query=lambda n_instances, return_scores: (np.array([3, 1, 4, 2]), None, np.array([0.9, 0.7, 0.5, 0.1]))))
+    assert sync.push() == 2
+    assert [(r["task"], r["score"]) for r in got["req"]] == [(104, 0.5), (102, 0.0)]   # unit over all four
+    assert sorted(sync.predictions) == [2, 4]
 
 
 def test_an_unknown_sampling_is_refused():
