@@ -21,6 +21,7 @@ an unpacked wheel instead of installing it.
 """
 import argparse
 import copy
+import os
 import sys
 import time
 
@@ -111,6 +112,7 @@ def main():
     Xp = torch.as_tensor(X_pool.astype(np.float32) / 255.0)
     bs = args.batch_size
     print(f"machine: {machine()}")
+    print("load average (1, 5, 15 min) at the start: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"pool: {args.n} {source} images, Gal CNN, batch {bs}")
 
     methods = {
@@ -162,6 +164,15 @@ def main():
         for name, (dt, scores) in results.items():
             corr = np.corrcoef(ref, scores)[0, 1]
             print(f"{name:<44}{args.n / dt:>9.0f}{dt / ref_t:>13.2f}{corr:>12.3f}{scores.mean():>11.4f}")
+        # the same as a Markdown table, whose cells the docs quote (docs/_substitutions.py, RAW_TABLES)
+        print(f"\n| method | img/s at T={T} | time over skdbal at T={T} | time over the trunk-once loop at T={T} "
+              f"| corr(BALD) at T={T} | mean BALD at T={T} |\n|---|---|---|---|---|---|")
+        floor = results.get("trunk-once loop", (None,))[0]
+        for name, (dt, scores) in results.items():
+            corr = np.corrcoef(ref, scores)[0, 1]
+            over = f"{dt / floor:.2f}" if floor else "n/a"
+            print(f"| {name} | {args.n / dt:.0f} | {dt / ref_t:.2f} | {over} | {corr:.3f} | {scores.mean():.4f} |")
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
