@@ -1,7 +1,8 @@
 """skdbal against baal on one device (a GPU by default), side by side, in one unattended run.
 
 Part A, pool scoring throughput at T = 100 and T = 20: the methods of ``bench_scoring.py`` (skdbal's
-``predict_proba_samples`` with each ``mask_seeding``, a naive T-loop, a raw-torch trunk-once loop,
+``predict_proba_samples`` with its default ``mask_seeding="auto"`` and each other ``mask_seeding``
+(``row_philox`` is the default on CUDA, ``row_pcg64`` on the CPU), a naive T-loop, a raw-torch trunk-once loop,
 baal's ``ModelWrapper`` with replicate on/off, with and without ``MCCachingModule``) on a Gal CNN
 trained 5 epochs on 1,000 MNIST images and a pool of ``--n`` MNIST images, all on ``--device``. Each
 method is warmed up once on a slice of the pool (CUDA's lazy initialisation), then timed best of
@@ -14,7 +15,8 @@ themselves; the two raw-torch loops get it on the device. Every method's output 
 Part B, a whole ``gal2017`` active-learning run with BALD (``--steps`` acquisitions, default 100):
 
 - skdbal: exactly what a user runs, ``skdbal.experiments.run_grid("gal2017", ["bald"], [1], out,
-  device=..., n_jobs=1, torch_threads=1)``, in a child process (so that ``--skdbal-time-limit`` can
+  device=..., n_jobs=1, torch_threads=1)``, with ``mask_seeding`` what ``"auto"`` is on the device
+  (``"row_philox"`` on CUDA; ``--mask-seeding`` to choose), in a child process (so that ``--skdbal-time-limit`` can
   stop it; the runner keeps every finished step) with a fresh output folder. Timed from the call to
   its return, after imports, a warm-up step of the CNN (CUDA's initialisation, torch's lazy imports)
   and MNIST's decoding, which are left out of both runs. The phase sums and the final accuracy come
@@ -86,9 +88,10 @@ from bench_scoring import naive_loop, trunk_once_loop  # noqa: E402  (the same l
 import skdbal  # noqa: E402
 from skdbal import MCDropoutClassifier  # noqa: E402
 from skdbal.models import BayesianCNN  # noqa: E402
+from skdbal.models._mc_masks import MASK_SEEDINGS, resolve_mask_seeding  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402
 
-SKDBAL = "skdbal predict_proba_samples (row_pcg64, default)"
+SKDBAL = "skdbal predict_proba_samples (default, mask_seeding='auto')"
 SEED = 1  # the gal2017 run's seed: its split, initial set and pool subsets
 
 
@@ -264,13 +267,19 @@ def part_a(args, device, results):
         return lambda rows, T: clf.set_params(batch_size=bs, mask_seeding=seeding).predict_proba_samples(  # noqa: F821
             X_np[rows], n_samples=T)
 
-    methods = {
-        SKDBAL: skdbal_with("row_pcg64"),
-        "skdbal mask_seeding='row' (torch generators)": skdbal_with("row"),
-        "skdbal mask_seeding='stream'": skdbal_with("stream"),
+    # the default ("auto": row_philox on CUDA, row_pcg64 on the CPU), then every other seeding by name
+    default = resolve_mask_seeding("auto", device)
+    log(f"mask_seeding='auto' is {default!r} on {device}")
+    results.data["part_a"]["setup"]["auto_mask_seeding"] = default
+    methods = {SKDBAL: skdbal_with("auto")}
+    labels = {"row_pcg64": "numpy's PCG64 per row, on the host", "row_philox": "Philox-4x32-10, on the device",
+              "row": "torch generators", "stream": "one stream per call"}
+    methods.update({f"skdbal mask_seeding='{s}' ({labels.get(s, s)})": skdbal_with(s)
+                    for s in MASK_SEEDINGS if s != default})
+    methods.update({
         "trunk-once loop (raw torch)": lambda rows, T: trunk_once_loop(net, X_dev[rows], T, bs),  # noqa: F821
         "naive T-loop (full passes)": lambda rows, T: naive_loop(net, X_dev[rows], T, bs),  # noqa: F821
-    }
+    })
     try:
         import_baal()
         for replicate in (True, False):
@@ -386,8 +395,13 @@ def phase_sums(rows, k=None):
 
 
 def overrides_of(args):
-    """Preset fields that shorten the run; the same ones shorten baal's."""
+    """Preset fields that shorten the run (the same ones shorten baal's), and skdbal's mask seeding:
+    ``--mask-seeding``, by default what ``"auto"`` is on the device (``row_philox`` on CUDA; a grid
+    names its seeding, ``row_pcg64`` unless told)."""
     changes = {"n_queries": args.steps}
+    seeding = args.mask_seeding or resolve_mask_seeding("auto", args.device)
+    if seeding != "row_pcg64":
+        changes["mask_seeding"] = seeding
     for field, value, default in (("max_epochs", args.epochs, 50), ("n_samples", args.run_T, 100),
                                   ("pool_subsample", args.pool_subsample, 2000)):
         if value != default:
@@ -698,6 +712,8 @@ def main():
     parser.add_argument("--epochs", type=int, default=50, help="epochs per step of both runs (gal2017: 50)")
     parser.add_argument("--run-T", type=int, default=100, help="MC samples per query in both runs (gal2017: 100)")
     parser.add_argument("--pool-subsample", type=int, default=2000, help="pool points scored per step (gal2017: 2000)")
+    parser.add_argument("--mask-seeding", default=None, choices=MASK_SEEDINGS,
+                        help="the gal2017 run's mask_seeding (default: what 'auto' is on --device)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads in this process (default 1)")
     parser.add_argument("--budget", type=float, default=390,
                         help="seconds for the whole script; the time limits below shrink to fit it")

@@ -1,6 +1,7 @@
-"""MC-dropout pool scoring: skdbal (masks seeded per row from numpy's PCG64, the default; per row
-from torch's generators, as results version 3; from one stream per call, as up to results version
-2) against a naive T-loop, a trunk-once loop,
+"""MC-dropout pool scoring: skdbal (masks seeded per row from numpy's PCG64, the default on a CPU;
+per row from Philox-4x32-10 computed in torch's integer ops, results version 5, the default on CUDA;
+per row from torch's generators, as results version 3; from one stream per call, as up to results
+version 2) against a naive T-loop, a trunk-once loop,
 baal's ModelWrapper (replicate on/off, with and without MCCachingModule) and
 modAL 0.4.2.x's ``mc_dropout_bald``, on the same net, pool and T.
 
@@ -20,6 +21,7 @@ an unpacked wheel instead of installing it.
 """
 import argparse
 import copy
+import os
 import sys
 import time
 
@@ -110,11 +112,14 @@ def main():
     Xp = torch.as_tensor(X_pool.astype(np.float32) / 255.0)
     bs = args.batch_size
     print(f"machine: {machine()}")
+    print("load average (1, 5, 15 min) at the start: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"pool: {args.n} {source} images, Gal CNN, batch {bs}")
 
     methods = {
         "skdbal predict_proba_samples": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="row_pcg64")
         .predict_proba_samples(X.numpy(), n_samples=T),
+        "skdbal mask_seeding='row_philox' (version 5)": lambda X, T: clf.set_params(
+            batch_size=bs, mask_seeding="row_philox").predict_proba_samples(X.numpy(), n_samples=T),
         "skdbal mask_seeding='row' (version 3)": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="row")
         .predict_proba_samples(X.numpy(), n_samples=T),
         "skdbal mask_seeding='stream'": lambda X, T: clf.set_params(batch_size=bs, mask_seeding="stream")
@@ -159,6 +164,15 @@ def main():
         for name, (dt, scores) in results.items():
             corr = np.corrcoef(ref, scores)[0, 1]
             print(f"{name:<44}{args.n / dt:>9.0f}{dt / ref_t:>13.2f}{corr:>12.3f}{scores.mean():>11.4f}")
+        # the same as a Markdown table, whose cells the docs quote (docs/_substitutions.py, RAW_TABLES)
+        print(f"\n| method | img/s at T={T} | time over skdbal at T={T} | time over the trunk-once loop at T={T} "
+              f"| corr(BALD) at T={T} | mean BALD at T={T} |\n|---|---|---|---|---|---|")
+        floor = results.get("trunk-once loop", (None,))[0]
+        for name, (dt, scores) in results.items():
+            corr = np.corrcoef(ref, scores)[0, 1]
+            over = f"{dt / floor:.2f}" if floor else "n/a"
+            print(f"| {name} | {args.n / dt:.0f} | {dt / ref_t:.2f} | {over} | {corr:.3f} | {scores.mean():.4f} |")
+    print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

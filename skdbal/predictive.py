@@ -38,7 +38,7 @@ of the call:
 ``row_keyed_samples : bool`` (optional attribute, default False)
     Whether each row's samples depend on that row and the model alone: masks
     seeded by the row (:class:`~skdbal.MCDropoutClassifier` with an int
-    ``random_state``, ``mask_seeding="row_pcg64"`` or ``"row"``, and only
+    ``random_state``, any ``mask_seeding`` but ``"stream"``, and only
     dropout layers whose masks it draws), or one seed for every call and
     batch (:class:`~skdbal.LaplaceClassifier` with an int ``random_state``).
     A deterministic model is row-keyed trivially (:attr:`Predictive.row_keyed`).

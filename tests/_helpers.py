@@ -269,3 +269,24 @@ class BinaryTwoPasses(TwoPasses):
     """:class:`TwoPasses` naming its classes, 0 and 1."""
 
     classes_ = np.array([0, 1])
+
+
+def philox4x32_reference(counter, key, rounds=10):
+    """Philox-4x32 in plain Python integers, as Random123 defines it (Salmon et al., 2011): ``rounds``
+    rounds of ``(c0, c1, c2, c3) -> (hi(M1·c2) ^ c1 ^ k0, lo(M1·c2), hi(M0·c0) ^ c3 ^ k1, lo(M0·c0))``,
+    the key bumped by the Weyl constants between rounds; all arithmetic modulo 2³²."""
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for r in range(rounds):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) % 2**32, (k1 + 0xBB67AE85) % 2**32
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 % 2**32, (p0 >> 32) ^ c3 ^ k1, p0 % 2**32
+    return c0, c1, c2, c3
+
+
+def philox_byte(seed, t, layer, u):
+    """The 8-bit draw of unit ``u`` in pass ``t`` of mask-drawing layer ``layer`` of the row keyed ``seed``
+    (``mask_seeding="row_philox"``, p a multiple of 1/256)."""
+    words = philox4x32_reference((u // 16, t, layer, 0), (seed % 2**32, seed >> 32))
+    return (words[(u // 4) % 4] >> (8 * (u % 4))) & 0xFF

@@ -90,9 +90,12 @@ def _row_keyed_reference(clf, xb, T):
     channel for ``nn.Dropout2d``.
 
     ``clf.mask_seeding == "row"``: a ``torch.Generator`` per row, ``T × units`` uniforms per layer,
-    kept below ``keep``. ``"row_pcg64"``: numpy's PCG64 per row, ``units × T`` bytes per layer (the
-    little-endian bytes of its 64-bit outputs, unit-major), kept below ``256 · keep`` (a whole number
-    for the p of these nets)."""
+    kept below ``keep``. ``"row_pcg64"`` (what ``"auto"`` is on the CPU): numpy's PCG64 per row,
+    ``units × T`` bytes per layer (the little-endian bytes of its 64-bit outputs, unit-major), kept
+    below ``256 · keep`` (a whole number for the p of these nets). ``"row_philox"``: unit ``u`` of
+    pass ``t`` of the ``l``-th layer is byte ``u mod 4`` of word ``(u // 4) mod 4`` of
+    Philox-4x32-10(counter=(u // 16, t, l, 0), key=(seed mod 2³², seed // 2³²)), kept below
+    ``256 · keep``, computed with ``_helpers.philox4x32_reference``."""
     from torch import nn
 
     from skdbal.models._mc_dropout import row_seeds
@@ -102,26 +105,35 @@ def _row_keyed_reference(clf, xb, T):
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(clf.random_state + 2)  # the sampling seed
         base = int(torch.randint(2**62, (1,)).item())
+        seeding = clf.mask_seeding if clf.mask_seeding != "auto" else clf.mask_seeding_
         for i, seed in enumerate(row_seeds(xb, base)):
             gen = torch.Generator().manual_seed(seed)
             bitgen = np.random.PCG64(seed)
             h = module.trunk(torch.as_tensor(xb[i:i + 1]))
             h = h.expand(T, *h.shape[1:])
+            layer = 0
             for m in module.head:
                 if isinstance(m, nn.modules.dropout._DropoutNd):
                     keep = 1 - m.p
                     channel = type(m) is not nn.Dropout
                     shape = (T, h.shape[1]) + (1,) * (h.dim() - 2) if channel else (T,) + tuple(h.shape[1:])
-                    if clf.mask_seeding == "row":
+                    if seeding == "row":
                         kept = torch.rand(shape, generator=gen) < keep
+                    elif seeding == "row_philox":
+                        assert keep * 256 == int(keep * 256)
+                        units = int(np.prod(shape[1:]))
+                        draws = [[_helpers.philox_byte(seed, t, layer, u) for u in range(units)] for t in range(T)]
+                        kept = (torch.tensor(draws) < int(keep * 256)).reshape(shape)
                     else:
-                        assert clf.mask_seeding == "row_pcg64" and keep * 256 == int(keep * 256)
+                        assert seeding == "row_pcg64" and keep * 256 == int(keep * 256)
                         units = int(np.prod(shape[1:]))
                         draws = bitgen.random_raw(-(-units * T // 8)).astype("<u8").view(np.uint8)
                         kept = torch.from_numpy(draws[:units * T].reshape(units, T).T < int(keep * 256))
                         kept = kept.reshape(shape)
                     h = h * kept / keep
+                    layer += 1
                 else:
                     h = m(h)
             out.append(torch.softmax(h, -1))
     return torch.stack(out, dim=1).numpy()
+

@@ -59,12 +59,52 @@ def test_sampling_on_cuda_matches_its_own_seeding(digits):
     np.testing.assert_array_equal(net.predict_proba_samples(X[300:310], n_samples=20),
                                   net.predict_proba_samples(X[300:310], n_samples=20))
     # the other samplers run on CUDA tensors as well
-    for params in ({"mask_seeding": "row"}, {"mask_seeding": "stream"}, {"consistent_masks": True},
+    for params in ({"mask_seeding": "row"}, {"mask_seeding": "row_pcg64"}, {"mask_seeding": "stream"},
+                   {"consistent_masks": True},
                    {"mc_dropout": False}):
-        defaults = dict(batch_size=128, mask_seeding="row_pcg64", consistent_masks=False, mc_dropout=True)
+        defaults = dict(batch_size=128, mask_seeding="auto", consistent_masks=False, mc_dropout=True)
         R = net.set_params(**{**defaults, **params}).predict_proba_samples(X[300:340], n_samples=5)
         assert R.shape == (5, 40, 10) and np.allclose(R.sum(-1), 1, atol=1e-5)
 
 
 def test_the_loop_on_cuda(digits):
     _check_loop_queries_bald_s_top_points(digits, "cuda")
+
+
+def test_counter_masks_on_cuda_are_the_cpus_bits():
+    """``mask_seeding="row_philox"``: the same bits from CUDA's integer ops as from the CPU's, for every
+    draw width, at the edges of the key range and for many blocks."""
+    from skdbal.models._counter_masks import PhiloxRowStreams, philox4x32, philox_kept
+
+    keys = torch.tensor([0, 1, 2**31, 2**32 - 1, 2**32, 2**62 + 12345, 2**63 - 1])
+    for keep in (0.75, 0.5, 1 - 1 / 1024, 0.9):
+        for T, units, layer in ((100, 3872, 0), (100, 128, 1), (3, 37, 5)):
+            cpu = philox_kept(keys, T, units, layer, keep)
+            cuda = philox_kept(keys.cuda(), T, units, layer, keep)
+            assert cuda.is_cuda and torch.equal(cuda.cpu(), cpu), (keep, T, units, layer)
+    m = 0xFFFFFFFF
+    words = philox4x32([torch.tensor(m, device="cuda")] * 4, [torch.tensor(m, device="cuda")] * 2)
+    assert [int(w) for w in words] == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]  # Random123's answer
+    streams = PhiloxRowStreams([7, 8], "cuda")
+    assert streams.masks(4, (6,), 0.75, "cuda").is_cuda
+
+
+def test_auto_is_row_philox_on_cuda_and_gives_the_cpus_passes(digits):
+    """``mask_seeding="auto"`` resolves to ``"row_philox"`` on CUDA; the same network on the CPU with
+    ``"row_philox"`` draws the same masks, so the passes agree up to float round-off."""
+    import copy
+
+    X, y = digits
+    net = _net().fit(X[:300], y[:300])
+    assert net.mask_seeding_ == "row_philox"
+    P = net.predict_proba_samples(X[300:400], n_samples=20)
+    cpu = copy.deepcopy(net).set_params(device="cpu", mask_seeding="row_philox")
+    cpu.module_.to("cpu")
+    Q = cpu.predict_proba_samples(X[300:400], n_samples=20)
+    np.testing.assert_allclose(P, Q, rtol=1e-4, atol=1e-5)
+    old = MCDropoutClassifier._CUDA_HEAD_ROWS
+    try:  # the CPU's row groups on CUDA: the same masks
+        MCDropoutClassifier._CUDA_HEAD_ROWS = MCDropoutClassifier._HEAD_ROWS
+        np.testing.assert_allclose(net.predict_proba_samples(X[300:400], n_samples=20), P, rtol=1e-4, atol=1e-5)
+    finally:
+        MCDropoutClassifier._CUDA_HEAD_ROWS = old

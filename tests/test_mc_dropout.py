@@ -209,7 +209,7 @@ def test_trunk_cached_sampling_is_exact(fitted_net, digits):
         P = fitted_net.set_params(mask_seeding="stream").predict_proba_samples(xb, n_samples=T)
     finally:
         MCDropoutClassifier._HEAD_ROWS = old
-        fitted_net.set_params(mask_seeding="row")
+        fitted_net.set_params(mask_seeding="auto")
     net = fitted_net.module_.eval()
     full = nn.Sequential(*net.trunk, *net.head)  # the whole net as one sequence
     ref = []
@@ -379,11 +379,11 @@ def test_module_without_dropout_warns(small_net, digits):
     np.testing.assert_array_equal(P[0], P[1])
 
 
-@pytest.fixture(params=["row_pcg64", "row"])
+@pytest.fixture(params=["row_pcg64", "row", "row_philox", "auto"])
 def row_keyed_net(request, fitted_net):
-    """``fitted_net`` with each row-keyed mask seeding in turn (the default ``row_pcg64`` last)."""
+    """``fitted_net`` with each row-keyed mask seeding in turn (the default, ``"auto"``, last)."""
     yield fitted_net.set_params(mask_seeding=request.param)
-    fitted_net.set_params(mask_seeding="row_pcg64")
+    fitted_net.set_params(mask_seeding="auto")
 
 
 def test_row_keyed_masks_are_exact_and_depend_on_the_row_only(row_keyed_net, digits, row_keyed_reference):

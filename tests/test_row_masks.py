@@ -119,7 +119,7 @@ def test_fused_passes_equal_plain_passes(first, shape, monkeypatch):
 
 def test_default_sampling_takes_the_fused_path_and_equals_the_plain_one(fitted_net, digits, monkeypatch):
     X, _ = digits
-    assert fitted_net.mask_seeding == "row_pcg64"
+    assert fitted_net.mask_seeding == "auto" and fitted_net.mask_seeding_ == "row_pcg64"  # on the CPU
     monkeypatch.setattr("skdbal.models._row_masks._FUSE_MIN_DRAWS", 1)  # the digits net is below it
     calls = []
     real = engine._row_keyed_linear_passes

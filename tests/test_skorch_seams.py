@@ -87,7 +87,7 @@ def test_sample_weight_is_refused_before_training(iris):
     ({"n_samples": -2}, None, ValueError, "got -2"),
     ({"predict_method": "mean"}, None, ValueError, "predict_method must be"),
     ({"mask_seeding": "cell"}, None, ValueError,
-     "mask_seeding must be one of 'row_pcg64', 'row', 'stream'; got 'cell'"),
+     "mask_seeding must be one of 'auto', 'row_pcg64', 'row', 'stream', 'row_philox'; got 'cell'"),
 ])
 def test_bad_parameters_and_targets_fail_before_training(iris, params, fit_y, error, match):
     X, y = iris

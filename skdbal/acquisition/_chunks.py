@@ -399,7 +399,8 @@ def check_row_keyed(plan: ChunkPlan, predictive) -> ChunkPlan:
             f"{predictive.name}'s samples of a row depend on the other rows sampled with it (they are not "
             f"row-keyed: see skdbal.predictive), so each chunk draws its own: the picks are a valid query but "
             f"not the single process's, and they change with the chunking (info['dask']['exact'] is False). "
-            f"For an MC-dropout model give an int random_state and mask_seeding='row_pcg64' or 'row'",
+            f"For an MC-dropout model give an int random_state and a row-keyed mask_seeding "
+            f"('auto', 'row_pcg64', 'row_philox' or 'row')",
             UserWarning, stacklevel=6)
     return plan
 

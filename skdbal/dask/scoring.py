@@ -61,7 +61,8 @@ BADGE, DDU, plain callables and any strategy without a plan; and
 
 Picks do not depend on the number of workers or on the chunking: ties go to
 the lower pool index, and an MC-dropout model with an int ``random_state``
-seeds each row's masks from the row itself (``mask_seeding="row_pcg64"``, the default, or ``"row"``).
+seeds each row's masks from the row itself (``mask_seeding="auto"``, the default,
+``"row_pcg64"``, ``"row_philox"`` or ``"row"``).
 """
 from __future__ import annotations
 

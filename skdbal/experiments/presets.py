@@ -48,7 +48,7 @@ _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_te
 #: Bool fields: True or False only (a string such as "false" would be truthy).
 BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
 #: skdbal.models._mc_dropout.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
-_MASK_SEEDINGS = ("row_pcg64", "row", "stream")
+_MASK_SEEDINGS = ("row_pcg64", "row", "stream", "row_philox")
 
 
 def _np_bool():
@@ -149,13 +149,16 @@ class Preset:
         :func:`skdbal.experiments.run_grid`).
     last_layer_fit_hyperparameters : bool
         Fit them per step instead (evidence for analytic, ELBO for mfvi).
-    mask_seeding : {"row_pcg64", "row", "stream"}
+    mask_seeding : {"row_pcg64", "row", "stream", "row_philox"}
         How MC-dropout masks are drawn (see
         :class:`~skdbal.MCDropoutClassifier`): per pool row, independent of
         the pool's order and chunking, from numpy's PCG64 (the default,
-        results version 4) or from torch's generators (results version 3);
-        or from one stream per call, as every run of results version 2
-        (before the field existed).
+        results version 4), from torch's generators (results version 3) or
+        from the counter-based Philox-4x32-10 on the run's device, the same
+        bits on the CPU and CUDA (results version 5); or from one stream per
+        call, as every run of results version 2 (before the field existed).
+        A grid names one explicitly (not the estimator's ``"auto"``), so its
+        rows do not depend on the device it runs on.
     warm_epochs : int or None
         None (Gal's protocol, and every run written before the field
         existed): every step trains from scratch for ``max_epochs``. An int:

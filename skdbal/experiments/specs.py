@@ -33,11 +33,12 @@ INITIAL_SETS = ("balanced_random", "kmeans_per_class", "kmeans")
 #: Version 4 draws masks per pool row from numpy's PCG64. A preset with
 #: ``mask_seeding="row"`` draws them from torch's generators per row as
 #: version 3 did, and one with ``"stream"`` from one stream per call as version
-#: 2 did; their runs carry those versions (see :meth:`RunSpec.config`).
+#: 2 did; one with ``"row_philox"`` computes them with Philox-4x32-10 on the
+#: device, version 5; their runs carry those versions (see :meth:`RunSpec.config`).
 RESULTS_VERSION = 4
 
-#: The results version of each older mask seeding, kept so that its grids reproduce.
-_SEEDING_VERSIONS = {"stream": 2, "row": 3}
+#: The results version of each mask seeding other than the default's, kept so that its grids reproduce.
+_SEEDING_VERSIONS = {"stream": 2, "row": 3, "row_philox": 5}
 
 #: Strategies whose deterministic (mc_dropout=False) baseline Gal et al. (2017, §5.2) report.
 DETERMINISTIC_BASELINE = ("max_entropy", "variation_ratios")

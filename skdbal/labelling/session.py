@@ -440,9 +440,11 @@ class LabellingSession(Offers):
     def _guess_ahead(self, items) -> None:
         """Guess ``items`` with the published model, in the loop's thread, for :meth:`guesses` to serve.
 
-        A request that computed them itself would wait for the loop: a network's training holds the
-        lock on torch's global generator and mode flags for the whole fit (seeded training), so a guess
-        asked for during a retrain took as long as the rest of the retrain (8.3 s of a 9 s one)."""
+        A request that computed them itself waited for the loop before issue 43: a network's training
+        held the lock on torch's global generator and mode flags for the whole fit (seeded training), so
+        a guess asked for during a retrain took as long as the rest of the retrain (8.3 s of a 9 s one).
+        Each module has its own lock now and the row-keyed samplers do not use torch's generator, so a
+        guess on demand no longer waits; guessing ahead still saves the request its computation."""
         published = self._published
         items = [int(i) for i in dict.fromkeys(items)]
         if published is None or not items:

@@ -1,8 +1,8 @@
 """The skorch base that the MC-dropout classifier and regressor share.
 
 Private to :mod:`skdbal.models`: input checks, module building, saving (a
-pickle waits for the engine's ``_SHARED_STATE_LOCK``), training under a Ctrl-C
-watch, and the sampling loop behind ``predict_proba_samples`` and
+pickle waits for its modules' locks, ``_mc_masks.module_lock``), training under
+a Ctrl-C watch and its module's lock, and the sampling loop behind ``predict_proba_samples`` and
 ``predict_samples``, which picks a path of the engine (``_mc_masks``) for each
 batch.
 """
@@ -28,12 +28,13 @@ from torch import nn
 from .._validation import check_bool, check_positive_int, is_int_seed
 from ._mc_masks import (
     _DROPOUT,
-    _SHARED_STATE_LOCK,
+    _SHARED_STATE_LOCK,  # noqa: F401  (the engine's lock, also found here)
     MASK_SEEDINGS,
     _draw_masks,
     _factored_conv,
     _mask_kind,
     _masked_head_passes,
+    _private_generator,
     _row_keyed_factored_passes,
     _row_keyed_linear_passes,
     _row_keyed_passes,
@@ -42,6 +43,8 @@ from ._mc_masks import (
     _softmax,
     _torch_seeded,
     mc_dropout_mode,
+    module_lock,
+    resolve_mask_seeding,
     row_seeds,
     stochastic_head,
     verified_split,
@@ -182,13 +185,17 @@ class _MCDropoutNet:
     # ------------------------------------------------------------ saving
     def __getstate__(self):
         # MC scoring changes the module's mode flags and puts row-keyed dropout hooks (closures, which
-        # cannot be pickled) on it, under _SHARED_STATE_LOCK; a pickle taken from another thread meanwhile
-        # (a Dask worker sending its copy to a peer, joblib, copy.deepcopy) waits for the scoring to end,
-        # so it holds the network as it is between calls and never fails on a hook. skorch pickles the
-        # fitted module inside its __getstate__, but a module given as an instance (module=MyNet()) is the
-        # same live object and stays in the returned state, pickled after the lock is released: it is
-        # copied here, under the lock, so the pickle holds that copy.
-        with _SHARED_STATE_LOCK:
+        # cannot be pickled) on it, and training changes its weights, under the module's lock; a pickle
+        # taken from another thread meanwhile (a Dask worker sending its copy to a peer, joblib,
+        # copy.deepcopy) waits for them to end, so it holds the network as it is between calls and never
+        # fails on a hook. skorch pickles the fitted module inside its __getstate__, but a module given as
+        # an instance (module=MyNet()) is the same live object and stays in the returned state, pickled
+        # after the locks are released: it is copied here, under them, so the pickle holds that copy.
+        modules = {id(m): m for m in (getattr(self, "module_", None), getattr(self, "module", None))
+                   if isinstance(m, nn.Module)}
+        with contextlib.ExitStack() as held:
+            for key in sorted(modules):  # one order for every thread
+                held.enter_context(module_lock(modules[key]))
             state = super().__getstate__()
             return {key: copy.deepcopy(value) if isinstance(value, nn.Module) else value
                     for key, value in state.items()}
@@ -249,9 +256,19 @@ class _MCDropoutNet:
         self._check_mask_seeding()
 
     def _check_mask_seeding(self):
-        if not isinstance(self.mask_seeding, str) or self.mask_seeding not in MASK_SEEDINGS:
-            raise ValueError(f"mask_seeding must be one of {', '.join(map(repr, MASK_SEEDINGS))}; "
+        allowed = ("auto",) + MASK_SEEDINGS
+        if not isinstance(self.mask_seeding, str) or self.mask_seeding not in allowed:
+            raise ValueError(f"mask_seeding must be one of {', '.join(map(repr, allowed))}; "
                              f"got {self.mask_seeding!r}")
+
+    def _mask_seeding(self) -> str:
+        """The sampler in use: ``mask_seeding``, or for ``"auto"`` what fit
+        resolved it to (``mask_seeding_``; by ``device`` for a net fitted
+        before that attribute existed)."""
+        if self.mask_seeding != "auto":
+            return self.mask_seeding
+        resolved = getattr(self, "mask_seeding_", None)
+        return resolved if resolved is not None else resolve_mask_seeding("auto", self.device)
 
     def _n_passes(self, n_samples=None) -> int:
         """The number of MC passes ``T``: ``n_samples``, or the parameter; checked."""
@@ -269,7 +286,11 @@ class _MCDropoutNet:
         so a real SIGINT received during training is raised again once
         skorch has stopped.
         """
-        with _sigint_watch() as interrupted:
+        self.mask_seeding_ = resolve_mask_seeding(self.mask_seeding, self.device)
+        if not self.initialized_:  # as skorch's partial_fit would, first: the module is needed for its lock
+            self.initialize()
+        # the module's lock: a prediction on this network waits for its training, one on another does not
+        with module_lock(self.module_), _sigint_watch() as interrupted:
             super(_MCDropoutNet, self).partial_fit(X, y, _routing_method=routing_method, **fit_params)
         if interrupted():
             raise KeyboardInterrupt
@@ -297,28 +318,37 @@ class _MCDropoutNet:
                 "are identical; add nn.Dropout to the module, or use mc_dropout=False",
                 UserWarning, stacklevel=2)
         self._check_mask_seeding()
-        by_row = self.mask_seeding != "stream" and not consistent
+        seeding = self._mask_seeding()
+        by_row = seeding != "stream" and not consistent
         chunks, masks, split, factored = [], None, None, 0
-        with _torch_seeded(_seed_from(self.random_state, offset=2)), \
+        seed = _seed_from(self.random_state, offset=2)
+        # torch's global RNG is seeded (and its lock taken, so that a fit elsewhere waits) only for the
+        # samplers that draw from it: "stream", and dropout layers that are not ours to draw
+        own = by_row or consistent
+        global_rng = self.mc_dropout and (not own or any(isinstance(m, _DROPOUT) and _mask_kind(m) is None
+                                                         for m in self.module_.modules()))
+        with (_torch_seeded(seed) if global_rng else contextlib.nullcontext()), \
                 mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
-            # the key of every row's generator: from random_state (torch is seeded above by an int)
-            base = int(torch.randint(2**62, (1,)).item()) if by_row and self.mc_dropout else None
+            # the key of every row's generator: the first draw of a generator seeded by random_state
+            gen = None if global_rng else _private_generator(seed)
+            base = int(torch.randint(2**62, (1,), generator=gen).item()) if by_row and self.mc_dropout else None
             for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
                 if i == 0 and self.mc_dropout:
                     split = verified_split(self.module_, xb)
                     factored = _factored_conv(split[1]) if split is not None and T > 1 else 0
                 if by_row and self.mc_dropout:
                     seeds = row_seeds(X[start:start + len(xb)], base)
-                    streams_for = _row_streams(self.mask_seeding, xb.device)
+                    streams_for = _row_streams(seeding, xb.device)
                     h = split[0](xb) if split is not None else None
-                    fused = fused_linear(split[1], h, T) if h is not None and self.mask_seeding == "row_pcg64" else 0
+                    fused = fused_linear(split[1], h, T) if h is not None and seeding == "row_pcg64" else 0
+                    rows = self._CUDA_HEAD_ROWS if h is not None and h.device.type == "cuda" else self._HEAD_ROWS
                     if factored:
                         chunks.append(_row_keyed_factored_passes(split[1], factored, h, seeds, T,
-                                                                 self._HEAD_ROWS, link, streams_for))
+                                                                 rows, link, streams_for))
                     elif fused:
                         chunks.append(_row_keyed_linear_passes(split[1], fused, h, seeds, T, self._HEAD_ROWS, link))
                     elif split is not None:
-                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, self._HEAD_ROWS, link,
+                        chunks.append(_row_keyed_passes(split[1], split[1], h, seeds, T, rows, link,
                                                         streams_for))
                     else:  # no trunk/head split: T full passes, masks drawn per row in every layer
                         chunks.append(_row_keyed_passes(net, net, xb, seeds, T, self._HEAD_ROWS, link, streams_for))
@@ -357,7 +387,7 @@ class _MCDropoutNet:
         """Whether a row's passes depend on the row and the model alone, whatever rows it is sampled with.
 
         True for ``mc_dropout=False``, and for an int ``random_state`` with a
-        row-keyed ``mask_seeding`` (``"row_pcg64"``, ``"row"``) or
+        row-keyed ``mask_seeding`` (``"auto"``, ``"row_pcg64"``, ``"row_philox"``, ``"row"``) or
         ``consistent_masks=True`` (one mask per pass and unit, for every row),
         as long as every dropout layer is one whose masks we draw
         (``nn.Dropout``, ``nn.Dropout1d/2d/3d``: an ``nn.AlphaDropout`` or a
@@ -375,11 +405,16 @@ class _MCDropoutNet:
         module = module if module is not None else (self.module if isinstance(self.module, nn.Module) else None)
         if module is not None and any(isinstance(m, _DROPOUT) and _mask_kind(m) is None for m in module.modules()):
             return False
-        return self.mask_seeding != "stream" or bool(self.consistent_masks)
+        return self._mask_seeding() != "stream" or bool(self.consistent_masks)
 
     #: Rows (pass × input) sent through the head at once by trunk-cached sampling:
     #: small enough for the CPU caches, large enough for efficient matrix products.
     _HEAD_ROWS = 1024
+    #: The same for the row-keyed passes of a head on a CUDA device, where a row group's masks are drawn
+    #: in a few dozen kernel launches per dropout layer (Philox's rounds), whatever its size: 8× the
+    #: CPU's groups spread them over more rows. A row's masks do not depend on its group, only the
+    #: memory held at once does. Not yet measured on a GPU (issue 43).
+    _CUDA_HEAD_ROWS = 8192
 
     def _head_passes(self, trunk, head, xb, T, link=_softmax):
         """T passes of the stochastic head over one deterministic trunk output.

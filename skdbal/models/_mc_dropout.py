@@ -93,23 +93,29 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict_proba` and :meth:`predict` predict: the average of
         ``n_samples`` MC passes, or one deterministic (weight-scaled) pass.
-    mask_seeding : {"row_pcg64", "row", "stream"}, default="row_pcg64"
+    mask_seeding : {"auto", "row_pcg64", "row_philox", "row", "stream"}, default="auto"
         How :meth:`predict_proba_samples` draws its dropout masks.
-        ``"row_pcg64"`` and ``"row"``: each input row has its own generator,
-        keyed by ``random_state`` and the row's values, so a row's passes do
-        not depend on its position, on the other rows or on the batch size
-        (scikit-learn's sample-order and subset invariance). ``"row_pcg64"``
-        draws from numpy's PCG64 on the CPU, the same masks on every device
-        and the fastest on a CPU (results version 4; a head opening with
-        dropout and a linear layer is then computed only over the non-zero
-        inputs of each row). ``"row"`` draws from a ``torch.Generator`` on the
-        model's device, as results version 3 did (the faster on a GPU, where
-        the CPU's draws bound the throughput: 4.1× ``"row_pcg64"``'s rate at
-        T=100 on an H100, docs/performance.md). ``"stream"``: one random
-        stream for the whole call, as skdbal drew masks up to results version
-        2 (9× ``"row_pcg64"``'s rate on that GPU, but a row's masks then
-        depend on the rows scored with it). The committed grids of ``docs/results`` say which they use.
-        ``consistent_masks=True`` shares its masks between rows either way.
+        ``"auto"`` resolves at fit by ``device``: ``"row_philox"`` on a CUDA
+        device, ``"row_pcg64"`` elsewhere (recorded as ``mask_seeding_``).
+        ``"row_pcg64"``, ``"row_philox"`` and ``"row"``: each input row has
+        its own masks, keyed by ``random_state`` and the row's values, so a
+        row's passes do not depend on its position, on the other rows or on
+        the batch size (scikit-learn's sample-order and subset invariance).
+        ``"row_pcg64"`` draws from numpy's PCG64 on the CPU, the same masks
+        on every device and the fastest on a CPU (results version 4; a head
+        opening with dropout and a linear layer is then computed only over
+        the non-zero inputs of each row). ``"row_philox"`` computes each mask
+        bit on the model's device as a counter-based function of (row, pass,
+        layer, unit), Philox-4x32-10 (``skdbal.models._counter_masks``): no
+        host draws or copies, and the same bits on the CPU and on CUDA
+        (results version 5; several times slower than ``"row_pcg64"`` on a
+        CPU, docs/performance.md). ``"row"`` draws from a
+        ``torch.Generator`` per row on the model's device, as results version
+        3 did. ``"stream"``: one random stream for the whole call, as skdbal
+        drew masks up to results version 2 (a row's masks then depend on the
+        rows scored with it). The committed grids of ``docs/results`` say
+        which they use. ``consistent_masks=True`` shares its masks between
+        rows either way.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout in
         :meth:`fit`, and the masks of :meth:`predict_proba_samples`. With an
@@ -132,6 +138,9 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         Class labels, from ``classes`` or from ``y`` at fit.
     module_ : torch.nn.Module
         The fitted network.
+    mask_seeding_ : str
+        The sampler that ``mask_seeding`` resolved to at fit (``"auto"``
+        names one by ``device``).
 
     Notes
     -----
@@ -181,7 +190,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         mc_dropout: bool = True,
         consistent_masks: bool = False,
         predict_method: str = "mc",
-        mask_seeding: str = "row_pcg64",
+        mask_seeding: str = "auto",
         random_state=None,
         **kwargs,
     ):

@@ -2,12 +2,14 @@
 
 Private to :mod:`skdbal.models`. It holds
 
-- the mode a network is sampled in (:func:`mc_dropout_mode`, under
-  ``_SHARED_STATE_LOCK``, which :func:`_torch_seeded` holds too: one lock for
-  the process) and the check of a module's trunk/head split
-  (:func:`verified_split`);
+- the mode a network is sampled in (:func:`mc_dropout_mode`, under the
+  module's own lock, :func:`module_lock`) and the check of a module's
+  trunk/head split (:func:`verified_split`);
+- torch's global RNG, seeded under ``_SHARED_STATE_LOCK`` (:func:`_torch_seeded`):
+  only a seeded fit and the samplers that draw from it take that lock;
 - the masks of each ``mask_seeding`` (:data:`MASK_SEEDINGS`): per row, keyed
-  by :func:`row_seeds` and drawn by the generators of ``_row_masks`` through
+  by :func:`row_seeds` and drawn by the generators of ``_row_masks`` and
+  ``_counter_masks`` through
   the dropout hooks of :func:`_row_keyed_dropout`; one set for every row
   (:func:`_draw_masks`, ``consistent_masks``); or from torch's global stream
   (:func:`stochastic_head`);
@@ -33,26 +35,84 @@ import torch
 from sklearn.utils import check_random_state
 from torch import nn
 
+from ._counter_masks import PhiloxRowStreams
 from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
 from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear_outputs
 
-__all__ = ["MASK_SEEDINGS", "mc_dropout_mode", "row_seeds", "stochastic_head", "verified_split"]
+__all__ = ["MASK_SEEDINGS", "mc_dropout_mode", "module_lock", "resolve_mask_seeding", "row_seeds",
+           "stochastic_head", "verified_split"]
 
 _DROPOUT = nn.modules.dropout._DropoutNd
-#: The values of ``mask_seeding``: masks per row from numpy's PCG64 (results version 4), per row from
-#: torch's generators (version 3), or from one stream per call (version 2).
-MASK_SEEDINGS = ("row_pcg64", "row", "stream")
+#: The values of ``mask_seeding`` that name a sampler: masks per row from numpy's PCG64 (results version
+#: 4), per row from torch's generators (version 3), from one stream per call (version 2), or per row
+#: from the counter-based Philox-4x32-10 on the model's device (version 5). An estimator also takes
+#: ``"auto"`` (:func:`resolve_mask_seeding`).
+MASK_SEEDINGS = ("row_pcg64", "row", "stream", "row_philox")
 #: Dropout layers whose masks we draw ourselves (exactly as torch would).
 _CHANNEL_DROPOUT = (nn.Dropout1d, nn.Dropout2d, nn.Dropout3d)
-#: Held while a module's mode flags and dropout hooks are changed for inference (mc_dropout_mode),
-#: and while torch's global RNG is seeded (_torch_seeded). Both are shared by every thread of the
-#: process, so calls from several threads (joblib's threading backend, a Dask worker's threads) on one
-#: network take turns instead of changing them under each other; re-entrant, as the two nest.
+#: Held while torch's global RNG is seeded and drawn from (_torch_seeded): by a seeded fit, and by
+#: the samplers that draw from it (``"stream"``, dropout layers we do not draw ourselves). The RNG is
+#: the process's, so such calls from several threads take turns; the row-keyed and consistent
+#: samplers draw from generators of their own and never take it. Re-entrant.
 _SHARED_STATE_LOCK = threading.RLock()
+#: One re-entrant lock per module object (module_lock): held while its mode flags and dropout hooks
+#: are changed for inference (mc_dropout_mode), while it trains, and while a net holding it is
+#: pickled, so that threads using one network (joblib's threading backend, a Dask worker's threads)
+#: take turns, and threads using different networks do not wait for each other.
+_MODULE_LOCKS: "weakref.WeakKeyDictionary[nn.Module, threading.RLock]" = weakref.WeakKeyDictionary()
+_MODULE_LOCKS_GUARD = threading.Lock()
 #: forward() methods known to compute ``head(trunk(x))``.
 _SPLIT_FORWARDS = frozenset({BayesianCNN.forward, KirschCNN.forward, LeNet5.forward, MLP.forward})
 #: Modules whose split was checked numerically: module -> bool.
 _SPLIT_CHECKED: "weakref.WeakKeyDictionary[nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+def module_lock(module: nn.Module) -> threading.RLock:
+    """The re-entrant lock of ``module`` (one per module object, made on first use).
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> from skdbal.models._mc_masks import module_lock
+    >>> a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    >>> module_lock(a) is module_lock(a), module_lock(a) is module_lock(b)
+    (True, False)
+    """
+    with _MODULE_LOCKS_GUARD:
+        lock = _MODULE_LOCKS.get(module)
+        if lock is None:
+            lock = _MODULE_LOCKS[module] = threading.RLock()
+        return lock
+
+
+def resolve_mask_seeding(mask_seeding: str, device) -> str:
+    """The sampler that ``mask_seeding`` names on ``device``: ``"auto"`` is
+    ``"row_philox"`` on a CUDA device (masks drawn there) and ``"row_pcg64"``
+    elsewhere (the fastest on a CPU); any other value is itself.
+
+    Examples
+    --------
+    >>> from skdbal.models._mc_masks import resolve_mask_seeding
+    >>> resolve_mask_seeding("auto", "cpu"), resolve_mask_seeding("auto", "cuda:0")
+    ('row_pcg64', 'row_philox')
+    >>> resolve_mask_seeding("row", "cuda")
+    'row'
+    """
+    if mask_seeding != "auto":
+        return mask_seeding
+    return "row_philox" if torch.device(device).type == "cuda" else "row_pcg64"
+
+
+def _private_generator(seed: Optional[int]) -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded by ``seed`` (fresh entropy for None),
+    apart from torch's global RNG: seeded alike, it draws what the global
+    generator would."""
+    gen = torch.Generator()
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(seed)
+    return gen
 
 
 def _mask_kind(m: nn.Module) -> Optional[str]:
@@ -103,7 +163,8 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     are neither used from the batch nor updated. Each submodule's previous
     ``training`` flag is restored on exit, even when an exception is raised.
     Autograd is disabled inside. The flags are shared by every thread that
-    uses the module, so one thread at a time holds this mode (others wait).
+    uses the module, so one thread at a time holds this mode (others wait on
+    :func:`module_lock`); other modules are not held up.
 
     Parameters
     ----------
@@ -127,7 +188,7 @@ def mc_dropout_mode(module: nn.Module, dropout: bool = True):
     >>> [m.training for m in net]                   # restored on exit
     [True, True, True]
     """
-    with _SHARED_STATE_LOCK:
+    with module_lock(module):
         saved = [(m, m.training) for m in module.modules()]
         try:
             module.eval()
@@ -333,6 +394,8 @@ def _row_streams(mask_seeding: str, device):
     """The per-row generators of a row-keyed ``mask_seeding``: ``seeds -> streams``."""
     if mask_seeding == "row_pcg64":
         return PCG64RowStreams
+    if mask_seeding == "row_philox":
+        return lambda seeds: PhiloxRowStreams(seeds, device)
     return lambda seeds: TorchRowStreams(seeds, device)
 
 
@@ -417,8 +480,8 @@ def _draw_masks(head: nn.Sequential, h: torch.Tensor, T: int, seed: Optional[int
         raise TypeError("consistent masks need every dropout layer of the head at its top level (head = "
                         "nn.Sequential(..., nn.Dropout(p), ...)); this head nests one inside a block, whose "
                         "masks would be drawn per row")
-    gen = torch.Generator(device=h.device)
-    gen.manual_seed(seed if seed is not None else int(torch.randint(2**62, (1,)).item()))
+    gen = torch.Generator(device=h.device)  # unseeded: not from torch's global RNG, which a fit may be using
+    gen.manual_seed(seed if seed is not None else int(torch.randint(2**62, (1,), generator=_private_generator(None))))
     masks = []
     x = h[:1]
     for m in head:

@@ -94,9 +94,12 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
     predict_method : {"mc", "deterministic"}, default="mc"
         How :meth:`predict` predicts: the mean of ``n_samples`` passes, or
         one pass with dropout off (weights scaled as at test time).
-    mask_seeding : {"row_pcg64", "row", "stream"}, default="row_pcg64"
-        As for :class:`~skdbal.MCDropoutClassifier`: ``"row_pcg64"`` and
-        ``"row"`` make a row's passes independent of the other rows.
+    mask_seeding : {"auto", "row_pcg64", "row_philox", "row", "stream"}, default="auto"
+        As for :class:`~skdbal.MCDropoutClassifier`: ``"auto"`` is
+        ``"row_philox"`` (counter-based masks computed on the device) on a
+        CUDA device and ``"row_pcg64"`` elsewhere, resolved at fit
+        (``mask_seeding_``); every value but ``"stream"`` makes a row's
+        passes independent of the other rows.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, batch shuffling and training dropout,
         and the masks of :meth:`predict_samples`.
@@ -119,6 +122,8 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         deterministic network on its training data, per output.
     module_ : torch.nn.Module
         The fitted network.
+    mask_seeding_ : str
+        The sampler that ``mask_seeding`` resolved to at fit.
 
     Notes
     -----
@@ -167,7 +172,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
         mc_dropout: bool = True,
         consistent_masks: bool = False,
         predict_method: str = "mc",
-        mask_seeding: str = "row_pcg64",
+        mask_seeding: str = "auto",
         random_state=None,
         **kwargs,
     ):

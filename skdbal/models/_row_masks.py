@@ -12,6 +12,9 @@ generator give the two row-keyed seedings:
 - ``"row"`` (:class:`TorchRowStreams`, results version 3): one
   ``torch.Generator`` per row on the model's device, drawing uniforms.
 
+The third row-keyed seeding, ``"row_philox"`` (results version 5), is
+counter-based and computed on the model's device: ``_counter_masks``.
+
 Either way a row's generator is consumed layer by layer, in the head's order,
 whatever path computes the passes; every sampling path draws through these
 classes so that they agree.

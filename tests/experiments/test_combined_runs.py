@@ -43,6 +43,7 @@ def snapshot(out):
 @pytest.mark.parametrize("changes, field", [
     ({"max_epochs": 8}, "preset.max_epochs"),
     ({"mask_seeding": "stream"}, "results_version"),
+    ({"mask_seeding": "row_philox"}, "results_version"),  # version 5: Philox on the device (issue 43)
     ({"n_initial_per_class": 3}, "preset.n_initial_per_class"),
 ])
 def test_a_run_of_another_configuration_is_refused_before_anything_is_written(folder, changes, field):
@@ -144,7 +145,8 @@ def test_preset_fields_of_the_wrong_type_are_refused(changes, match):
 
 @pytest.mark.parametrize("changes, match", [
     ({"warm_epochs": 0}, "warm_epochs must be >= 1; got 0"),
-    ({"mask_seeding": "cell"}, r"mask_seeding must be one of \['row_pcg64', 'row', 'stream'\]; got 'cell'"),
+    ({"mask_seeding": "cell"},
+     r"mask_seeding must be one of \['row_pcg64', 'row', 'stream', 'row_philox'\]; got 'cell'"),
 ])
 def test_preset_fields_out_of_range_are_refused(changes, match):
     with pytest.raises(ValueError, match=match):

@@ -225,14 +225,17 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
 
 
 def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits, tmp_path):
-    """A seeded network holds the lock on torch's generator and mode flags for its whole fit; the guesses
-    of the batch were made by the loop when it queried it, so a request for them during a retrain (here
-    the lock held by another thread, as a training holds it) is answered at once, with the same guesses."""
+    """A seeded fit holds the lock on torch's generator and its network's own lock for its whole length; the
+    guesses of the batch were made by the loop when it queried it, so a request for them during a retrain
+    (here the locks held by another thread, as a training holds them) is answered at once, with the same
+    guesses. Since issue 43 a guess made on demand (an item nobody is offered) does not wait either: the
+    published network has its own lock, and its row-keyed sampler does not use torch's generator."""
     import threading
 
     from skdbal import MCDropoutClassifier
     from skdbal.models import MLP
     from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
+    from skdbal.models._mc_masks import module_lock
 
     X, y = flat_digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,
@@ -246,8 +249,10 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
         expected = [str(g) for g in s._published[1].predict(X[batch].astype(np.float32))]
         held, release, out = threading.Event(), threading.Event(), {}
 
-        def train():  # what a seeded fit does for its whole length
-            with _SHARED_STATE_LOCK:
+        training = MLP(n_features=64, n_classes=10)  # a retrain from scratch fits a clone: a module of its own
+
+        def train():  # what a seeded fit holds for its whole length
+            with _SHARED_STATE_LOCK, module_lock(training):
                 held.set()
                 release.wait(20)
 
@@ -263,8 +268,8 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
             other = next(i for i in range(300) if i not in batch and i not in s.learner.labelled_idx_)
             late = threading.Thread(target=lambda: out.update(other=s.guesses([other])))
             late.start()
-            late.join(0.3)
-            assert late.is_alive()  # an item nobody is offered is guessed on demand: that one waits
+            late.join(5)
+            assert not late.is_alive(), "a guess made on demand waited for the retrain"
         finally:
             release.set()
             trainer.join(10)
