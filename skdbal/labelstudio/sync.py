@@ -1,13 +1,13 @@
 """A labelling session kept in step with a Label Studio project, through ``label-studio-sdk``.
 
-skdbal is a client of Label Studio (not an ML backend that Label Studio
-calls): it imports the pool as tasks (or finds them by a key in their
-data), pulls the annotations into the session's store, and pushes, after
-each query, a prediction per unlabelled task with the model's label and the
-acquisition score as ``score``, so that annotators sort the Data Manager by
-it. Label Studio need not reach skdbal over the network, and either side can
-restart: annotations are pulled again, and each is recorded once (its id
-and update time are the store's request id).
+:class:`LabelStudioSync` imports the pool as tasks (or finds them by a key in
+their data), records the annotations in the session's store (pulled, or
+brought by the webhooks of :mod:`skdbal.labelstudio.backend`), and pushes,
+after each query, a prediction per unlabelled task with the model's label and
+the acquisition score as ``score``, so that annotators sort the Data Manager
+by it. Either side can restart: annotations are read again, and each is
+recorded once (its id and update time are the store's request id); a
+version's prediction goes to a task once.
 """
 from __future__ import annotations
 
