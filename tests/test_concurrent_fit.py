@@ -88,3 +88,35 @@ def test_a_prediction_on_the_training_network_waits_for_its_fit(digits):
     for key, value in _weights(ref).items():
         assert torch.equal(_weights(net)[key], value), key
     np.testing.assert_array_equal(P, ref.predict_proba_samples(X[:20], n_samples=5))
+
+
+def test_unseeded_draws_from_torchs_global_rng_wait_and_leave_a_seeded_fit_as_it_was(digits):
+    """``mask_seeding="stream"`` unseeded draws from torch's global RNG: such predictions take turns with a
+    seeded fit (its lock), so the fit's weights are those it computes alone (they changed before)."""
+    X, y = digits
+    epochs = 6
+    ref = small_net(max_epochs=epochs, callbacks=[("started", _Started())]).fit(X[:300], y[:300])
+    other = small_net(max_epochs=1, random_state=None, mask_seeding="stream").fit(X[:100], y[:100])
+    net, thread, out = _fit_in_thread(X[:300], y[:300], epochs)
+    n = 0
+    while thread.is_alive() and n < 500:
+        other.predict_proba_samples(X[:20], n_samples=4)
+        n += 1
+    thread.join(120)
+    assert "error" not in out, out.get("error")
+    for key, value in _weights(ref).items():
+        assert torch.equal(_weights(net)[key], value), key
+
+
+def test_auto_set_after_a_fit_with_another_seeding_is_row_keyed(digits):
+    """``set_params(mask_seeding="auto")`` on a net fitted with ``"stream"``: auto is what the device
+    resolves it to (row-keyed), not the seeding the fit used."""
+    X, y = digits
+    net = small_net(max_epochs=1, mask_seeding="stream").fit(X[:100], y[:100])
+    assert net.mask_seeding_ == "stream"
+    net.set_params(mask_seeding="auto")
+    assert net.row_keyed_samples
+    order = np.arange(40)[::-1]
+    a = net.predict_proba_samples(X[:40], n_samples=5)
+    b = net.predict_proba_samples(X[:40][order], n_samples=5)
+    np.testing.assert_array_equal(a[:, order], b)

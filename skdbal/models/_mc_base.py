@@ -27,6 +27,7 @@ from torch import nn
 
 from .._validation import check_bool, check_positive_int, is_int_seed
 from ._mc_masks import (
+    _AUTO_CHOICES,
     _DROPOUT,
     _SHARED_STATE_LOCK,  # noqa: F401  (the engine's lock, also found here)
     MASK_SEEDINGS,
@@ -267,8 +268,8 @@ class _MCDropoutNet:
         before that attribute existed)."""
         if self.mask_seeding != "auto":
             return self.mask_seeding
-        resolved = getattr(self, "mask_seeding_", None)
-        return resolved if resolved is not None else resolve_mask_seeding("auto", self.device)
+        resolved = getattr(self, "mask_seeding_", None)   # fit's, unless fit had another (set_params since)
+        return resolved if resolved in _AUTO_CHOICES else resolve_mask_seeding("auto", self.device)
 
     def _n_passes(self, n_samples=None) -> int:
         """The number of MC passes ``T``: ``n_samples``, or the parameter; checked."""
@@ -319,6 +320,7 @@ class _MCDropoutNet:
                 UserWarning, stacklevel=2)
         self._check_mask_seeding()
         seeding = self._mask_seeding()
+        module = self.module_      # read once: a refit on another thread may replace it meanwhile
         by_row = seeding != "stream" and not consistent
         chunks, masks, split, factored = [], None, None, 0
         seed = _seed_from(self.random_state, offset=2)
@@ -326,15 +328,15 @@ class _MCDropoutNet:
         # samplers that draw from it: "stream", and dropout layers that are not ours to draw
         own = by_row or consistent
         global_rng = self.mc_dropout and (not own or any(isinstance(m, _DROPOUT) and _mask_kind(m) is None
-                                                         for m in self.module_.modules()))
+                                                         for m in module.modules()))
         with (_torch_seeded(seed) if global_rng else contextlib.nullcontext()), \
-                mc_dropout_mode(self.module_, dropout=bool(self.mc_dropout)) as net:
+                mc_dropout_mode(module, dropout=bool(self.mc_dropout)) as net:
             # the key of every row's generator: the first draw of a generator seeded by random_state
             gen = None if global_rng else _private_generator(seed)
             base = int(torch.randint(2**62, (1,), generator=gen).item()) if by_row and self.mc_dropout else None
             for i, (start, xb) in enumerate(self._batches(X, with_start=True)):
                 if i == 0 and self.mc_dropout:
-                    split = verified_split(self.module_, xb)
+                    split = verified_split(net, xb)
                     factored = _factored_conv(split[1]) if split is not None and T > 1 else 0
                 if by_row and self.mc_dropout:
                     seeds = row_seeds(X[start:start + len(xb)], base)

@@ -85,6 +85,10 @@ def module_lock(module: nn.Module) -> threading.RLock:
         return lock
 
 
+#: What ``mask_seeding="auto"`` resolves to, by device.
+_AUTO_CHOICES = ("row_pcg64", "row_philox")
+
+
 def resolve_mask_seeding(mask_seeding: str, device) -> str:
     """The sampler that ``mask_seeding`` names on ``device``: ``"auto"`` is
     ``"row_philox"`` on a CUDA device (masks drawn there) and ``"row_pcg64"``
@@ -216,8 +220,9 @@ def _seed_from(random_state, offset: int = 0) -> Optional[int]:
 def _torch_seeded(seed: Optional[int]):
     """Seed torch's global RNG inside, leaving the caller's RNG state untouched;
     one thread at a time, as the global RNG is the process's."""
-    if seed is None:
-        yield
+    if seed is None:       # draws from the global RNG unseeded: still one at a time, so that they never land
+        with _SHARED_STATE_LOCK:    # inside a seeded fit on another thread (its weights would change)
+            yield
         return
     devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with _SHARED_STATE_LOCK, torch.random.fork_rng(devices=devices):
