@@ -82,14 +82,13 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results" / "bench_labelstudio"
 sys.path[:0] = [str(ROOT / "tests" / "labelstudio"), str(ROOT / "tests")]
 from _helpers import free_port  # noqa: E402
-from lsserver import TOKEN, Server, label_studio_executable  # noqa: E402
+from lsserver import SSRF_OFF, TOKEN, Server, label_studio_executable  # noqa: E402
 
 #: The thread settings of the command (and of the benchmark itself): said in the output and the JSON.
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "torch_threads": 1}
 TOKEN_VAR = "SKDBAL_BENCH_LS_TOKEN"
 BACKEND_TOKEN_VAR = "SKDBAL_BENCH_BACKEND_TOKEN"
 #: What Label Studio on this machine needs to reach a backend on 127.0.0.1 and send it webhooks.
-SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
 MODES = ("client", "backend")
 BUSY = "x = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648\n"
 #: The goals of issue 42 (backend mode, digits, 2 cores).

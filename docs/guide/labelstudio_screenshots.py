@@ -38,7 +38,6 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "labelstudio"), str(ROOT / "tests")]
 
 WIDTH, HEIGHT = 1280, 800
-SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
 TOKEN_VAR = "SKDBAL_SCREENSHOTS_LS_TOKEN"
 
 
@@ -81,7 +80,7 @@ def label_batches(client, project: int, y_pool, n_batches: int) -> None:
 def main(out: Path) -> None:
     import httpx
     from _helpers import chromium_driver, free_port
-    from lsserver import PASSWORD, TOKEN, USER, Server, label_studio_executable
+    from lsserver import PASSWORD, SSRF_OFF, TOKEN, USER, Server, label_studio_executable
     from selenium.webdriver.common.by import By
 
     from skdbal.experiments.data import load_digits_images

@@ -64,6 +64,7 @@ from starlette.routing import Route
 from ._page import PAGE, class_keys
 from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
+from .json_body import Refused, read_json_object
 from .pools import Pool
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours
@@ -98,11 +99,6 @@ def png_bytes(image) -> bytes:
 
     header = struct.pack(">IIBBBBB", g.shape[1], g.shape[0], 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str):
-        self.status, self.message = status, message
 
 
 def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
@@ -219,10 +215,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         if annotators:
             name = annotator_of(given, annotators)
             if name is None:
-                raise _Refused(403, "missing or wrong token: each annotator opens the page with their own link")
+                raise Refused(403, "missing or wrong token: each annotator opens the page with their own link")
             return name
         if not hmac.compare_digest(given.encode(), token.encode()):
-            raise _Refused(403, "missing or wrong token")
+            raise Refused(403, "missing or wrong token")
         return None
 
     def who(request: Request, given) -> str:
@@ -230,43 +226,27 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         return request.state.annotator or str(given or "anonymous")[:64]
 
     async def body(request: Request) -> dict:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            raise _Refused(413, f"request body larger than {max_body} bytes")
-        raw = b""
-        async for part in request.stream():
-            raw += part
-            if len(raw) > max_body:
-                raise _Refused(413, f"request body larger than {max_body} bytes")
-        try:
-            data = json.loads(raw or b"{}")
-        except ValueError:
-            raise _Refused(400, "the body must be JSON") from None
-        except RecursionError:   # a few KiB of [[[[... nest deeper than the parser goes
-            raise _Refused(400, "the body's JSON is nested too deeply") from None
-        if not isinstance(data, dict):
-            raise _Refused(400, "the body must be a JSON object")
-        return data
+        return await read_json_object(request, max_body)
 
     def request_id_of(data) -> "str | None":
         """The request's id, by which a retried request is answered as the first (at most 100 characters)."""
         request_id = data.get("request_id")
         if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
-            raise _Refused(400, "request_id must be a string of at most 100 characters")
+            raise Refused(400, "request_id must be a string of at most 100 characters")
         return request_id
 
     def item_of(value) -> int:
         try:
             return session.check_item(value)
         except ValueError as exc:
-            raise _Refused(404, str(exc)) from None
+            raise Refused(404, str(exc)) from None
 
     def handler(fn, always_token: bool):
         async def run(request: Request) -> Response:
             try:
                 request.state.annotator = check_token(request, always_token)
                 return await fn(request)
-            except _Refused as exc:
+            except Refused as exc:
                 return JSONResponse({"error": exc.message}, status_code=exc.status)
             except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours)
@@ -282,7 +262,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         if not require_token_everywhere and (request.url.hostname or "") not in _LOOPBACK_NAMES:
             # the page holds the token: on loopback it goes only to this machine's own names, so that
             # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
-            raise _Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
+            raise Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
         name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
         values = {"__TOKEN__": annotators[name] if annotators else token, "__ANNOTATOR__": name,
                   "__CLASSES__": [str(c) for c in session.classes], "__KEYS__": page_keys,
@@ -302,10 +282,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             if not math.isfinite(wait):   # NaN passed min/max and would wait for ever
                 raise ValueError
         except ValueError:
-            raise _Refused(400, "wait must be a number of seconds and n an int") from None
+            raise Refused(400, "wait must be a number of seconds and n an int") from None
         wait = min(max(wait, 0.0), 10.0)
         if n is not None and not 1 <= n <= 1000:
-            raise _Refused(400, "n must lie in [1, 1000]")
+            raise Refused(400, "n must lie in [1, 1000]")
         have = _item_ids(request.query_params.get("have", ""))
         if have:
             items = await _new_items(session, annotator, n, have, wait, capped=bool(annotators))
@@ -323,7 +303,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         if pool is None:
             return Response(png_bytes(session.X[item]), media_type="image/png")
         if pool.kind != "images":
-            raise _Refused(404, "the items are rows of a table: see /api/item/{id}")
+            raise Refused(404, "the items are rows of a table: see /api/item/{id}")
         return Response(await run_in_threadpool(pool.png, item), media_type="image/png")   # decoding blocks
 
     async def item_values(request: Request) -> Response:
@@ -340,7 +320,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         item = item_of(data.get("item"))
         label = data.get("label")
         if not isinstance(label, (str, int)) or isinstance(label, bool):
-            raise _Refused(400, "label must be a class name")
+            raise Refused(400, "label must be a class name")
         request_id = request_id_of(data)
         event = await run_in_threadpool(session.submit, item, label, annotator=who(request, data.get("annotator")),
                                         request_id=request_id, exclusive=bool(annotators))
@@ -375,7 +355,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         try:
             version = await run_in_threadpool(session.save_model, buffer)
         except (LookupError, TypeError) as exc:   # no model yet; not a skorch net
-            raise _Refused(404, str(exc)) from None
+            raise Refused(404, str(exc)) from None
         return Response(buffer.getvalue(), media_type="application/octet-stream", headers={
             "Content-Disposition": f'attachment; filename="model-v{version}.pt"'})
 
@@ -412,7 +392,7 @@ def _item_ids(text: str) -> List[int]:
     """``have=3,17,5`` as ints (at most 1000), else a 400."""
     parts = [p for p in text.split(",") if p.strip()]
     if len(parts) > 1000 or not all(p.strip().isdigit() for p in parts):
-        raise _Refused(400, "have must be at most 1000 comma-separated item ids")
+        raise Refused(400, "have must be at most 1000 comma-separated item ids")
     return [int(p) for p in parts]
 
 

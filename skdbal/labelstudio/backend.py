@@ -48,7 +48,6 @@ import asyncio
 import base64
 import binascii
 import hmac
-import json
 import logging
 import queue
 import threading
@@ -62,6 +61,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from ..labelling.json_body import Refused, read_json_object
 from .sync import LabelStudioSync, _plain, is_transient
 
 __all__ = ["WebhookWorker", "backend_app"]
@@ -72,12 +72,6 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 64 * 1024 * 1024
 #: The annotation events that change a task's label.
 ANNOTATION_EVENTS = ("ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 def _id_of(value) -> Optional[int]:
@@ -322,28 +316,14 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     async def body(request: Request) -> dict:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":     # a web page's simple POST (text/plain, a form) cannot be JSON
-            raise _Refused(415, "the body must be sent as application/json")     # without a CORS preflight
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            raise _Refused(413, f"request body larger than {max_body} bytes")
-        raw = b""
-        async for part in request.stream():
-            raw += part
-            if len(raw) > max_body:
-                raise _Refused(413, f"request body larger than {max_body} bytes")
-        try:
-            data = json.loads(raw or b"{}")
-        except (ValueError, RecursionError):
-            raise _Refused(400, "the body must be JSON") from None
-        if not isinstance(data, dict):
-            raise _Refused(400, "the body must be a JSON object")
-        return data
+            raise Refused(415, "the body must be sent as application/json")     # without a CORS preflight
+        return await read_json_object(request, max_body)
 
     def check_project(data: dict) -> None:
         """Label Studio names the project as ``"{id}.{created}"``: another project's is refused."""
         given = str(data.get("project") or "").split(".")[0]
         if given.isdigit() and int(given) != sync.project:
-            raise _Refused(400, f"this backend serves project {sync.project}, not project {given}")
+            raise Refused(400, f"this backend serves project {sync.project}, not project {given}")
 
     async def health(request: Request):
         return JSONResponse({"status": "UP", "model_class": "skdbal", "model_version": version_name()})
@@ -360,7 +340,7 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
         check_project(data)
         tasks = data.get("tasks")
         if not isinstance(tasks, list):
-            raise _Refused(400, "the body needs a list of tasks")
+            raise Refused(400, "the body needs a list of tasks")
         name = version_name()
         predictions = sync.predictions        # replaced as a whole by each push: read once
         items = [item_of_task(_id_of(t)) for t in tasks]
@@ -393,7 +373,7 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
         return JSONResponse({"status": "ok", "note": "skdbal retrains after each label by itself: nothing to "
                              "start"})
 
-    async def refused(request: Request, exc: _Refused):
+    async def refused(request: Request, exc: Refused):
         return JSONResponse({"error": exc.message}, status_code=exc.status)
 
     async def http_error(request: Request, exc: HTTPException):
@@ -422,7 +402,7 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
                             Route("/versions", versions), Route("/predict", predict, methods=["POST"]),
                             Route("/webhook", webhook, methods=["POST"]), Route("/train", train, methods=["POST"])],
                     middleware=[Middleware(_Auth)],
-                    exception_handlers={_Refused: refused, HTTPException: http_error, Exception: failed})
+                    exception_handlers={Refused: refused, HTTPException: http_error, Exception: failed})
     app.state.events = events
     app.state.sync = sync
     return app

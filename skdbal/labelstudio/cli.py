@@ -114,6 +114,23 @@ def labels_csv_path(labels_csv: Optional[str], store) -> str:
     return os.path.join(folder, os.path.splitext(name)[0] + "-labels.csv")
 
 
+def _wind_down(stop: threading.Event, exporter: threading.Thread, previous) -> None:
+    """After the session: end the CSV's writer thread, and give SIGTERM back its handler."""
+    stop.set()
+    if exporter.is_alive():
+        exporter.join()
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _say_stopped(session, store, csv_path: str) -> None:
+    """Write the CSV a last time, and say where the labels are."""
+    from ..labelling.export import save_labels_csv
+
+    n = save_labels_csv(session, csv_path)
+    print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+
+
 def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float) -> None:
     """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; a failed write
     (a full disk) is said once on stderr and tried again at the next change."""
@@ -365,15 +382,8 @@ unencrypted; use https, or --allow-http
         except KeyboardInterrupt:
             pass
         finally:
-            stop.set()
-            if exporter.is_alive():
-                exporter.join()
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-        from ..labelling.export import save_labels_csv
-
-        n = save_labels_csv(session, csv_path)
-        print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+            _wind_down(stop, exporter, previous)
+        _say_stopped(session, store, csv_path)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
@@ -486,7 +496,6 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
     recorded, and the CSV is written a last time."""
     import uvicorn
 
-    from ..labelling.export import save_labels_csv
     from .backend import backend_app
     from .sync import is_transient
 
@@ -565,13 +574,8 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        stop.set()
-        if exporter.is_alive():
-            exporter.join()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    n = save_labels_csv(session, csv_path)
-    print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+        _wind_down(stop, exporter, previous)
+    _say_stopped(session, store, csv_path)
     if failure:
         raise failure[0]
     return 0

@@ -86,3 +86,20 @@ def listening_addresses(pid):
                 ip = c.laddr.ip
                 found.add((ip[len("::ffff:"):] if ip.startswith("::ffff:") else ip, c.laddr.port))
     return sorted(found)
+
+
+#: What a Label Studio on this machine needs to call a backend (and its webhook) on 127.0.0.1.
+SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
+
+
+def started_or_skip(folder, env=None) -> "Server":
+    """A started Server in ``folder`` for a module's tests, or a skip that says how to install what is
+    missing (Label Studio in its own virtual environment, and the labelstudio extra)."""
+    import pytest
+
+    executable = label_studio_executable()
+    if executable is None:
+        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable, or "
+                    "python -m venv .venv-ls && .venv-ls/bin/pip install label-studio (.ci/run does)")
+    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
+    return Server(executable, folder, env=env).start()

@@ -16,22 +16,15 @@ import httpx
 import numpy as np
 import pytest
 from _helpers import digits_flat, free_port
-from lsserver import LOOPBACK_IPS, TOKEN, Server, label_studio_executable, listening_addresses
+from lsserver import LOOPBACK_IPS, SSRF_OFF, TOKEN, listening_addresses, started_or_skip
 from test_real_server import CONFIG, annotate, no_invalid_page, png_uri, queue, session_of, wait_until
 
 pytestmark = pytest.mark.slow
 
-SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    executable = label_studio_executable()
-    if executable is None:
-        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable")
-    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
     pytest.importorskip("uvicorn")
-    s = Server(executable, tmp_path_factory.mktemp("label-studio"), env=SSRF_OFF).start()
+    s = started_or_skip(tmp_path_factory.mktemp("label-studio"), env=SSRF_OFF)
     yield s
     s.stop()
 

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import LOOPBACK_IPS, TOKEN, Server, label_studio_executable
+from lsserver import LOOPBACK_IPS, TOKEN, started_or_skip
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
@@ -33,12 +33,7 @@ INITIAL = np.arange(10)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    executable = label_studio_executable()
-    if executable is None:
-        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable, or "
-                    "python -m venv .venv-ls && .venv-ls/bin/pip install label-studio (.ci/run does)")
-    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
-    s = Server(executable, tmp_path_factory.mktemp("label-studio")).start()
+    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
     yield s
     s.stop()
 

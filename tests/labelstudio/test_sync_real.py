@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from lsserver import TOKEN, Server, label_studio_executable
+from lsserver import TOKEN, started_or_skip
 
 from skdbal.labelstudio.sync import list_tasks
 
@@ -23,12 +23,7 @@ CONFIG = ('<View><Text name="t" value="$t"/><Choices name="c" toName="t" choice=
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    executable = label_studio_executable()
-    if executable is None:
-        pytest.skip("Label Studio is not installed: set SKDBAL_LABEL_STUDIO to its label-studio executable, or "
-                    "python -m venv .venv-ls && .venv-ls/bin/pip install label-studio (.ci/run does)")
-    pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")
-    s = Server(executable, tmp_path_factory.mktemp("label-studio")).start()
+    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
     yield s
     s.stop()
 
