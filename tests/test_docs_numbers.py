@@ -343,3 +343,16 @@ def test_the_declared_copies_are_copies():
         for folder in folders:
             for path in files:
                 assert (RESULTS / folder / "runs" / path.name).read_bytes() == path.read_bytes(), (folder, path.name)
+
+
+def test_no_substitution_sits_in_a_code_span():
+    """MyST leaves ``{{ key }}`` as it is inside backticks: the page would show the braces, not the value
+    (the parts between odd and even backticks of a line are its code spans)."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    found = [f"{p.relative_to(docs)}:{i}" for p in sorted(docs.rglob("*.md")) if "_build" not in p.parts
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if any(re.search(r"\{\{\s*[A-Za-z0-9_]+\s*\}\}", part) for part in line.split("`")[1::2])]
+    assert found == [], found
