@@ -82,7 +82,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results" / "bench_labelstudio"
 sys.path[:0] = [str(ROOT / "tests" / "labelstudio"), str(ROOT / "tests")]
 from _helpers import free_port  # noqa: E402
-from lsserver import SSRF_OFF, TOKEN, Server, label_studio_executable  # noqa: E402
+from lsserver import SSRF_OFF, TOKEN, Server, label_studio_executable, tree_cpu_seconds  # noqa: E402
 
 #: The thread settings of the command (and of the benchmark itself): said in the output and the JSON.
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "torch_threads": 1}
@@ -159,33 +159,14 @@ class Output(threading.Thread):
                 self.changed.wait(0.5)
 
 
-def tree_cpu(pid) -> float:
-    """CPU seconds (user + system) of process ``pid`` and its descendants so far."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        processes = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0.0
-    for p in processes:
-        try:
-            times = p.cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def idle_cost(ls_pid, command_pid, seconds: float) -> dict:
     """CPU-s per s of Label Studio (None if not started here) and of the command, over ``seconds``."""
-    ls0, cmd0, t0 = tree_cpu(ls_pid) if ls_pid else None, tree_cpu(command_pid), time.perf_counter()
+    ls0, cmd0, t0 = tree_cpu_seconds(ls_pid) if ls_pid else None, tree_cpu_seconds(command_pid), time.perf_counter()
     time.sleep(seconds)
     wall = time.perf_counter() - t0
     return {"seconds": round(wall, 2),
-            "labelstudio_cpu_per_s": None if ls0 is None else round((tree_cpu(ls_pid) - ls0) / wall, 4),
-            "skdbal_cpu_per_s": round((tree_cpu(command_pid) - cmd0) / wall, 4)}
+            "labelstudio_cpu_per_s": None if ls0 is None else round((tree_cpu_seconds(ls_pid) - ls0) / wall, 4),
+            "skdbal_cpu_per_s": round((tree_cpu_seconds(command_pid) - cmd0) / wall, 4)}
 
 
 class PredictProbe(threading.Thread):

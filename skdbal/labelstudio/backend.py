@@ -185,7 +185,7 @@ class WebhookWorker:
             tasks = {self._task_of_annotation[a] for a in deleted if a in self._task_of_annotation}
             if deleted - set(self._task_of_annotation):    # recorded before a restart: read them all
                 return self.sync.pull()
-            return self._record([self._read(t, drop=deleted) for t in sorted(tasks)])
+            return self.sync.record([self._read(t, drop=deleted) for t in sorted(tasks)])
         annotations = event.get("annotation")
         annotations = [annotations] if isinstance(annotations, dict) else list(annotations or [])
         given: Dict[int, List[dict]] = {}
@@ -193,19 +193,7 @@ class WebhookWorker:
             task = _id_of(a.get("task")) or _id_of(event.get("task"))
             if task is not None and _id_of(a) is not None:
                 given.setdefault(task, []).append(a)
-        return self._record([self._read(t, add=given[t]) for t in sorted(given)])
-
-    def _record(self, tasks: List[dict]) -> int:
-        """:meth:`LabelStudioSync.record` until it changes nothing: one call takes back one label of a
-        task whose annotations were all deleted, and a relabelled item has more than one (the pull
-        does the same over its next pulls); a recorded annotation is never recorded twice."""
-        n = 0
-        for _ in range(100):
-            new = self.sync.record(tasks)
-            n += new
-            if not new:
-                break
-        return n
+        return self.sync.record([self._read(t, add=given[t]) for t in sorted(given)])
 
     def _read(self, task: int, add=(), drop=()) -> dict:
         """Task ``task`` with all its annotations, as Label Studio has them. The event's annotations

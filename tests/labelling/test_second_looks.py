@@ -41,19 +41,24 @@ def label_batch(session, y, annotator, wrong=None):
     return batch
 
 
+def label_with_two_mistakes(session, y, P0):
+    """Once model 0 is trained: label the batch offered to "ann", its first two items with the class model
+    0 finds least likely (two mistakes), the others right; the batch's items and the mistakes {item: label}."""
+    session.wait_for_version(0, timeout=30)
+    items = [b["item"] for b in session.next_batch(annotator="ann", timeout=10)]
+    wrong = {i: int(np.argmin(P0[i])) for i in items[:2]}
+    for i in items:
+        session.submit(i, wrong.get(i, int(y[i])), annotator="ann")
+    return items, wrong
+
+
 def test_unlikely_labels_are_flagged_and_offered_to_another_annotator(flat_digits300, tmp_path, rule=0.05):
     X, y = flat_digits300
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", rule) as s:
         first = label_batch(s, y, "ann")
         assert sorted(b["item"] for b in first) == INITIAL.tolist()
-        s.wait_for_version(0, timeout=30)
-        second = s.next_batch(annotator="ann", timeout=10)
-        items = [b["item"] for b in second]
-        # two mistakes: the class model 0 finds least likely for the two first items
-        wrong = {i: int(np.argmin(P0[i])) for i in items[:2]}
-        for i in items:
-            s.submit(i, wrong.get(i, int(y[i])), annotator="ann")
+        items, wrong = label_with_two_mistakes(s, y, P0)
         s.wait_for_version(1, timeout=30)
 
         given = np.array([wrong.get(i, y[i]) for i in items])
@@ -121,12 +126,8 @@ def test_the_dynamic_rule_flags_nothing_before_40_labels_are_judged(flat_digits3
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", "dynamic") as s:
         label_batch(s, y, "ann")
-        s.wait_for_version(0, timeout=30)
-        items = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
-        wrong = {i: int(np.argmin(P0[i])) for i in items[:2]}
+        items, wrong = label_with_two_mistakes(s, y, P0)
         assert all(P0[i, wrong[i]] < 0.015 for i in wrong)          # labels model 0 finds all but impossible
-        for i in items:
-            s.submit(i, wrong.get(i, int(y[i])), annotator="ann")
         s.wait_for_version(1, timeout=30)
         third = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
         for i in third:
@@ -241,11 +242,7 @@ def test_a_flag_the_next_model_guesses_confidently_is_withdrawn_not_offered(flat
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", 0.3) as s:
         label_batch(s, y, "ann")
-        s.wait_for_version(0, timeout=30)
-        items = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
-        wrong = {i: int(np.argmin(P0[i])) for i in items[:2]}
-        for i in items:
-            s.submit(i, wrong.get(i, int(y[i])), annotator="ann")
+        items, wrong = label_with_two_mistakes(s, y, P0)
         given = {i: wrong.get(i, int(y[i])) for i in items}
         flagged = [i for i in items if P0[i, given[i]] < 0.3]
         s.wait_for_version(1, timeout=30)
@@ -311,11 +308,7 @@ def test_a_skip_declines_a_second_look_and_undo_withdraws_it(flat_digits300, tmp
     P0 = model0(X, y).predict_proba(X)
     with make_session(X, tmp_path / "s.db", 0.05) as s:
         label_batch(s, y, "ann")
-        s.wait_for_version(0, timeout=30)
-        items = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
-        wrong = {i: int(np.argmin(P0[i])) for i in items[:2]}
-        for i in items:
-            s.submit(i, wrong.get(i, int(y[i])), annotator="ann")
+        items, wrong = label_with_two_mistakes(s, y, P0)
         s.wait_for_version(1, timeout=30)
         a, b = items[:2]
         s.skip(a, annotator="bob")                                     # bob declines a ...

@@ -88,6 +88,26 @@ def listening_addresses(pid):
     return sorted(found)
 
 
+def tree_cpu_seconds(pid) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants so far (``psutil``); 0 for a
+    process that has ended, and a child that ends meanwhile is passed over."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for p in processes:
+        try:
+            times = p.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 #: What a Label Studio on this machine needs to call a backend (and its webhook) on 127.0.0.1.
 SSRF_OFF = {"ML_BLOCK_LOCAL_IP": "false", "SSRF_PROTECTION_ENABLED": "false"}
 

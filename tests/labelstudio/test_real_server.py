@@ -78,6 +78,19 @@ def annotate(client, task, label, from_name="digit"):
                                                        "value": {"choices": [str(label)]}}])
 
 
+def lines_until(process, text, timeout=120):
+    """The lines a command printed (its stdout, read line by line) until one holds ``text``."""
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} not printed: {''.join(seen)}")
+
+
 def wait_until(condition, timeout=60, what="the condition"):
     deadline = time.time() + timeout
     while not condition():
@@ -210,17 +223,6 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
                                  "--classes", ",".join(map(str, range(10))), "--url", server.url, "--token-env",
                                  "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "0.5", *project],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def lines_until(process, text, timeout=120):
-        deadline, seen = time.time() + timeout, []
-        while time.time() < deadline:
-            line = process.stdout.readline()
-            if not line and process.poll() is not None:
-                break
-            seen.append(line)
-            if text in line:
-                return seen
-        raise AssertionError(f"{text!r} not printed: {''.join(seen)}")
 
     def version():
         return client.projects.get(id=project).model_version

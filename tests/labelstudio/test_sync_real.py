@@ -11,7 +11,8 @@ import time
 import httpx
 import numpy as np
 import pytest
-from lsserver import TOKEN, started_or_skip
+from lsserver import TOKEN, started_or_skip, tree_cpu_seconds
+from test_real_server import lines_until
 
 from skdbal.labelstudio.sync import list_tasks
 
@@ -150,20 +151,6 @@ def test_a_push_killed_after_its_head_and_restarted_sends_each_prediction_once(s
     assert client.projects.get(id=project).model_version == "skdbal-v5"
 
 
-def cpu_seconds(pid):
-    import psutil
-
-    root = psutil.Process(pid)
-    total = 0.0
-    for p in [root, *root.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
-
-
 def test_an_idle_pulls_cost_does_not_grow_with_the_labels(server, tmp_path, monkeypatch):
     """Label Studio's CPU time per idle pull at 20 and at 150 labels (written to idle_pull_cost.json in the
     test's folder and printed), against that of a full read of the annotated tasks (the pulls before).
@@ -184,14 +171,14 @@ def test_an_idle_pulls_cost_does_not_grow_with_the_labels(server, tmp_path, monk
         assert sync.pull() == n - (0 if n == 20 else 20)
         time.sleep(5.1)                                  # the overlap past: one more pull with it, then none
         assert sync.pull() == 0 and sync._settled
-        start = cpu_seconds(server.process.pid)
+        start = tree_cpu_seconds(server.process.pid)
         for _ in range(rounds):
             assert sync.pull() == 0
-        idle = (cpu_seconds(server.process.pid) - start) / rounds
-        start = cpu_seconds(server.process.pid)
+        idle = (tree_cpu_seconds(server.process.pid) - start) / rounds
+        start = tree_cpu_seconds(server.process.pid)
         for _ in range(rounds):
             assert sync._full_pull() == 0
-        full = (cpu_seconds(server.process.pid) - start) / rounds
+        full = (tree_cpu_seconds(server.process.pid) - start) / rounds
         figures[n] = {"idle_pull_cpu_s": round(idle, 4), "full_pull_cpu_s": round(full, 4)}
     (tmp_path / "idle_pull_cost.json").write_text(json.dumps(figures))
     print("idle pull cost", json.dumps(figures))
@@ -296,17 +283,6 @@ def test_the_command_restarted_pulls_first_and_sends_each_prediction_once(server
                 "--classes", ",".join(map(str, range(10))), "--url", server.url, "--token-env",
                 "SKDBAL_TEST_LS_TOKEN", "--store", str(store), "--interval", "0.5", *project]
         return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-    def lines_until(process, text, timeout=120):
-        deadline, seen = time.time() + timeout, []
-        while time.time() < deadline:
-            line = process.stdout.readline()
-            if not line and process.poll() is not None:
-                break
-            seen.append(line)
-            if text in line:
-                return seen
-        raise AssertionError(f"{text!r} not printed: {''.join(seen)}")
 
     def wait_until(condition, what, timeout=180):
         deadline = time.time() + timeout
