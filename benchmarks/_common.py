@@ -78,6 +78,20 @@ def recorded(script: str):
         (out / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
+def markdown_table(header, rows) -> str:
+    """A Markdown table of ``rows`` under ``header``, printed last by a benchmark: the figures the
+    docs quote are read from it (``docs/_substitutions.py``, ``RAW_TABLES``).
+
+    >>> print(markdown_table(["method", "s"], [["a", "1.00"]]))
+    | method | s |
+    |---|---|
+    | a | 1.00 |
+    """
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def machine() -> str:
     return (f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
             f"({torch.get_num_threads()} threads), python {platform.python_version()}")

@@ -104,7 +104,7 @@ def main():
 
     torch.set_num_threads(1)
     sys.path.insert(0, HERE)
-    from _common import machine, mnist_or_synthetic, trained_net
+    from _common import machine, markdown_table, mnist_or_synthetic, trained_net
 
     X, y, X_pool, source = mnist_or_synthetic(300, args.pool)
     net = trained_net(X, y, epochs=20, n_samples=args.T)
@@ -130,11 +130,14 @@ def main():
     rows = [(f"skdbal batch_bald_select, M={args.M}", ours),
             ("  the same, lazy=False", full),
             (f"baal BatchBALD, num_draw={args.draws} (M={args.T * args.draws})", theirs)]
+    table = []
     for name, r in rows:
         if "error" in r:
             print(f"{name:40s} failed: {r['error']}")
             continue
         print(f"{name:40s} {r['seconds']:8.2f} {r['peak_rss_mb']:6.0f} MB {r['loaded_rss_mb']:6.0f} MB  {r['picks']}")
+        table.append([name.strip(), f"{r['seconds']:.2f}", f"{r['peak_rss_mb']:.0f}", f"{r['loaded_rss_mb']:.0f}",
+                      f"{r['seconds'] / ours['seconds']:.1f}" if "error" not in ours else ""])
     if "error" not in ours and "error" not in theirs:
         print(f"speed-up (baal / skdbal): {theirs['seconds'] / ours['seconds']:.1f}x; "
               f"peak RSS ratio: {theirs['peak_rss_mb'] / ours['peak_rss_mb']:.1f}x")
@@ -142,6 +145,10 @@ def main():
         print(f"skdbal's exact picks (the first {n_exact}): {exact}; in baal's batch: "
               f"{len(set(exact) & set(theirs['picks']))}/{n_exact}; whole batches share "
               f"{len(set(ours['picks']) & set(theirs['picks']))}/{args.b}")
+        table.append([f"skdbal's exact picks in baal's batch (first {n_exact})", "", "", "",
+                      f"{len(set(exact) & set(theirs['picks']))}/{n_exact}"])
+    print()
+    print(markdown_table(["method", "seconds", "peak RSS MB", "loaded RSS MB", "time over skdbal"], table))
 
 
 if __name__ == "__main__":

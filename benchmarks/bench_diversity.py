@@ -16,7 +16,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import machine, mnist_or_synthetic, trained_net  # noqa: E402
+from _common import machine, markdown_table, mnist_or_synthetic, trained_net  # noqa: E402
 
 from skdbal.acquisition import bald, diversity_penalty  # noqa: E402
 
@@ -45,6 +45,7 @@ def main():
     base_t, base = best_of(lambda: bald.acquire(net, X_pool, args.b, random_state=0), args.repeat)
     print(f"{'query':50s} {'seconds':>8s} {'extra':>8s} {'candidates':>10s}")
     print(f"{'BALD (top-k)':50s} {base_t:8.3f} {'':>8s} {'':>10s}")
+    table = [["BALD (top-k)", f"{base_t:.3f}", "", "", ""]]
     for weight in (0.1, 1.0):
         for features in ("input", "embedding"):
             strategy = diversity_penalty(bald, weight, features=features)
@@ -53,6 +54,10 @@ def main():
             shared = len(set(acq.indices.tolist()) & set(base.indices.tolist()))
             print(f"{name:50s} {t:8.3f} {100 * (t / base_t - 1):+7.1f}% {acq.info['n_candidates']:10d}"
                   f"   shares {shared}/{args.b} with BALD")
+            table.append([f"diversity_penalty(bald, w={weight}, features={features})", f"{t:.3f}",
+                          f"{100 * (t / base_t - 1):+.1f}%", acq.info["n_candidates"], f"{shared}/{args.b}"])
+    print()
+    print(markdown_table(["query", "seconds", "extra", "candidates", "shared with BALD"], table))
 
 
 if __name__ == "__main__":

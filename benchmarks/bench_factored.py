@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import machine, mnist_or_synthetic  # noqa: E402
+from _common import machine, markdown_table, mnist_or_synthetic  # noqa: E402
 
 import skdbal.models._mc_base as md  # noqa: E402
 from skdbal import MCDropoutClassifier  # noqa: E402
@@ -43,6 +43,7 @@ def main(argv=None):
     from skdbal.models import FixedLengthLoader
     net = MCDropoutClassifier(KirschCNN, max_epochs=1, batch_size=64, n_samples=args.T, random_state=0,
                               iterator_train=FixedLengthLoader, iterator_train__n_samples=2048).fit(X_train, y_train)
+    table = []
     for consistent in (False, True):
         net.set_params(consistent_masks=consistent)
         best = {}
@@ -61,6 +62,10 @@ def main(argv=None):
         name = "consistent masks (BatchBALD)" if consistent else "per-row masks (BALD)"
         print(f"  {name:30s} factored {best[True]:6.2f} s, plain {best[False]:6.2f} s: "
               f"{best[False] / best[True]:.1f}x faster; max |difference| {diff:.1e}")
+        table.append([name, f"{best[True]:.2f}", f"{best[False]:.2f}", f"{best[False] / best[True]:.1f}",
+                      f"{diff:.1e}"])
+    print()
+    print(markdown_table(["masks", "factored s", "plain s", "speed-up", "max abs difference"], table))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import Peak, machine, status_kb, trained_net  # noqa: E402
+from _common import Peak, machine, markdown_table, status_kb, trained_net  # noqa: E402
 
 from skdbal.acquisition import bald  # noqa: E402
 
@@ -55,6 +55,11 @@ def main():
     print(f"a full (T, N, C) float32 array would take {full:.2f} GiB")
     for k in ("RssAnon", "VmRSS"):
         print(f"peak {k}: {monitor.peak[k] / 2**20:.2f} GiB (before scoring: {base[k] / 2**20:.2f} GiB)")
+    print()
+    print(markdown_table(["measure", "GiB"], [["full (T, N, C) float32 array", f"{full:.2f}"]]
+                         + [[f"peak {k}", f"{monitor.peak[k] / 2**20:.2f}"] for k in ("RssAnon", "VmRSS")]
+                         + [[f"{k} before scoring", f"{base[k] / 2**20:.2f}"] for k in ("RssAnon", "VmRSS")]))
+    print(markdown_table(["pool images", "seconds", "img/s"], [[args.n, f"{dt:.0f}", f"{args.n / dt:.0f}"]]))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import machine  # noqa: E402
+from _common import machine, markdown_table  # noqa: E402
 
 from skdbal.acquisition import bald  # noqa: E402
 from skdbal.datasets import load_mnist  # noqa: E402
@@ -87,6 +87,10 @@ def main():
         print(f"estimated {base.n_queries}-step run, {name}: {totals[name] / 60:.1f} min "
               f"(train {parts[0]:.0f} s, score {parts[1]:.0f} s, evaluate {parts[2]:.0f} s)")
     print(f"fast / Gal: {totals['fast'] / totals['Gal']:.2f}")
+    print()
+    print(markdown_table(["configuration", "labels", "train s", "score s", "evaluate s", "step s"],
+                         [[name, n, f"{a:.1f}", f"{b:.1f}", f"{c:.1f}", f"{a + b + c:.1f}"]
+                          for name, r in rows.items() for n, a, b, c in r]))
 
 
 if __name__ == "__main__":

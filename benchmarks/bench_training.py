@@ -61,7 +61,13 @@ def main():
     best = {k: min(v) for k, v in times.items()}
     for k, v in times.items():
         print(f"{k:>11}: best {min(v):.2f} s, all {[round(t, 2) for t in v]}")
+    from _common import markdown_table  # the script's folder is on the path when it runs as a program
+
     print(f"ratio skdbal / raw torch (best of {args.repeats}): {best['skdbal fit'] / best['raw torch']:.3f}")
+    print()
+    print(markdown_table(["method", "best s", "slowest s", "time over raw torch"],
+                         [[k, f"{min(v):.2f}", f"{max(v):.2f}", f"{min(v) / best['raw torch']:.3f}"]
+                          for k, v in times.items()]))
 
 
 if __name__ == "__main__":

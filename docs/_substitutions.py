@@ -142,8 +142,8 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
 def raw_table_substitutions(text: str, prefix: str) -> dict:
     r"""The figures of a raw output's Markdown tables and first line.
 
-    A row's cells are keyed by the row's label (its non-numeric cells, slugged
-    and joined by ``__``) and the column's header, slugged:
+    A row's cells are keyed by the row's label (its non-empty cells that do not
+    start with a digit or a sign and a digit, slugged and joined by ``__``) and the column's header, slugged:
     ``<prefix>__<row>__<column>``; ``<prefix>__machine`` is the output's first line.
 
     Examples
@@ -152,6 +152,8 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
     >>> subs = raw_table_substitutions(raw, "b")
     >>> subs["b__machine"], subs["b__bald__wall_s"], subs["b__bald__workers"]
     ('host X, 2 CPUs', '143.0', '2')
+    >>> raw_table_substitutions("x\n| query | extra | note |\n|---|---|---|\n| a | -7.8% |  |\n", "b")["b__a__extra"]
+    '-7.8%'
     """
     from skdbal.experiments.facts import _slug
 
@@ -166,7 +168,7 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
         if header is None:
             header = [_slug(c) for c in cells]
         elif not set("".join(cells)) <= set("-: "):
-            label = "__".join(_slug(c) for c in cells if not c[:1].isdigit()) or _slug(cells[0])
+            label = "__".join(_slug(c) for c in cells if c and not c.lstrip("+-−")[:1].isdigit()) or _slug(cells[0])
             for column, cell in zip(header, cells):
                 subs[f"{prefix}__{label}__{column}"] = cell
     return subs
