@@ -3,7 +3,8 @@
 The backend is connected through Label Studio's own API, as Settings -> Model does; annotations made
 through the API reach the store by the webhook Label Studio made for the backend, with no pull after
 the one at start; the retrain's push changes the queue's head; Label Studio's own prediction test
-calls ``/predict``; a restart of the backend doubles nothing. Label Studio on this machine needs
+calls ``/predict``; a restart of the backend doubles nothing, and a kill -9 between a webhook's 200
+and its record loses no label. Label Studio on this machine needs
 ``ML_BLOCK_LOCAL_IP=false`` and ``SSRF_PROTECTION_ENABLED=false`` to reach a backend on 127.0.0.1.
 The latencies measured are printed (``-s``) and asserted loosely.
 """
