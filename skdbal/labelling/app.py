@@ -48,7 +48,6 @@ import logging
 import math
 import re
 import secrets
-import sqlite3
 import struct
 import time
 import zlib
@@ -64,7 +63,7 @@ from starlette.routing import Route
 from ._page import PAGE, class_keys
 from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
-from .json_body import Refused, read_json_object
+from .json_body import Refused, failure_message, read_json_object
 from .pools import Pool
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours
@@ -255,7 +254,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
             except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
                 _log.exception("%s %s failed", request.method, request.url.path)
-                return JSONResponse({"error": _failure(request.method, exc)}, status_code=500)
+                return JSONResponse({"error": failure_message(exc, writing=request.method == "POST")},
+                                    status_code=500)
         return run
 
     async def page(request: Request) -> Response:
@@ -379,13 +379,6 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
 
 _log = logging.getLogger(__name__)
-
-
-def _failure(method: str, exc: Exception) -> str:
-    """What failed, for the page: the store (read or written), or the server."""
-    if isinstance(exc, sqlite3.Error):
-        return f"the store could not be {'written' if method == 'POST' else 'read'}: {exc}"
-    return f"the server failed: {type(exc).__name__}: {exc}"
 
 
 def _item_ids(text: str) -> List[int]:

@@ -2,13 +2,15 @@
 
 A body is read as it streams, and refused (:class:`Refused`, with an HTTP status) when it is larger than
 the bound, not JSON, nested deeper than the parser goes, or not an object. The servers answer a refusal
-as JSON with its status, never with a traceback.
+as JSON with its status, never with a traceback; any other failure is a 500 whose JSON ``error`` is
+:func:`failure_message`.
 """
 from __future__ import annotations
 
 import json
+import sqlite3
 
-__all__ = ["Refused", "read_json_object"]
+__all__ = ["Refused", "failure_message", "read_json_object"]
 
 
 class Refused(Exception):
@@ -67,3 +69,21 @@ async def read_json_object(request, max_body: int) -> dict:
     if not isinstance(data, dict):
         raise Refused(400, "the body must be a JSON object")
     return data
+
+
+def failure_message(exc: BaseException, *, writing: bool = False) -> str:
+    """What failed, in the ``error`` of a 500: the store (written, if the request was ``writing``, else
+    read), or the server.
+
+    Examples
+    --------
+    >>> import sqlite3
+    >>> from skdbal.labelling.json_body import failure_message
+    >>> failure_message(sqlite3.OperationalError("database or disk is full"), writing=True)
+    'the store could not be written: database or disk is full'
+    >>> failure_message(RuntimeError("boom"))
+    'the server failed: RuntimeError: boom'
+    """
+    if isinstance(exc, sqlite3.Error):
+        return f"the store could not be {'written' if writing else 'read'}: {exc}"
+    return f"the server failed: {type(exc).__name__}: {exc}"

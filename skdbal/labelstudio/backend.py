@@ -23,7 +23,10 @@ Label Studio 1.23 calls an ML backend (Settings -> Model -> Connect Model, or ``
   makes it a webhook);
 - ``GET /versions``: the pushed version.
 
-A body that is not a JSON object is a 400 whose JSON ``error`` says so; an unknown route a 404 in JSON.
+A body that is not a JSON object is a 400 whose JSON ``error`` says so; an unknown route a 404 in JSON;
+any other failure a 500 whose JSON ``error`` names it (:func:`~skdbal.labelling.json_body.failure_message`,
+as the labelling page's), with one line in the log (``skdbal.labelstudio.backend``, at ERROR): no
+traceback reaches uvicorn's log.
 
 **Authentication.** With a ``token``, every request must carry it, as Label Studio sends it:
 HTTP Basic authentication (the backend's *Authentication method: Basic Auth* in Label Studio,
@@ -61,7 +64,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from ..labelling.json_body import Refused, read_json_object
+from ..labelling.json_body import Refused, failure_message, read_json_object
 from .sync import LabelStudioSync, _plain, is_transient
 
 __all__ = ["WebhookWorker", "backend_app"]
@@ -235,6 +238,35 @@ def _authorized(request: Request, token: str) -> bool:
     return bool(given) and hmac.compare_digest(given.encode(), token.encode())
 
 
+class _Failures:
+    """The backend's outermost middleware: an unexpected error is a 500 whose JSON ``error`` names it,
+    and one line in the log. Starlette's own handler of a 500 raises the error again after answering
+    (for the server to log it), and uvicorn then logs its traceback; here it is not raised again."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def sending(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:  # noqa: BLE001 - answered, and said in one line
+            method = scope.get("method", "")
+            # one line; no route writes the store (the webhooks' worker does, in its thread): a read failed
+            said = " ".join(failure_message(exc).split())
+            logger.error("skdbal backend: %s %s failed: %s", method, scope.get("path"), said)
+            if not started:          # else the answer was on its way (the client went away): nothing to add
+                await JSONResponse({"error": said}, status_code=500)(scope, receive, send)
+
+
 def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_timeout: float = 0.3,
                 max_body: int = MAX_BODY) -> Starlette:
     """A Starlette application that serves ``sync``'s session to Label Studio as an ML backend.
@@ -367,11 +399,6 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     async def http_error(request: Request, exc: HTTPException):
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
 
-    async def failed(request: Request, exc: Exception):
-        logger.error("skdbal backend: %s %s failed: %s: %s", request.method, request.url.path,
-                     type(exc).__name__, exc)
-        return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
-
     class _Auth:
         def __init__(self, app):
             self.app = app
@@ -389,8 +416,8 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     app = Starlette(routes=[Route("/", health), Route("/health", health), Route("/setup", setup, methods=["POST"]),
                             Route("/versions", versions), Route("/predict", predict, methods=["POST"]),
                             Route("/webhook", webhook, methods=["POST"]), Route("/train", train, methods=["POST"])],
-                    middleware=[Middleware(_Auth)],
-                    exception_handlers={Refused: refused, HTTPException: http_error, Exception: failed})
+                    middleware=[Middleware(_Failures), Middleware(_Auth)],
+                    exception_handlers={Refused: refused, HTTPException: http_error})
     app.state.events = events
     app.state.sync = sync
     return app

@@ -271,3 +271,40 @@ def test_an_event_label_studio_cannot_serve_sets_missed_for_a_pull(setup):
     setup.http.post("/webhook", json=created(a))
     assert worker.drain() and worker.missed.is_set() and setup.session.store.events() == []
     assert setup.sync.pull() == 1 and setup.session.store.current_labels()[2]["label"] == "3"
+
+
+def test_an_unexpected_error_is_a_json_500_and_one_log_line(setup, monkeypatch, caplog):
+    """A route that fails (here the model's guesses that /predict asks for) answers a 500 whose JSON names
+    the failure, and logs one line with no traceback. Starlette's own handler of a 500 raises the error
+    again after answering, and uvicorn then logged its traceback: through TestClient (which raises what
+    the application raises) and a real uvicorn (as the command serves it, its error log watched)."""
+    import logging
+
+    import httpx
+    from _helpers import serve
+
+    def broken(items):
+        raise RuntimeError("the model\nis gone")
+
+    monkeypatch.setattr(setup.session, "guesses", broken)
+    said = "the server failed: RuntimeError: the model is gone"
+    caplog.set_level(logging.INFO)
+    r = setup.http.post("/predict", json={"tasks": [{"id": 1020}]})
+    assert r.status_code == 500 and r.json() == {"error": said}
+
+    url, stop = serve(setup.app)
+    uvicorn_said = []
+    watch = logging.Handler()
+    watch.emit = uvicorn_said.append
+    logging.getLogger("uvicorn.error").addHandler(watch)       # after uvicorn has set its logging up
+    try:
+        r = httpx.post(url + "/predict", json={"tasks": [{"id": 1020}]}, timeout=10)
+        assert r.status_code == 500 and r.json() == {"error": said}
+        assert httpx.get(url + "/health", timeout=10).status_code == 200      # still serving
+    finally:
+        stop()
+        logging.getLogger("uvicorn.error").removeHandler(watch)
+    ours = [(rec.name, rec.levelname, rec.getMessage(), rec.exc_info) for rec in caplog.records
+            if rec.name.startswith("skdbal")]
+    assert ours == [("skdbal.labelstudio.backend", "ERROR", f"skdbal backend: POST /predict failed: {said}", None)] * 2
+    assert [rec.getMessage() for rec in uvicorn_said if rec.levelno >= logging.WARNING] == []

@@ -3,7 +3,8 @@
 The backend is connected through Label Studio's own API, as Settings -> Model does; annotations made
 through the API reach the store by the webhook Label Studio made for the backend, with no pull after
 the one at start; the retrain's push changes the queue's head; Label Studio's own prediction test
-calls ``/predict``; a restart of the backend doubles nothing. Label Studio on this machine needs
+calls ``/predict``; a restart of the backend doubles nothing, and a kill -9 between a webhook's 200
+and its record loses no label. Label Studio on this machine needs
 ``ML_BLOCK_LOCAL_IP=false`` and ``SSRF_PROTECTION_ENABLED=false`` to reach a backend on 127.0.0.1.
 The latencies measured are printed (``-s``) and asserted loosely.
 """
@@ -294,3 +295,107 @@ def test_a_backend_with_a_token_gets_it_from_label_studio_as_basic_auth(server, 
     finally:
         session.stop()
         backend.stop()
+
+
+
+#: ``skdbal labelstudio`` whose webhook worker stops for good before it records an event (after the event's
+#: 200 was sent), and says so on stdout: the window between the acknowledgement and the record, held open so
+#: that a kill -9 falls in it. This test's launcher only; the package has no such hook.
+HELD_WORKER = """
+import sys, threading
+from skdbal.labelstudio import backend
+
+def held(self, event):
+    print("webhook held before its record:", event.get("action"), flush=True)
+    threading.Event().wait()
+
+backend.WebhookWorker.handle = held
+from skdbal.experiments.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_kill_between_a_webhooks_ack_and_its_record_loses_no_label(server, tmp_path):
+    """``skdbal labelstudio --backend --connect`` killed (-9) after it acknowledged an annotation's webhook
+    and before it recorded it: the event is lost to skdbal, the label is not. The annotation is in Label
+    Studio; the command started again pulls it before serving (and says so); the same webhook delivered
+    again records nothing new; a later annotation comes by its webhook. The store holds each label once,
+    and so does the CSV after a clean stop."""
+    import csv
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from label_studio_sdk import LabelStudio
+    from test_real_server import lines_until
+
+    X, y = digits_flat(60)
+    np.save(tmp_path / "pool.npy", X.reshape(-1, 8, 8).astype(np.float32))
+    store, port = tmp_path / "killed.db", free_port()
+    client = LabelStudio(base_url=server.url, api_key=TOKEN)
+
+    def command(launch, *project):
+        argv = [sys.executable, "-u", *launch, "labelstudio", "--npy", str(tmp_path / "pool.npy"), "--classes",
+                ",".join(map(str, range(10))), "--url", server.url, "--token-env", "SKDBAL_TEST_LS_TOKEN",
+                "--store", str(store), "--interval", "3600", "--torch-threads", "1", "--backend",
+                "--backend-port", str(port), "--connect", *project]
+        return subprocess.Popen(argv, env=dict(os.environ, SKDBAL_TEST_LS_TOKEN=TOKEN, OMP_NUM_THREADS="1"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def events():
+        db = sqlite3.connect(store)
+        try:
+            return db.execute("SELECT item, kind, label, request_id FROM events ORDER BY event").fetchall()
+        finally:
+            db.close()
+
+    process = command(["-c", HELD_WORKER], "--new-project", "killed backend")
+    try:
+        seen = lines_until(process, "connected the backend to project", timeout=180)
+        project = int(next(line for line in seen if line.startswith("made project")).split()[2].rstrip(","))
+        wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", 120, "the first batch")
+        first, ids = queue(client, project, 10)
+        key = first[0][0]
+        made = annotate(client, ids[key], y[int(key)], from_name="label")   # Label Studio waits for the webhook
+        seen = lines_until(process, "webhook held before its record: ANNOTATION_CREATED", timeout=30)
+        assert events() == []                   # acknowledged, not recorded
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(30) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+    there = client.tasks.get(id=ids[key]).annotations                 # the label is in Label Studio
+    assert [a["id"] if isinstance(a, dict) else a.id for a in there] == [made.id]
+
+    process = command(["-m", "skdbal"], "--project", str(project))
+    try:
+        seen = lines_until(process, "connected the backend to project", timeout=180)
+        assert any("(1 new annotations pulled at start; then webhooks only)" in line for line in seen), \
+            "".join(seen)
+        assert any("connected the backend to project" in line and "(it was there)" in line for line in seen)
+        assert [e[:3] for e in events()] == [(int(key), "label", str(y[int(key)]))]
+        assert events()[0][3].startswith(f"labelstudio:{made.id}:")
+        # Label Studio's webhook delivered again (a retry): recorded once already, so nothing new
+        r = httpx.post(f"http://127.0.0.1:{port}/webhook", timeout=10, json={
+            "action": "ANNOTATION_CREATED", "project": {"id": project}, "task": {"id": ids[key]},
+            "annotation": {"id": made.id, "task": ids[key]}})
+        assert r.status_code == 200 and r.json()["note"] == "queued"
+        other = first[1][0]                     # then another annotation, by its webhook (queued after the retry)
+        later = annotate(client, ids[other], y[int(other)], from_name="label")
+        wait_until(lambda: len(events()) >= 2, 30, "the later annotation in the store, by its webhook")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        rest = process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    found = events()
+    assert [e[:3] for e in found] == [(int(key), "label", str(y[int(key)])), (int(other), "label", str(y[int(other)]))]
+    assert [e[3].split(":")[1] for e in found] == [str(made.id), str(later.id)]
+    csv_path = tmp_path / "killed-labels.csv"
+    assert f"stopped; 2 labels in {store} and {csv_path}" in rest, rest
+    with open(csv_path, newline="") as f:
+        rows = sorted((r["item"], r["key"], r["label"]) for r in csv.DictReader(f))
+    assert rows == sorted([(key, key, str(y[int(key)])), (other, other, str(y[int(other)]))])
