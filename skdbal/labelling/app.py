@@ -253,9 +253,10 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             except (ValueError, KeyError, TypeError) as exc:
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
             except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
-                _log.exception("%s %s failed", request.method, request.url.path)
-                return JSONResponse({"error": failure_message(exc, writing=request.method == "POST")},
-                                    status_code=500)
+                said = " ".join(failure_message(exc, writing=request.method == "POST").split())
+                _log.error("%s %s failed: %s", request.method, request.url.path, said)   # one line
+                _log.debug("%s %s failed", request.method, request.url.path, exc_info=True)
+                return JSONResponse({"error": said}, status_code=500)
         return run
 
     async def page(request: Request) -> Response:

@@ -93,8 +93,9 @@ def test_the_page_gets_the_keys_and_the_command_takes_them(digits64, tmp_path):
 
 # ---------------------------------------------------------------------------------------- errors
 
-def test_a_storage_failure_is_a_json_500_and_nothing_is_acknowledged(client, monkeypatch):
-    """Before, anything but ValueError, KeyError and TypeError was a bare-text 500 the page could not read."""
+def test_a_storage_failure_is_a_json_500_and_nothing_is_acknowledged(client, monkeypatch, caplog):
+    """Before, anything but ValueError, KeyError and TypeError was a bare-text 500 the page could not read.
+    The log says each failure in one line, its traceback only at DEBUG."""
     def full(*args, **kwargs):
         raise sqlite3.OperationalError("database or disk is full")
 
@@ -121,6 +122,13 @@ def test_a_storage_failure_is_a_json_500_and_nothing_is_acknowledged(client, mon
     monkeypatch.setattr(client.session, "versions", broken)
     r = client.get("/api/versions", headers=H)
     assert r.status_code == 500 and r.json() == {"error": "the server failed: RuntimeError: out of threads"}
+    said = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records
+            if r.name.startswith("skdbal")]
+    assert [s for s in said if s[0] != "DEBUG"] == [
+        ("ERROR", "POST /api/submit failed: the store could not be written: database or disk is full", False),
+        ("ERROR", "POST /api/skip failed: the store could not be written: database or disk is full", False),
+        ("ERROR", "GET /api/status failed: the store could not be read: database disk image is malformed", False),
+        ("ERROR", "GET /api/versions failed: the server failed: RuntimeError: out of threads", False)]
 
 
 def test_deeply_nested_json_is_a_400(client):
