@@ -48,12 +48,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
 KIT_LIMIT_MIB=55
 # what the device's python3 may lack: skdbal's install_requires (setup.cfg) and what they import at run
-# time (skorch: tabulate, tqdm; scikit-learn: joblib, threadpoolctl), baal 2.1.0 and what bench_gpu's
-# import_baal and its modules import (structlog, PIL; torchmetrics gets a stand-in), and pytest with its
-# needs. The versions are those of the development venv (baal's pin is the issue's; structlog 26.1 ran
-# with it on the last H100 run, though baal declares <23). One version of each: two stop the install.
-WHEELS=(skorch==1.4.0 scikit-learn==1.9.1 joblib==1.6.0 threadpoolctl==3.8.0 tqdm==4.70.1 tabulate==0.10.0
-        baal==2.1.0 structlog==26.1.0 pillow==13.0.0
+# time (skorch: tabulate, tqdm; scikit-learn: joblib, threadpoolctl, narwhals; joblib: cloudpickle), baal
+# 2.1.0 and what bench_gpu's import_baal and its modules import (structlog, PIL; torchmetrics gets a
+# stand-in), and pytest with its needs: each wheel's Requires-Dist, less extras and other platforms. The
+# versions are those of the development venv (baal's pin is the issue's; structlog 26.1 ran with it on
+# the last H100 run, though baal declares <23). One version of each: two stop the install.
+WHEELS=(skorch==1.4.0 scikit-learn==1.9.1 joblib==1.6.0 threadpoolctl==3.8.0 narwhals==2.29.0 cloudpickle==3.1.3
+        tqdm==4.70.1 tabulate==0.10.0 baal==2.1.0 structlog==26.1.0 pillow==13.0.0
         pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 pygments==2.21.0)
 
 die() { echo "device_kit: $*" >&2; exit 1; }
@@ -151,11 +152,19 @@ for whl in sorted(Path(".whl").glob("*.whl")):
         mods = z.read(top).decode().split() if top else sorted({
             n.split("/")[0].removesuffix(".py") for n in names
             if not n.split("/")[0].endswith((".dist-info", ".data"))})
-    mods = [m for m in mods if m and not m.startswith("_")] or mods
+    # importable names only (not scikit_learn.libs, the vendored libraries' folder), none private
+    mods = [m for m in mods if m.isidentifier() and not m.startswith("_")] or mods
     if NEVER & set(mods):
         print(f"  {whl.name}: never installed over the image's {sorted(NEVER & set(mods))}", file=sys.stderr)
         continue
-    missing = [m for m in mods if importlib.util.find_spec(m) is None]
+
+    def found(name):
+        try:
+            return importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            return False
+
+    missing = [m for m in mods if not found(m)]
     print(f"  {whl.name}: {'install (no ' + ', '.join(missing) + ')' if missing else 'already importable'}",
           file=sys.stderr)
     if missing:
