@@ -191,7 +191,7 @@ run() {
     done
     [ "${KIT_DRY:-0}" = 1 ] && dry=1
     T0=$(date +%s)
-    OUT="${OUT:-$ROOT/.devout}"
+    OUT="${OUT:-/tmp/device_kit_out}"
     mkdir -p "$OUT"
     local deadline="${KIT_DEADLINE:-575}" sfx="" failed=()
     [ "$part" = all ] || sfx="_$part"
