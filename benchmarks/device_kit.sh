@@ -258,7 +258,7 @@ print('skdbal', skdbal.__version__, skdbal.__file__)
         fi
         case "$part" in a) bench+=(--skip baal);; b) bench+=(--skip scoring skdbal);; esac
         echo "python3 benchmarks/bench_gpu.py ${bench[*]}"
-        timeout -k 10 -s INT $((budget + 10)) python3 benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
+        timeout -k 10 -s INT "$left" python3 benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
             | tee "$OUT/bench_gpu$sfx.log"
         rc=${PIPESTATUS[0]}
         [ "$rc" = 0 ] || failed+=("bench (rc $rc)")
