@@ -219,7 +219,7 @@ run() {
         export SKDBAL_COMMIT="$commit"
         echo "commit: $SKDBAL_COMMIT"
 
-        echo "=== environment (at $(elapsed) s) -> env.txt"
+        echo "=== environment (at $(elapsed) s) -> env$sfx.txt"
         {
             echo "commit: $SKDBAL_COMMIT"; echo "date: $(date -u +%FT%TZ)"; uname -a
             echo "--- nvidia-smi"; timeout 30 nvidia-smi 2>&1 || echo "(no nvidia-smi)"
@@ -234,8 +234,8 @@ for m in (numpy, scipy, sklearn, skorch):
 print('skdbal', skdbal.__version__, skdbal.__file__)
 " 2>&1
             echo "--- pip list (with $site)"; timeout 60 python3 -m pip list --format=freeze 2>&1
-        } >"$OUT/env.txt" 2>&1
-        sed -n '1,3p;/^--- python3/,/^--- pip/p' "$OUT/env.txt"
+        } >"$OUT/env$sfx.txt" 2>&1
+        sed -n '1,3p;/^--- python3/,/^--- pip/p' "$OUT/env$sfx.txt"
 
         if [ "$part" != b ]; then
             echo "=== gpu tests (at $(elapsed) s) -> pytest_gpu$sfx.log"
@@ -256,7 +256,7 @@ print('skdbal', skdbal.__version__, skdbal.__file__)
             bench+=(--T 100 --repeats 3 --part-a-limit 45 --skdbal-time-limit 260 --baal-reserve 215
                     --baal-time-limit 260)
         fi
-        case "$part" in a) bench+=(--skip baal);; b) bench+=(--skip scoring skdbal);; esac
+        case "$part" in a) bench+=(--skip baal --baal-reserve 0);; b) bench+=(--skip scoring skdbal);; esac
         echo "python3 benchmarks/bench_gpu.py ${bench[*]}"
         timeout -k 10 -s INT "$left" python3 benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
             | tee "$OUT/bench_gpu$sfx.log"
