@@ -139,13 +139,30 @@ elapsed() { echo $(( $(date +%s) - T0 )); }
 
 install_wheels() {
     local site="$1"
-    # which wheels' top-level modules python3 cannot import as it is (without the kit's site folder)
+    # which wheels' top-level modules python3 cannot import as it is (without the kit's site folder), or
+    # whose installed version is below what setup.cfg's install_requires asks
     local need
     need=$(PYTHONPATH= python3 - <<'EOF'
-import importlib.util, sys, zipfile
+import configparser, importlib.metadata as md, importlib.util, re, sys, zipfile
 from pathlib import Path
 NEVER = {"torch", "numpy", "scipy", "triton"}  # the image's builds stay, whatever a wheel brings
+norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()
+release = lambda v: tuple(int(x) for x in re.findall(r"\d+", v.split("+")[0])[:3])
+cfg = configparser.ConfigParser()
+cfg.read("setup.cfg")
+minimum = {norm(m[1]): m[2] for m in re.finditer(r"^\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9.]+)",
+                                                 cfg.get("options", "install_requires", fallback=""), re.M)}
+
+
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 for whl in sorted(Path(".whl").glob("*.whl")):
+    dist = norm(whl.name.split("-")[0])
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
         top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
@@ -157,17 +174,17 @@ for whl in sorted(Path(".whl").glob("*.whl")):
     if NEVER & set(mods):
         print(f"  {whl.name}: never installed over the image's {sorted(NEVER & set(mods))}", file=sys.stderr)
         continue
-
-    def found(name):
-        try:
-            return importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            return False
-
     missing = [m for m in mods if not found(m)]
-    print(f"  {whl.name}: {'install (no ' + ', '.join(missing) + ')' if missing else 'already importable'}",
-          file=sys.stderr)
-    if missing:
+    try:
+        have = md.version(dist)
+    except md.PackageNotFoundError:
+        have = None
+    old = not missing and have and dist in minimum and release(have) < release(minimum[dist])
+    why = (f"install (no {', '.join(missing)})" if missing else
+           f"install (the image's {have} is below {minimum[dist]})" if old else
+           f"already importable ({have or 'version unknown'})")
+    print(f"  {whl.name}: {why}", file=sys.stderr)
+    if missing or old:
         print(whl)
 EOF
     ) || { echo "!!! could not read the wheels"; return 1; }
