@@ -14,34 +14,43 @@
 #   fails if the kit is over 55 MiB (what travels, the tree included, must stay under 64 MiB). Run it
 #   again after your last commit before a run: it keeps the wheels it has and records the commit anew.
 # run [all|a|b] [--dry]: installs into /tmp/site (KIT_SITE) only the wheels whose top-level modules the
-#   device's python3 cannot import (never torch, numpy or scipy: the image's stay), writes env.txt
-#   (nvidia-smi, versions, pip list), runs the gpu tests (pytest_gpu.log), then bench_gpu.py (its log
-#   bench_gpu.log and JSON bench_gpu.json, the commit in the JSON's provenance through SKDBAL_COMMIT), all
-#   into $OUT, each as it goes (tee), so a killed command leaves what it had; a failing section does not
-#   stop the next; kit.log is the whole console. `a` = tests, Part A and skdbal's run; `b` = baal's run.
+#   device's python3 cannot import, or whose version there is below setup.cfg's install_requires (never
+#   torch, numpy or scipy: the image's stay); writes env.txt (nvidia-smi, versions, pip list); runs the
+#   gpu tests (pytest_gpu.log), then bench_gpu.py (bench_gpu.log, bench_gpu.json, the commit in the
+#   JSON's provenance through SKDBAL_COMMIT); all into $OUT (default /tmp/device_kit_out), each as it
+#   goes (tee), so a killed command leaves what it had; a failing section does not stop the next; kit.log
+#   is the whole console. `a` = the tests, Part A and skdbal's run; `b` = baal's run (files named _a, _b).
+#   --dry (or KIT_DRY=1): --device cpu and the docstring's tiny settings; the gpu tests skip.
 #
-# Time on an H100 (docs/results/bench_gpu/bench_gpu.log, the last run: row_pcg64 masks on the host):
-#   before the bench: wheels ~5 s, env.txt ~5 s, the 4 gpu tests ~45 s (a cold torch+CUDA import ~20 s)
-#   bench start (imports, provenance, CUDA init) ~20 s (21 s there), warm-up 1 s
-#   Part A at T = 100 only (the issue asks T = 100), --part-a-limit 45: a round of the 11 methods took
-#     ~20 s there, so the fit, the warm-ups and best of 2 (a third in part) ~50 s (54 s at limit 50 there)
-#   skdbal's run: child set-up 15 s (14.6 s there), not timed; 100 steps: steps 0-92 took 180 s wall
-#     (train 91.4, query 80.9, eval 6.0), steps 93-100 add ~8 x 2.7 s, so ~203 s with row_pcg64; with
-#     "auto" = row_philox on CUDA the query (0.88 s a step, 0.75 s of it scoring 2,000 points at T = 100
-#     at 2,655 img/s) should drop to ~0.25-0.4 s a step: ~140-155 s
-#   baal's run: set-up ~5 s; steps 0-88 took 160.5 s; steps 89-100 at ~3.1 s (train grows) add ~37 s: ~200 s
-#   sum: 5+5+45+20+1+50+15+(140..203)+5+200 = ~490 s expected, ~550 s if row_philox saves nothing. So all
-#   of it fits one call of timeout_s 600: `run` ends itself by KIT_DEADLINE (575 s) after its start; the
-#   bench gets --budget = what is left less 5 s, keeps --baal-reserve 215 s for baal when skdbal's run
-#   starts (which stops skdbal's run, PARTIAL, rather than baal's, if the estimate is wrong), and is
-#   stopped by SIGINT 10 s after its budget. One call (machine start 1-2 min + <= 600 s) leaves >= 3 min
-#   of the 15: not enough to start another machine, so the split, `run a` (~300 s) then `run b` (~230 s),
-#   is the fallback for a session that must spread the work over two calls (on the same warm machine,
-#   called within its 30 s; on a fresh one baal's loop would run on another machine, so say so).
+# Time on an H100, from docs/results/bench_gpu/bench_gpu.log (the last run there: row_pcg64 masks drawn
+# on the host; its runs stopped at steps 92 and 88, at the limits it was given):
+#   wheels ~5 s (3 there: skorch, baal, structlog), env.txt ~5 s, the 4 gpu tests ~45 s with a cold
+#     torch+CUDA import (capped at KIT_TESTS_LIMIT, 150 s)
+#   the bench's start (imports, provenance, CUDA's initialisation) ~20 s (21 s there), warm-up 1 s
+#   Part A at T = 100 only (what the issue asks), --part-a-limit 45: one round of the 10 methods took
+#     ~18-22 s there, so the fit, the warm-ups and best of 2 ~45-50 s (54 s at limit 50 there)
+#   skdbal's run: the child's set-up 15 s (14.6 s there), not timed; steps 0-92 took 180 s (train 91.4,
+#     query 80.9, eval 6.0), steps 93-100 ~8 x 2.7 s: ~203 s with row_pcg64. "auto" is row_philox on CUDA
+#     now: the query (0.88 s a step, 0.75 s of it scoring 2,000 points at T = 100 at 2,655 img/s) should
+#     fall to ~0.25-0.4 s a step, so ~140-155 s
+#   baal's run: set-up ~5 s; steps 0-88 took 160.5 s, steps 89-100 at ~3.1 s a step (training grows)
+#     ~37 s: ~200 s
+#   sum: 5+5+45 + 20+1+50 + 15+(140..203) + 5+200 = ~490 s expected, ~550 s if row_philox saves nothing.
+#   So it all fits one call of timeout_s 600. `run` stops at KIT_DEADLINE (575 s) after its start: the
+#   bench gets --budget = what is left less 5 s and is interrupted (SIGINT, then KILL 10 s on) at the
+#   deadline; --baal-reserve 215 keeps baal's ~200 s free when skdbal's run starts (so if the estimate is
+#   wrong, skdbal's run is the one stopped, PARTIAL); the runs' own limits (260 s) are above the worst
+#   estimates. What is not done by then is reported PARTIAL, nothing extrapolated.
+#   Device time: a start (1-2 min) + one call (<= 600 s) leaves >= 3 min of the 15: too little for a
+#   fresh machine (4 min), so there is one try. The split, `run a` (~300 s: tests, Part A, skdbal's run)
+#   then `run b` (~230 s: baal's run), is the fallback for a session that would rather have two shorter
+#   calls: the second within the machine's 30 s warm time, or a fresh machine's baal loop is timed on
+#   another machine than skdbal's run (say so in the results).
 #
 # The run tool's call (from /work/main, after pack there):
 #   command: bash benchmarks/device_kit.sh run     carry: [".whl", ".devdata"]     timeout_s: 600
-# Copy the returned files into docs/results/bench_gpu/ (benchmarks/README.md, "A GPU machine").
+# Copy the returned files into docs/results/bench_gpu/ (benchmarks/README.md, "A GPU machine: issue 43's
+# checks in one call").
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
