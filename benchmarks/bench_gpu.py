@@ -514,7 +514,7 @@ def baal_run(args, device, results):
     from baal.modelwrapper import ModelWrapper, TrainingArgs
 
     from skdbal.experiments import get_preset
-    from skdbal.experiments.runner import _split, load_data
+    from skdbal.experiments.factories import load_data, split_indices
 
     info = results.data["baal_run"]
     room = args.budget - elapsed() - 10
@@ -530,7 +530,7 @@ def baal_run(args, device, results):
     X_train, y_train, X_test, y_test = load_data("mnist")
     # the run's split (seeded by the seed alone): pool = training set less the 100 validation
     # images, and its 20 balanced initial labels: those of the skdbal run's step 0 when it ran
-    _, pool, initial, _ = _split(preset, SEED, y_train, len(y_test))
+    _, pool, initial, _ = split_indices(preset, SEED, y_train, len(y_test))
     theirs = results.data["skdbal_run"].get("initial_indices")
     same = None if theirs is None else sorted(theirs) == sorted(initial.tolist())
     log(f"pool {len(pool)} images, initial labels {len(initial)}: " +

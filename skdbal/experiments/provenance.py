@@ -97,7 +97,9 @@ def package_versions(names: Sequence[str] = PACKAGES) -> Dict[str, str]:
 
 def git_commit(path=None) -> Optional[str]:
     """The commit of the checkout holding ``path`` (default: this package), with ``+dirty`` when its
-    tracked files under ``skdbal/`` differ from it; ``None`` outside a git checkout.
+    tracked files under ``skdbal/`` differ from it; outside a git checkout, ``$SKDBAL_COMMIT`` if set
+    (a copy of a checkout without its ``.git``, such as the tree ``benchmarks/device_kit.sh`` sends to
+    a GPU machine, says there which commit it is), else ``None``.
 
     Examples
     --------
@@ -107,14 +109,15 @@ def git_commit(path=None) -> Optional[str]:
     True
     """
     where = Path(path) if path is not None else Path(__file__).resolve().parents[2]
+    given = os.environ.get("SKDBAL_COMMIT") or None
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=20)
         if head.returncode != 0:
-            return None
+            return given
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "skdbal"], cwd=where,
                                capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
+        return given
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 

@@ -25,8 +25,18 @@ def test_environment_names_the_hardware_the_versions_and_the_commit():
     assert env["commit"].split("+")[0] == head
 
 
-def test_git_commit_outside_a_checkout_is_none(tmp_path):
+def test_git_commit_outside_a_checkout_is_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("SKDBAL_COMMIT", raising=False)
     assert git_commit(tmp_path) is None
+
+
+def test_git_commit_outside_a_checkout_is_skdbal_commit_and_git_wins_inside(tmp_path, monkeypatch):
+    """A copy without .git (the tree benchmarks/device_kit.sh sends to a GPU) says its commit through
+    $SKDBAL_COMMIT; inside a checkout git's answer stands."""
+    monkeypatch.setenv("SKDBAL_COMMIT", "0123abc+packed")
+    assert git_commit(tmp_path) == "0123abc+packed"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert git_commit(ROOT).split("+")[0] == head
 
 
 def test_an_invocation_records_the_machine_its_versions_and_the_commit(tmp_path):
