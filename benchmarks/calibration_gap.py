@@ -22,7 +22,9 @@ import numpy as np
 import torch
 
 from skdbal.experiments import RunSpec, load_data, read_results
-from skdbal.experiments.runner import _fit_step_model, _labelled_indices, _split, _stored_preset
+from skdbal.experiments.configs import stored_preset
+from skdbal.experiments.factories import fit_step_model, split_indices
+from skdbal.experiments.journal import labelled_indices
 from skdbal.metrics import expected_calibration_error
 
 
@@ -30,7 +32,7 @@ def rebuild(out_dir: Path, run_id: str, step=None):
     """The run's model at ``step`` (default: its last), its test set and its row."""
     runs = out_dir / "runs"
     config = json.loads((runs / f"{run_id}.json").read_text())
-    preset = _stored_preset(config)
+    preset = stored_preset(config)
     spec = RunSpec(preset, config["strategy"], int(config["seed"]), mc_dropout=config["mc_dropout"],
                    ensemble=int(config.get("ensemble", 0)))
     if config.get("noise_rate") or config.get("last_layer") or config.get("initial_set"):
@@ -38,9 +40,9 @@ def rebuild(out_dir: Path, run_id: str, step=None):
     rows = read_results(runs / f"{run_id}.csv")
     step = rows[-1]["step"] if step is None else step
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset)
-    val, _, _, test = _split(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
-    labelled = _labelled_indices(rows[:step + 1])
-    est = _fit_step_model(spec, step, X_train[labelled], y_train[labelled], (X_train[val], y_train[val]))
+    val, _, _, test = split_indices(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
+    labelled = labelled_indices(rows[:step + 1])
+    est = fit_step_model(spec, step, X_train[labelled], y_train[labelled], (X_train[val], y_train[val]))
     return est, X_test_all[test], y_test_all[test], rows[step]
 
 

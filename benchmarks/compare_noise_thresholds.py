@@ -22,7 +22,9 @@ import torch
 from skdbal.acquisition import get_strategy
 from skdbal.datasets import make_noisy_labels
 from skdbal.experiments import load_data, make_estimator, read_results
-from skdbal.experiments.runner import _labelled_indices, _split, _stored_preset
+from skdbal.experiments.configs import stored_preset
+from skdbal.experiments.factories import split_indices
+from skdbal.experiments.journal import labelled_indices
 
 
 def main(argv=None):
@@ -38,15 +40,15 @@ def main(argv=None):
     runs = Path(args.out_dir) / "runs"
     for run_id in args.runs:
         config = json.loads((runs / f"{run_id}.json").read_text())
-        preset = _stored_preset(config)  # runs of results version 2 drew masks by stream
+        preset = stored_preset(config)  # runs of results version 2 drew masks by stream
         seed, rate = int(config["seed"]), float(config["noise_rate"])
         X_train, y_train, _, y_test_all = load_data(preset.dataset)
-        val, pool, initial, _ = _split(preset, seed, y_train, len(y_test_all))
+        val, pool, initial, _ = split_indices(preset, seed, y_train, len(y_test_all))
         y_given, flipped = make_noisy_labels(y_train, rate, classes=np.unique(y_train),
                                              random_state=np.random.RandomState([seed, 7907]))
         y_given[initial], flipped[initial] = y_train[initial], False
         rows = read_results(runs / f"{run_id}.csv")
-        labelled = _labelled_indices(rows)
+        labelled = labelled_indices(rows)
         state = torch.load(runs / f"{run_id}.pt", weights_only=True)
         net = make_estimator(preset, random_state=0, valid=(X_train[val], y_train[val]), n_train=len(labelled))
         net.set_params(max_epochs=0, callbacks=None)

@@ -23,7 +23,7 @@ from .results import DamagedResultsError, has_rows
 if TYPE_CHECKING:  # pragma: no cover
     from .specs import RunSpec
 
-__all__ = ["comparable_configs", "IMPLICIT_BEFORE"]
+__all__ = ["comparable_configs", "IMPLICIT_BEFORE", "stored_preset"]
 
 #: Preset fields added since results version 2, with the value that run files
 #: written before them implicitly used.
@@ -196,8 +196,27 @@ def comparable_configs(stored: dict, current: dict):
     return a, b
 
 
-def _stored_preset(config: dict) -> Preset:
+def stored_preset(config: dict) -> Preset:
     """The preset of a run's stored ``config``; fields added since it was
-    written hold the values they implicitly had (``IMPLICIT_BEFORE``)."""
+    written hold the values they implicitly had (``IMPLICIT_BEFORE``).
+
+    Parameters
+    ----------
+    config : dict
+        A run file's ``config``: its ``preset`` holds the preset's name and fields.
+
+    Returns
+    -------
+    Preset
+
+    Examples
+    --------
+    A run written before ``mask_seeding`` existed drew its masks by stream:
+
+    >>> from skdbal.experiments.configs import stored_preset
+    >>> preset = stored_preset({"preset": {"name": "gal2017", "n_queries": 5}})
+    >>> preset.n_queries, preset.mask_seeding
+    (5, 'stream')
+    """
     fields = {k: v for k, v in config["preset"].items() if k not in ("name", "notes")}
     return get_preset(config["preset"]["name"], **{**IMPLICIT_BEFORE, **fields})

@@ -86,7 +86,7 @@ def test_every_committed_run_passes_the_folder_check():
     for runs in sorted(RESULTS.glob("*/runs")):
         stored = configs.folder_configs(runs)
         for path, c in stored.items():
-            spec = RunSpec(configs._stored_preset(c), c["strategy"], c["seed"], mc_dropout=c["mc_dropout"],
+            spec = RunSpec(configs.stored_preset(c), c["strategy"], c["seed"], mc_dropout=c["mc_dropout"],
                            last_layer=c.get("last_layer"), noise_rate=c.get("noise_rate", 0.0),
                            initial_set=c.get("initial_set", "balanced_random"), ensemble=c.get("ensemble", 0),
                            laplace=c.get("laplace", False))
