@@ -145,10 +145,14 @@ def main():
         print(f"skdbal's exact picks (the first {n_exact}): {exact}; in baal's batch: "
               f"{len(set(exact) & set(theirs['picks']))}/{n_exact}; whole batches share "
               f"{len(set(ours['picks']) & set(theirs['picks']))}/{args.b}")
-        table.append([f"skdbal's exact picks in baal's batch (first {n_exact})", "", "", "",
-                      f"{len(set(exact) & set(theirs['picks']))}/{n_exact}"])
     print()
     print(markdown_table(["method", "seconds", "peak RSS MB", "loaded RSS MB", "time over skdbal"], table))
+    if "error" not in ours and "error" not in theirs:
+        print()
+        print(markdown_table(["picks compared", "shared"],
+                             [[f"skdbal's exact picks (the first {n_exact}) in baal's batch",
+                               f"{len(set(exact) & set(theirs['picks']))}/{n_exact}"],
+                              ["whole batches", f"{len(set(ours['picks']) & set(theirs['picks']))}/{args.b}"]]))
 
 
 if __name__ == "__main__":

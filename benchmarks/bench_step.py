@@ -88,8 +88,8 @@ def main():
               f"(train {parts[0]:.0f} s, score {parts[1]:.0f} s, evaluate {parts[2]:.0f} s)")
     print(f"fast / Gal: {totals['fast'] / totals['Gal']:.2f}")
     print()
-    print(markdown_table(["configuration", "labels", "train s", "score s", "evaluate s", "step s"],
-                         [[name, n, f"{a:.1f}", f"{b:.1f}", f"{c:.1f}", f"{a + b + c:.1f}"]
+    print(markdown_table(["step", "train s", "score s", "evaluate s", "step s"],
+                         [[f"{name} at {n} labels", f"{a:.1f}", f"{b:.1f}", f"{c:.1f}", f"{a + b + c:.1f}"]
                           for name, r in rows.items() for n, a, b, c in r]))
 
 
