@@ -218,7 +218,11 @@ run() {
     [ "${KIT_DRY:-0}" = 1 ] && dry=1
     T0=$(date +%s)
     OUT="${OUT:-/tmp/device_kit_out}"
+    case "$OUT" in /*) ;; *) OUT="$PWD/$OUT";; esac   # absolute: a relative one would land in the checkout
     mkdir -p "$OUT"
+    [ "$part" = all ] && sfx_old="" || sfx_old="_$part"
+    rm -f "$OUT/env$sfx_old.txt" "$OUT/pytest_gpu$sfx_old.log" "$OUT/bench_gpu$sfx_old.log" \
+        "$OUT/bench_gpu$sfx_old.json" "$OUT/kit$sfx_old.log"   # an earlier run's files are not this one's
     local deadline="${KIT_DEADLINE:-575}" sfx="" failed=()
     [ "$part" = all ] || sfx="_$part"
     main() {
@@ -260,6 +264,8 @@ for m in (numpy, scipy, sklearn, skorch):
 print('skdbal', skdbal.__version__, skdbal.__file__)
 " 2>&1
             echo "--- pip list (with $site)"; timeout 60 python3 -m pip list --format=freeze 2>&1
+            echo "--- pip check (a kit wheel beside an older package of the image shows here)"
+            timeout 60 python3 -m pip check 2>&1
         } >"$OUT/env$sfx.txt" 2>&1
         sed -n '1,3p;/^--- python3/,/^--- pip/p' "$OUT/env$sfx.txt"
 
@@ -274,21 +280,28 @@ print('skdbal', skdbal.__version__, skdbal.__file__)
         local left budget
         left=$((deadline - $(elapsed)))
         budget=$((left - 5))
+        if [ "$left" -lt 30 ]; then   # timeout 0 would mean no limit at all
+            failed+=("bench (only $left s left before the deadline: not started)")
+            left=0
+        fi
         echo "=== bench_gpu.py (at $(elapsed) s, budget $budget s) -> bench_gpu$sfx.log, bench_gpu$sfx.json"
         local bench=(--json "$OUT/bench_gpu$sfx.json" --budget "$budget")
         if [ $dry = 1 ]; then  # the docstring's tiny settings for a CPU test
             bench+=(--device cpu --n 500 --T 20 --repeats 1 --steps 2 --epochs 2 --run-T 10 --pool-subsample 200)
         else  # the header's arithmetic: T = 100 only, whole 100-step runs
-            bench+=(--T 100 --repeats 3 --part-a-limit 45 --skdbal-time-limit 260 --baal-reserve 215
+            bench+=(--device cuda --T 100 --repeats 3 --part-a-limit 45 --skdbal-time-limit 260 --baal-reserve 215
                     --baal-time-limit 260)
         fi
         case "$part" in a) bench+=(--skip baal --baal-reserve 0);; b) bench+=(--skip scoring skdbal);; esac
-        echo "python3 benchmarks/bench_gpu.py ${bench[*]}"
-        timeout -k 10 -s INT "$left" python3 benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
-            | tee "$OUT/bench_gpu$sfx.log"
-        rc=${PIPESTATUS[0]}
-        [ "$rc" = 0 ] || failed+=("bench (rc $rc)")
-        grep -q '"errors": \[\]' "$OUT/bench_gpu$sfx.json" 2>/dev/null || failed+=("bench sections (see the JSON's errors)")
+        if [ "$left" -gt 0 ]; then
+            echo "python3 benchmarks/bench_gpu.py ${bench[*]}"
+            timeout -k 10 -s INT "$left" python3 benchmarks/bench_gpu.py "${bench[@]}" 2>&1 \
+                | tee "$OUT/bench_gpu$sfx.log"
+            rc=${PIPESTATUS[0]}
+            [ "$rc" = 0 ] || failed+=("bench (rc $rc)")
+            grep -q '"errors": \[\]' "$OUT/bench_gpu$sfx.json" 2>/dev/null \
+                || failed+=("bench sections (see the JSON's errors)")
+        fi
 
         echo "=== done in $(elapsed) s; in $OUT:"
         ls -l "$OUT"

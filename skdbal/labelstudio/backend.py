@@ -60,7 +60,7 @@ from typing import Dict, List, Optional
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -174,8 +174,8 @@ class WebhookWorker:
                 except Exception as exc:  # noqa: BLE001 - the thread goes on; the error is kept and logged
                     self.last_error = exc
                     if not is_transient(exc) or attempt == self.retries - 1:
-                        logger.error("skdbal: the webhook %s was not recorded (a pull will be made): %s: %s",
-                                     event.get("action"), type(exc).__name__, exc)
+                        logger.error("skdbal: the webhook %s was not recorded (a pull will be made): %s",
+                                     event.get("action"), " ".join(f"{type(exc).__name__}: {exc}".split()))
                         self.missed.set()
                         break
                     threading.Event().wait(1.0)
@@ -258,6 +258,8 @@ class _Failures:
 
         try:
             await self.app(scope, receive, sending)
+        except ClientDisconnect:     # the client went away mid-body: nobody to answer, nothing failed here
+            logger.info("skdbal backend: %s %s: the client went away", scope.get("method", ""), scope.get("path"))
         except Exception as exc:  # noqa: BLE001 - answered, and said in one line
             method = scope.get("method", "")
             # one line; no route writes the store (the webhooks' worker does, in its thread): a read failed

@@ -3,6 +3,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from skdbal.experiments import get_preset
 from skdbal.experiments.provenance import (
     NOT_RECORDED,
@@ -36,6 +38,8 @@ def test_git_commit_outside_a_checkout_is_skdbal_commit_and_git_wins_inside(tmp_
     monkeypatch.setenv("SKDBAL_COMMIT", "0123abc+packed")
     assert git_commit(tmp_path) == "0123abc+packed"
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if not head:
+        pytest.skip("the checkout has no .git (a copied tree)")
     assert git_commit(ROOT).split("+")[0] == head
 
 

@@ -289,10 +289,11 @@ def test_an_unexpected_error_is_a_json_500_and_one_log_line(setup, monkeypatch, 
     monkeypatch.setattr(setup.session, "guesses", broken)
     said = "the server failed: RuntimeError: the model is gone"
     caplog.set_level(logging.INFO)
-    r = setup.http.post("/predict", json={"tasks": [{"id": 1020}]})
+    app = backend_app(setup.sync, guess_timeout=10)   # a busy machine's slow thread start is no empty 200
+    r = TestClient(app).post("/predict", json={"tasks": [{"id": 1020}]})
     assert r.status_code == 500 and r.json() == {"error": said}
 
-    url, stop = serve(setup.app)
+    url, stop = serve(app)
     uvicorn_said = []
     watch = logging.Handler()
     watch.emit = uvicorn_said.append
@@ -304,7 +305,36 @@ def test_an_unexpected_error_is_a_json_500_and_one_log_line(setup, monkeypatch, 
     finally:
         stop()
         logging.getLogger("uvicorn.error").removeHandler(watch)
+        app.state.events.close()
     ours = [(rec.name, rec.levelname, rec.getMessage(), rec.exc_info) for rec in caplog.records
             if rec.name.startswith("skdbal")]
     assert ours == [("skdbal.labelstudio.backend", "ERROR", f"skdbal backend: POST /predict failed: {said}", None)] * 2
     assert [rec.getMessage() for rec in uvicorn_said if rec.levelno >= logging.WARNING] == []
+
+
+def test_a_client_gone_mid_body_is_one_info_line_and_no_answer(caplog):
+    """Label Studio dropping a webhook's connection mid-body is not a failure of ours: nothing is sent
+    (nobody is there), and the log says it at INFO, not as a 500 at ERROR."""
+    import asyncio
+    import logging
+
+    from starlette.requests import ClientDisconnect
+
+    from skdbal.labelstudio.backend import _Failures
+
+    async def gone(scope, receive, send):
+        raise ClientDisconnect()
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.disconnect"}
+
+    caplog.set_level(logging.INFO)
+    asyncio.run(_Failures(gone)({"type": "http", "method": "POST", "path": "/webhook"}, receive, send))
+    assert sent == []
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("skdbal")] == [
+        ("INFO", "skdbal backend: POST /webhook: the client went away")]
