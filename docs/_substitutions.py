@@ -136,7 +136,10 @@ def benchmark_jsons(results_dir) -> dict:
 #: Raw text outputs whose Markdown tables a page quotes: prefix -> path under docs/results.
 RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               # issue 43: the mask seedings side by side on the CPU (bench_scoring.py, SKDBAL_BENCH_OUT)
-              "bench_scoring_seedings": "bench_scoring_seedings/output.txt"}
+              "bench_scoring_seedings": "bench_scoring_seedings/output.txt",
+              # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
+              **{name: f"{name}/output.txt" for name in (
+                  "bench_scoring", "bench_training")}}
 
 
 def raw_table_substitutions(text: str, prefix: str) -> dict:
