@@ -53,6 +53,19 @@ def session_of(X, path, batch_size, retrain_after):
     return LabellingSession(learner, X, classes=range(10), store=path, batch_size=batch_size,
                             retrain_after=retrain_after)
 
+#: The closing table's rows (measure, median or rate, p99 or max, unit), appended as each is measured.
+ROWS = []
+
+
+def print_table():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import markdown_table
+
+    print()
+    print(markdown_table(["measure", "value", "p99 or max", "unit"], ROWS))
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -66,7 +79,8 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.mnist_only:
-        return mnist_next_batch(args.batches)
+        mnist_next_batch(args.batches)
+        return print_table()
     X, y = load_digits(return_X_y=True)
     X = (X / 16.0).astype(np.float32).reshape(-1, 8, 8)
     tmp = Path(tempfile.mkdtemp())
@@ -106,6 +120,10 @@ def main():
     session.stop()
     lat = np.array(latencies) * 1000
     print(f"durable submissions, one client:       {serial:8.1f} /s")
+    ROWS.append(["durable submissions, one client", f"{serial:.1f}", "", "per s"])
+    ROWS.append([f"submissions of {args.annotators} annotators at once", f"{len(lat) / wall:.1f}", "", "per s"])
+    ROWS.append([f"submission latency, {args.annotators} annotators, think time {args.think_ms:g} ms",
+                 f"{np.percentile(lat, 50):.1f}", f"{np.percentile(lat, 99):.1f}", "ms (median, p99)"])
     print(f"{args.annotators} annotators, {len(lat)} submissions:   {len(lat) / wall:8.1f} /s, "
           f"p50 {np.percentile(lat, 50):.1f} ms, p99 {np.percentile(lat, 99):.1f} ms (asked {n_total}, "
           f"think time {args.think_ms:g} ms)")
@@ -117,8 +135,11 @@ def main():
     print(f"last label -> next batch, digits:      median {statistics.median(gaps):.2f} s, "
           f"max {max(gaps):.2f} s over {len(gaps)} batches (retrain 50 epochs + BALD on the pool; "
           f"each: {', '.join(f'{g:.2f}' for g in gaps)} s)")
+    ROWS.append(["last label to next batch, digits", f"{statistics.median(gaps):.2f}", f"{max(gaps):.2f}",
+                 "s (median, max)"])
     if not args.no_mnist:
         mnist_next_batch(args.batches)
+    print_table()
 
 
 def next_batch_gaps(session, y, n_batches):
@@ -157,6 +178,8 @@ def mnist_next_batch(n_batches):
     print(f"last label -> next batch, MNIST:       median {statistics.median(gaps):.2f} s, "
           f"max {max(gaps):.2f} s over {len(gaps)} batches (gal2017 net, 50 epochs, BALD T=100 on 2,000 "
           f"of 60,000; each: {', '.join(f'{g:.1f}' for g in gaps)} s)")
+    ROWS.append(["last label to next batch, MNIST", f"{statistics.median(gaps):.2f}", f"{max(gaps):.2f}",
+                 "s (median, max)"])
 
 
 if __name__ == "__main__":

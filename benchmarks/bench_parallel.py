@@ -67,7 +67,7 @@ def main(argv=None):
         print(json.dumps(worker(args.threads, args.labels)))
         return
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from _common import machine
+    from _common import machine, markdown_table
 
     print(f"machine: {machine()}")
     print(f"gal2017 step at {args.labels} labels: train 50 epochs, score 2,000 at T=100, predict 10,000")
@@ -86,6 +86,10 @@ def main(argv=None):
     print("best of the repeats, throughput relative to 1 process x 1 thread:")
     for (n_procs, threads), rate in best.items():
         print(f"  {n_procs} process(es) x {threads} thread(s): {rate:5.2f} steps/min  ({rate / base:.2f}x)")
+    print()
+    print(markdown_table(["configuration", "steps per min", "over 1 process x 1 thread"],
+                         [[f"{n} process(es) x {t} thread(s)", f"{rate:.2f}", f"{rate / base:.2f}"]
+                          for (n, t), rate in best.items()]))
 
 
 if __name__ == "__main__":
