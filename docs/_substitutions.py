@@ -139,7 +139,8 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               "bench_scoring_seedings": "bench_scoring_seedings/output.txt",
               # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
               **{name: f"{name}/output.txt" for name in (
-                  "bench_scoring", "bench_training")}}
+                  "bench_scoring", "bench_training", "bench_factored", "bench_batchbald", "bench_diversity",
+                  "bench_step")}}
 
 
 def raw_table_substitutions(text: str, prefix: str) -> dict:
