@@ -140,7 +140,7 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
               **{name: f"{name}/output.txt" for name in (
                   "bench_scoring", "bench_training", "bench_factored", "bench_batchbald", "bench_diversity",
-                  "bench_step")}}
+                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think")}}
 
 
 def raw_table_substitutions(text: str, prefix: str) -> dict:
