@@ -75,7 +75,8 @@ _DIVERSE += [("initial_set", g, "initial_set", "bald", [20], [])
              for g in ("bald__bayesian_init_kmeans_per_class", "bald__bayesian_init_kmeans")]
 _DIVERSE += [("ensemble", g, "ensemble", "bald__ensemble5", [], [])
              for g in ("bald", "max_entropy", "max_entropy__deterministic")]
-#: The training of Kirsch et al. against Gal's, both with random acquisition (the user guide's "Training with few labels").
+#: The training of Kirsch et al. against Gal's, both with random acquisition
+#: (the user guide's "Training with few labels").
 _TRAINING = [("kirsch2019", "random", "gal2017", "random", [20, 100], [])]
 #: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
 PAIRS = _GAL + _NOISE + _DEVICE + _DIVERSE + _TRAINING

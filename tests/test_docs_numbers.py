@@ -15,8 +15,8 @@ It passes when it is
 
 Any other figure fails the test with its file, line and text: write it as a
 substitution, or cite it. The pages checked are listed in :data:`CHECKED`
-(whole pages: docs/results/README.md, docs/performance.md and every gallery
-example's text blocks).
+(whole pages: docs/results/README.md, docs/performance.md, README.md, docs/index.md,
+every docs/guide/ page and every gallery example's text blocks).
 """
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ HEADINGS_CHECKED = {"docs/results/README.md"}
 #: Each pattern names the number with the group ``n``.
 SETTINGS = [
     # a parameter given its value: T = 100, b = 10, β = 1, lr 1e-3, batch 128
-    r"(?:\b[Tbkβτwtε]|\bweights?|\bbatch(?:es)?(?: of)?|\blr|\bepochs?|\bstep size|\bdropout)\s*=?\s*[−-]?(?P<n>\d[\d.,e-]*)",
+    # (t = 1 … T, ε = 0.1, a batch of 20 too)
+    r"(?:\b[Tbkβτwtε]|\bweights?|\bbatch(?:es)?(?: of)?|\blr|\bepochs?|\bstep size|\bdropout)"
+    r"\s*=?\s*[−-]?(?P<n>\d[\d.,e-]*)",
     # seeds, steps and sizes named as settings: seeds 1–3, seed 1, issue 31, results version 3, (step|steps) 0–88
     r"(?i:\b(?:seeds?|steps?|stages?|issues?|items?|faults?|results version|version|invocations?))"
     r"\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
@@ -67,7 +69,8 @@ SETTINGS = [
     r"(?P<n>\d[\d,]*)\s+(?:balanced |class-balanced )?initial (?:labels|points)",
     r"(?P<n>\d[\d,]*)\s+(?:random )?pool points",
     r"(?P<n>\d[\d,]*)\s+(?:per|a) step\b",
-    r"(?P<n>\d[\d,]*)\s+(?:(?:MNIST|MNIST-like|test|pool|training|Repeated-MNIST|labelled|unlabelled) )*(?:images|digits)\b",
+    r"(?P<n>\d[\d,]*)\s+(?:(?:MNIST|MNIST-like|test|pool|training|Repeated-MNIST|labelled|unlabelled) )*"
+    r"(?:images|digits)\b",
     r"(?P<n>\d+)\s+(?:rounds of|seeds\b|(?:held-out )?folds\b|(?:hidden )?units\b|acquired at a time)",
     r"\brounds of\s+(?P<n>\d+)",
     r"\b(?P<n>\d)-[Dd]\b",
@@ -99,6 +102,10 @@ SETTINGS = [
     # a host address: 127.0.0.1
     r"(?P<n>\d+\.\d+\.\d+\.\d+)",
     r"(?P<n>\d[\d,]*)\s+acquisitions of \d+",
+    # a run's length: 200 labels a run
+    r"(?P<n>\d[\d,]*)\s+labels a run\b",
+    # a table's header of the label counts where a curve is read: "| labels | 20 | 30 | … |"
+    r"^\|\s*labels\s*\|(?P<ns>[\d\s|]+)$",
     r"acquisitions of (?P<n>\d+)",
     # where a curve is read: "accuracy at 130 labels", "at 130 / 260 / 390 labels", "from 600 acquired labels"
     # (a list, the group ``ns``); not after a threshold ("reaches 90% at 240 labels" is measured)
