@@ -10,7 +10,8 @@ writes ``{{ key }}``. The keys:
 - ``<bench>__…`` from each benchmark JSON under ``docs/results/*/``
   (:func:`benchmark_jsons` names the prefixes), its keys slugged and joined by ``__``
   (:func:`skdbal.experiments.facts.json_substitutions`);
-- ``results__copied__…`` and ``results__step_s__…`` from :data:`COPIED` and :data:`STEP_RANGES`.
+- ``results__copied__…`` and ``results__step_s__…`` from :data:`COPIED` and :data:`STEP_RANGES`;
+- ``demo_learning__at<n>__…``, the labelling demo's curve (:func:`demo_learning_substitutions`).
 """
 from __future__ import annotations
 
@@ -74,8 +75,11 @@ _DIVERSE += [("initial_set", g, "initial_set", "bald", [20], [])
              for g in ("bald__bayesian_init_kmeans_per_class", "bald__bayesian_init_kmeans")]
 _DIVERSE += [("ensemble", g, "ensemble", "bald__ensemble5", [], [])
              for g in ("bald", "max_entropy", "max_entropy__deterministic")]
+#: The training of Kirsch et al. against Gal's, both with random acquisition
+#: (the user guide's "Training with few labels").
+_TRAINING = [("kirsch2019", "random", "gal2017", "random", [20, 100], [])]
 #: (folder, group, folder, group, labels, step windows): A minus B seed by seed on the seeds both have.
-PAIRS = _GAL + _NOISE + _DEVICE + _DIVERSE
+PAIRS = _GAL + _NOISE + _DEVICE + _DIVERSE + _TRAINING
 #: folder -> label counts: how many runs and mean curves dip there (lower than a step before).
 DROPS = {"gal2017": [130, 260]}
 #: (folder, groups, labels): the spread of those mean curves from ``labels`` on.
@@ -113,6 +117,30 @@ def _copied_and_ranges(results_dir: Path, subs: dict) -> dict:
             if subs[f"{folder}__parallelism"] not in texts:
                 texts.append(subs[f"{folder}__parallelism"])
         out[f"results__step_s__{name}__parallelism"] = "; ".join(texts)
+    return out
+
+
+def demo_learning_substitutions(results_dir: Path) -> dict:
+    """The labelling demo's curve (``demo_learning/results.json``, written by ``benchmarks/bench_demo_learning.py``).
+
+    ``demo_learning__at<n>__median`` (the median over seeds of the test accuracy at ``n`` labels, three
+    decimals as the script prints it), ``demo_learning__at<n>__median_pct`` (a percentage),
+    ``demo_learning__at<n>__seed<s>_pct``, and ``demo_learning__seeds`` ("0, 1 and 2").
+    """
+    import statistics
+
+    path = Path(results_dir) / "demo_learning" / "results.json"
+    if not path.exists():
+        return {}
+    runs = json.loads(path.read_text())["runs"]
+    out = {"demo_learning__seeds": ", ".join(str(r["seed"]) for r in runs[:-1]) + f" and {runs[-1]['seed']}"}
+    for n in sorted({v["n_labels"] for r in runs for v in r["session"]}):
+        accs = {r["seed"]: v["accuracy"] for r in runs for v in r["session"] if v["n_labels"] == n}
+        median = statistics.median(accs.values())
+        out[f"demo_learning__at{n}__median"] = f"{median:.3f}"
+        out[f"demo_learning__at{n}__median_pct"] = f"{100 * median:.1f}%"
+        for seed, acc in accs.items():
+            out[f"demo_learning__at{n}__seed{seed}_pct"] = f"{100 * acc:.1f}%"
     return out
 
 
@@ -188,4 +216,5 @@ def substitutions(results_dir) -> dict:
         subs.update(json_substitutions(json.loads((results_dir / name).read_text()), prefix))
     for prefix, name in RAW_TABLES.items():
         subs.update(raw_table_substitutions((results_dir / name).read_text(), prefix))
+    subs.update(demo_learning_substitutions(results_dir))
     return subs

@@ -15,8 +15,8 @@ It passes when it is
 
 Any other figure fails the test with its file, line and text: write it as a
 substitution, or cite it. The pages checked are listed in :data:`CHECKED`
-(whole pages: docs/results/README.md, docs/performance.md and every gallery
-example's text blocks).
+(whole pages: docs/results/README.md, docs/performance.md, README.md, docs/index.md,
+every docs/guide/ page and every gallery example's text blocks).
 """
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ RESULTS = ROOT / "docs" / "results"
 CHECKED = {
     "docs/results/README.md": None,
     "docs/performance.md": None,
+    "README.md": None,
+    "docs/index.md": None,
+    **{f"docs/guide/{p.name}": None for p in sorted((ROOT / "docs" / "guide").glob("*.md"))},
     # every gallery example's text blocks
     **{f"examples/{p.name}": None for p in sorted((ROOT / "examples").glob("plot_*.py"))},
 }
@@ -49,7 +52,9 @@ HEADINGS_CHECKED = {"docs/results/README.md"}
 #: Each pattern names the number with the group ``n``.
 SETTINGS = [
     # a parameter given its value: T = 100, b = 10, β = 1, lr 1e-3, batch 128
-    r"(?:\b[Tbkβτw]|\bweights?|\bbatch(?:es of)?|\blr|\bepochs?|\bstep size|\bdropout)\s*=?\s*[−-]?(?P<n>\d[\d.,e-]*)",
+    # (t = 1 … T, ε = 0.1, a batch of 20 too)
+    r"(?:\b[Tbkβτwtε]|\bweights?|\bbatch(?:es)?(?: of)?|\blr|\bepochs?|\bstep size|\bdropout)"
+    r"\s*=?\s*[−-]?(?P<n>\d[\d.,e-]*)",
     # seeds, steps and sizes named as settings: seeds 1–3, seed 1, issue 31, results version 3, (step|steps) 0–88
     r"(?i:\b(?:seeds?|steps?|stages?|issues?|items?|faults?|results version|version|invocations?))"
     r"\s+(?P<n>\d+)(?:\s*[–-]\s*\d+)?",
@@ -64,10 +69,11 @@ SETTINGS = [
     r"(?P<n>\d[\d,]*)\s+(?:balanced |class-balanced )?initial (?:labels|points)",
     r"(?P<n>\d[\d,]*)\s+(?:random )?pool points",
     r"(?P<n>\d[\d,]*)\s+(?:per|a) step\b",
-    r"(?P<n>\d[\d,]*)\s+(?:(?:MNIST|test|pool|training|Repeated-MNIST|labelled|unlabelled) )*images",
+    r"(?P<n>\d[\d,]*)\s+(?:(?:MNIST|MNIST-like|test|pool|training|Repeated-MNIST|labelled|unlabelled) )*"
+    r"(?:images|digits)\b",
     r"(?P<n>\d+)\s+(?:rounds of|seeds\b|(?:held-out )?folds\b|(?:hidden )?units\b|acquired at a time)",
     r"\brounds of\s+(?P<n>\d+)",
-    r"\b(?P<n>\d)-D\b",
+    r"\b(?P<n>\d)-[Dd]\b",
     r"(?P<n>\d+)%(?:\s+|-)(?:label )?(?:noise|panels|of the labels|rate)\b",
     r"\b(?:Nov(?:ember)?\.?)\s+(?P<n>\d{1,2})\b",
     r"(?P<n>\d[\d,]*)-(?:image|point|label|million-image)\b",
@@ -75,10 +81,31 @@ SETTINGS = [
     r"(?P<n>\d[\d,]*)\s+(?:fixed )?epochs\b",
     r"(?P<n>\d+)\s+(?:worker processes|workers?|annotators|clients)\b",
     r"(?P<n>\d+)\s+(?:per class|clusters)\b",
-    r"(?i:\b(?:batches of|default|chunks of))\s+(?P<n>\d[\d,]*)",
+    r"(?i:\b(?:batches of|default|chunks of|pages of|requests of|sample of|overlap of|window of|time-outs? of))"
+    r"\s+(?P<n>\d[\d,]*)",
+    # a default given after its value: "(8080 by default)", "2 by default", "600 s by default"
+    r"(?P<n>\d[\d,.]*)(?:\s*s)?\s+by default\b",
+    # an API's limits and sizes by their unit: at most 64 characters, 192 bits, 16 KiB, 256 pixels, 10 classes
+    r"(?P<n>\d[\d,]*)\s+(?:pixels|bits|bytes|characters|KiB|MiB|classes)\b",
+    # a width × height: 1280×900, 8×8 digits
+    r"(?<![\w.])(?P<ns>\d+×\d+)(?![\w.])",
+    # an interval: [0, 1]
+    r"\[(?P<ns>[−-]?\d[\d.]*,\s*[−-]?\d[\d.]*)\]",
+    # the top of a ranking: its top 10
+    r"\btop\s+(?P<n>\d+)\b",
+    # a command's exit status, an HTTP status, a file's mode: exit status 2, refused (403), HTTP 500, mode 600
+    r"\bexit (?:status|code)\s+(?P<n>\d+)",
+    r"\b(?:HTTP|refused)\s*\(?(?P<n>[1-5]\d\d)\b",
+    r"\bmode\s+(?P<n>[0-7]{3,4})\b",
+    # an ordered list's marker: "1. **A Label Studio**"
+    r"^\s*(?P<n>\d+)[.)]\s",
     # a host address: 127.0.0.1
     r"(?P<n>\d+\.\d+\.\d+\.\d+)",
     r"(?P<n>\d[\d,]*)\s+acquisitions of \d+",
+    # a run's length: 200 labels a run
+    r"(?P<n>\d[\d,]*)\s+labels a run\b",
+    # a table's header of the label counts where a curve is read: "| labels | 20 | 30 | … |"
+    r"^\|\s*labels\s*\|(?P<ns>[\d\s|]+)$",
     r"acquisitions of (?P<n>\d+)",
     # where a curve is read: "accuracy at 130 labels", "at 130 / 260 / 390 labels", "from 600 acquired labels"
     # (a list, the group ``ns``); not after a threshold ("reaches 90% at 240 labels" is measured)
@@ -90,8 +117,11 @@ SETTINGS = [
     r"(?<![\d.,])(?P<n>0|10|20|30)%\s+(?:runs|rows|means|column|filter rows)\b",
     # the thresholds of the measure
     r"\b(?P<n>9[05])%",
-    # software versions and dates: Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, 2026-11-26, (2019)
-    r"\b(?:Python|torch|numpy|scikit-learn|skorch|laplace-torch|baal|CUDA|cuDNN)\s+(?P<n>\d[\w.+]*)",
+    # software versions and dates: Python 3.12.3, torch 2.11.0+cu130, CUDA 13.0, Python ≥ 3.9,
+    # label-studio==1.23.2, modAL 0.4.1, a series (0.4.2.x), 2026-11-26, (2019)
+    r"\b(?:Python|PyTorch|torch|numpy|scikit-learn|skorch|laplace-torch|baal|CUDA|cuDNN|modAL(?:-python)?"
+    r"|scikit-activeml|Label Studio|label-studio|skdbal)\s*(?:[≥≤]|[<>=]=)?\s*(?P<n>\d[\w.+]*)",
+    r"(?<![\w.])(?P<n>\d+(?:\.\d+)+)\.x\b",
     r"(?P<n>\d{4}-\d{2}-\d{2})",
     r"(?<![\d,.])(?P<n>(?:19|20)\d\d)(?![\d,.])",
     # references: Table 1, Fig. 3, §5.1, Appendix A
