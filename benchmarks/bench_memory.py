@@ -59,6 +59,7 @@ def main():
     print(markdown_table(["measure", "GiB"], [["full (T, N, C) float32 array", f"{full:.2f}"]]
                          + [[f"peak {k}", f"{monitor.peak[k] / 2**20:.2f}"] for k in ("RssAnon", "VmRSS")]
                          + [[f"{k} before scoring", f"{base[k] / 2**20:.2f}"] for k in ("RssAnon", "VmRSS")]))
+    print()
     print(markdown_table(["pool images", "seconds", "img/s"], [[args.n, f"{dt:.0f}", f"{args.n / dt:.0f}"]]))
 
 

@@ -168,7 +168,7 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
               **{name: f"{name}/output.txt" for name in (
                   "bench_scoring", "bench_training", "bench_factored", "bench_batchbald", "bench_diversity",
-                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think")}}
+                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think", "bench_memory")}}
 
 
 def raw_table_substitutions(text: str, prefix: str) -> dict:
@@ -186,20 +186,30 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
     ('host X, 2 CPUs', '143.0', '2')
     >>> raw_table_substitutions("x\n| query | extra | note |\n|---|---|---|\n| a | -7.8% |  |\n", "b")["b__a__extra"]
     '-7.8%'
+    >>> two = "x\n| a | s |\n|---|---|\n| q | 1 |\n| b | n |\n|---|---|\n| r | 2 |\n"   # no blank line between
+    >>> raw_table_substitutions(two, "t")["t__r__n"]
+    '2'
     """
     from skdbal.experiments.facts import _slug
 
     lines = text.splitlines()
     subs = {f"{prefix}__machine": lines[0].strip()} if lines else {}
+
+    def cells_of(line):
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    def separator(line):
+        return line.startswith("|") and set("".join(cells_of(line))) <= set("-: ")
+
     header = None
-    for line in lines:
+    for i, line in enumerate(lines):
         if not line.startswith("|"):
             header = None
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if header is None:
+        cells = cells_of(line)
+        if i + 1 < len(lines) and separator(lines[i + 1]):   # a header, also right after another table
             header = [_slug(c) for c in cells]
-        elif not set("".join(cells)) <= set("-: "):
+        elif header is not None and not separator(line):
             label = "__".join(_slug(c) for c in cells if c and not c.lstrip("+-−")[:1].isdigit()) or _slug(cells[0])
             for column, cell in zip(header, cells):
                 subs[f"{prefix}__{label}__{column}"] = cell
