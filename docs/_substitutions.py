@@ -35,6 +35,7 @@ _GAL = [
     ("gal2017_selection", "bald", "gal2017", "bald", [130, 260, 390], []),
     ("gal2017_batch_split", "bald", "gal2017", "bald", [130, 260, 390], []),
     ("gal2017_warm", "bald", "gal2017", "bald", [1020], [(91, 100)]),
+    ("gal2017_warm_timed", "bald", "gal2017", "bald", [1020], [(91, 100)]),
     ("gal2017_last_layer", "predictive_variance__blr_mfvi", "gal2017_last_layer",
      "predictive_variance__blr_analytic", [], []),
     ("gal2017_last_layer", "predictive_variance__blr_analytic", "gal2017_last_layer",
