@@ -74,7 +74,7 @@ def task_times(stream):
             if ss["action"] == "transfer":
                 out["transfer"] += d
             elif ss["action"] == "compute":
-                if "_block_summary" in key or "_block_stochastic" in key:
+                if "_chunk_task" in key or "_block_summary" in key or "_block_stochastic" in key:  # the plan's task
                     out["score"] += d
                 elif "from-zarr" in key or "getitem" in key or "original" in key or "array" in key:
                     out["read"] += d

@@ -169,14 +169,16 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
               **{name: f"{name}/output.txt" for name in (
                   "bench_scoring", "bench_training", "bench_factored", "bench_batchbald", "bench_diversity",
-                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think", "bench_memory")}}
+                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think", "bench_memory")},
+              "bench_dask": "bench_dask/output.txt"}
 
 
 def raw_table_substitutions(text: str, prefix: str) -> dict:
     r"""The figures of a raw output's Markdown tables and first line.
 
     A row's cells are keyed by the row's label (its non-empty cells that do not
-    start with a digit or a sign and a digit, slugged and joined by ``__``) and the column's header, slugged:
+    start with a digit or a sign and a digit, slugged and joined by ``__``; where two rows of a table
+    would share a label, each is prefixed with its first cell) and the column's header, slugged:
     ``<prefix>__<row>__<column>``; ``<prefix>__machine`` is the output's first line.
 
     Examples
@@ -190,6 +192,9 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
     >>> two = "x\n| a | s |\n|---|---|\n| q | 1 |\n| b | n |\n|---|---|\n| r | 2 |\n"   # no blank line between
     >>> raw_table_substitutions(two, "t")["t__r__n"]
     '2'
+    >>> same = "x\n| workers | strategy | s |\n|---|---|---|\n| 1 | bald | 9.0 |\n| 2 | bald | 5.0 |\n"
+    >>> raw_table_substitutions(same, "d")["d__2__bald__s"]   # a label twice: the first cell tells them apart
+    '5.0'
     """
     from skdbal.experiments.facts import _slug
 
@@ -202,7 +207,10 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
     def separator(line):
         return line.startswith("|") and set("".join(cells_of(line))) <= set("-: ")
 
-    header = None
+    def label_of(cells):
+        return "__".join(_slug(c) for c in cells if c and not c.lstrip("+-−")[:1].isdigit()) or _slug(cells[0])
+
+    tables, header = [], None   # (header, rows) of each table
     for i, line in enumerate(lines):
         if not line.startswith("|"):
             header = None
@@ -210,8 +218,14 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
         cells = cells_of(line)
         if i + 1 < len(lines) and separator(lines[i + 1]):   # a header, also right after another table
             header = [_slug(c) for c in cells]
+            tables.append((header, []))
         elif header is not None and not separator(line):
-            label = "__".join(_slug(c) for c in cells if c and not c.lstrip("+-−")[:1].isdigit()) or _slug(cells[0])
+            tables[-1][1].append(cells)
+    for header, rows in tables:
+        labels = [label_of(cells) for cells in rows]
+        if len(set(labels)) < len(labels):   # rows told apart by their first cell (workers 1 and 2, say)
+            labels = [f"{_slug(cells[0])}__{label}" for cells, label in zip(rows, labels)]
+        for label, cells in zip(labels, rows):
             for column, cell in zip(header, cells):
                 subs[f"{prefix}__{label}__{column}"] = cell
     return subs
