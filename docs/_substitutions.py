@@ -16,6 +16,7 @@ writes ``{{ key }}``. The keys:
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from skdbal.experiments.facts import json_substitutions, range_text, results_substitutions
@@ -231,6 +232,32 @@ def raw_table_substitutions(text: str, prefix: str) -> dict:
     return subs
 
 
+def derived_substitutions(subs: dict) -> dict:
+    """Figures computed from others, where a page needs another unit or a difference.
+
+    - ``<key>_pct`` for each second-looks flag rate (a fraction): ``"0.0064"`` is ``"0.64%"``;
+    - ``bench_memory__peak_VmRSS_GB`` (decimal GB, the target's unit) and
+      ``bench_memory__RssAnon_added_GiB`` (the peak ``RssAnon`` less the one before scoring).
+
+    Examples
+    --------
+    >>> derived_substitutions({"second_looks__x__flag_rate_labels_max": "0.0200"})
+    {'second_looks__x__flag_rate_labels_max_pct': '2.0%'}
+    """
+    out = {}
+    for key, value in subs.items():
+        if key.startswith("second_looks__") and "__flag_rate_" in key:
+            out[f"{key}_pct"] = f"{100 * float(value):.2g}%"
+            if "." not in out[f"{key}_pct"] and float(value) < 0.1:
+                out[f"{key}_pct"] = f"{100 * float(value):.1f}%"
+    if "bench_memory__peak_VmRSS__GiB" in subs:
+        out["bench_memory__peak_VmRSS_GB"] = f"{float(subs['bench_memory__peak_VmRSS__GiB']) * 2**30 / 1e9:.2f}"
+        added = (float(subs["bench_memory__peak_RssAnon__GiB"])
+                 - float(subs["bench_memory__RssAnon_before_scoring__GiB"]))
+        out["bench_memory__RssAnon_added_GiB"] = f"{added:.2f}"
+    return out
+
+
 def substitutions(results_dir) -> dict:
     """Every substitution of the docs, read from ``results_dir`` (``docs/results``)."""
     results_dir = Path(results_dir)
@@ -242,4 +269,9 @@ def substitutions(results_dir) -> dict:
     for prefix, name in RAW_TABLES.items():
         subs.update(raw_table_substitutions((results_dir / name).read_text(), prefix))
     subs.update(demo_learning_substitutions(results_dir))
+    pool = re.search(r"pool: ([\d,]+) x .*?, ([\d.]+) GiB in memory, ([\d.]+) GiB on disk",
+                     (results_dir / "bench_dask" / "output.txt").read_text())
+    subs.update(zip(("bench_dask__pool_images", "bench_dask__pool_GiB_memory", "bench_dask__pool_GiB_disk"),
+                    pool.groups()))
+    subs.update(derived_substitutions(subs))
     return subs

@@ -89,6 +89,12 @@ def _num(value: float) -> Optional[float]:
     return None if not np.isfinite(value) else round(value, 6)
 
 
+def _two_figures(value: float) -> str:
+    """Two significant figures, kept where they end in a zero: ``3.997`` is ``"4.0"``, ``12.3`` is ``"12"``."""
+    text = f"{value:.2g}"
+    return f"{value:.1f}" if "e" not in text and "." not in text and abs(value) < 10 else text
+
+
 def _inf(value: Optional[float]) -> float:
     return float("inf") if value is None else float(value)
 
@@ -345,7 +351,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         subs[f"{p}__job_hours"] = f"{sum(longest) / 3600:.1f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
-        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = f"{min(steps):.2g}", f"{max(steps):.2g}"
+        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = _two_figures(min(steps)), _two_figures(max(steps))
         subs[f"{p}__step_s_range"] = range_text(subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"])
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"
