@@ -29,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # the worker processes inherit it
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import Peak, machine, mnist_or_synthetic, status_kb, trained_net  # noqa: E402
+from _common import Peak, machine, markdown_table, mnist_or_synthetic, status_kb, trained_net  # noqa: E402
 
 
 def build_pool(path, n, chunk_rows, source, seed=0):
@@ -150,18 +150,18 @@ def main():
                 small = query_pool(strategies[name], net, X[:len(first)], args.k, client=client, random_state=0)
                 assert small.indices.tolist() == local[name].indices.tolist(), \
                     f"{name}: picks differ from the single process"
-    print()
-    print("| workers | strategy | wall (s) | img/s | speed-up | send model (s) | read chunks (s) | score chunks (s) "
-          "| transfers (s) | candidates back | client RssAnon growth | client VmHWM |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    table = []
     for (n_workers, name), (wall, acq, times, growth_kb, hwm_kb) in results.items():
         info = acq.info["dask"]
         w1 = results[min(args.workers), name][0]
-        print(f"| {n_workers} | {name} | {wall:.1f} | {args.n / wall:,.0f} | {w1 / wall:.2f}x "
-              f"| {info['scatter_s']:.2f} "
-              f"| {times['read']:.1f} | {times['score']:.1f} | {times['transfer']:.2f} "
-              f"| {info['candidates']:,} of {info['tasks']} tasks | {growth_kb / 1024:.0f} MiB "
-              f"| {hwm_kb / 1024:.0f} MiB |")
+        table.append([n_workers, name, f"{wall:.1f}", f"{args.n / wall:,.0f}", f"{w1 / wall:.2f}x",
+                      f"{info['scatter_s']:.2f}", f"{times['read']:.1f}", f"{times['score']:.1f}",
+                      f"{times['transfer']:.2f}", f"{info['candidates']:,} of {info['tasks']} tasks",
+                      f"{growth_kb / 1024:.0f} MiB", f"{hwm_kb / 1024:.0f} MiB"])
+    print()
+    print(markdown_table(["workers", "strategy", "wall (s)", "img/s", "speed-up", "send model (s)", "read chunks (s)",
+                          "score chunks (s)", "transfers (s)", "candidates back", "client RssAnon growth",
+                          "client VmHWM"], table))
     same = all(len({tuple(r[1].indices.tolist()) for (_, nm), r in results.items() if nm == name}) == 1
                for name in args.strategies)
     print(f"\nthe picks of every cluster size are the same: {same}; "

@@ -58,10 +58,7 @@ ROWS = []
 
 
 def print_table():
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import markdown_table
+    from _common import markdown_table  # the script's folder is on the path when it runs as a program
 
     print()
     print(markdown_table(["measure", "value", "p99 or max", "unit"], ROWS))

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import machine, mnist_or_synthetic, trained_net  # noqa: E402
+from _common import machine, markdown_table, mnist_or_synthetic, trained_net  # noqa: E402
 
 from skdbal.models import mc_dropout_mode  # noqa: E402
 from skdbal.uncertainty import mutual_information  # noqa: E402
@@ -165,13 +165,14 @@ def main():
             corr = np.corrcoef(ref, scores)[0, 1]
             print(f"{name:<44}{args.n / dt:>9.0f}{dt / ref_t:>13.2f}{corr:>12.3f}{scores.mean():>11.4f}")
         # the same as a Markdown table, whose cells the docs quote (docs/_substitutions.py, RAW_TABLES)
-        print(f"\n| method | img/s at T={T} | time over skdbal at T={T} | time over the trunk-once loop at T={T} "
-              f"| corr(BALD) at T={T} | mean BALD at T={T} |\n|---|---|---|---|---|---|")
         floor = results.get("trunk-once loop", (None,))[0]
-        for name, (dt, scores) in results.items():
-            corr = np.corrcoef(ref, scores)[0, 1]
-            over = f"{dt / floor:.2f}" if floor else "n/a"
-            print(f"| {name} | {args.n / dt:.0f} | {dt / ref_t:.2f} | {over} | {corr:.3f} | {scores.mean():.4f} |")
+        print()
+        print(markdown_table(
+            ["method", f"img/s at T={T}", f"time over skdbal at T={T}", f"time over the trunk-once loop at T={T}",
+             f"corr(BALD) at T={T}", f"mean BALD at T={T}"],
+            [[name, f"{args.n / dt:.0f}", f"{dt / ref_t:.2f}", f"{dt / floor:.2f}" if floor else "n/a",
+              f"{np.corrcoef(ref, scores)[0, 1]:.3f}", f"{scores.mean():.4f}"]
+             for name, (dt, scores) in results.items()]))
     print("load average (1, 5, 15 min) at the end: " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from skdbal.experiments.facts import json_substitutions, range_text, results_substitutions
+from skdbal.experiments.facts import json_substitutions, range_text, results_substitutions, two_figures
 
 #: Pairs of folders whose strategies' order by median a page compares.
 SAME_ORDER = [("post2019", "post2019_cuda")]
@@ -113,7 +113,7 @@ def _copied_and_ranges(results_dir: Path, subs: dict) -> dict:
             facts = json.loads((results_dir / folder / "facts.json").read_text())
             steps += [g["cost"]["step_s"] for key, g in facts["groups"].items()
                       if (folder, key) not in copied and g["cost"].get("step_s") is not None]
-        out[f"results__step_s__{name}"] = range_text(f"{min(steps):.2g}", f"{max(steps):.2g}")
+        out[f"results__step_s__{name}"] = range_text(two_figures(min(steps)), two_figures(max(steps)))
         texts = []
         for folder in folders:
             if subs[f"{folder}__parallelism"] not in texts:
@@ -247,9 +247,7 @@ def derived_substitutions(subs: dict) -> dict:
     out = {}
     for key, value in subs.items():
         if key.startswith("second_looks__") and "__flag_rate_" in key:
-            out[f"{key}_pct"] = f"{100 * float(value):.2g}%"
-            if "." not in out[f"{key}_pct"] and float(value) < 0.1:
-                out[f"{key}_pct"] = f"{100 * float(value):.1f}%"
+            out[f"{key}_pct"] = f"{two_figures(100 * float(value))}%"
     if "bench_memory__peak_VmRSS__GiB" in subs:
         out["bench_memory__peak_VmRSS_GB"] = f"{float(subs['bench_memory__peak_VmRSS__GiB']) * 2**30 / 1e9:.2f}"
         added = (float(subs["bench_memory__peak_RssAnon__GiB"])

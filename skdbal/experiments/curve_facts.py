@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["seed_curves", "curve_substitutions", "range_text", "EXTRA_COLUMNS"]
+__all__ = ["seed_curves", "curve_substitutions", "range_text", "two_figures", "EXTRA_COLUMNS"]
 
 #: The measured columns of a run's rows, besides accuracy, that the facts keep where a run has them.
 EXTRA_COLUMNS = ("rmse", "mean_variance", "ece", "nll", "n_rejected", "n_rejected_flipped",
@@ -89,6 +89,27 @@ def seed_curves(runs: List[List[dict]], n_steps: int) -> dict:
     if all(d == "unknown" for d in out["seed_devices"]):
         del out["seed_devices"]
     return out
+
+
+def two_figures(value: float) -> str:
+    """``value`` to two significant figures, keeping a final zero below ten: ``"4.0"``, not ``"4"``.
+
+    Parameters
+    ----------
+    value : float
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from skdbal.experiments.curve_facts import two_figures
+    >>> two_figures(3.997), two_figures(0.6364), two_figures(12.3), two_figures(5.44)
+    ('4.0', '0.64', '12', '5.4')
+    """
+    text = f"{value:.2g}"
+    return f"{value:.1f}" if "e" not in text and "." not in text and abs(value) < 10 else text
 
 
 def range_text(low: str, high: str) -> str:

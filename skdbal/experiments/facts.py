@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .curve_facts import curve_substitutions, range_text, seed_curves
+from .curve_facts import curve_substitutions, range_text, seed_curves, two_figures
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
 from .provenance import NOT_RECORDED, left_out_runs, machines_of, parallelism_of, provenance_substitutions
@@ -56,7 +56,7 @@ from .seed_noise import (
 )
 
 __all__ = ["grid_facts", "write_facts", "facts_substitutions", "results_substitutions", "json_substitutions",
-           "range_text", "count_text", "MEDIAN_RULE", "VERDICT_RULE"]
+           "range_text", "two_figures", "count_text", "MEDIAN_RULE", "VERDICT_RULE"]
 
 #: How a median treats a run that never reaches the threshold (written into every facts file).
 MEDIAN_RULE = (median_rule()[0].upper() + median_rule()[1:]
@@ -87,12 +87,6 @@ def _num(value: float) -> Optional[float]:
     """A JSON number: ``None`` for not reached (inf or NaN), rounded so that the file is stable."""
     value = float(value)
     return None if not np.isfinite(value) else round(value, 6)
-
-
-def _two_figures(value: float) -> str:
-    """Two significant figures, kept where they end in a zero: ``3.997`` is ``"4.0"``, ``12.3`` is ``"12"``."""
-    text = f"{value:.2g}"
-    return f"{value:.1f}" if "e" not in text and "." not in text and abs(value) < 10 else text
 
 
 def _inf(value: Optional[float]) -> float:
@@ -351,7 +345,7 @@ def facts_substitutions(facts: dict, prefix: Optional[str] = None) -> Dict[str, 
         subs[f"{p}__job_hours"] = f"{sum(longest) / 3600:.1f}"
     steps = [g["cost"]["step_s"] for g in facts["groups"].values() if g["cost"].get("step_s") is not None]
     if steps:
-        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = _two_figures(min(steps)), _two_figures(max(steps))
+        subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"] = two_figures(min(steps)), two_figures(max(steps))
         subs[f"{p}__step_s_range"] = range_text(subs[f"{p}__step_s_min"], subs[f"{p}__step_s_max"])
     for key, g in facts["groups"].items():
         k = f"{p}__{key}"

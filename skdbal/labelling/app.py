@@ -253,7 +253,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
             except (ValueError, KeyError, TypeError) as exc:
                 return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
             except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
-                said = " ".join(failure_message(exc, writing=request.method == "POST").split())
+                said = failure_message(exc, writing=request.method == "POST")
                 _log.error("%s %s failed: %s", request.method, request.url.path, said)   # one line
                 _log.debug("%s %s failed", request.method, request.url.path, exc_info=True)
                 return JSONResponse({"error": said}, status_code=500)

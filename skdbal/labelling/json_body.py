@@ -72,8 +72,8 @@ async def read_json_object(request, max_body: int) -> dict:
 
 
 def failure_message(exc: BaseException, *, writing: bool = False) -> str:
-    """What failed, in the ``error`` of a 500: the store (written, if the request was ``writing``, else
-    read), or the server.
+    """What failed, in the ``error`` of a 500 and its log line: the store (written, if the request was
+    ``writing``, else read), or the server; on one line, whatever the error's text holds.
 
     Examples
     --------
@@ -83,7 +83,11 @@ def failure_message(exc: BaseException, *, writing: bool = False) -> str:
     'the store could not be written: database or disk is full'
     >>> failure_message(RuntimeError("boom"))
     'the server failed: RuntimeError: boom'
+    >>> failure_message(RuntimeError("the model\\nis gone"))
+    'the server failed: RuntimeError: the model is gone'
     """
     if isinstance(exc, sqlite3.Error):
-        return f"the store could not be {'written' if writing else 'read'}: {exc}"
-    return f"the server failed: {type(exc).__name__}: {exc}"
+        said = f"the store could not be {'written' if writing else 'read'}: {exc}"
+    else:
+        said = f"the server failed: {type(exc).__name__}: {exc}"
+    return " ".join(said.split())

@@ -263,7 +263,7 @@ class _Failures:
         except Exception as exc:  # noqa: BLE001 - answered, and said in one line
             method = scope.get("method", "")
             # one line; no route writes the store (the webhooks' worker does, in its thread): a read failed
-            said = " ".join(failure_message(exc).split())
+            said = failure_message(exc)
             logger.error("skdbal backend: %s %s failed: %s", method, scope.get("path"), said)
             if not started:          # else the answer was on its way (the client went away): nothing to add
                 await JSONResponse({"error": said}, status_code=500)(scope, receive, send)

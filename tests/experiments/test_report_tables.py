@@ -141,3 +141,25 @@ def test_calibration_table_spreads_label_counts_and_figure_values():
     assert fig.axes[1].get_lines()[0].get_label() == "BALD (bayesian), 1 run(s) (not counted: seed 2 at step 6)"
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_two_figures_by_hand_and_refuses_what_is_not_a_number():
+    import pytest
+
+    from skdbal.experiments.curve_facts import two_figures
+
+    # 3.997 rounds to 4, kept as 4.0; 0.00636 x 100 = 0.636 -> 0.64; 12.3 -> 12; 0.5 -> 0.5; 123 -> 1.2e+02
+    assert [two_figures(v) for v in (3.997, 0.636, 12.3, 0.5, 2.0, 123.0)] == ["4.0", "0.64", "12", "0.5", "2.0",
+                                                                                "1.2e+02"]
+    with pytest.raises(TypeError):
+        two_figures(None)
+
+
+def test_stored_preset_names_an_unknown_preset():
+    import pytest
+
+    from skdbal.experiments.configs import stored_preset
+
+    with pytest.raises(ValueError, match="unknown preset 'nope'"):
+        stored_preset({"preset": {"name": "nope"}})
+    assert stored_preset({"preset": {"name": "gal2017", "mask_seeding": "row"}}).mask_seeding == "row"
