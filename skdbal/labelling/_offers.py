@@ -1,11 +1,17 @@
-"""What a labelling session offers besides the queried batch: a first batch that covers the pool, the
-items that follow it while no model can be trained yet, and the strategy's name for the page.
+"""The offer board of a labelling session: what people are offered, leased and shown.
+
+:class:`OfferBoard` holds the queried batch with its scores, the tail (the next best items while the model
+retrains, or the items of a covering order while the first model waits for a second class), the leases it
+hands out through the store, and the published model's guesses of what it offers. The session owns one;
+the store's oracle (:mod:`skdbal.labelling._oracle`) offers each batch on it, people's requests read it.
 
 Private to :mod:`skdbal.labelling`: :class:`~skdbal.labelling.LabellingSession` uses it.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+import threading
+import time as _time
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -99,35 +105,129 @@ class CoveringOrder:
         return out
 
 
-class Offers:
-    """The part of :class:`~skdbal.labelling.LabellingSession` that offers more than the batch: the tail
-    while the model retrains (or while the first model waits for a second class). A mixin: it reads the
-    session's ``learner``, ``store``, ``oracle``, ``batch_size``, ``query_kwargs`` and ``_changed``, and
-    calls its ``_guess_ahead``."""
+class OfferBoard:
+    """What a labelling session offers people: the batch, the tail, the leases and the guesses.
 
-    def _seed(self) -> int:
+    Its :attr:`changed` condition is notified on every event, batch and tail, and guards what the
+    loop's thread and people's threads share (``batch``, ``training``, ``waiting_for``, the tail).
+
+    Parameters
+    ----------
+    store : LabelStore
+    X : array-like
+        The pool (only the rows guessed or covered are read).
+    keys : list of str
+        A name per pool row.
+    learner : ActiveLearner
+        Queried for the tail, read for its version and labelled rows.
+    batch_size : int
+        Items per batch, per tail, and an annotator's cap of leases.
+    lease_timeout : float
+        Seconds an annotator holds an item handed out.
+    query_kwargs : dict
+        Passed to the tail's query.
+    second_looks : bool
+        Whether flagged labels are offered for a second look.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> board = session.board
+    >>> board.offer_first([0, 3])
+    >>> [b["item"] for b in board.next_batch("ann")], board.published is None, board.guesses([0])
+    ([0, 3], True, [None])
+    """
+
+    def __init__(self, store, X, keys: Sequence[str], learner, *, batch_size: int, lease_timeout: float,
+                 query_kwargs: dict, second_looks: bool = True):
+        self.store, self.X, self.keys, self.learner = store, X, keys, learner
+        self.batch_size, self.lease_timeout, self.query_kwargs = batch_size, lease_timeout, query_kwargs
+        self.second_looks = second_looks
+        #: Notified on every event, batch and tail; guards the state below.
+        self.changed = threading.Condition()
+        #: The items offered now, best first, and their acquisition scores.
+        self.batch: List[int] = []
+        self.scores: Dict[int, float] = {}
+        #: Whether the loop is fitting or querying now (from the first batch's last label needed to the
+        #: next batch offered); what the session waits for from people (None, or a sentence).
+        self.training = False
+        self.waiting_for: Optional[str] = None
+        #: The tail: the next best items under the last model (a second query excluding the batch), or
+        #: while no model exists the next items of a covering order; offered once the batch runs out.
+        self._tail: List[int] = []
+        self._tail_scores: Dict[int, float] = {}
+        self._tail_next: Optional[tuple] = None     # (model version, items, scores), not offered yet
+        self._cover: Optional[CoveringOrder] = None   # the covering order, made on first need
+        self._tail_ever: set = set()   # every item offered on a tail, in this process
+        #: ``(version, model)`` that people's requests read (guesses, downloads); see :meth:`publish`.
+        self._published: Optional[tuple] = None
+        #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
+        self._guessed: tuple = (-1, {})
+
+    # ------------------------------------------------------------ the loop's side
+    def notify(self) -> None:
+        """Wake whoever waits on :attr:`changed` (a new event, a stop)."""
+        with self.changed:
+            self.changed.notify_all()
+
+    def offer_first(self, items: Sequence[int]) -> None:
+        """Offer the first batch: people may label it from now on."""
+        self.batch = [int(i) for i in items]
+        self.notify()
+
+    def offer(self, picks: Sequence[int], left: Sequence[int], scores: Dict[int, float],
+              version: Optional[int]) -> None:
+        """Offer a new batch: the new ``picks`` (recorded in the store as the query of model ``version``,
+        with their ``scores``), then what earlier batches ``left`` unanswered. The retrain is over, the
+        tail is dropped; items of the old tail that someone holds may still be labelled, and the label
+        counts as any other."""
+        with self.changed:
+            self.scores.update(scores)
+            self.batch = [int(i) for i in picks] + [int(i) for i in left]
+            self.store.add_query(version, {int(p): scores.get(int(p), np.nan) for p in picks})
+            self.training = False
+            self._tail, self._tail_scores, self._tail_next = [], {}, None
+            self.changed.notify_all()
+
+    def taken(self) -> List[int]:
+        """Items the next query must leave out although the learner has no label of them yet: those
+        labelled or skipped in the store since the last collect (on the tail, during a retrain), and the
+        tail's items someone holds now."""
+        ever = self._tail_ever
+        if not ever:   # no tail was offered (a restart queries the same batch again)
+            return []
+        store = self.store
+        current = store.current_labels()
+        labelled = self.learner.labelled_mask_
+        out = {i for i in current if not labelled[i]} | set(store.skipped(current))
+        leased = store.live_leases()
+        return sorted({i for i in out if i in ever} | {i for i in self._tail if i in leased})
+
+    def seed(self) -> int:
+        """The learner's ``random_state`` as an int (0 when it is not one): the covering order's seed."""
         rs = getattr(self.learner, "random_state", None)
         return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
 
-    def _new_batch(self) -> None:
-        """A new batch is offered (called under ``_changed``): the retrain is over, the tail is dropped.
-        Its items that someone holds may still be labelled; the label counts as any other."""
-        self.training = False
-        self._tail, self._tail_scores, self._tail_next = [], {}, None
-
-    def _prepare_tail(self, batch: Sequence[int]) -> None:
+    def prepare_tail(self, batch: Sequence[int], skipped: Sequence[int] = ()) -> None:
         """In the loop's thread, after a batch is offered: a second query, for the ``batch_size`` best
-        items under the same model outside the batch and what people hold or answered. Kept until the
-        batch runs out during a retrain (:meth:`_offer_more`); recorded in the store when offered."""
+        items under the same model outside the batch, the ``skipped`` items and what people hold or
+        answered. Kept until the batch runs out during a retrain (:meth:`offer_more`); recorded in the
+        store when offered."""
         learner = self.learner
         version = getattr(learner, "step_", -1)
         if version < 0 or not hasattr(learner, "labelled_mask_"):
             return
         free = ~learner.labelled_mask_
-        free[np.asarray(list(batch) + self.oracle.taken(), dtype=np.intp)] = False
-        loop = getattr(self, "loop", None)
-        if loop is not None and len(loop.skipped):
-            free[loop.skipped] = False
+        free[np.asarray(list(batch) + self.taken(), dtype=np.intp)] = False
+        if len(skipped):
+            free[np.asarray(skipped, dtype=np.intp)] = False
         candidates = np.flatnonzero(free)
         if not len(candidates):
             return
@@ -139,17 +239,24 @@ class Offers:
             learner.last_acquisition_ = last   # the batch's acquisition stays the learner's last
         scores = [np.nan] * len(indices) if scores is None else [float(x) for x in scores]
         # guessed now, in the loop's thread: a request for them during the retrain would wait for it
-        self._guess_ahead(list(batch) + [int(i) for i in indices])
-        with self._changed:
+        self.guess_ahead(list(batch) + [int(i) for i in indices])
+        with self.changed:
             if getattr(learner, "step_", -1) == version and not self._tail:
                 self._tail_next = (version, [int(i) for i in indices], scores)
-                self._changed.notify_all()
+                self.changed.notify_all()
 
-    def _offer_more(self, unavailable) -> List[int]:
+    @property
+    def tail_ready(self) -> Optional[List[int]]:
+        """The items of the second query prepared for the tail and not offered yet, or None."""
+        tail_next = self._tail_next
+        return None if tail_next is None else list(tail_next[1])
+
+    # ------------------------------------------------------------ people's side
+    def offer_more(self, unavailable) -> List[int]:
         """The tail's items free now, made and recorded on first need (a ``"tail"`` query in the store):
         during a retrain, the second query's items; while the first model waits for a second class (or
         is trained), the next ``batch_size`` items of a covering order, again each time they run out.
-        ``unavailable``: the items labelled or skipped. Called under ``_changed``."""
+        ``unavailable``: the items labelled or skipped. Called under :attr:`changed`."""
         if not (self.training or self.waiting_for):
             return []
         free = [i for i in self._tail if i not in unavailable]
@@ -163,8 +270,8 @@ class Offers:
             self._tail_next = None
         else:
             if self._cover is None:
-                self._cover = CoveringOrder(self.X, self.oracle.batch, self._seed())
-            items = self._cover.next(self.batch_size, exclude=set(unavailable) | set(self.oracle.batch))
+                self._cover = CoveringOrder(self.X, self.batch, self.seed())
+            items = self._cover.next(self.batch_size, exclude=set(unavailable) | set(self.batch))
             scores = [np.nan] * len(items)
         if not items:
             return []
@@ -173,3 +280,91 @@ class Offers:
         self._tail_ever.update(items)
         self._tail_scores.update(zip(items, scores))
         return [i for i in items if i not in unavailable]
+
+    def pending_looks(self) -> List[int]:
+        """Items whose flagged label awaits a second look."""
+        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"]
+
+    def second_looks_for(self, annotator: str) -> List[int]:
+        """Flagged items awaiting a second look that ``annotator`` may give (not their own, not declined)."""
+        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"
+                and c["annotator"] != annotator and annotator not in c["declined_by"]]
+
+    def pending(self, labelled=None, skipped=None) -> List[int]:
+        """Items of the current batch still to label: not labelled, not skipped."""
+        labelled = self.store.current_labels() if labelled is None else labelled
+        skipped = set(self.store.skipped(labelled)) if skipped is None else skipped
+        return [i for i in self.batch if i not in labelled and i not in skipped]
+
+    def next_batch(self, annotator: str, n: Optional[int] = None, timeout: float = 0.0, *,
+                   capped: bool = False) -> List[dict]:
+        """The items for ``annotator`` to label now, leased to them, best first: the second looks they
+        may give, the batch's free items, else the tail (:meth:`offer_more`); waits up to ``timeout``
+        seconds for one. :meth:`LabellingSession.next_batch` says the rest."""
+        deadline = _time.time() + timeout
+        while True:
+            seen = self.store.last_event()   # an item labelled while we choose is not leased
+            labelled = self.store.current_labels()
+            skipped = set(self.store.skipped(labelled))
+            looks = self.second_looks_for(annotator) if self.second_looks else []
+            free = looks + self.pending(labelled, skipped)
+            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
+                                      cap=self.batch_size if capped else None)
+            if not leased:  # the batch ran out: the tail, while the model retrains or waits for a class
+                with self.changed:
+                    more = self.offer_more(set(labelled) | skipped)
+                if more:
+                    leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
+                                              cap=self.batch_size if capped else None)
+            if leased or _time.time() >= deadline:
+                break
+            with self.changed:
+                self.changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
+        looks, batch = set(looks), set(self.batch)
+        return [{"item": i, "key": self.keys[i],
+                 "score": self.scores.get(i, self._tail_scores.get(i, float("nan"))),
+                 "second_look": i in looks, "tail": i not in batch and i not in looks} for i in leased]
+
+    # ------------------------------------------------------------ guesses
+    @property
+    def published(self) -> Optional[tuple]:
+        """``(version, model)`` that people's requests read, or None before the first model."""
+        return self._published
+
+    def publish(self, version: int, model) -> None:
+        """Publish ``model`` as ``version`` (from the loop's thread), and guess what people are offered."""
+        self._published = (int(version), model)
+        self.guess_ahead(self.batch + self.pending_looks())
+
+    def guess_ahead(self, items) -> None:
+        """Guess ``items`` with the published model, in the loop's thread, for :meth:`guesses` to serve.
+
+        A request that computed them itself waited for the loop before issue 43: a network's training
+        held the lock on torch's global generator and mode flags for the whole fit (seeded training), so
+        a guess asked for during a retrain took as long as the rest of the retrain (8.3 s of a 9 s one).
+        Each module has its own lock now and the row-keyed samplers do not use torch's generator, so a
+        guess on demand no longer waits; guessing ahead still saves the request its computation."""
+        published = self._published
+        items = [int(i) for i in dict.fromkeys(items)]
+        if published is None or not items:
+            return
+        self._guessed = (published[0], self._with_guesses(published, items))
+
+    def guesses(self, items: Sequence[int]) -> list:
+        """The published model's label for each item (as text), or None before the first model."""
+        published = self._published
+        if published is None or not len(items):
+            return [None] * len(items)
+        items = [int(i) for i in items]
+        guessed = self._with_guesses(published, list(dict.fromkeys(items)))
+        return [guessed[i] for i in items]
+
+    def _with_guesses(self, published: tuple, items: List[int]) -> Dict[int, str]:
+        """The guesses made for ``published``'s version so far, and those of ``items`` not among them."""
+        version, model = published
+        done = self._guessed[1] if self._guessed[0] == version else {}
+        todo = [i for i in items if i not in done]
+        if not todo:
+            return done
+        guesses = model.predict(read_rows(self.X, np.asarray(todo, dtype=np.intp)))  # only these rows are read
+        return {**done, **{i: str(g) for i, g in zip(todo, guesses)}}

@@ -186,11 +186,20 @@ class SecondLooks:
 
     Parameters
     ----------
-    session : LabellingSession
+    store : LabelStore
+        Where the judgements and flags are kept.
+    X : array-like
+        The pool (only the rows judged are read).
+    learner : ActiveLearner
+        Its current model judges the labels.
+    rule : float, "dynamic", "quantile", callable or None
+        The session's ``second_looks`` rule (None flags nothing).
+    budget : float or None
+        The session's ``second_look_budget``.
     """
 
-    def __init__(self, session):
-        self.session = session
+    def __init__(self, store, X, learner, *, rule, budget: Optional[float]):
+        self.store, self.X, self.learner, self.rule, self.budget = store, X, learner, rule, budget
         #: ``{event: p̄(y = guess | x)}`` of the labels judged in this process (not kept in the store;
         #: after a restart the window fills again before the adaptive rules flag).
         self.confidence: Dict[int, float] = {}
@@ -200,14 +209,13 @@ class SecondLooks:
 
         predictive = as_predictive(model)
         classes = [str(c) for c in np.asarray(predictive.classes).tolist()]
-        X = read_rows(self.session.X, np.asarray(items, dtype=np.intp))
+        X = read_rows(self.X, np.asarray(items, dtype=np.intp))
         return classes, np.asarray(predictive.proba_samples(X), dtype=np.float64).mean(axis=0)
 
     def judge(self, events: List[dict]) -> None:
         """The current model's judgement of the new labels among ``events`` (it has not seen them):
         its guess, ``p̄(y = given | x)``, and flags where that is below the rule's threshold."""
-        session, store = self.session, self.session.store
-        learner = session.learner
+        store, learner = self.store, self.learner
         model = getattr(learner, "estimator_", None)
         if model is None or getattr(learner, "step_", -1) < 0:
             return
@@ -228,7 +236,7 @@ class SecondLooks:
                  "flagged": False} for e, p, g in zip(new, p_given, guesses)]
         checks = store.checks() + [dict(r, label=e["label"], item=e["item"], withdrawn=False)
                                    for r, e in zip(rows, new)]  # every label judged so far, these included
-        rule = session.second_looks
+        rule = self.rule
         window = checks[-TRUST_WINDOW:] if isinstance(rule, str) else checks
         threshold = 0.0
         if rule is not None:
@@ -241,19 +249,19 @@ class SecondLooks:
         if threshold > 0:
             current = {r["event"] for r in store.current_labels().values()}
             store.flag(choose_flags(checks, window, threshold, learner.step_, current, second,
-                                    session.second_look_budget, adaptive=isinstance(rule, str)), threshold)
+                                    self.budget, adaptive=isinstance(rule, str)), threshold)
 
     def recheck(self, published: Optional[tuple]) -> List[int]:
         """Withdraw the pending flags that the published model now guesses as labelled, with at least
         ``WITHDRAW_AT``; the events withdrawn. Called in the loop's thread as each model is published,
         so a second look is offered only while the current model still doubts the label."""
-        if published is None or self.session.second_looks is None:
+        if published is None or self.rule is None:
             return []
-        pending = [c for c in self.session.store.second_looks() if c["outcome"] == "pending"]
+        pending = [c for c in self.store.second_looks() if c["outcome"] == "pending"]
         if not pending:
             return []
         classes, P = self._predict(published[1], [c["item"] for c in pending])
         agree = [c["event"] for c, row in zip(pending, P) if c["label"] in classes and
                  classes[int(row.argmax())] == c["label"] and row[classes.index(c["label"])] >= WITHDRAW_AT]
-        self.session.store.withdraw(agree)
+        self.store.withdraw(agree)
         return agree

@@ -40,7 +40,6 @@ submissions share their commits (:meth:`LabelStore.add_event`).
 """
 from __future__ import annotations
 
-import asyncio
 import hmac
 import io
 import json
@@ -398,7 +397,7 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
     own items; ``n`` counts new items only (any more leased on the way are released)."""
     held = set(have)
     deadline = time.monotonic() + wait
-    changed = getattr(session, "_changed", None)   # notified on every event and query
+    changed = session.board.changed   # notified on every event and query
 
     def wake(seconds: float) -> None:
         with changed:
@@ -415,10 +414,8 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
         remaining = deadline - time.monotonic()
         if new or remaining <= 0:
             return new
-        if changed is None:
-            await asyncio.sleep(min(0.2, remaining))
-        else:   # woken by the next label or query, or after 0.25 s at most (a notice may come just before)
-            await run_in_threadpool(wake, min(0.25, remaining))
+        # woken by the next label or query, or after 0.25 s at most (a notice may come just before)
+        await run_in_threadpool(wake, min(0.25, remaining))
 
 
 #: Host names the page answers to when served on loopback.

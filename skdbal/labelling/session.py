@@ -2,13 +2,20 @@
 
 :class:`LabellingSession` runs :class:`skdbal.loop.ActiveLearningLoop` in a
 background thread. Its oracle, :class:`StoreOracle`, is the store: a queried
-batch is offered to annotators (leased, with a timeout), their labels, skips
-and undos are committed to the store as they arrive, in any order, and the
-loop retrains once ``retrain_after`` new labels have come. People never wait
-for the model: they label the current batch while it trains. The journal is
-the store too (:class:`StoreJournal`): each model version with the last
-event it saw. With ``seeding="step"`` a restarted session trains the same
-model again from those labels, and queries the same pending batch.
+batch is offered to annotators on the session's offer board
+(:class:`~skdbal.labelling._offers.OfferBoard`: leased, with a timeout),
+their labels, skips and undos are committed to the store as they arrive, in
+any order, and the loop retrains once ``retrain_after`` new labels have
+come. People never wait for the model: they label the current batch while it
+trains. The journal is the store too (:class:`StoreJournal`): each model
+version with the last event it saw. With ``seeding="step"`` a restarted
+session trains the same model again from those labels, and queries the same
+pending batch.
+
+The session owns its collaborators and wires them: the board (what people
+are offered), the oracle and journal (:mod:`skdbal.labelling._oracle`, which
+take the board and the store), and the second looks
+(:mod:`skdbal.labelling._second_looks`).
 """
 from __future__ import annotations
 
@@ -23,173 +30,15 @@ import numpy as np
 
 from .._validation import check_query_kwargs, read_rows
 from ..loop import ActiveLearningLoop
-from ..oracles import Answer, Oracle
-from ._journal import StoreJournal
-from ._offers import TWO_CLASSES, Offers, covering_first_batch, strategy_name
+from ._offers import OfferBoard, covering_first_batch, strategy_name
+from ._oracle import SessionStopped, StoreJournal, StoreOracle
 from ._second_looks import MIN_JUDGED, SecondLooks
 from .store import LabelStore
 
 __all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped", "MIN_JUDGED"]
 
 
-class SessionStopped(RuntimeError):
-    """Raised in the loop's thread when the session stops while it waits for labels.
-
-    Examples
-    --------
-    >>> from skdbal.labelling.session import SessionStopped
-    >>> issubclass(SessionStopped, RuntimeError)
-    True
-    """
-
-
-class StoreOracle(Oracle):
-    """People, through the store: answers are the store's events since the last collect.
-
-    Parameters
-    ----------
-    session : LabellingSession
-
-    Examples
-    --------
-    Every session has one, as its loop's oracle:
-
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from sklearn.linear_model import LogisticRegression
-    >>> from skdbal import ActiveLearner
-    >>> from skdbal.labelling import LabellingSession
-    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
-    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
-    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
-    >>> type(session.oracle).__name__, session.oracle.cursor
-    ('StoreOracle', 0)
-    """
-
-    annotator = None
-
-    def __init__(self, session: "LabellingSession"):
-        self.session = session
-        self.cursor = 0            # answers were delivered for the events up to this id
-        self.judged = 0            # the model judged the labels up to this id
-        self.replay_upto: Optional[int] = None
-        self.batch: List[int] = []  # the items offered now, best first
-        self.scores: Dict[int, float] = {}
-
-    def request(self, positions) -> None:
-        positions = [int(p) for p in positions]
-        if self.replay_upto is not None:
-            return  # a resume asks again for labels already given: nothing to offer
-        learner = self.session.learner
-        acq = getattr(learner, "last_acquisition_", None)
-        scores = {}
-        if acq is not None and acq.scores is not None and len(acq.indices) == len(positions):
-            scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
-        self.scores.update(scores)
-        # the new picks, then what earlier batches left unanswered (the loop keeps those out of its
-        # queries, so they are offered until answered); the loop's own state, read in its thread
-        loop = getattr(self.session, "loop", None)
-        left = [int(p) for p in (loop.pending if loop is not None else []) if p not in set(positions)]
-        self.session._guess_ahead(positions + left)  # before people see the batch: their requests never wait
-        with self.session._changed:
-            self.batch = positions + left
-            self.session.store.add_query(getattr(learner, "step_", None), {p: scores.get(p, np.nan)
-                                                                           for p in positions})
-            self.session._new_batch()
-            self.session._changed.notify_all()
-        for callback in list(self.session.on_query):  # in the loop's thread, after people can see the batch
-            callback(positions, scores)
-        self.session._prepare_tail(self.batch)   # the next best, for when people finish the batch first
-
-    def taken(self) -> List[int]:
-        """Items the next query must leave out although the learner has no label of them yet: those
-        labelled or skipped in the store since the last collect (on the tail, during a retrain), and the
-        tail's items someone holds now."""
-        store, session = self.session.store, self.session
-        ever = session._tail_ever
-        if not ever:   # no tail was offered (a restart queries the same batch again)
-            return []
-        current = store.current_labels()
-        labelled = session.learner.labelled_mask_
-        out = {i for i in current if not labelled[i]} | set(store.skipped(current))
-        leased = store.live_leases()
-        return sorted({i for i in out if i in ever} | {i for i in session._tail if i in leased})
-
-    def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
-                 events: Optional[List[dict]] = None) -> List[Answer]:
-        store, session = self.session.store, self.session
-        events = store.events(after=self.cursor) if events is None else events
-        if upto is not None:
-            events = [e for e in events if e["event"] <= upto]
-        touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
-        current = store.current_labels(upto=upto)
-        labelled = session.learner.labelled_mask_
-        answers = []
-        for item in touched:
-            if item in current:
-                c = current[item]
-                label = session._label_of(c["label"])
-                if labelled[item] and session.learner.y_pool_[item] == label:
-                    continue  # a confirmed second look, a skip of a labelled item: nothing changes
-                answers.append(Answer(item, label, c["annotator"], c["time"]))
-            elif labelled[item]:
-                answers.append(Answer(item, None, None, None, retract=True))
-            elif any(e["item"] == item and e["kind"] == "skip" for e in events):
-                answers.append(Answer(item, None, None, None))
-        if events:
-            self.cursor = max(self.cursor, events[-1]["event"])
-        return answers
-
-    def collect(self, pending) -> List[Answer]:
-        session = self.session
-        if self.replay_upto is not None:  # resume: the labels as the last model saw them
-            upto, self.replay_upto = self.replay_upto, None
-            answers = self._answers(upto, [int(p) for p in pending])
-            self.cursor = upto
-            self.judged = max([upto] + [c["event"] for c in session.store.checks()])
-            return answers
-        new, answered, n_labels = [], set(), 0   # the events since the cursor, read as they come
-        while True:
-            with session._changed:
-                if session._stopping:
-                    raise SessionStopped("the session stopped")
-                more = session.store.events(after=new[-1]["event"] if new else self.cursor)
-                new += more
-                n_labels += sum(e["kind"] != "skip" for e in more)
-                answered.update(e["item"] for e in more)
-                waiting = [p for p in pending if p not in answered]
-                if getattr(session.learner, "step_", -1) >= 0:
-                    ready = bool(new) and (n_labels >= session.retrain_after or not waiting)
-                else:  # the first model: a retrain's worth of labels (by default the whole first batch,
-                    # as simulate() trains on its initial set), of two classes at least
-                    enough = bool(new) and self._enough_classes(new[-1]["event"])
-                    first = session.retrain_after if session._retrain_after_given else len(session.oracle.batch)
-                    ready = (n_labels >= first or not waiting) and enough
-                    # the first batch is answered with one class: more items are offered (a covering order)
-                    session.waiting_for = TWO_CLASSES if not waiting and not enough else None
-                if ready:
-                    session.training, session.waiting_for = True, None
-                    session._changed.notify_all()   # people finishing the batch get the tail at once
-                unjudged = [e for e in new if e["event"] > self.judged and e["kind"] == "label"]
-                if not ready and not unjudged:
-                    session._changed.wait(timeout=0.5)
-                    continue
-            if unjudged:  # as labels arrive, outside the lock: submissions never wait for the model
-                session._judge(unjudged)
-                self.judged = unjudged[-1]["event"]
-                # the labels it flagged are offered as second looks: guessed here, not by a request
-                session._guess_ahead(session._pending_looks())
-            if ready:
-                break
-        return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
-
-    def _enough_classes(self, upto: int) -> bool:
-        """A first model needs two classes among its labels: those of the events up to ``upto``, which
-        it will be trained on (a label that came after them is not counted)."""
-        return len({r["label"] for r in self.session.store.current_labels(upto=upto).values()}) >= 2
-
-
-class LabellingSession(Offers):
+class LabellingSession:
     """Label a pool with people, the model choosing what comes next.
 
     Parameters
@@ -307,7 +156,6 @@ class LabellingSession(Offers):
                              f"{len(self.keys)}")
         self.batch_size = int(batch_size)
         self.retrain_after = batch_size if retrain_after is None else retrain_after
-        self._retrain_after_given = retrain_after is not None   # else "a batch": the first batch's size first
         self.initial = initial
         self.lease_timeout = lease_timeout
         self.X_test, self.y_test = X_test, y_test
@@ -322,29 +170,11 @@ class LabellingSession(Offers):
             from ..noise import trust_threshold
 
             trust_threshold([0.5, 0.5], 2, second_looks)
-        self._changed = threading.Condition()
-        #: Whether the loop is fitting or querying now (from the first batch's last label needed to the
-        #: next batch offered); what the session waits for from people (None, or a sentence).
-        self.training = False
-        self.waiting_for: Optional[str] = None
-        #: The tail: the next best items under the last model (a second query excluding the batch), or
-        #: while no model exists the next items of a covering order; offered once the batch runs out.
-        self._tail: List[int] = []
-        self._tail_scores: Dict[int, float] = {}
-        self._tail_next: Optional[tuple] = None     # (model version, items, scores), not offered yet
-        self._cover = None   # the covering order, made on first need
-        self._tail_ever: set = set()   # every item offered on a tail, in this process
         #: Called as ``callback(positions, scores)`` in the loop's thread after each query (the first
         #: batch included, with no scores), e.g. to push predictions to Label Studio.
         self.on_query: List = []
-        self._stopping = False
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
-        self.last_retrain: Optional[float] = None
-        #: ``(version, model)`` that people's requests read (guesses, downloads); see _publish.
-        self._published: Optional[tuple] = None
-        #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
-        self._guessed: tuple = (-1, {})
         config = {"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                   "retrain_after": self.retrain_after, "n_items": len(self.keys),
                   "learner": repr(learner), "second_looks": repr(second_looks),
@@ -365,9 +195,31 @@ class LabellingSession(Offers):
             if owned:
                 self.store.close()
             raise
-        self.oracle = StoreOracle(self)
-        self.journal = StoreJournal(self)
-        self._looks = SecondLooks(self)
+        #: What people are offered: the batch, the tail, the leases, the guesses.
+        self.board = OfferBoard(self.store, X, self.keys, learner, batch_size=self.batch_size,
+                                lease_timeout=lease_timeout, query_kwargs=self.query_kwargs,
+                                second_looks=second_looks is not None)
+        self.oracle = StoreOracle(self.board, self.store, learner, retrain_after=self.retrain_after,
+                                  first_retrain_after=retrain_after, label_of=self._label_of,
+                                  judge=self._judge, on_query=self.on_query)
+        self.journal = StoreJournal(self.store, self.oracle, on_version=self._on_version)
+        self._looks = SecondLooks(self.store, X, learner, rule=second_looks, budget=second_look_budget)
+
+    @property
+    def training(self) -> bool:
+        """Whether the loop is fitting or querying now (from the first batch's last label needed to the
+        next batch offered)."""
+        return self.board.training
+
+    @property
+    def waiting_for(self) -> Optional[str]:
+        """What the session waits for from people: None, or a sentence."""
+        return self.board.waiting_for
+
+    @property
+    def last_retrain(self) -> Optional[float]:
+        """When the last model version was recorded (``time.time()``), or None."""
+        return self.journal.last_retrain
 
     def _label_of(self, text: str):
         return self._by_text[text]
@@ -383,6 +235,7 @@ class LabellingSession(Offers):
             evaluate = lambda m: _evaluate(m, self.X_test, self.y_test)  # noqa: E731
         self.loop = ActiveLearningLoop(self.learner, self.oracle, n_instances=self.batch_size, evaluate=evaluate,
                                        journal=self.journal, query_kwargs=self.query_kwargs, verbose=False)
+        self.oracle.loop = self.loop
         self._thread = threading.Thread(target=self._run, name="skdbal-labelling-loop", daemon=True)
         self._thread.start()
         return self
@@ -391,28 +244,26 @@ class LabellingSession(Offers):
         try:
             models = self.store.models()
             if models:
-                self.training = True   # the last model is trained again from its labels
+                self.board.training = True   # the last model is trained again from its labels
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
                 self._publish()
             else:
                 initial = self.initial
                 if initial is None:  # a batch that covers the pool, seeded
-                    initial = covering_first_batch(self.X, self.batch_size, self._seed())
-                self.oracle.batch = [int(i) for i in initial]   # people may label it from now on
-                with self._changed:
-                    self._changed.notify_all()
+                    initial = covering_first_batch(self.X, self.batch_size, self.board.seed())
+                self.board.offer_first(initial)   # people may label it from now on
                 self._warm_up()
                 self.loop.start(initial)
-            while not self._stopping:
+            while not self.oracle.stopping:
                 self.loop.step()
         except SessionStopped:
             pass
         except BaseException as exc:  # reported by status() and wait_for_version()
             self.error = exc
-            with self._changed:
-                self.training = False
-                self._changed.notify_all()
+            with self.board.changed:
+                self.board.training = False
+                self.board.changed.notify_all()
 
     def _publish(self) -> None:
         """Publish the learner's model and its version as one pair, from the loop's thread, for the
@@ -434,36 +285,19 @@ class LabellingSession(Offers):
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
                               "people's guesses and downloads read it while it retrains", RuntimeWarning)
         self._looks.recheck((int(version), model))  # before people see the model: a flag it agrees with is
-        self._published = (int(version), model)     # withdrawn, never offered
-        self._guess_ahead(self.oracle.batch + self._pending_looks())
+        self.board.publish(version, model)         # withdrawn, never offered
 
-    def _guess_ahead(self, items) -> None:
-        """Guess ``items`` with the published model, in the loop's thread, for :meth:`guesses` to serve.
+    def _on_version(self, version: int) -> None:
+        """The journal's callback: a new model version is trained; it is published before the store
+        records it (:meth:`wait_for_version` then finds it published)."""
+        self._publish()
 
-        A request that computed them itself waited for the loop before issue 43: a network's training
-        held the lock on torch's global generator and mode flags for the whole fit (seeded training), so
-        a guess asked for during a retrain took as long as the rest of the retrain (8.3 s of a 9 s one).
-        Each module has its own lock now and the row-keyed samplers do not use torch's generator, so a
-        guess on demand no longer waits; guessing ahead still saves the request its computation."""
-        published = self._published
-        items = [int(i) for i in dict.fromkeys(items)]
-        if published is None or not items:
-            return
-        self._guessed = (published[0], self._with_guesses(published, items))
-
-    def _with_guesses(self, published: tuple, items: List[int]) -> Dict[int, str]:
-        """The guesses made for ``published``'s version so far, and those of ``items`` not among them."""
-        version, model = published
-        done = self._guessed[1] if self._guessed[0] == version else {}
-        todo = [i for i in items if i not in done]
-        if not todo:
-            return done
-        guesses = model.predict(read_rows(self.X, np.asarray(todo, dtype=np.intp)))  # only these rows are read
-        return {**done, **{i: str(g) for i, g in zip(todo, guesses)}}
-
-    def _pending_looks(self) -> List[int]:
-        """Items whose flagged label awaits a second look."""
-        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"]
+    def _judge(self, events: List[dict]) -> None:
+        """The oracle's callback, as labels arrive: the current model's judgement of the new labels among
+        ``events``, and their flags (:mod:`skdbal.labelling._second_looks`); the labels it flagged are
+        offered as second looks, guessed here, not by a request."""
+        self._looks.judge(events)
+        self.board.guess_ahead(self.board.pending_looks())
 
     def _warm_up(self) -> None:
         """Fit a throw-away copy of the model on a few rows while people label the first batch, so that
@@ -483,9 +317,7 @@ class LabellingSession(Offers):
         """Stop the loop's thread (labels are all in the store already), and close the store: its
         ``.db`` file alone then holds everything (:meth:`LabelStore.close`; a store given as a
         :class:`LabelStore` is checkpointed the same way). A later read opens it again."""
-        with self._changed:
-            self._stopping = True
-            self._changed.notify_all()
+        self.oracle.stop()
         if self._thread is not None:
             self._thread.join(timeout)
         self.store.close()
@@ -500,18 +332,13 @@ class LabellingSession(Offers):
     def wait_for_version(self, version: int, timeout: float = 60.0) -> None:
         """Block until model ``version`` is trained (for scripts and tests)."""
         deadline = _time.time() + timeout
-        while self._published is None or self._published[0] < version or not self.store.models() or \
+        while self.board.published is None or self.board.published[0] < version or not self.store.models() or \
                 self.store.models()[-1]["version"] < version:
             if self.error is not None:
                 raise RuntimeError("the session's loop failed") from self.error
             if _time.time() > deadline:
                 raise TimeoutError(f"model version {version} was not trained within {timeout} s")
             _time.sleep(0.02)
-
-    def _judge(self, events: List[dict]) -> None:
-        """The current model's judgement of the new labels among ``events``, and their flags
-        (:mod:`skdbal.labelling._second_looks`)."""
-        self._looks.judge(events)
 
     def versions(self) -> List[dict]:
         """Each model version: ``version``, ``time``, ``n_labels`` it saw, its
@@ -569,7 +396,7 @@ class LabellingSession(Offers):
             ...
         LookupError: no model yet: the first is trained once the first batch is labelled
         """
-        published = self._published
+        published = self.board.published
         if published is None:
             raise LookupError("no model yet: the first is trained once the first batch is labelled")
         version, model = published
@@ -577,11 +404,6 @@ class LabellingSession(Offers):
             raise TypeError(f"{type(model).__name__} is not a skorch net: save it with joblib or pickle")
         model.save_params(f_params=f)
         return version
-
-    def _second_looks_for(self, annotator: str) -> List[int]:
-        """Flagged items awaiting a second look that ``annotator`` may give (not their own, not declined)."""
-        return [c["item"] for c in self.store.second_looks() if c["outcome"] == "pending"
-                and c["annotator"] != annotator and annotator not in c["declined_by"]]
 
     # --------------------------------------------------------------- verbs
     def check_item(self, item) -> int:
@@ -635,37 +457,13 @@ class LabellingSession(Offers):
             first label is not shown, so as not to anchor), ``tail``
             (whether it is one of the tail's items).
         """
-        annotator = annotator or "anonymous"
-        deadline = _time.time() + timeout
-        while True:
-            seen = self.store.last_event()   # an item labelled while we choose is not leased
-            labelled = self.store.current_labels()
-            skipped = set(self.store.skipped(labelled))
-            looks = self._second_looks_for(annotator) if self.second_looks is not None else []
-            free = looks + [i for i in self.oracle.batch if i not in labelled and i not in skipped]
-            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                      cap=self.batch_size if capped else None)
-            if not leased:  # the batch ran out: the tail, while the model retrains or waits for a class
-                with self._changed:
-                    more = self._offer_more(set(labelled) | skipped)
-                if more:
-                    leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                              cap=self.batch_size if capped else None)
-            if leased or _time.time() >= deadline:
-                break
-            with self._changed:
-                self._changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
-        looks, batch = set(looks), set(self.oracle.batch)
-        return [{"item": i, "key": self.keys[i],
-                 "score": self.oracle.scores.get(i, self._tail_scores.get(i, float("nan"))),
-                 "second_look": i in looks, "tail": i not in batch and i not in looks} for i in leased]
+        return self.board.next_batch(annotator or "anonymous", n, timeout, capped=capped)
 
     def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False,
                exclusive=False, lease_for=None) -> int:
         event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release,
                                      exclusive=exclusive, lease_for=lease_for)
-        with self._changed:
-            self._changed.notify_all()
+        self.board.notify()
         return event
 
     def submit(self, item: int, label, annotator: Optional[str] = None, request_id: Optional[str] = None, *,
@@ -712,12 +510,7 @@ class LabellingSession(Offers):
         The items people are offered (the batch, what earlier batches left, the second looks) were
         guessed by the loop when it published the model or queried the batch, so this never waits for
         a retrain; another item is guessed here, which may wait for it."""
-        published = self._published
-        if published is None or not len(items):
-            return [None] * len(items)
-        items = [int(i) for i in items]
-        guessed = self._with_guesses(published, list(dict.fromkeys(items)))
-        return [guessed[i] for i in items]
+        return self.board.guesses(items)
 
     def labels(self) -> List[dict]:
         """The current labels: ``item``, ``key``, ``label``, ``annotator``,
@@ -749,7 +542,7 @@ class LabellingSession(Offers):
         models = self.store.models()
         return {"labelled": len(labelled), "model_version": models[-1]["version"] if models else -1,
                 "last_retrain": models[-1]["time"] if models else None,
-                "pending": [i for i in self.oracle.batch if i not in labelled and i not in skipped],
+                "pending": self.board.pending(labelled, skipped),
                 "skipped": len(skipped), "second_looks": self._second_look_counts(),
                 "error": None if self.error is None else repr(self.error),
                 "training": bool(self.training), "waiting_for": self.waiting_for,

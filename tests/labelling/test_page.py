@@ -163,7 +163,7 @@ def test_a_long_poll_answers_new_items_only_and_as_soon_as_they_exist(digits64, 
             held += more
             rest = [b["item"] for b in ask(held)]
             held += rest
-            assert len(rest) == 2 and sorted(held) == sorted(session.oracle.batch)   # the first batch: 4 + 4 + 2
+            assert len(rest) == 2 and sorted(held) == sorted(session.board.batch)   # the first batch: 4 + 4 + 2
             t0 = time.monotonic()
             assert ask(held, wait=1) == []                             # nothing new: it waited for some
             assert time.monotonic() - t0 >= 1
@@ -187,7 +187,7 @@ def test_a_long_poll_answers_new_items_only_and_as_soon_as_they_exist(digits64, 
             assert len(new) == 4 and set(new).isdisjoint(held)
             # the next batch, or while the model retrains the tail of the last query (issue 41: nobody waits)
             tail = {b["item"] for b in answer["items"] if b["tail"]}
-            assert set(new) - tail <= set(session.oracle.batch)
+            assert set(new) - tail <= set(session.board.batch)
             assert tail <= {i for q in session.store.queries() if q["kind"] == "tail" for i, _ in q["scores"]}
             assert answer["at"] - labelled < 8                         # well before its 10 s were up
             assert sorted(session.store.live_leases()) == sorted(new)  # no more than the four are held
@@ -347,7 +347,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
 
     session.status = status
     # no tail here: the page is looked at with nothing left to label (the tail is test_session_offers')
-    session._offer_more = lambda unavailable: []
+    session.board.offer_more = lambda unavailable: []
     base, stop = serve(make_app(session, token="secret"))
     driver = chromium_driver(tmp_path / "chrome")
     shots = os.environ.get("SKDBAL_SCREENSHOTS", str(tmp_path))

@@ -189,7 +189,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
         with s:
             label_all(s, y)
             s.wait_for_version(0, timeout=60)
-            version, model = s._published
+            version, model = s.board.published
             assert version == 0 and (model is s.learner.estimator_) == (retrain == "scratch")
             items = list(range(20))
             before = s.guesses(items)
@@ -212,7 +212,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
             if retrain == "warm":  # the next training changes the learner's model in place, not the published copy
                 label_all(s, y)
                 s.wait_for_version(1, timeout=60)
-                assert s._published[0] == 1 and s._published[1] is not s.learner.estimator_
+                assert s.board.published[0] == 1 and s.board.published[1] is not s.learner.estimator_
                 assert all(np.array_equal(model.module_.state_dict()[k].numpy(), v.numpy())
                            for k, v in saved.items())
         s.store.close()
@@ -220,7 +220,7 @@ def test_people_read_the_published_model_and_its_version_as_one_pair(flat_digits
                          X[:300].astype(np.float32), classes=range(10), store=tmp_path / "scratch.db", batch_size=10)
     with r:
         r.wait_for_version(0, timeout=60)
-        assert r._published[0] == 0 and r.guesses([0, 1]) == [str(p) for p in r.learner.predict(X[:2])]
+        assert r.board.published[0] == 0 and r.guesses([0, 1]) == [str(p) for p in r.learner.predict(X[:2])]
     r.store.close()
 
 
@@ -246,7 +246,7 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
         label_all(s, y)
         s.wait_for_version(0, timeout=60)
         batch = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
-        expected = [str(g) for g in s._published[1].predict(X[batch].astype(np.float32))]
+        expected = [str(g) for g in s.board.published[1].predict(X[batch].astype(np.float32))]
         held, release, out = threading.Event(), threading.Event(), {}
 
         training = MLP(n_features=64, n_classes=10)  # a retrain from scratch fits a clone: a module of its own
@@ -274,5 +274,5 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
             release.set()
             trainer.join(10)
         late.join(10)
-        assert out["other"] == [str(s._published[1].predict(X[[other]].astype(np.float32))[0])]
+        assert out["other"] == [str(s.board.published[1].predict(X[[other]].astype(np.float32))[0])]
     s.store.close()

@@ -267,7 +267,7 @@ def test_an_annotator_waiting_in_next_batch_gets_the_tail_the_moment_the_batch_i
                 s.submit(b["item"], int(y[b["item"]]), annotator="ann")
             s.wait_for_version(0, timeout=30)
             wait_until(lambda: any(q["kind"] == "batch" and q["model_version"] == 0 for q in s.store.queries()))
-            wait_until(lambda: s._tail_next is not None)      # the second query is ready
+            wait_until(lambda: s.board.tail_ready is not None)      # the second query is ready
             batch = s.next_batch("ann", timeout=10)
             for b in batch[:-1]:
                 s.submit(b["item"], int(y[b["item"]]), annotator="ann")
@@ -309,9 +309,9 @@ def test_guesses_of_the_tail_never_wait_for_the_retrain(flat_digits, tmp_path):
         for b in s.next_batch("ann", timeout=10):
             s.submit(b["item"], int(y[b["item"]]), annotator="ann")
         s.wait_for_version(0, timeout=60)
-        wait_until(lambda: s._tail_next is not None, timeout=60)
-        tail = s._tail_next[1]
-        expected = [str(g) for g in s._published[1].predict(X[tail])]
+        wait_until(lambda: s.board.tail_ready is not None, timeout=60)
+        tail = s.board.tail_ready
+        expected = [str(g) for g in s.board.published[1].predict(X[tail])]
         held, release, out = threading.Event(), threading.Event(), {}
 
         def train():  # what a seeded fit does for its whole length

@@ -142,9 +142,9 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
         wait_until(lambda: sync.pushed_version == 0 or session.error, what="model 0's predictions")
         assert session.error is None, json.dumps(getattr(session.error, "body", None))
         top, ids = queue(client, project)
-        batch = session.oracle.batch
+        batch = session.board.batch
         assert [int(k) for k, _ in top] == batch                                   # max entropy, best first
-        raw = [session.oracle.scores[i] for i in batch]          # max entropy in nats; Label Studio takes [0, 1]
+        raw = [session.board.scores[i] for i in batch]          # max entropy in nats; Label Studio takes [0, 1]
         assert top[0][1] == 1.0 and [s for _, s in top] == sorted((s for _, s in top), reverse=True)
         assert all(np.diff(raw) <= 0)
         assert client.projects.get(id=project).model_version == "skdbal-v0"
@@ -172,7 +172,7 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
         wait_until(lambda: sync.pushed_version == 1 or session.error, what="model 1's predictions")
         assert session.error is None, json.dumps(getattr(session.error, "body", None))
         top, _ = queue(client, project)
-        assert [k for k, _ in top] != first_order and [int(k) for k, _ in top][:5] == session.oracle.batch[:5]
+        assert [k for k, _ in top] != first_order and [int(k) for k, _ in top][:5] == session.board.batch[:5]
         n_events, n_labels = len(session.store.events()), len(session.store.current_labels())
     finally:
         session.stop()

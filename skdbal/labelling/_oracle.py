@@ -1,0 +1,247 @@
+"""The loop's oracle and journal in the store: people's answers read from it, each model version written to it.
+
+:class:`StoreOracle` is the oracle of a labelling session's loop: a queried batch is offered on the
+session's :class:`~skdbal.labelling._offers.OfferBoard`, and the answers are the store's events since the
+last collect. :class:`StoreJournal` is its journal: one row per model version, reported to the session
+through a callback before the store records it. Both take the board and the store, never the session.
+
+Private to :mod:`skdbal.labelling`: :mod:`skdbal.labelling.session` exports the classes.
+"""
+from __future__ import annotations
+
+import time as _time
+from typing import Callable, List, Optional, Sequence
+
+from ..oracles import Answer, Oracle
+from ._offers import TWO_CLASSES, OfferBoard
+
+
+class SessionStopped(RuntimeError):
+    """Raised in the loop's thread when the session stops while it waits for labels.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.session import SessionStopped
+    >>> issubclass(SessionStopped, RuntimeError)
+    True
+    """
+
+
+class StoreOracle(Oracle):
+    """People, through the store: answers are the store's events since the last collect.
+
+    Parameters
+    ----------
+    board : OfferBoard
+        Where each queried batch is offered.
+    store : LabelStore
+    learner : ActiveLearner
+        The loop's learner (read for its version, labels and last acquisition).
+    retrain_after : int
+        New labels after which the model retrains.
+    first_retrain_after : int, optional
+        Labels the first model waits for; by default the first batch's size.
+    label_of : callable
+        A class as the store's text gives it back (``"3"`` -> ``3``).
+    judge : callable, optional
+        Called as ``judge(events)`` with the new labels as they arrive, outside the board's lock (the
+        session judges them with the current model and offers the flagged ones for second looks).
+    on_query : list of callable, optional
+        Each called as ``callback(positions, scores)`` after a batch is offered.
+
+    Examples
+    --------
+    Every session has one, as its loop's oracle:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> type(session.oracle).__name__, session.oracle.cursor
+    ('StoreOracle', 0)
+    """
+
+    annotator = None
+
+    def __init__(self, board: OfferBoard, store, learner, *, retrain_after: int,
+                 first_retrain_after: Optional[int] = None, label_of: Callable = str,
+                 judge: Optional[Callable[[List[dict]], None]] = None, on_query: Optional[list] = None):
+        self.board, self.store, self.learner = board, store, learner
+        self.retrain_after, self.first_retrain_after = retrain_after, first_retrain_after
+        self.label_of, self.judge = label_of, judge
+        self.on_query = [] if on_query is None else on_query
+        #: The loop this oracle answers (its pending and skipped rows are read), set when it starts.
+        self.loop = None
+        self.stopping = False      # set by stop(): a collect that waits raises SessionStopped
+        self.cursor = 0            # answers were delivered for the events up to this id
+        self.judged = 0            # the model judged the labels up to this id
+        self.replay_upto: Optional[int] = None
+
+    @property
+    def batch(self) -> List[int]:
+        """The items offered now, best first (the board's batch)."""
+        return self.board.batch
+
+    @property
+    def scores(self) -> dict:
+        """The acquisition scores of the items offered (the board's)."""
+        return self.board.scores
+
+    def stop(self) -> None:
+        """Stop: a collect waiting for labels raises :class:`SessionStopped`."""
+        with self.board.changed:
+            self.stopping = True
+            self.board.changed.notify_all()
+
+    def request(self, positions) -> None:
+        positions = [int(p) for p in positions]
+        if self.replay_upto is not None:
+            return  # a resume asks again for labels already given: nothing to offer
+        learner = self.learner
+        acq = getattr(learner, "last_acquisition_", None)
+        scores = {}
+        if acq is not None and acq.scores is not None and len(acq.indices) == len(positions):
+            scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
+        # the new picks, then what earlier batches left unanswered (the loop keeps those out of its
+        # queries, so they are offered until answered); the loop's own state, read in its thread
+        loop = self.loop
+        left = [int(p) for p in (loop.pending if loop is not None else []) if p not in set(positions)]
+        self.board.guess_ahead(positions + left)  # before people see the batch: their requests never wait
+        self.board.offer(positions, left, scores, getattr(learner, "step_", None))
+        for callback in list(self.on_query):  # in the loop's thread, after people can see the batch
+            callback(positions, scores)
+        # the next best, for when people finish the batch first
+        self.board.prepare_tail(self.board.batch, loop.skipped if loop is not None else ())
+
+    def taken(self) -> List[int]:
+        """Items the next query must leave out although the learner has no label of them yet
+        (:meth:`OfferBoard.taken`)."""
+        return self.board.taken()
+
+    def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
+                 events: Optional[List[dict]] = None) -> List[Answer]:
+        store, learner = self.store, self.learner
+        events = store.events(after=self.cursor) if events is None else events
+        if upto is not None:
+            events = [e for e in events if e["event"] <= upto]
+        touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
+        current = store.current_labels(upto=upto)
+        labelled = learner.labelled_mask_
+        answers = []
+        for item in touched:
+            if item in current:
+                c = current[item]
+                label = self.label_of(c["label"])
+                if labelled[item] and learner.y_pool_[item] == label:
+                    continue  # a confirmed second look, a skip of a labelled item: nothing changes
+                answers.append(Answer(item, label, c["annotator"], c["time"]))
+            elif labelled[item]:
+                answers.append(Answer(item, None, None, None, retract=True))
+            elif any(e["item"] == item and e["kind"] == "skip" for e in events):
+                answers.append(Answer(item, None, None, None))
+        if events:
+            self.cursor = max(self.cursor, events[-1]["event"])
+        return answers
+
+    def collect(self, pending) -> List[Answer]:
+        board, store = self.board, self.store
+        if self.replay_upto is not None:  # resume: the labels as the last model saw them
+            upto, self.replay_upto = self.replay_upto, None
+            answers = self._answers(upto, [int(p) for p in pending])
+            self.cursor = upto
+            self.judged = max([upto] + [c["event"] for c in store.checks()])
+            return answers
+        new, answered, n_labels = [], set(), 0   # the events since the cursor, read as they come
+        while True:
+            with board.changed:
+                if self.stopping:
+                    raise SessionStopped("the session stopped")
+                more = store.events(after=new[-1]["event"] if new else self.cursor)
+                new += more
+                n_labels += sum(e["kind"] != "skip" for e in more)
+                answered.update(e["item"] for e in more)
+                waiting = [p for p in pending if p not in answered]
+                if getattr(self.learner, "step_", -1) >= 0:
+                    ready = bool(new) and (n_labels >= self.retrain_after or not waiting)
+                else:  # the first model: a retrain's worth of labels (by default the whole first batch,
+                    # as simulate() trains on its initial set), of two classes at least
+                    enough = bool(new) and self._enough_classes(new[-1]["event"])
+                    first = len(board.batch) if self.first_retrain_after is None else self.first_retrain_after
+                    ready = (n_labels >= first or not waiting) and enough
+                    # the first batch is answered with one class: more items are offered (a covering order)
+                    board.waiting_for = TWO_CLASSES if not waiting and not enough else None
+                if ready:
+                    board.training, board.waiting_for = True, None
+                    board.changed.notify_all()   # people finishing the batch get the tail at once
+                unjudged = [e for e in new if e["event"] > self.judged and e["kind"] == "label"]
+                if not ready and not unjudged:
+                    board.changed.wait(timeout=0.5)
+                    continue
+            if unjudged:  # as labels arrive, outside the lock: submissions never wait for the model
+                if self.judge is not None:
+                    self.judge(unjudged)
+                self.judged = unjudged[-1]["event"]
+            if ready:
+                break
+        return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
+
+    def _enough_classes(self, upto: int) -> bool:
+        """A first model needs two classes among its labels: those of the events up to ``upto``, which
+        it will be trained on (a label that came after them is not counted)."""
+        return len({r["label"] for r in self.store.current_labels(upto=upto).values()}) >= 2
+
+
+class StoreJournal:
+    """The loop's journal in the store: one row per model version.
+
+    Parameters
+    ----------
+    store : LabelStore
+    oracle : StoreOracle
+        Its cursor is the last event a new model version saw.
+    on_version : callable, optional
+        Called as ``on_version(version)`` when the loop has trained a new model version, before the
+        store records it (the session publishes the model then, so that a reader who finds the version
+        in the store finds it published).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> session.journal.rows()          # no model version yet
+    []
+    """
+
+    def __init__(self, store, oracle: StoreOracle, on_version: Optional[Callable[[int], None]] = None):
+        self.store, self.oracle, self.on_version = store, oracle, on_version
+        #: When the last model version was recorded (``time.time()``), or None.
+        self.last_retrain: Optional[float] = None
+
+    def rows(self) -> List[dict]:
+        store = self.store
+        rows, before = [], set()
+        for m in store.models():
+            now = store.current_labels(upto=m["last_event"])
+            new = [i for i in now if i not in before]
+            rows.append({"step": m["version"], "n_labels": m["n_labels"], "query_indices": new,
+                         "labelled_indices": new, **m["metrics"]})
+            before = set(now)
+        return rows
+
+    def append(self, row: dict, learner) -> None:
+        metrics = {k: row[k] for k in ("accuracy",) if k in row}
+        if row["fit_time"] or row["step"] == 0:  # a new model version
+            if self.on_version is not None:   # before the store says it exists
+                self.on_version(learner.step_)
+            self.store.add_model(learner.step_, self.oracle.cursor, len(learner.y_training_), metrics)
+            self.last_retrain = _time.time()
