@@ -37,6 +37,10 @@ failed, and nothing is acknowledged then. Nothing from a client is
 unpickled. Every call into the session runs in Starlette's thread pool, so a request that
 waits (a batch, an fsync) never holds up the others, and concurrent
 submissions share their commits (:meth:`LabelStore.add_event`).
+
+Each route is a module-level function (``batch``, ``submit``, ...) that reads the session and
+the server's settings from ``request.app.state`` (set by :func:`make_app`), run behind one guard that
+checks the token and answers every refusal and failure as JSON.
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ import secrets
 import struct
 import time
 import zlib
+from functools import partial
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -91,12 +96,13 @@ def png_bytes(image) -> bytes:
     lo, hi = float(a.min()), float(a.max())
     g = np.zeros(a.shape, np.uint8) if hi <= lo else np.round(255 * (a - lo) / (hi - lo)).astype(np.uint8)
     raw = b"".join(b"\x00" + row.tobytes() for row in g)
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
     header = struct.pack(">IIBBBBB", g.shape[1], g.shape[0], 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", zlib.compress(raw)) + \
+        _png_chunk(b"IEND", b"")
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
 def make_app(session: LabellingSession, *, token: Optional[str] = None, require_token_everywhere: bool = False,
@@ -203,184 +209,227 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         raise ValueError(f"the pool's {len(pool)} keys are not the session's {len(session.keys)} keys")
     if images is None:
         images = pool is None or pool.kind == "images"
-    page_keys = class_keys(session.classes, keys)
-
-    def check_token(request: Request, always: bool) -> Optional[str]:
-        """The annotator whose token the request carries (None in single-user mode), else 403."""
-        if not (always or require_token_everywhere or annotators):
-            return None
-        given = request.headers.get("x-token") or request.query_params.get("token") or ""
-        if annotators:
-            name = annotator_of(given, annotators)
-            if name is None:
-                raise Refused(403, "missing or wrong token: each annotator opens the page with their own link")
-            return name
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise Refused(403, "missing or wrong token")
-        return None
-
-    def who(request: Request, given) -> str:
-        """The annotator of a request: the token's name, else (single-user mode) the name it sends."""
-        return request.state.annotator or str(given or "anonymous")[:64]
-
-    async def body(request: Request) -> dict:
-        return await read_json_object(request, max_body)
-
-    def request_id_of(data) -> "str | None":
-        """The request's id, by which a retried request is answered as the first (at most 100 characters)."""
-        request_id = data.get("request_id")
-        if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
-            raise Refused(400, "request_id must be a string of at most 100 characters")
-        return request_id
-
-    def item_of(value) -> int:
-        try:
-            return session.check_item(value)
-        except ValueError as exc:
-            raise Refused(404, str(exc)) from None
-
-    def handler(fn, always_token: bool):
-        async def run(request: Request) -> Response:
-            try:
-                request.state.annotator = check_token(request, always_token)
-                return await fn(request)
-            except Refused as exc:
-                return JSONResponse({"error": exc.message}, status_code=exc.status)
-            except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
-                return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours)
-                                    else 409)
-            except (ValueError, KeyError, TypeError) as exc:
-                return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
-            except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
-                said = failure_message(exc, writing=request.method == "POST")
-                _log.error("%s %s failed: %s", request.method, request.url.path, said)   # one line
-                _log.debug("%s %s failed", request.method, request.url.path, exc_info=True)
-                return JSONResponse({"error": said}, status_code=500)
-        return run
-
-    async def page(request: Request) -> Response:
-        if not require_token_everywhere and (request.url.hostname or "") not in _LOOPBACK_NAMES:
-            # the page holds the token: on loopback it goes only to this machine's own names, so that
-            # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
-            raise Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
-        name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
-        values = {"__TOKEN__": annotators[name] if annotators else token, "__ANNOTATOR__": name,
-                  "__CLASSES__": [str(c) for c in session.classes], "__KEYS__": page_keys,
-                  "__IMAGES__": bool(images)}
-        html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__KEYS__|__IMAGES__",
-                      lambda m: _script_json(values[m.group(0)]), PAGE)
-        return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-                                           "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
-                                           "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
-
-    async def batch(request: Request) -> Response:
-        annotator = who(request, request.query_params.get("annotator"))
-        try:
-            wait = float(request.query_params.get("wait", 0) or 0)
-            n = request.query_params.get("n")
-            n = None if n is None else int(n)
-            if not math.isfinite(wait):   # NaN passed min/max and would wait for ever
-                raise ValueError
-        except ValueError:
-            raise Refused(400, "wait must be a number of seconds and n an int") from None
-        wait = min(max(wait, 0.0), 10.0)
-        if n is not None and not 1 <= n <= 1000:
-            raise Refused(400, "n must lie in [1, 1000]")
-        have = _item_ids(request.query_params.get("have", ""))
-        if have:
-            items = await _new_items(session, annotator, n, have, wait, capped=bool(annotators))
-        else:
-            items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
-                                            capped=bool(annotators))
-        guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
-        for b, g in zip(items, guesses):
-            b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
-            b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
-        return JSONResponse({"items": items, "status": await run_in_threadpool(_status, session)})
-
-    async def item_png(request: Request) -> Response:
-        item = item_of(int(request.path_params["item"]))
-        if pool is None:
-            return Response(png_bytes(session.X[item]), media_type="image/png")
-        if pool.kind != "images":
-            raise Refused(404, "the items are rows of a table: see /api/item/{id}")
-        return Response(await run_in_threadpool(pool.png, item), media_type="image/png")   # decoding blocks
-
-    async def item_values(request: Request) -> Response:
-        item = item_of(int(request.path_params["item"]))
-        if pool is not None and pool.kind == "table":
-            row = pool.row(item)
-            return JSONResponse({"item": item, "key": session.keys[item], "columns": [c for c, _ in row],
-                                 "values": [v for _, v in row]})
-        return JSONResponse({"item": item, "key": session.keys[item], "columns": None,
-                             "values": np.asarray(session.X[item], dtype=float).ravel().tolist()})
-
-    async def submit(request: Request) -> Response:
-        data = await body(request)
-        item = item_of(data.get("item"))
-        label = data.get("label")
-        if not isinstance(label, (str, int)) or isinstance(label, bool):
-            raise Refused(400, "label must be a class name")
-        request_id = request_id_of(data)
-        event = await run_in_threadpool(session.submit, item, label, annotator=who(request, data.get("annotator")),
-                                        request_id=request_id, exclusive=bool(annotators))
-        return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
-
-    async def skip(request: Request) -> Response:
-        data = await body(request)
-        event = await run_in_threadpool(session.skip, item_of(data.get("item")),
-                                        annotator=who(request, data.get("annotator")), exclusive=bool(annotators))
-        return JSONResponse({"event": event})
-
-    async def undo(request: Request) -> Response:
-        data = await body(request)
-        event = await run_in_threadpool(session.undo, item_of(data.get("item")),
-                                        annotator=who(request, data.get("annotator")),
-                                        request_id=request_id_of(data), exclusive=bool(annotators))
-        return JSONResponse({"event": event})
-
-    async def status(request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(_status, session))
-
-    async def labels_csv(request: Request) -> Response:
-        text = await run_in_threadpool(labels_csv_text, session)
-        return PlainTextResponse(text, media_type="text/csv",
-                                 headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
-
-    async def versions(request: Request) -> Response:
-        return JSONResponse({"versions": await run_in_threadpool(session.versions)})
-
-    async def model(request: Request) -> Response:
-        buffer = io.BytesIO()
-        try:
-            version = await run_in_threadpool(session.save_model, buffer)
-        except (LookupError, TypeError) as exc:   # no model yet; not a skorch net
-            raise Refused(404, str(exc)) from None
-        return Response(buffer.getvalue(), media_type="application/octet-stream", headers={
-            "Content-Disposition": f'attachment; filename="model-v{version}.pt"'})
-
     routes = [
-        Route("/", handler(page, False)),
-        Route("/api/batch", handler(batch, True)),
-        Route("/api/item/{item:int}.png", handler(item_png, True)),
-        Route("/api/item/{item:int}", handler(item_values, True)),
-        Route("/api/submit", handler(submit, True), methods=["POST"]),
-        Route("/api/skip", handler(skip, True), methods=["POST"]),
-        Route("/api/undo", handler(undo, True), methods=["POST"]),
-        Route("/api/status", handler(status, True)),
-        Route("/api/labels.csv", handler(labels_csv, True)),
-        Route("/api/versions", handler(versions, True)),
-        Route("/api/model.pt", handler(model, True)),
+        Route("/", partial(_guarded, page, False)),
+        Route("/api/batch", partial(_guarded, batch, True)),
+        Route("/api/item/{item:int}.png", partial(_guarded, item_png, True)),
+        Route("/api/item/{item:int}", partial(_guarded, item_values, True)),
+        Route("/api/submit", partial(_guarded, submit, True), methods=["POST"]),
+        Route("/api/skip", partial(_guarded, skip, True), methods=["POST"]),
+        Route("/api/undo", partial(_guarded, undo, True), methods=["POST"]),
+        Route("/api/status", partial(_guarded, status, True)),
+        Route("/api/labels.csv", partial(_guarded, labels_csv, True)),
+        Route("/api/versions", partial(_guarded, versions, True)),
+        Route("/api/model.pt", partial(_guarded, model_file, True)),
     ]
     app = Starlette(routes=routes)
+    # what the handlers read (request.app.state)
+    app.state.session, app.state.pool, app.state.images = session, pool, bool(images)
     app.state.token = token                 # None with a token per annotator
     app.state.annotators = annotators
+    app.state.require_token_everywhere, app.state.max_body = require_token_everywhere, max_body
+    app.state.page_keys = class_keys(session.classes, keys)
     return app
 
 
 _log = logging.getLogger(__name__)
 
 
+# ------------------------------------------------------------------ guards
+async def _guarded(handler, always_token: bool, request: Request) -> Response:
+    """Run ``handler`` on ``request`` once its token is checked; every refusal and failure as JSON."""
+    try:
+        request.state.annotator = _check_token(request, always_token)
+        return await handler(request)
+    except Refused as exc:
+        return JSONResponse({"error": exc.message}, status_code=exc.status)
+    except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
+        return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours) else 409)
+    except (ValueError, KeyError, TypeError) as exc:
+        return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
+    except Exception as exc:  # noqa: BLE001 - every answer is JSON the page can show
+        said = failure_message(exc, writing=request.method == "POST")
+        _log.error("%s %s failed: %s", request.method, request.url.path, said)   # one line
+        _log.debug("%s %s failed", request.method, request.url.path, exc_info=True)
+        return JSONResponse({"error": said}, status_code=500)
+
+
+def _check_token(request: Request, always: bool) -> Optional[str]:
+    """The annotator whose token the request carries (None in single-user mode), else 403."""
+    state = request.app.state
+    if not (always or state.require_token_everywhere or state.annotators):
+        return None
+    given = request.headers.get("x-token") or request.query_params.get("token") or ""
+    if state.annotators:
+        name = annotator_of(given, state.annotators)
+        if name is None:
+            raise Refused(403, "missing or wrong token: each annotator opens the page with their own link")
+        return name
+    if not hmac.compare_digest(given.encode(), state.token.encode()):
+        raise Refused(403, "missing or wrong token")
+    return None
+
+
+def _who(request: Request, given) -> str:
+    """The annotator of a request: the token's name, else (single-user mode) the name it sends."""
+    return request.state.annotator or str(given or "anonymous")[:64]
+
+
+def _exclusive(request: Request) -> bool:
+    """Whether annotators are known by their tokens: leases are capped and labels exclusive then."""
+    return bool(request.app.state.annotators)
+
+
+async def _body(request: Request) -> dict:
+    return await read_json_object(request, request.app.state.max_body)
+
+
+def _request_id_of(data) -> "str | None":
+    """The request's id, by which a retried request is answered as the first (at most 100 characters)."""
+    request_id = data.get("request_id")
+    if request_id is not None and (not isinstance(request_id, str) or len(request_id) > 100):
+        raise Refused(400, "request_id must be a string of at most 100 characters")
+    return request_id
+
+
+def _item_of(request: Request, value) -> int:
+    try:
+        return request.app.state.session.check_item(value)
+    except ValueError as exc:
+        raise Refused(404, str(exc)) from None
+
+
+# ------------------------------------------------------------------ routes
+async def page(request: Request) -> Response:
+    """``GET /``: the page, its token and annotator in it."""
+    state = request.app.state
+    if not state.require_token_everywhere and (request.url.hostname or "") not in _LOOPBACK_NAMES:
+        # the page holds the token: on loopback it goes only to this machine's own names, so that
+        # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
+        raise Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
+    name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
+    values = {"__TOKEN__": state.annotators[name] if state.annotators else state.token, "__ANNOTATOR__": name,
+              "__CLASSES__": [str(c) for c in state.session.classes], "__KEYS__": state.page_keys,
+              "__IMAGES__": state.images}
+    html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__KEYS__|__IMAGES__",
+                  lambda m: _script_json(values[m.group(0)]), PAGE)
+    return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                                       "Content-Security-Policy": "default-src 'self'; img-src 'self'; "
+                                       "style-src 'unsafe-inline'; script-src 'unsafe-inline'"})
+
+
+async def batch(request: Request) -> Response:
+    """``GET /api/batch``: items leased to the annotator, with their scores and the model's guesses."""
+    session = request.app.state.session
+    annotator = _who(request, request.query_params.get("annotator"))
+    try:
+        wait = float(request.query_params.get("wait", 0) or 0)
+        n = request.query_params.get("n")
+        n = None if n is None else int(n)
+        if not math.isfinite(wait):   # NaN passed min/max and would wait for ever
+            raise ValueError
+    except ValueError:
+        raise Refused(400, "wait must be a number of seconds and n an int") from None
+    wait = min(max(wait, 0.0), 10.0)
+    if n is not None and not 1 <= n <= 1000:
+        raise Refused(400, "n must lie in [1, 1000]")
+    have = _item_ids(request.query_params.get("have", ""))
+    if have:
+        items = await _new_items(session, annotator, n, have, wait, capped=_exclusive(request))
+    else:
+        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
+                                        capped=_exclusive(request))
+    guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
+    for b, g in zip(items, guesses):
+        b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
+        b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
+    return JSONResponse({"items": items, "status": await run_in_threadpool(_status_of, session)})
+
+
+async def item_png(request: Request) -> Response:
+    """``GET /api/item/{id}.png``: an image item drawn as PNG."""
+    state = request.app.state
+    item = _item_of(request, int(request.path_params["item"]))
+    if state.pool is None:
+        return Response(png_bytes(state.session.X[item]), media_type="image/png")
+    if state.pool.kind != "images":
+        raise Refused(404, "the items are rows of a table: see /api/item/{id}")
+    return Response(await run_in_threadpool(state.pool.png, item), media_type="image/png")   # decoding blocks
+
+
+async def item_values(request: Request) -> Response:
+    """``GET /api/item/{id}``: a row's ``columns`` and ``values``."""
+    state = request.app.state
+    session, pool = state.session, state.pool
+    item = _item_of(request, int(request.path_params["item"]))
+    if pool is not None and pool.kind == "table":
+        row = pool.row(item)
+        return JSONResponse({"item": item, "key": session.keys[item], "columns": [c for c, _ in row],
+                             "values": [v for _, v in row]})
+    return JSONResponse({"item": item, "key": session.keys[item], "columns": None,
+                         "values": np.asarray(session.X[item], dtype=float).ravel().tolist()})
+
+
+async def submit(request: Request) -> Response:
+    """``POST /api/submit``: a label, committed before the answer."""
+    session = request.app.state.session
+    data = await _body(request)
+    item = _item_of(request, data.get("item"))
+    label = data.get("label")
+    if not isinstance(label, (str, int)) or isinstance(label, bool):
+        raise Refused(400, "label must be a class name")
+    request_id = _request_id_of(data)
+    event = await run_in_threadpool(session.submit, item, label, annotator=_who(request, data.get("annotator")),
+                                    request_id=request_id, exclusive=_exclusive(request))
+    return JSONResponse({"event": event})   # committed; the page asks /api/status on its own
+
+
+async def skip(request: Request) -> Response:
+    """``POST /api/skip``: decline an item."""
+    data = await _body(request)
+    event = await run_in_threadpool(request.app.state.session.skip, _item_of(request, data.get("item")),
+                                    annotator=_who(request, data.get("annotator")), exclusive=_exclusive(request))
+    return JSONResponse({"event": event})
+
+
+async def undo(request: Request) -> Response:
+    """``POST /api/undo``: take back an item's latest label."""
+    data = await _body(request)
+    event = await run_in_threadpool(request.app.state.session.undo, _item_of(request, data.get("item")),
+                                    annotator=_who(request, data.get("annotator")),
+                                    request_id=_request_id_of(data), exclusive=_exclusive(request))
+    return JSONResponse({"event": event})
+
+
+async def status(request: Request) -> Response:
+    """``GET /api/status``."""
+    return JSONResponse(await run_in_threadpool(_status_of, request.app.state.session))
+
+
+async def labels_csv(request: Request) -> Response:
+    """``GET /api/labels.csv``: the labels, with the second looks."""
+    text = await run_in_threadpool(labels_csv_text, request.app.state.session)
+    return PlainTextResponse(text, media_type="text/csv",
+                             headers={"Content-Disposition": 'attachment; filename="labels.csv"'})
+
+
+async def versions(request: Request) -> Response:
+    """``GET /api/versions``: each model version."""
+    return JSONResponse({"versions": await run_in_threadpool(request.app.state.session.versions)})
+
+
+async def model_file(request: Request) -> Response:
+    """``GET /api/model.pt``: the current model, with skorch's ``save_params``."""
+    buffer = io.BytesIO()
+    try:
+        version = await run_in_threadpool(request.app.state.session.save_model, buffer)
+    except (LookupError, TypeError) as exc:   # no model yet; not a skorch net
+        raise Refused(404, str(exc)) from None
+    return Response(buffer.getvalue(), media_type="application/octet-stream", headers={
+        "Content-Disposition": f'attachment; filename="model-v{version}.pt"'})
+
+
+# ------------------------------------------------------------------ helpers
 def _item_ids(text: str) -> List[int]:
     """``have=3,17,5`` as ints (at most 1000), else a 400."""
     parts = [p for p in text.split(",") if p.strip()]
@@ -397,12 +446,6 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
     own items; ``n`` counts new items only (any more leased on the way are released)."""
     held = set(have)
     deadline = time.monotonic() + wait
-    changed = session.board.changed   # notified on every event and query
-
-    def wake(seconds: float) -> None:
-        with changed:
-            changed.wait(timeout=seconds)
-
     while True:
         leased = await run_in_threadpool(session.next_batch, annotator=annotator,
                                          n=None if n is None else n + len(held), timeout=0, capped=capped)
@@ -414,8 +457,14 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
         remaining = deadline - time.monotonic()
         if new or remaining <= 0:
             return new
-        # woken by the next label or query, or after 0.25 s at most (a notice may come just before)
-        await run_in_threadpool(wake, min(0.25, remaining))
+        # woken by the next label or query (the board is notified of both), or after 0.25 s at most
+        # (a notice may come just before)
+        await run_in_threadpool(_wait_for_change, session.board.changed, min(0.25, remaining))
+
+
+def _wait_for_change(changed, seconds: float) -> None:
+    with changed:
+        changed.wait(timeout=seconds)
 
 
 #: Host names the page answers to when served on loopback.
@@ -427,7 +476,7 @@ def _script_json(value) -> str:
     return json.dumps(value).replace("</", "<\\/")
 
 
-def _status(session: LabellingSession) -> dict:
+def _status_of(session: LabellingSession) -> dict:
     s = session.status()
     s["pending"] = len(s["pending"])
     return s

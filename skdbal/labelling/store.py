@@ -393,11 +393,10 @@ class LabelStore:
                          (item, annotator, when + float(lease_for)))
         return cur.lastrowid
 
-    @staticmethod
-    def _check_exclusive(conn, item, kind, annotator, when) -> None:
+    def _check_exclusive(self, conn, item, kind, annotator, when) -> None:
         """Raise :class:`NotYours` or :class:`LeaseHeld` where ``annotator`` may not write this event."""
         if kind == "undo":
-            latest = LabelStore._latest_label_event(conn, item)
+            latest = self._latest_label_event(conn, item)
             if latest is not None:
                 (author,) = conn.execute("SELECT annotator FROM events WHERE event=?", (latest,)).fetchone()
                 if author != annotator:

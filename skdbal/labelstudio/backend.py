@@ -26,7 +26,8 @@ Label Studio 1.23 calls an ML backend (Settings -> Model -> Connect Model, or ``
 A body that is not a JSON object is a 400 whose JSON ``error`` says so; an unknown route a 404 in JSON;
 any other failure a 500 whose JSON ``error`` names it (:func:`~skdbal.labelling.json_body.failure_message`,
 as the labelling page's), with one line in the log (``skdbal.labelstudio.backend``, at ERROR): no
-traceback reaches uvicorn's log.
+traceback reaches uvicorn's log. Each route is a module-level function (``predict``, ...) that
+reads the sync and the settings from ``request.app.state`` (set by :func:`backend_app`).
 
 **Authentication.** With a ``token``, every request must carry it, as Label Studio sends it:
 HTTP Basic authentication (the backend's *Authentication method: Basic Auth* in Label Studio,
@@ -322,104 +323,133 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     >>> app.state.events.close()
     >>> session.store.close()
     """
-    events = WebhookWorker(sync)
-    inverse: dict = {"of": None, "map": {}}
-
-    def item_of_task(task: Optional[int]) -> Optional[int]:
-        task_of = sync._task_of
-        if inverse["of"] is not task_of:               # map_tasks replaces the dict as a whole
-            inverse["map"], inverse["of"] = {t: i for i, t in task_of.items()}, task_of
-        return inverse["map"].get(task)
-
-    def version_name() -> str:
-        version = sync.pushed_version
-        return f"{sync.model_version_prefix}-" + ("first" if version is None else f"v{version}")
-
-    async def body(request: Request) -> dict:
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind != "application/json":     # a web page's simple POST (text/plain, a form) cannot be JSON
-            raise Refused(415, "the body must be sent as application/json")     # without a CORS preflight
-        return await read_json_object(request, max_body)
-
-    def check_project(data: dict) -> None:
-        """Label Studio names the project as ``"{id}.{created}"``: another project's is refused."""
-        given = str(data.get("project") or "").split(".")[0]
-        if given.isdigit() and int(given) != sync.project:
-            raise Refused(400, f"this backend serves project {sync.project}, not project {given}")
-
-    async def health(request: Request):
-        return JSONResponse({"status": "UP", "model_class": "skdbal", "model_version": version_name()})
-
-    async def setup(request: Request):
-        check_project(await body(request))
-        return JSONResponse({"model_version": version_name()})
-
-    async def versions(request: Request):
-        return JSONResponse({"versions": [version_name()]})
-
-    async def predict(request: Request):
-        data = await body(request)
-        check_project(data)
-        tasks = data.get("tasks")
-        if not isinstance(tasks, list):
-            raise Refused(400, "the body needs a list of tasks")
-        name = version_name()
-        predictions = sync.predictions        # replaced as a whole by each push: read once
-        items = [item_of_task(_id_of(t)) for t in tasks]
-        to_guess = [i for i in items if i is not None and i not in predictions]
-        guesses: Dict[int, Optional[str]] = {}
-        if to_guess:
-            try:
-                found = await asyncio.wait_for(run_in_threadpool(sync.session.guesses, to_guess), guess_timeout)
-                guesses = dict(zip(to_guess, found))
-            except asyncio.TimeoutError:    # the model is held by a retrain: no guess this time
-                pass
-        results = []
-        for item in items:
-            if item in predictions:
-                p = predictions[item]
-                results.append({"model_version": p["model_version"], "score": p["score"], "result": p["result"]})
-                continue
-            guess = guesses.get(item)
-            result = [] if guess is None else [{"from_name": sync.from_name, "to_name": sync.to_name,
-                                                "type": "choices", "value": {"choices": [str(guess)]}}]
-            results.append({"model_version": name, "score": 0.0, "result": result})
-        return JSONResponse({"results": results, "model_version": name})
-
-    async def webhook(request: Request):
-        data = await body(request)
-        return JSONResponse({"status": "ok", "note": events.put(data)})
-
-    async def train(request: Request):
-        await body(request)
-        return JSONResponse({"status": "ok", "note": "skdbal retrains after each label by itself: nothing to "
-                             "start"})
-
-    async def refused(request: Request, exc: Refused):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
-
-    async def http_error(request: Request, exc: HTTPException):
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-
-    class _Auth:
-        def __init__(self, app):
-            self.app = app
-
-        async def __call__(self, scope, receive, send):
-            if scope["type"] == "http" and token is not None and not _authorized(Request(scope), token):
-                response = JSONResponse({"error": "missing or wrong credentials: Label Studio's Basic Auth "
-                                         "password (or a Bearer token) must be skdbal's backend token"},
-                                        status_code=401, headers={"WWW-Authenticate": 'Basic realm="skdbal"'})
-                return await response(scope, receive, send)
-            return await self.app(scope, receive, send)
-
     from starlette.middleware import Middleware
 
     app = Starlette(routes=[Route("/", health), Route("/health", health), Route("/setup", setup, methods=["POST"]),
                             Route("/versions", versions), Route("/predict", predict, methods=["POST"]),
                             Route("/webhook", webhook, methods=["POST"]), Route("/train", train, methods=["POST"])],
-                    middleware=[Middleware(_Failures), Middleware(_Auth)],
-                    exception_handlers={Refused: refused, HTTPException: http_error})
-    app.state.events = events
+                    middleware=[Middleware(_Failures), Middleware(_Auth, token=token)],
+                    exception_handlers={Refused: _refused, HTTPException: _http_error})
+    # what the handlers read (request.app.state)
+    app.state.events = WebhookWorker(sync)
     app.state.sync = sync
+    app.state.guess_timeout, app.state.max_body = guess_timeout, max_body
+    app.state.items_of_tasks = (None, {})   # (the sync's item -> task dict, its inverse), made on first need
     return app
+
+
+class _Auth:
+    """The middleware that refuses (401) a request without the backend's ``token`` (none: all pass)."""
+
+    def __init__(self, app, token: Optional[str] = None):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.token is not None and not _authorized(Request(scope), self.token):
+            response = JSONResponse({"error": "missing or wrong credentials: Label Studio's Basic Auth "
+                                     "password (or a Bearer token) must be skdbal's backend token"},
+                                    status_code=401, headers={"WWW-Authenticate": 'Basic realm="skdbal"'})
+            return await response(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+async def _refused(request: Request, exc: Refused):
+    return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: HTTPException):
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
+
+
+def _item_of_task(request: Request, task: Optional[int]) -> Optional[int]:
+    """The pool item of Label Studio task ``task``, or None."""
+    state = request.app.state
+    task_of = state.sync.task_of
+    of, inverse = state.items_of_tasks
+    if of is not task_of:               # map_tasks replaces the dict as a whole
+        inverse = {t: i for i, t in task_of.items()}
+        state.items_of_tasks = (task_of, inverse)
+    return inverse.get(task)
+
+
+def _version_name(sync: LabelStudioSync) -> str:
+    version = sync.pushed_version
+    return f"{sync.model_version_prefix}-" + ("first" if version is None else f"v{version}")
+
+
+async def _body(request: Request) -> dict:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":     # a web page's simple POST (text/plain, a form) cannot be JSON
+        raise Refused(415, "the body must be sent as application/json")     # without a CORS preflight
+    return await read_json_object(request, request.app.state.max_body)
+
+
+def _check_project(sync: LabelStudioSync, data: dict) -> None:
+    """Label Studio names the project as ``"{id}.{created}"``: another project's is refused."""
+    given = str(data.get("project") or "").split(".")[0]
+    if given.isdigit() and int(given) != sync.project:
+        raise Refused(400, f"this backend serves project {sync.project}, not project {given}")
+
+
+async def health(request: Request):
+    """``GET /health`` (and ``/``): up, with the pushed version."""
+    return JSONResponse({"status": "UP", "model_class": "skdbal",
+                         "model_version": _version_name(request.app.state.sync)})
+
+
+async def setup(request: Request):
+    """``POST /setup``: the pushed version."""
+    sync = request.app.state.sync
+    _check_project(sync, await _body(request))
+    return JSONResponse({"model_version": _version_name(sync)})
+
+
+async def versions(request: Request):
+    """``GET /versions``: the pushed version."""
+    return JSONResponse({"versions": [_version_name(request.app.state.sync)]})
+
+
+async def predict(request: Request):
+    """``POST /predict``: a prediction per task: the pushed one, else the model's guess, else empty."""
+    sync = request.app.state.sync
+    data = await _body(request)
+    _check_project(sync, data)
+    tasks = data.get("tasks")
+    if not isinstance(tasks, list):
+        raise Refused(400, "the body needs a list of tasks")
+    name = _version_name(sync)
+    predictions = sync.predictions        # replaced as a whole by each push: read once
+    items = [_item_of_task(request, _id_of(t)) for t in tasks]
+    to_guess = [i for i in items if i is not None and i not in predictions]
+    guesses: Dict[int, Optional[str]] = {}
+    if to_guess:
+        try:
+            found = await asyncio.wait_for(run_in_threadpool(sync.session.guesses, to_guess),
+                                           request.app.state.guess_timeout)
+            guesses = dict(zip(to_guess, found))
+        except asyncio.TimeoutError:    # the model is held by a retrain: no guess this time
+            pass
+    results = []
+    for item in items:
+        if item in predictions:
+            p = predictions[item]
+            results.append({"model_version": p["model_version"], "score": p["score"], "result": p["result"]})
+            continue
+        guess = guesses.get(item)
+        result = [] if guess is None else [{"from_name": sync.from_name, "to_name": sync.to_name,
+                                            "type": "choices", "value": {"choices": [str(guess)]}}]
+        results.append({"model_version": name, "score": 0.0, "result": result})
+    return JSONResponse({"results": results, "model_version": name})
+
+
+async def webhook(request: Request):
+    """``POST /webhook``: answered at once; the worker records the annotations in its thread."""
+    data = await _body(request)
+    return JSONResponse({"status": "ok", "note": request.app.state.events.put(data)})
+
+
+async def train(request: Request):
+    """``POST /train``: nothing to start."""
+    await _body(request)
+    return JSONResponse({"status": "ok", "note": "skdbal retrains after each label by itself: nothing to "
+                         "start"})

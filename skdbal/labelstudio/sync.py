@@ -355,6 +355,11 @@ class LabelStudioSync:
         self.map_tasks()
         return len(missing)
 
+    @property
+    def task_of(self) -> Dict[int, int]:
+        """Pool item -> Label Studio task id (:meth:`map_tasks` replaces the dict as a whole)."""
+        return self._task_of
+
     def map_tasks(self) -> int:
         """Find the project's tasks of pool items (by ``key_of``, else ``key_field``); how many there are."""
         found = {}
