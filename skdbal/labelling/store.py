@@ -694,6 +694,29 @@ def _compare_keys(path: Path, stored: List[str], keys: List[str]) -> None:
                          f"{stored[:3]}) than the one given ({len(keys)} items, first {keys[:3]})")
 
 
+def _damage(report: List[str]) -> str:
+    r"""SQLite's ``quick_check`` report (its rows, each of one or more lines) in one line: how many
+    problems it finds and the first (SQLite stops at 100).
+
+    Examples
+    --------
+    >>> from skdbal.labelling.store import _damage
+    >>> _damage(["*** in database main ***\nMain freelist: size is 0 but should be 3\n"
+    ...          "On tree page 9 cell 0: Offset 4094 out of range 3700..4092"])
+    "SQLite's quick_check finds 2 problems, the first: Main freelist: size is 0 but should be 3"
+    >>> _damage(["*** in database main ***", "Page 5 is never used"])
+    "SQLite's quick_check finds 1 problem: Page 5 is never used"
+    """
+    problems = [line.strip() for row in report for line in str(row).splitlines()
+                if line.strip() and not line.startswith("*** in database")]
+    if not problems:
+        return "SQLite's quick_check does not answer ok"
+    if len(problems) == 1:
+        return f"SQLite's quick_check finds 1 problem: {problems[0]}"
+    many = f"{len(problems)} or more" if len(problems) >= 100 else str(len(problems))
+    return f"SQLite's quick_check finds {many} problems, the first: {problems[0]}"
+
+
 def _check_ours(path: Path, config: Optional[dict] = None, informative: frozenset = frozenset(),
                 keys: Optional[List[str]] = None) -> int:
     """The schema version of the skdbal store at ``path``, checked without writing anything: readable,
@@ -716,8 +739,8 @@ def _check_ours(path: Path, config: Optional[dict] = None, informative: frozense
         try:
             app = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            checked = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if checked == "ok" and app == APPLICATION_ID:
+            checked = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+            if checked == ["ok"] and app == APPLICATION_ID:
                 if config is not None:
                     row = conn.execute("SELECT value FROM meta WHERE key='config'").fetchone()
                     stored_config = None if row is None else json.loads(row[0])
@@ -730,8 +753,8 @@ def _check_ours(path: Path, config: Optional[dict] = None, informative: frozense
     finally:
         if in_wal and not had_shm:
             shm.unlink(missing_ok=True)
-    if checked != "ok":
-        raise StoreError(f"{path} is damaged (SQLite's quick_check: {checked}); it was left as it is: restore a "
+    if checked != ["ok"]:
+        raise StoreError(f"{path} is damaged ({_damage(checked)}); it was left as it is: restore a "
                          "copy, or export what it holds with sqlite3's .recover")
     if app != APPLICATION_ID:
         raise StoreError(f"{path} is not a skdbal labelling store (SQLite application_id {app:#x}); "

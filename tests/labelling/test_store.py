@@ -300,6 +300,38 @@ def test_a_damaged_store_is_refused_and_left_alone(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_a_damaged_store_is_refused_in_one_line_with_the_first_problem_and_how_many(tmp_path):
+    """Three problems made by hand, in two pages: page 1's header counts 3 free pages (there are none), and
+    the first cell of two index pages starts 2 bytes before its page's end. The refusal is one line that
+    says 3 problems and the first SQLite finds (the free list, checked first), not SQLite's report."""
+    path = tmp_path / "s.db"
+    store = LabelStore(path)
+    store.add_items([f"k{i}" for i in range(200)])
+    for item in range(50):
+        store.add_event(item, "label", str(item % 3), annotator="ann")
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    roots = dict(conn.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0").fetchall())
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    assert data[32:40] == bytes(8)                                    # no free page: the first trunk, the count
+    data[36:40] = (3).to_bytes(4, "big")                              # the header says three
+    for name in ("events_item", "sqlite_autoindex_items_1"):
+        start = (roots[name] - 1) * page_size
+        assert data[start] == 0x0A                                    # a leaf page of an index
+        data[start + 8:start + 10] = (page_size - 2).to_bytes(2, "big")   # its first cell runs off the page
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError) as refused:
+        LabelStore(path)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message == (f"{path} is damaged (SQLite's quick_check finds 3 problems, the first: Main freelist: size "
+                       f"is 0 but should be 3); it was left as it is: restore a copy, or export what it holds with "
+                       f"sqlite3's .recover")
+
+
 # ------------------------------------------------- a refused store is left byte for byte as it was
 
 def _sidecars(path):
