@@ -75,4 +75,6 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
+#: The performance page has no pages below it: no empty navigation column beside its tables.
+html_sidebars = {"performance": []}
 html_static_path = []

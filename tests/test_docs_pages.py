@@ -11,6 +11,7 @@ issue numbers stay there; it is checked for everything else ("stop N", lent mach
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -80,3 +81,66 @@ def test_a_user_page_names_no_internal_bookkeeping(page):
 
 def test_the_checked_pages_include_the_results_and_performance_pages():
     assert {"docs/results/README.md", "docs/performance.md", "README.md", DEVELOPER_RECORD} <= set(pages())
+
+
+# --- the results and performance pages lead with the answer
+
+
+def _load_substitutions_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_docs_subs_pages", ROOT / "docs" / "_substitutions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["docs/results/README.md", "docs/performance.md"])
+def test_the_page_opens_with_one_summary_table_and_ends_with_provenance(page):
+    """The first table is the page's first content after a short paragraph: what was measured, against
+    which paper or peer, the figure and its noise; the provenance is the last section."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    first_heading = next(i for i, line in enumerate(lines) if line.startswith("## "))
+    opening = lines[:first_heading]
+    tables = [i for i, line in enumerate(opening) if line.startswith("| ") and opening[i + 1].startswith("|---")]
+    assert len(tables) == 1, tables
+    header = [c.strip() for c in opening[tables[0]].strip("|").split("|")]
+    assert header[0] == "measured" and header[-1] == "noise" and len(header) == 4, header
+    assert len([line for line in opening if line.startswith("| ")]) >= 10   # a row per headline result
+    sections = [line for line in lines if line.startswith("## ")]
+    assert sections[-1] == "## Provenance"
+    assert "_table }}" in text[text.index("## Provenance"):]   # generated from the committed files
+
+
+@pytest.mark.parametrize("page", ["docs/results/README.md", "docs/performance.md"])
+def test_headings_are_short_and_carry_no_targets(page):
+    fence = False
+    for line in (ROOT / page).read_text(encoding="utf-8").splitlines():
+        fence = fence != line.startswith("```")
+        if line.startswith("#") and not fence:
+            assert "target" not in line.lower() and len(line) <= 60, line
+
+
+def test_the_provenance_tables_read_the_records(tmp_path):
+    subs = _load_substitutions_module()
+    machine = {"platform": "Linux-x", "cpu_count": 2, "cpu_model": "AMD EPYC", "python": "3.11.7",
+               "torch": "2.13.0+cpu", "gpus": [], "versions": {"numpy": "2.2.6", "skorch": "1.4.0", "dask": "1"}}
+    (tmp_path / "bench_memory").mkdir()
+    (tmp_path / "bench_memory" / "bench_memory.json").write_text(json.dumps(
+        {"started": "2026-11-27T10:00:00+0000", "provenance": {**machine, "commit": "abcdef0123456789"}}))
+    table = subs.benchmark_provenance_table(tmp_path)["performance__provenance_table"].splitlines()
+    assert table[0] == "| benchmark | machine | Python | torch | other packages | commit | run |"
+    assert table[2] == ("| memory | AMD EPYC, 2 cores | 3.11.7 | 2.13.0+cpu | numpy 2.2.6, skorch 1.4.0 | `abcdef0` "
+                        "| 2026\u201111\u201127 |")
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "facts.json").write_text(json.dumps({"preset": {"mask_seeding": "row"}, "provenance": {
+        "machines": [machine], "devices": ["cpu"], "results_versions": [3],
+        "parallelism": [{"n_jobs": 2, "torch_threads": 1}],
+        "invocations": [{"commit": "not recorded", "started": "2026-11-23T19:00:00+00:00"},
+                        {"commit": "not recorded", "started": "2026-11-24T08:00:00+00:00"}]}}))
+    grids = subs.grid_provenance_tables(tmp_path)
+    assert grids["results__hosts_table"].splitlines()[2] == \
+        "| CPU host A | 2 | AMD EPYC | 3.11.7 | 2.13.0+cpu | `Linux-x` |"
+    assert grids["results__grids_table"].splitlines()[2] == \
+        "| `g/` | CPU host A | cpu | 2 × 1 | 3 | `row` | not recorded | 2026\u201111\u201123 to 2026\u201111\u201124 |"
