@@ -275,8 +275,9 @@ def grid_provenance_tables(results_dir) -> dict:
     """The results page's provenance: ``results__hosts_table`` and ``results__grids_table``, from every
     ``facts.json`` (its ``provenance``, as ``skdbal report`` writes it from ``grid.json``).
 
-    A host is a distinct platform string with its cores; the grids' table names each folder's hosts, its
-    devices, the runs at a time, its results version and mask seeding, its commits and the days it ran.
+    A host is a distinct platform string with its cores; the grids' table names each folder's hosts, the
+    runs at a time, its results version and mask seeding, its commits and the days it ran ("—" where no
+    record says).
     """
     facts = {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(results_dir).glob("*/facts.json"))}
     if not facts:
@@ -287,8 +288,9 @@ def grid_provenance_tables(results_dir) -> dict:
             hosts.setdefault(m["platform"], m)
     gpu = [h for h, m in hosts.items() if not str(m.get("torch", "")).endswith("+cpu")]
     cpu = sorted(h for h in hosts if h not in gpu)
-    names = {h: "GPU host" + (f" {i}" if len(gpu) > 1 else "") for i, h in enumerate(gpu, 1)}
-    names.update({h: f"CPU host {chr(ord('A') + i)}" for i, h in enumerate(cpu)})
+    # short names, their spaces non-breaking (U+00A0), so that a narrow column keeps each on one line
+    names = {h: "GPU" + (f"\u00a0{i}" if len(gpu) > 1 else "") for i, h in enumerate(gpu, 1)}
+    names.update({h: f"CPU\u00a0{chr(ord('A') + i)}" for i, h in enumerate(cpu)})
 
     def recorded(value):
         return value if value not in (None, "", "not recorded") else "not recorded"
@@ -300,17 +302,17 @@ def grid_provenance_tables(results_dir) -> dict:
         prov = f["provenance"]
         runs_at_a_time = sorted({(p["n_jobs"], p["torch_threads"]) for p in prov["parallelism"]})
         invocations = prov["invocations"]
-        commits = sorted({_commit(i.get("commit")) for i in invocations}) or ["not recorded"]
+        commits = sorted({_commit(i.get("commit")).replace("not recorded", "—") for i in invocations}) or ["—"]
         days = sorted({_day(i.get("started")) for i in invocations if i.get("started")})
         grid_rows.append([
-            f"`{folder}/`", ", ".join(names[m["platform"]] for m in prov["machines"]), ", ".join(prov["devices"]),
-            ", ".join(f"{j} × {t}" for j, t in runs_at_a_time),
-            ", ".join(str(v) for v in prov.get("results_versions") or []),
-            f"`{f['preset'].get('mask_seeding') or 'stream'}`", ", ".join(commits),
-            (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else "not recorded"])
+            f"{folder}/", ", ".join(names[m["platform"]] for m in prov["machines"]),
+            ", ".join(f"{j}\u00a0×\u00a0{t}" for j, t in runs_at_a_time),
+            ", ".join(str(v) for v in prov.get("results_versions") or [])
+            + f" (`{f['preset'].get('mask_seeding') or 'stream'}`)", ", ".join(commits),
+            (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else "—"])
     return {"results__hosts_table": _table(["host", "cores", "CPU model", "Python", "torch", "platform"], host_rows),
-            "results__grids_table": _table(["folder", "host", "device", "runs at a time × torch threads",
-                                            "results version", "masks", "commit", "ran"], grid_rows)}
+            "results__grids_table": _table(["folder", "host", "runs × torch threads", "results version (masks)",
+                                            "commit", "ran"], grid_rows)}
 
 
 #: The performance page's benchmarks, in its order: (prefix of the substitutions, what the benchmark measures).

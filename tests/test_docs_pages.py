@@ -141,6 +141,6 @@ def test_the_provenance_tables_read_the_records(tmp_path):
                         {"commit": "not recorded", "started": "2026-11-24T08:00:00+00:00"}]}}))
     grids = subs.grid_provenance_tables(tmp_path)
     assert grids["results__hosts_table"].splitlines()[2] == \
-        "| CPU host A | 2 | AMD EPYC | 3.11.7 | 2.13.0+cpu | `Linux-x` |"
+        "| CPU\u00a0A | 2 | AMD EPYC | 3.11.7 | 2.13.0+cpu | `Linux-x` |"
     assert grids["results__grids_table"].splitlines()[2] == \
-        "| `g/` | CPU host A | cpu | 2 × 1 | 3 | `row` | not recorded | 2026\u201111\u201123 to 2026\u201111\u201124 |"
+        "| g/ | CPU\u00a0A | 2\u00a0×\u00a01 | 3 (`row`) | — | 2026\u201111\u201123 to 2026\u201111\u201124 |"
