@@ -25,6 +25,7 @@ DEVELOPER_RECORD = "docs/decisions.md"
 BOOKKEEPING = [
     (re.compile(r"\bstops?\s+\d+", re.I), "a step of the project's work"),
     (re.compile(r"\bissues?\s+\d+(?:\s*(?:,|and|&)\s*\d+)*", re.I), "one of the project's issues"),
+    (re.compile(r"\bissues?\s+#\d+", re.I), "an issue number without its link"),
     (re.compile(r"\blent\b|\blends?\b(?= (?:a|one|the) (?:GPU|device|machine))", re.I), "a lent machine"),
     (re.compile(r"\bsessions?\b(?= (?:lent|that ran\b))", re.I), "a work session"),
     (re.compile(r"\b(?:the|a|other) sessions?'s? (?:other work|light tests|processes)", re.I), "a work session"),
@@ -59,6 +60,8 @@ def bookkeeping(text: str, record: bool = False):
     ['issues 30 and 42', 'lent']
     >>> bookkeeping("## A section (issue 41)", record=True)
     []
+    >>> bookkeeping("fails (modAL issue #196); see [modAL issue #196](https://github.com/modAL-python/modAL/issues/196)")
+    [(1, 'issue #196', 'an issue number without its link')]
     """
     text = _COMMENT.sub(lambda m: "\n" * m.group().count("\n"), text)
     for link in _LINKS:
