@@ -256,6 +256,133 @@ def derived_substitutions(subs: dict) -> dict:
     return out
 
 
+def _table(header, rows) -> str:
+    """A Markdown table: ``header`` and ``rows`` are lists of cells."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def _day(started) -> str:
+    """The day of a start time, its hyphens non-breaking (U+2011) so that a narrow table column keeps it on one line."""
+    return str(started)[:10].replace("-", "\u2011") if started else "not recorded"
+
+
+def _commit(commit) -> str:
+    return f"`{commit[:7]}`" if commit and commit != "not recorded" else "not recorded"
+
+
+def grid_provenance_tables(results_dir) -> dict:
+    """The results page's provenance: ``results__hosts_table`` and ``results__grids_table``, from every
+    ``facts.json`` (its ``provenance``, as ``skdbal report`` writes it from ``grid.json``).
+
+    A host is a distinct platform string with its cores; the grids' table names each folder's hosts, the
+    runs at a time, its results version and mask seeding, its commits and the days it ran ("—" where no
+    record says).
+    """
+    facts = {p.parent.name: json.loads(p.read_text()) for p in sorted(Path(results_dir).glob("*/facts.json"))}
+    if not facts:
+        return {}
+    hosts = {}
+    for f in facts.values():
+        for m in f["provenance"]["machines"]:
+            hosts.setdefault(m["platform"], m)
+    gpu = [h for h, m in hosts.items() if not str(m.get("torch", "")).endswith("+cpu")]
+    cpu = sorted(h for h in hosts if h not in gpu)
+    # short names, their spaces non-breaking (U+00A0), so that a narrow column keeps each on one line
+    names = {h: "GPU" + (f"\u00a0{i}" if len(gpu) > 1 else "") for i, h in enumerate(gpu, 1)}
+    names.update({h: f"CPU\u00a0{chr(ord('A') + i)}" for i, h in enumerate(cpu)})
+
+    def recorded(value):
+        return value if value not in (None, "", "not recorded") else "not recorded"
+
+    host_rows = [[names[h], m.get("cpu_count"), recorded(m.get("cpu_model")), m.get("python"), m.get("torch"), f"`{h}`"]
+                 for h, m in sorted(hosts.items(), key=lambda kv: names[kv[0]])]
+    grid_rows = []
+    for folder, f in facts.items():
+        prov = f["provenance"]
+        runs_at_a_time = sorted({(p["n_jobs"], p["torch_threads"]) for p in prov["parallelism"]})
+        invocations = prov["invocations"]
+        commits = sorted({_commit(i.get("commit")).replace("not recorded", "—") for i in invocations}) or ["—"]
+        days = sorted({_day(i.get("started")) for i in invocations if i.get("started")})
+        grid_rows.append([
+            f"{folder}/", ", ".join(names[m["platform"]] for m in prov["machines"]),
+            ", ".join(f"{j}\u00a0×\u00a0{t}" for j, t in runs_at_a_time),
+            ", ".join(str(v) for v in prov.get("results_versions") or [])
+            + f" (`{f['preset'].get('mask_seeding') or 'stream'}`)", ", ".join(commits),
+            (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else "—"])
+    return {"results__hosts_table": _table(["host", "cores", "CPU model", "Python", "torch", "platform"], host_rows),
+            "results__grids_table": _table(["folder", "host", "runs × torch threads", "results version (masks)",
+                                            "commit", "ran"], grid_rows)}
+
+
+#: The performance page's benchmarks, in its order: (prefix of the substitutions, what the benchmark measures).
+PERFORMANCE_BENCHMARKS = [
+    ("bench_scoring", "scoring on a CPU"), ("bench_scoring_seedings", "the mask seedings on a CPU"),
+    ("bench_factored", "Kirsch et al.'s CNN"), ("bench_memory", "memory"), ("bench_training", "training"),
+    ("bench_step", "one acquisition step"), ("gal2017_warm_timed", "a full `gal2017` run"),
+    ("bench_gpu", "on a GPU"), ("bench_batchbald", "BatchBALD"), ("bench_diversity", "the diversity penalty"),
+    ("bench_parallel", "scaling out"), ("bench_dask", "a Dask cluster"),
+    ("bench_dask__powerbald_300k", "PowerBALD on the cluster"), ("bench_labelling", "the labelling server"),
+    ("bench_labelling_think", "the labelling server, with a think time"), ("bench_labelstudio", "Label Studio"),
+]
+#: Commits that the person who ran a benchmark reported where its output records none.
+REPORTED_COMMITS = {"bench_gpu": "70850c8", "bench_dask__powerbald_300k": "5ace33f"}
+#: The packages a row of the table names besides Python and torch (and Dask's, for the cluster's benchmarks).
+_VERSIONS = ("numpy", "skorch", "baal", "label_studio")
+
+
+def benchmark_provenance_table(results_dir) -> dict:
+    """``performance__provenance_table``: each benchmark of the performance page with its machine, versions,
+    commit and start, read from its JSON (``provenance``, or ``meta`` where the script predates it), the
+    raw output's first line where only that records the machine, or the run's ``grid.json`` facts."""
+    results_dir = Path(results_dir)
+    jsons = benchmark_jsons(results_dir)
+    rows = []
+    for prefix, what in PERFORMANCE_BENCHMARKS:
+        # the folder's JSON: `bench_x/bench_x.json`, or one other name (`bench_labelling_think/bench_labelling.json`)
+        named = [k for k in jsons if k == prefix or (k.startswith(prefix + "__") and "__" not in k[len(prefix) + 2:])]
+        data = json.loads((results_dir / jsons[named[0]]).read_text()) if len(named) == 1 else {}
+        prov, meta = data.get("provenance"), data.get("meta") or {}
+        versions = {}
+        if prov:
+            machine = f"{prov.get('cpu_model') or 'CPU not recorded'}, {prov.get('cpu_count')} cores"
+            machine += "".join(f", {g.get('name')}" for g in prov.get("gpus") or [])
+            python, torch, commit, started = prov.get("python"), prov.get("torch"), prov.get("commit"), data["started"]
+            versions = prov.get("versions") or {}
+        elif "device_name" in meta:   # bench_gpu.py's meta
+            cores = re.search(r"(\d+) CPUs", meta["machine"])
+            machine = f"{meta['device_name']}, {cores.group(1) if cores else '?'} CPU cores"
+            python = re.search(r"python ([\d.]+)", meta["machine"]).group(1)
+            torch, commit, started = f"{meta['torch']} (CUDA {meta['cuda']})", None, meta["started"]
+            versions = meta.get("versions") or {}
+        elif "cpu" in meta:           # bench_labelstudio.py's meta
+            machine, python, torch = f"{meta['cpu']}, {meta['cores']} cores", meta["python"], meta["torch"]
+            commit, started, versions = meta.get("commit"), None, {**meta, "label_studio": meta.get("label_studio")}
+        elif (results_dir / prefix / "facts.json").exists():   # a grid: its invocation
+            inv = json.loads((results_dir / prefix / "facts.json").read_text())["provenance"]["invocations"][0]
+            m = inv["machine"]
+            machine, python, torch = f"{m.get('cpu_model')}, {m['cpu_count']} cores", m["python"], m["torch"]
+            commit, started, versions = inv.get("commit"), inv.get("started"), m.get("versions") or {}
+        elif prefix in RAW_TABLES and (results_dir / RAW_TABLES[prefix]).exists():   # its first line names the machine
+            raw = (results_dir / RAW_TABLES[prefix]).read_text().splitlines()[0]
+            cores = re.search(r"(\d+) CPUs", raw)
+            machine = f"CPU not recorded, {cores.group(1)} cores" if cores else raw
+            python = (re.search(r"python ([\d.]+)", raw) or [None, "not recorded"])[1]
+            torch = (re.search(r"torch (\S+)", raw) or [None, "not recorded"])[1]
+            commit, started = None, None
+        else:                         # not measured in this folder
+            continue
+        commit_text = _commit(commit)
+        if commit_text == "not recorded" and prefix in REPORTED_COMMITS:
+            commit_text = f"not recorded (reported: `{REPORTED_COMMITS[prefix]}`)"
+        names = _VERSIONS + (("dask", "distributed") if prefix.startswith(("bench_dask", "bench_parallel")) else ())
+        others = ", ".join(f"{k.replace('_', '-')} {versions[k]}" for k in names if versions.get(k))
+        rows.append([what, machine, python, torch, others or "not recorded", commit_text,
+                     _day(started) if started else "not recorded"])
+    return {"performance__provenance_table": _table(
+        ["benchmark", "machine", "Python", "torch", "other packages", "commit", "run"], rows)}
+
+
 def substitutions(results_dir) -> dict:
     """Every substitution of the docs, read from ``results_dir`` (``docs/results``)."""
     results_dir = Path(results_dir)
@@ -272,4 +399,6 @@ def substitutions(results_dir) -> dict:
     subs.update(zip(("bench_dask__pool_images", "bench_dask__pool_GiB_memory", "bench_dask__pool_GiB_disk"),
                     pool.groups()))
     subs.update(derived_substitutions(subs))
+    subs.update(grid_provenance_tables(results_dir))
+    subs.update(benchmark_provenance_table(results_dir))
     return subs

@@ -75,4 +75,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
+#: The results and performance pages lead with wide tables: no navigation column beside them (the
+#: performance page has no pages below it; the results folders' tables are listed on "Reproducing the papers").
+html_sidebars = {"performance": [], "results/README": []}
 html_static_path = []

@@ -9,7 +9,7 @@ acquisition, on MNIST and Repeated-MNIST with Kirsch et al.'s training (the
 drawn from the committed results of three grids in ``docs/results``
 (``post2019_cuda``, ``post2019_cuda_laplace`` and ``post2019_cuda_repeated``;
 their page gives the machine and compares the strategies with their noise).
-Every run ran on one lent GPU, so the curves compare runs of one device. Every
+Every run ran on one NVIDIA H100 GPU, so the curves compare runs of one device. Every
 figure below is computed here from those results. To run or resume them
 (minutes on an H100 with CUDA MPS, where the runs share the GPU; hours on two
 CPU cores, where ``docs/results/run_post2019.sh`` runs them one at a time)::
