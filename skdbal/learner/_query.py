@@ -9,7 +9,7 @@ import numpy as np
 
 from .._validation import check_n_instances, is_lazy, pool_kwargs
 from ..acquisition.base import Acquisition, acquire_among
-from ._pool import POOL_ATTRIBUTES
+from ._labelled_pool import POOL_ATTRIBUTES
 
 
 def subsample(candidates: np.ndarray, size: int, rng: np.random.RandomState, ids=None) -> np.ndarray:
