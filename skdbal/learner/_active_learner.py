@@ -20,11 +20,12 @@ from .._validation import (
     check_pool,
     check_positive_int,
     concat_rows,
+    pool_kwargs,
     read_rows,
     take_rows,
 )
 from ..acquisition import bald
-from ..acquisition.base import Acquisition, as_strategy
+from ..acquisition.base import as_strategy
 from ._delegation import PredictiveMixin
 from ._inputs import check_like_labelled, copy_rows, validate_Xy
 from ._labelled_pool import POOL_ATTRIBUTES, LabelledPool, has_missing, merge_labels
@@ -647,18 +648,6 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
         return self
 
     # ------------------------------------------------------------- queries
-    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, ids=None, **kwargs) -> Acquisition:
-        """Query among ``candidates`` (indices into X_pool); indices into X_pool.
-
-        On any error the learner's random state is restored, so a failed
-        query changes nothing.
-        """
-        self._check_params()
-        check_n_instances(n_instances, len(candidates))
-        self._ensure_initial_fit()
-        return acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids,
-                       self.pool_subsample, kwargs)
-
     def query(self, X_pool=None, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
         """Choose the pool points to label next.
@@ -723,7 +712,16 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
             check_like_labelled(X_pool, getattr(self, "X_training_", None), "X_pool")
             candidates = (np.arange(len(X_pool)) if candidates is None
                           else check_candidates(candidates, len(X_pool)))
-        acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
+        # ---- checked once, here: the strategy is called without checking them again
+        self._check_params()
+        subsample = self.pool_subsample
+        n_instances = check_n_instances(n_instances, len(candidates) if subsample is None
+                                        else min(len(candidates), subsample))
+        pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords (y_pool) must match the pool
+        self._ensure_initial_fit()
+        # on any error the learner's random state is restored: a failed query changes nothing
+        acq = acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids, subsample,
+                      kwargs)
         self.last_acquisition_ = acq
         X_query = read_rows(X_pool, acq.indices)  # of a pool on a cluster, only the rows chosen are read
         if return_scores:
