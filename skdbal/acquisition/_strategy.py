@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Callable, FrozenSet, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -14,7 +14,7 @@ from .._validation import (
     check_n_instances,
     check_pool,
     check_query_result,
-    is_lazy,
+    pool_backend,
     pool_kwargs,
     subset_pool_kwargs,
     take_rows,
@@ -24,8 +24,6 @@ from ._messages import chunk_refusal, warn_fill
 __all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
            "acquire_among", "select_top", "pool_scores_of", "check_options", "pool_backend"]
 
-#: The drivers of pools that live elsewhere, by name: ``(is_pool, acquire)`` (``register_pool_backend``).
-POOL_BACKENDS: Dict[str, Tuple[Callable, Callable]] = {}
 
 
 @dataclass
@@ -258,32 +256,6 @@ def _acquire_checked(strategy: "Strategy", estimator, X_pool, n_instances: int, 
         check_options(strategy, kwargs)
         return strategy._score_and_select(estimator, X_pool, n_instances, **kwargs)
     return strategy.acquire(estimator, X_pool, n_instances, **kwargs)
-
-
-def pool_backend(X_pool) -> Optional[Callable]:
-    """The driver that queries ``X_pool`` where it lives (:func:`register_pool_backend
-    <skdbal.acquisition.base.register_pool_backend>`), or None for a pool in memory.
-
-    Raises
-    ------
-    TypeError
-        For a lazy pool (one with ``__dask_graph__``) that no driver reads: it
-        is never read whole into memory instead.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skdbal.acquisition.base import pool_backend
-    >>> pool_backend(np.zeros((3, 2))) is None
-    True
-    """
-    for is_pool, acquire in reversed(list(POOL_BACKENDS.values())):
-        if is_pool(X_pool):
-            return acquire
-    if is_lazy(X_pool):
-        raise TypeError(f"a dask array pool is queried on its cluster: import skdbal.dask (the dask extra), "
-                        f"which registers its driver; a {type(X_pool).__name__} is never read whole into memory")
-    return None
 
 
 def select_top(

@@ -17,8 +17,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 from sklearn.base import is_regressor
 
-from .._validation import check_candidates, check_pool, is_lazy, read_rows, take_rows
-from ..acquisition.base import pool_backend
+from .._validation import check_candidates, check_pool, is_lazy, pool_backend, read_rows, take_rows
 from ._inputs import check_X, copy_rows, validate_Xy
 
 __all__ = ["LabelledPool"]
