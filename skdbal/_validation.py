@@ -43,6 +43,10 @@ def pool_backend(X_pool) -> Optional[Callable]:
     TypeError
         For another lazy pool (:func:`is_lazy`), which no driver reads: it is never read whole.
 
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition.base import pool_backend
     >>> pool_backend(np.zeros((3, 2))) is None
     True
     """

@@ -364,7 +364,17 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
 def acquire_among(strategy, estimator, X, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
     """:func:`~skdbal.acquisition.base.acquire_among` over a dask array: :func:`query_pool` with the rows
     that are not candidates excluded. The driver of a dask array pool, which the learner (and the loop,
-    the labelling session) find by the array's type, without ``import skdbal.dask`` first."""
+    the labelling session) find by the array's type, without ``import skdbal.dask`` first.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from skdbal.acquisition.base import pool_backend
+    >>> from skdbal.dask import acquire_among
+    >>> pool_backend(da.zeros((10, 2), chunks=5)) is acquire_among
+    True
+    """
     excluded = np.ones(X.shape[0], dtype=bool)
     excluded[np.asarray(candidates, dtype=np.intp)] = False
     return query_pool(strategy, estimator, X, n_instances, exclude=np.flatnonzero(excluded), **kwargs)
