@@ -273,7 +273,7 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
     @contextmanager
     def _unchanged_on_error(self):
         """Restore every attribute if the block raises. A shallow copy is the state before, since
-        the blocks that use it start with ``reset_pool``, which gives the pool state new objects."""
+        the blocks that use it start with ``_reset_pool``, which gives the learner a new pool object."""
         before = dict(self.__dict__)
         try:
             yield
