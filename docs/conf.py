@@ -36,10 +36,11 @@ suppress_warnings = ["myst.header"]
 
 autosummary_generate = True
 #: scikit-learn's metadata-routing methods are generated on every estimator; their
-#: docstrings point into scikit-learn's own documentation.
+#: docstrings point into scikit-learn's own documentation. Inherited members are left out by
+#: autodoc's default, not set here: one set here would override the ``:inherited-members:`` of
+#: the class template (_templates/autosummary/class.rst), which documents ActiveLearner's mixins.
 autodoc_default_options = {
     "members": True,
-    "inherited-members": False,
     "exclude-members": ",".join(["get_metadata_routing", "set_fit_request", "set_partial_fit_request",
                                  "set_predict_request", "set_predict_proba_request", "set_score_request",
                                  "set_transform_request", "set_output"]),
@@ -54,6 +55,9 @@ autosummary_context = {"package_pages": {
                                _ROUTING]),
     "skdbal.learner": ",".join(["ActiveLearner", _ROUTING]),
     "skdbal.experiments": ",".join(["RunSpec", "DamagedResultsError", "FolderLockedError", "Preset", _ROUTING]),
+}, "mixin_classes": {
+    # methods partly from documented mixins: their members are documented, not the scikit-learn classes' named
+    "skdbal.ActiveLearner": "BaseEstimator,MetaEstimatorMixin,_MetadataRequester",
 }}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

@@ -1,8 +1,9 @@
 """Input checks shared by the strategies and the learner (package-internal)."""
 from __future__ import annotations
 
+import importlib
 import ipaddress
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import numpy as np
 from sklearn.utils import _safe_indexing
@@ -10,7 +11,11 @@ from sklearn.utils.validation import check_array
 
 __all__ = ["is_frame", "is_lazy", "read_rows", "take_rows", "concat_rows", "check_pool", "check_n_instances",
            "check_positive_int", "check_bool", "check_candidates", "check_query_result", "label_columns",
-           "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback"]
+           "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback", "pool_backend"]
+
+#: The drivers of pools that live elsewhere: the module of a lazy pool's type -> the module whose
+#: ``acquire_among`` queries it where it lives, imported only when such a pool is met.
+POOL_DRIVERS = {"dask.array": "skdbal.dask"}
 
 
 def is_frame(X) -> bool:
@@ -24,6 +29,35 @@ def is_lazy(X) -> bool:
     """Whether ``X`` is a lazy collection (a dask array: it has ``__dask_graph__``), whose rows live
     elsewhere and are read only where needed, never whole (a pool on a cluster)."""
     return hasattr(X, "__dask_graph__") and not isinstance(X, np.ndarray)
+
+
+def pool_backend(X_pool) -> Optional[Callable]:
+    """The driver that queries ``X_pool`` where it lives, or None for a pool in memory.
+
+    A dask array's is :func:`skdbal.dask.acquire_among`, found by the module of its type and imported
+    here (so a learner given one needs no ``import skdbal.dask`` first, and ``import skdbal`` never
+    imports dask): :data:`POOL_DRIVERS`.
+
+    Raises
+    ------
+    TypeError
+        For another lazy pool (:func:`is_lazy`), which no driver reads: it is never read whole.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.acquisition.base import pool_backend
+    >>> pool_backend(np.zeros((3, 2))) is None
+    True
+    """
+    if not is_lazy(X_pool):
+        return None
+    module = type(X_pool).__module__
+    for prefix, driver in POOL_DRIVERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return importlib.import_module(driver).acquire_among
+    raise TypeError(f"a {type(X_pool).__name__} pool is never read whole into memory, and no driver queries it "
+                    f"where it lives (a dask array is queried on its cluster by skdbal.dask)")
 
 
 def read_rows(X, rows):

@@ -59,14 +59,17 @@ of the call:
 A third-party model that implements only one of these works with every
 strategy. Everything else goes through the same adapter:
 
+- an object that names the fitted model making its predictions with a method
+  ``__skdbal_model__()`` (:class:`skdbal.ActiveLearner`) is read through that
+  model, before any other rule, rather than through its own delegating methods
+  (it is read itself while the method returns None);
 - a scikit-learn :class:`~sklearn.pipeline.Pipeline` is read through its last
   step, after transforming ``X`` with the steps before it (``pipe[:-1]``);
 - a fitted hyper-parameter search (:class:`~sklearn.model_selection.GridSearchCV`,
   refitted) is read through its ``best_estimator_``, with which it predicts;
 - a wrapper with an ``estimator`` attribute and no fitted state of its own
   (a modAL learner) is read through what it wraps, while a fitted
-  scikit-learn meta-estimator (``CalibratedClassifierCV``) is read itself; :class:`skdbal.ActiveLearner` implements the
-  interface itself by delegating to its fitted model;
+  scikit-learn meta-estimator (``CalibratedClassifierCV``) is read itself;
 - a plain classifier with ``predict_proba`` gives one deterministic sample
   (``T = 1``), and a request for more (``n_samples > 1``) is refused;
 - a model that is not a classifier and whose ``predict`` takes ``return_std=True``
@@ -402,6 +405,10 @@ def as_predictive(estimator, *, n_samples: Optional[int] = None) -> Predictive:
 
 
 def _resolve(est, n_samples, transforms) -> Predictive:
+    if callable(getattr(type(est), "__skdbal_model__", None)):  # a learner: read its model, not its delegation
+        model = est.__skdbal_model__()
+        if model is not None:
+            return _resolve(model, n_samples, transforms)
     if hasattr(est, "predict_proba_samples"):
         return Predictive(est, "samples", stochastic=getattr(est, "stochastic_samples", True),
                           transforms=transforms, n_samples=n_samples)

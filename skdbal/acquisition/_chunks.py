@@ -27,10 +27,9 @@ import numpy as np
 
 from .._validation import check_n_instances, check_pool, check_positive_int, is_frame, pool_kwargs, take_rows
 from ._messages import warn_fill
-from ._strategy import POOL_BACKENDS, Acquisition, as_strategy, check_options
+from ._strategy import Acquisition, as_strategy, check_options
 
-__all__ = ["PoolChunk", "ChunkScores", "ChunkPlan", "PointwisePlan", "ChunkedPool", "acquire_in_chunks",
-           "register_pool_backend"]
+__all__ = ["PoolChunk", "ChunkScores", "ChunkPlan", "PointwisePlan", "ChunkedPool", "acquire_in_chunks"]
 
 
 def _ranked(idx, scores):
@@ -662,68 +661,3 @@ def acquire_in_chunks(strategy, estimator, X_pool, n_instances: int = 1, *, chun
     pool = _ArrayChunks(X_pool, chunk_rows, exclude=exclude, aligned=aligned)
     return pool.acquire(strategy, estimator, n_instances, n_candidates=n_candidates, random_state=random_state,
                         **kwargs)
-
-
-def register_pool_backend(name: str, is_pool: Optional[Callable[[Any], bool]],
-                          acquire: Optional[Callable[..., Acquisition]] = None) -> None:
-    """Let a driver query the pools it knows where they live (the learner's one query path).
-
-    :func:`~skdbal.acquisition.base.acquire_among`, the call every query of
-    an :class:`~skdbal.ActiveLearner` makes, hands a pool that ``is_pool``
-    claims to ``acquire`` instead of subsetting it in memory; so the learner,
-    :class:`~skdbal.loop.ActiveLearningLoop` and
-    :class:`~skdbal.labelling.LabellingSession` query a pool on a cluster
-    without importing its driver. :mod:`skdbal.dask` registers ``"dask"`` for
-    dask arrays when imported. The latest registration is asked first.
-
-    Parameters
-    ----------
-    name : str
-        The driver's name; registering it again replaces it.
-    is_pool : callable or None
-        ``is_pool(X_pool) -> bool``: whether the driver reads this pool.
-        None removes the driver.
-    acquire : callable, optional
-        ``acquire(strategy, estimator, X_pool, candidates, n_instances, **kwargs)``
-        returning an :class:`~skdbal.acquisition.base.Acquisition` with
-        indices into ``X_pool``, chosen among ``candidates`` (unique positions,
-        as the caller gave them: a driver that reads the pool in order chooses
-        as ``acquire_among`` does among them sorted). ``kwargs`` are the query's: the
-        strategy's options, pool-aligned keywords (``y_pool``) over the whole
-        pool, and the driver's own (a Dask ``client``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skdbal.acquisition import bald
-    >>> from skdbal.acquisition.base import acquire_among, acquire_in_chunks, register_pool_backend
-    >>> class InChunks:                          # a pool this process reads 4 rows at a time
-    ...     def __init__(self, X):
-    ...         self.X = X
-    ...     def __len__(self):
-    ...         return len(self.X)
-    >>> def chunked(strategy, estimator, pool, candidates, n_instances, **kwargs):
-    ...     rest = np.setdiff1d(np.arange(len(pool)), candidates)
-    ...     return acquire_in_chunks(strategy, estimator, pool.X, n_instances, chunk_rows=4, exclude=rest,
-    ...                              **kwargs)
-    >>> register_pool_backend("in-chunks", lambda X: isinstance(X, InChunks), chunked)
-    >>> class Passes:
-    ...     row_keyed_samples = True
-    ...     def predict_proba_samples(self, X, n_samples=None):
-    ...         p = np.stack([0.5 + 0.4 * np.sin(X[:, 0]), 0.5 - 0.4 * np.sin(X[:, 0]) * (X[:, 0] % 2)])
-    ...         return np.stack([p, 1 - p], axis=-1)
-    >>> X = np.arange(12.0)[:, None]
-    >>> acquire_among(bald, Passes(), InChunks(X), [2, 3, 5, 7, 8], 2).indices.tolist()
-    [5, 7]
-    >>> acquire_among(bald, Passes(), X, [2, 3, 5, 7, 8], 2).indices.tolist()
-    [5, 7]
-    >>> register_pool_backend("in-chunks", None)
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str; got {type(name).__name__}")
-    POOL_BACKENDS.pop(name, None)
-    if is_pool is None:
-        return
-    if not (callable(is_pool) and callable(acquire)):
-        raise TypeError("is_pool and acquire must be callables")
-    POOL_BACKENDS[name] = (is_pool, acquire)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Callable, FrozenSet, Optional, Tuple
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -14,7 +14,7 @@ from .._validation import (
     check_n_instances,
     check_pool,
     check_query_result,
-    is_lazy,
+    pool_backend,
     pool_kwargs,
     subset_pool_kwargs,
     take_rows,
@@ -24,8 +24,6 @@ from ._messages import chunk_refusal, warn_fill
 __all__ = ["Acquisition", "PoolScores", "Strategy", "StrategyDecorator", "CallableStrategy", "as_strategy",
            "acquire_among", "select_top", "pool_scores_of", "check_options", "pool_backend"]
 
-#: The drivers of pools that live elsewhere, by name: ``(is_pool, acquire)`` (``register_pool_backend``).
-POOL_BACKENDS: Dict[str, Tuple[Callable, Callable]] = {}
 
 
 @dataclass
@@ -179,7 +177,8 @@ def pool_scores_of(strategy, estimator, X_pool, n_instances: int = 1, **kwargs) 
     return method(estimator, X_pool, n_instances, **kwargs)
 
 
-def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
+def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1, *, check_input: bool = True,
+                  **kwargs) -> Acquisition:
     """Let ``strategy`` choose among the rows ``candidates`` of ``X_pool``.
 
     The one place where a pool is subset for a strategy: the learner uses it
@@ -203,6 +202,10 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
         Positions in ``X_pool`` the strategy may choose from.
     n_instances : int, default=1
         How many to choose.
+    check_input : bool, default=True
+        False for a caller that has checked the pool, ``candidates``,
+        ``n_instances`` and the ``*_pool`` keywords (the learner's query):
+        a strategy keeping :meth:`Strategy.acquire` is then not checked again.
     **kwargs :
         Passed to the strategy; ``*_pool`` keywords must be aligned with
         ``X_pool``.
@@ -227,43 +230,32 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     >>> set(acq.indices.tolist()) <= {7, 8, 9}
     True
     """
-    candidates = check_candidates(candidates, len(X_pool))
     strategy = as_strategy(strategy)
+    if check_input:
+        candidates = check_candidates(candidates, len(X_pool))
     backend = pool_backend(X_pool)
     if backend is not None:  # the pool's driver scores it where it lives, leaving out the other rows
         return backend(strategy, estimator, X_pool, candidates, n_instances, **kwargs)
-    kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
-    acq = strategy.acquire(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
+    if check_input:
+        kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
+        acq = strategy.acquire(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
+    else:
+        kwargs = {k: np.asarray(v)[candidates] if k.endswith("_pool") and v is not None else v
+                  for k, v in kwargs.items()}
+        acq = _acquire_checked(strategy, estimator, take_rows(X_pool, candidates), n_instances, kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
             for k, v in acq.info.items()}
     return Acquisition(candidates[idx], acq.scores, info)
 
 
-def pool_backend(X_pool) -> Optional[Callable]:
-    """The driver that queries ``X_pool`` where it lives (:func:`register_pool_backend
-    <skdbal.acquisition.base.register_pool_backend>`), or None for a pool in memory.
-
-    Raises
-    ------
-    TypeError
-        For a lazy pool (one with ``__dask_graph__``) that no driver reads: it
-        is never read whole into memory instead.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skdbal.acquisition.base import pool_backend
-    >>> pool_backend(np.zeros((3, 2))) is None
-    True
-    """
-    for is_pool, acquire in reversed(list(POOL_BACKENDS.values())):
-        if is_pool(X_pool):
-            return acquire
-    if is_lazy(X_pool):
-        raise TypeError(f"a dask array pool is queried on its cluster: import skdbal.dask (the dask extra), "
-                        f"which registers its driver; a {type(X_pool).__name__} is never read whole into memory")
-    return None
+def _acquire_checked(strategy: "Strategy", estimator, X_pool, n_instances: int, kwargs: dict) -> Acquisition:
+    """``strategy.acquire(...)`` on checked input: without the checks of :meth:`Strategy.acquire` (but
+    its options'), for a strategy that keeps it; any other checks its own."""
+    if type(strategy).acquire is Strategy.acquire:
+        check_options(strategy, kwargs)
+        return strategy._score_and_select(estimator, X_pool, n_instances, **kwargs)
+    return strategy.acquire(estimator, X_pool, n_instances, **kwargs)
 
 
 def select_top(
@@ -298,7 +290,12 @@ def select_top(
     ([1, 2], [0.7, 0.7])
     """
     scores = np.asarray(scores, dtype=np.float64)
-    n_instances = check_n_instances(n_instances, len(scores))
+    return _top(scores, check_n_instances(n_instances, len(scores)), random_tie_break, random_state)
+
+
+def _top(scores, n_instances: int, random_tie_break: bool = False, random_state=None) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`select_top` for an ``n_instances`` already checked against the scores."""
+    scores = np.asarray(scores, dtype=np.float64)
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN")
     if random_tie_break:
@@ -503,6 +500,12 @@ class Strategy(BaseEstimator):
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
+        return self._score_and_select(estimator, X_pool, n_instances, random_tie_break=random_tie_break,
+                                      random_state=random_state, **kwargs)
+
+    def _score_and_select(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
+                          random_state=None, **kwargs) -> Acquisition:
+        """:meth:`acquire` on a checked pool, ``n_instances`` and keywords: :meth:`score`, then :meth:`select`."""
         scores = np.asarray(self.score(estimator, X_pool, random_state=random_state, **kwargs),
                             dtype=np.float64).reshape(-1)
         if len(scores) != len(X_pool):
@@ -560,9 +563,8 @@ class Strategy(BaseEstimator):
 
     def select(self, scores, n_instances: int, *, random_tie_break: bool = False,
                random_state=None) -> Tuple[np.ndarray, np.ndarray]:
-        """The batch: the ``n_instances`` best scores (:func:`select_top`)."""
-        return select_top(scores, n_instances, random_tie_break=random_tie_break,
-                          random_state=random_state)
+        """The batch: the ``n_instances`` best scores (:func:`select_top`); ``n_instances`` is checked."""
+        return _top(scores, n_instances, random_tie_break, random_state)
 
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
         """How a query of this strategy reduces over a pool read in chunks (on a cluster).

@@ -44,7 +44,6 @@ from ._chunks import (
                       PointwisePlan,
                       PoolChunk,
                       acquire_in_chunks,
-                      register_pool_backend,
 )
 from ._modal import to_modal
 from ._scoring import (
@@ -75,4 +74,4 @@ __all__ = ["Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy"
            # a query reduced over a pool read in chunks (a cluster's): the protocol and a driver in one process
            "ChunkPlan", "PointwisePlan", "PoolChunk", "ChunkScores", "ChunkedPool", "acquire_in_chunks",
            # pools that live elsewhere (a cluster's), queried by their driver through acquire_among
-           "register_pool_backend", "pool_backend"]
+           "pool_backend"]

@@ -78,9 +78,9 @@ from typing import Optional
 import numpy as np
 
 from .._validation import check_pool
-from ..acquisition.base import Acquisition, ChunkedPool, ChunkPlan, PoolChunk, register_pool_backend
+from ..acquisition.base import Acquisition, ChunkedPool, ChunkPlan, PoolChunk
 
-__all__ = ["query_pool"]
+__all__ = ["query_pool", "acquire_among"]
 
 
 #: The plans this worker process has unpickled, by query token, the most recently used last. A query
@@ -361,19 +361,20 @@ def query_pool(strategy, estimator, X, n_instances: int = 1, *, client=None, y_p
     return acq
 
 
-def _is_dask_array(X) -> bool:
-    import dask.array as da
-
-    return isinstance(X, da.Array)
-
-
-def _acquire_among(strategy, estimator, X, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
+def acquire_among(strategy, estimator, X, candidates, n_instances: int = 1, **kwargs) -> Acquisition:
     """:func:`~skdbal.acquisition.base.acquire_among` over a dask array: :func:`query_pool` with the rows
-    that are not candidates excluded (an :class:`~skdbal.ActiveLearner`'s query of its pool on a cluster)."""
+    that are not candidates excluded. The driver of a dask array pool, which the learner (and the loop,
+    the labelling session) find by the array's type, without ``import skdbal.dask`` first.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from skdbal.acquisition.base import pool_backend
+    >>> from skdbal.dask import acquire_among
+    >>> pool_backend(da.zeros((10, 2), chunks=5)) is acquire_among
+    True
+    """
     excluded = np.ones(X.shape[0], dtype=bool)
     excluded[np.asarray(candidates, dtype=np.intp)] = False
     return query_pool(strategy, estimator, X, n_instances, exclude=np.flatnonzero(excluded), **kwargs)
-
-
-# a learner (and the loop, the labelling session) whose pool is a dask array queries it here
-register_pool_backend("dask", _is_dask_array, _acquire_among)

@@ -1,16 +1,18 @@
-"""The :class:`ActiveLearner`: query, label, retrain, evaluate.
+"""The :class:`ActiveLearner`: query, label, retrain, evaluate; and its pool, :class:`LabelledPool`.
 
-The class (in ``_active_learner``) is the estimator's surface: its parameters, its training and its queries. Each of its
-other jobs has a module of its own, whose functions the class body binds as methods or calls:
+The class (in ``_active_learner``) is read as one: its parameters, training, pool, labels and
+queries are its own methods, and two documented mixins, defined in modules that never import it,
+add the rest. No module of this package imports the learner back.
 
-- ``_pool`` and ``_pool_labels``: the learner's own pool, the bookkeeping of
-  its labelled rows (``LabelledPool``) and ``set_pool``, ``label``, ``unlabel``;
+- ``_labelled_pool``: :class:`LabelledPool`, the learner's own pool (``pool_``): its rows, which
+  are labelled, where their labels sit in the training set, and the log of every label;
+- ``_delegation``: ``PredictiveMixin``, predictions and predictive samples of the fitted model;
+- ``_simulation``: ``SimulationMixin``, ``simulate``, the loop run against known labels;
 - ``_training``: the template each retrain clones, and training fresh or warm;
 - ``_inputs``: the inputs and labels it is given, checked;
-- ``_query``: a query's seeded draws;
-- ``_delegation``: predictions and predictive samples, delegated to the fitted model;
-- ``_simulation``: ``simulate``, the loop run against known labels.
+- ``_query``: a query's seeded draws around its strategy.
 """
 from ._active_learner import ActiveLearner
+from ._labelled_pool import LabelledPool
 
-__all__ = ["ActiveLearner"]
+__all__ = ["ActiveLearner", "LabelledPool"]

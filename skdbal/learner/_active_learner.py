@@ -1,4 +1,9 @@
-"""The :class:`ActiveLearner` itself: parameters, fit, refit, teach, query, and the methods it binds."""
+"""The :class:`ActiveLearner` itself: its parameters, training, pool, labels and queries.
+
+Its predictive methods come from the mixin ``PredictiveMixin`` (``_delegation``) and ``simulate``
+from ``SimulationMixin`` (``_simulation``), defined in modules that never import the learner; its
+pool is a :class:`~skdbal.learner.LabelledPool` it owns (``pool_``).
+"""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -15,22 +20,23 @@ from .._validation import (
     check_pool,
     check_positive_int,
     concat_rows,
+    pool_kwargs,
     read_rows,
     take_rows,
 )
 from ..acquisition import bald
-from ..acquisition.base import Acquisition, as_strategy
-from . import _delegation, _pool_labels, _simulation
+from ..acquisition.base import as_strategy
+from ._delegation import PredictiveMixin
 from ._inputs import check_like_labelled, copy_rows, validate_Xy
-from ._pool import has_missing
-from ._pool_labels import forget_pool, labelled_pool, require_pool, reset_pool
+from ._labelled_pool import POOL_ATTRIBUTES, LabelledPool, has_missing, merge_labels
 from ._query import acquire
+from ._simulation import SimulationMixin
 from ._training import check_warm, make_template, train_fresh, train_further
 
 __all__ = ["ActiveLearner"]
 
 
-class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
+class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEstimator):
     """Pool-based active learning around any scikit-learn estimator.
 
     It takes the place of :class:`modAL.models.ActiveLearner`: the same
@@ -52,7 +58,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     The learner implements the predictive interface of
     :mod:`skdbal.predictive` by delegating to its fitted model
     (``predict_proba_samples`` and ``stochastic_samples`` for a classifier,
-    ``predictive_variance`` for a regressor), so every strategy can score it.
+    ``predictive_variance`` for a regressor), so every strategy can score it
+    (the mixin ``PredictiveMixin``); :meth:`simulate` comes from the mixin
+    ``SimulationMixin``.
 
     Parameters
     ----------
@@ -122,6 +130,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     X_training_, y_training_ : ndarray
         Every label received so far, in arrival order (a changed label
         replaces the old one in its place).
+    pool_ : :class:`~skdbal.learner.LabelledPool`
+        The learner's own pool and its bookkeeping, which the attributes
+        below read: absent while it has none.
     X_pool_ : ndarray or dask array
         The learner's own pool, given by :meth:`set_pool`, :meth:`fit` with
         missing labels or :meth:`simulate`; absent after a :meth:`fit` with
@@ -262,7 +273,7 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
     @contextmanager
     def _unchanged_on_error(self):
         """Restore every attribute if the block raises. A shallow copy is the state before, since
-        the blocks that use it start with ``reset_pool``, which gives the pool state new objects."""
+        the blocks that use it start with ``_reset_pool``, which gives the learner a new pool object."""
         before = dict(self.__dict__)
         try:
             yield
@@ -326,14 +337,14 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         if has_missing(y, self.missing_label):
             self._check_params()
             with self._unchanged_on_error():  # a failed fit changes nothing
-                return reset_pool(self, X, y, None, template)._refit_checked(None, fit_params)
+                return self._reset_pool(X, y, None, template)._refit_checked(None, fit_params)
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
         self._check_params()
         X, y = self._validate_Xy(X, y, check_shape=False, template=template)
         est = self._train(X, y, template, step=0, fresh=True, **fit_params)
-        forget_pool(self)
+        self._forget_pool()
         self.template_ = template
         self._template_source = self.estimator
         self.estimator_ = est
@@ -440,28 +451,203 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         validate_data(self, self.X_training_, reset=True, skip_check_array=True)  # n_features_in_
         return self
 
-    # ---------------------------------------------------------- the pool (skdbal/_pool_labels.py)
-    # Methods defined, with their docstrings, in the module of their job and bound here, as are the
-    # predictive methods and simulate below: the class's own names, pages and pickles stay as they were.
-    set_pool = _pool_labels.set_pool
-    labelled_mask_ = _pool_labels.labelled_mask_
-    y_pool_ = _pool_labels.y_pool_
-    label = _pool_labels.label
-    unlabel = _pool_labels.unlabel
+    # ---------------------------------------------------------------- the pool
+    def _own_pool(self, what: Optional[str] = None) -> LabelledPool:
+        """The learner's pool (``pool_``). Without one: an ``AttributeError`` (for the attributes
+        that read it), or with ``what`` a ``ValueError`` saying how to give it one."""
+        pool = self.__dict__.get("pool_")
+        if pool is None:
+            if what is None:
+                raise AttributeError(f"this {type(self).__name__} has no pool of its own")
+            raise ValueError(f"{what} needs the learner's pool: give it one with set_pool(X, y) or fit(X, y) "
+                             "with missing labels (missing_label), or run simulate(); or pass X_pool")
+        return pool
 
-    # ------------------------------------------------------------- queries
-    def _query(self, X_pool, candidates: np.ndarray, n_instances: int, ids=None, **kwargs) -> Acquisition:
-        """Query among ``candidates`` (indices into X_pool); indices into X_pool.
+    def _forget_pool(self) -> None:
+        """Drop the pool (the labelled set and the model stay)."""
+        for name in POOL_ATTRIBUTES:
+            self.__dict__.pop(name, None)
 
-        On any error the learner's random state is restored, so a failed
-        query changes nothing.
+    def _reset_pool(self, X, y, ids, template) -> "ActiveLearner":
+        """Own the pool ``X`` with labels ``y`` (``missing_label`` where unknown) and no model, the
+        estimator to be ``template``; every check comes before any change."""
+        pool, X_labelled, y_labelled = LabelledPool.from_labels(X, y, self.missing_label, template, ids)
+        # ---- nothing is changed before this point
+        self._forget_pool()
+        for name in ("estimator_", "X_training_", "y_training_", "last_acquisition_"):
+            self.__dict__.pop(name, None)
+        self.template_, self._template_source = template, self.estimator
+        self.pool_ = pool
+        self.X_training_, self.y_training_ = X_labelled, y_labelled
+        self.step_ = -1
+        if len(y_labelled):
+            validate_data(self, self.X_training_, reset=True, skip_check_array=True)
+        return self
+
+    def set_pool(self, X, y=None, *, ids=None) -> "ActiveLearner":
+        """Give the learner a pool with partial labels, without training.
+
+        Every earlier label is forgotten and the model is dropped; the rows
+        of ``y`` that are not ``missing_label`` become the labelled set, in
+        row order. Train with :meth:`refit`, or :meth:`label` rows first.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            The pool. A dask array stays where it lives: queries run on its
+            cluster (:mod:`skdbal.dask`, found by itself), and only the rows
+            labelled are read (its NaN are not looked for, which would read
+            it whole).
+        y : array-like of shape (N,) or (N, n_outputs), optional
+            Labels, ``missing_label`` (NaN by default) where unknown; none
+            known when omitted. Integer labels stored in a float array
+            because of NaN are converted back to integers.
+        ids : array-like of shape (N,), optional
+            Unique, sortable identifiers of the pool rows (file names, row
+            numbers of a larger table), recorded in the label log; a
+            subsample drawn by ``pool_subsample`` is scored in the order of
+            the ids. By default the positions.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> X = np.array([[0.0], [0.2], [0.9], [1.0], [0.5], [0.45]])
+        >>> learner = ActiveLearner(LogisticRegression(), random_state=0, verbose=False)
+        >>> learner.set_pool(X, [0, np.nan, np.nan, 1, np.nan, np.nan]).labelled_idx_
+        array([0, 3])
         """
         self._check_params()
-        check_n_instances(n_instances, len(candidates))
-        self._ensure_initial_fit()
-        return acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids,
-                       self.pool_subsample, kwargs)
+        return self._reset_pool(X, y, ids, self._make_template())
 
+    @property
+    def X_pool_(self):
+        return self._own_pool().X
+
+    @property
+    def pool_ids_(self) -> np.ndarray:
+        return self._own_pool().ids
+
+    @property
+    def n_pool_(self) -> int:
+        return self._own_pool().n
+
+    @property
+    def labelled_idx_(self) -> np.ndarray:
+        return self._own_pool().order
+
+    @property
+    def label_log_(self) -> list:
+        return self._own_pool().log
+
+    @property
+    def labelled_mask_(self) -> np.ndarray:
+        """Which rows of the learner's pool are labelled, shape ``(n_pool_,)``."""
+        return self._own_pool("labelled_mask_").mask
+
+    @property
+    def y_pool_(self) -> np.ndarray:
+        """The pool's labels, ``missing_label`` where unknown."""
+        return self._own_pool("y_pool_").labels(self.y_training_, self.missing_label)
+
+    def label(self, positions, y, *, annotator: Optional[str] = None, time=None, refit: bool = True,
+              **fit_params) -> "ActiveLearner":
+        """Record labels of pool rows, by position, and retrain.
+
+        A row labelled before gets its new label (a person changed their
+        mind); the old one is kept in ``label_log_``.
+
+        Parameters
+        ----------
+        positions : array-like of int
+            Positions in the learner's pool.
+        y : array-like
+            Their labels.
+        annotator : str or array-like of str, optional
+            Who gave them (one name, or one per position), recorded in
+            ``label_log_``.
+        time : float or array-like of float, optional
+            When (seconds since the epoch), recorded in ``label_log_``.
+        refit : bool, default=True
+            Retrain afterwards (:meth:`refit`); with False the labels are
+            recorded and the model is left as it is.
+        **fit_params :
+            Passed to the estimator's ``fit``.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            For positions outside the pool or given twice, a missing label,
+            or a label the estimator does not know; nothing is changed then,
+            and nothing either if the retraining fails.
+        """
+        pool = self._own_pool("label()")
+        positions, y = pool.check_labels(positions, y, self.missing_label)
+        template = self._template()
+        X_rows = pool.rows(positions)  # of a pool on a cluster, only these rows are read
+        _, y = self._validate_Xy(X_rows, y, template=template)
+        refit = bool(refit)
+        # ---- the new state, computed aside: committed only when (if asked) retraining succeeds
+        rows = pool.row[positions]  # each position's training row before, -1 for a new label
+        new = rows < 0
+        y_all = merge_labels(self.y_training_, y, rows)
+        X_all = concat_rows(self.X_training_, take_rows(X_rows, np.flatnonzero(new))) if new.any() \
+            else self.X_training_
+        after = pool.add(positions, len(self.y_training_))
+        log = pool.entries(positions, y, annotator, time, self.y_training_)
+        est = None
+        if refit:
+            est = self._train_labelled(X_all, y_all, template, fit_params, getattr(self, "step_", -1) + 1)
+        self.X_training_, self.y_training_, self.pool_ = X_all, y_all, after
+        after.record(log)
+        validate_data(self, self.X_training_, reset=True, skip_check_array=True)
+        if est is not None:
+            self._commit_model(est, template)
+        return self
+
+    def unlabel(self, positions, *, annotator: Optional[str] = None, time=None) -> "ActiveLearner":
+        """Withdraw the labels of pool rows (an undone label): they are unlabelled again.
+
+        The model is left as it is; :meth:`refit` retrains without them.
+
+        Parameters
+        ----------
+        positions : array-like of int
+            Labelled positions in the learner's pool.
+        annotator : str, optional
+            Who withdrew them, recorded in ``label_log_`` (``label`` None).
+        time : float, optional
+            When.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            For a position that is not labelled; nothing is changed then.
+        """
+        pool = self._own_pool("unlabel()")
+        positions = check_candidates(np.asarray(positions).reshape(-1), pool.n)
+        after, keep = pool.remove(positions, len(self.y_training_))
+        log = pool.entries(positions, [None] * len(positions), annotator, time, self.y_training_)
+        self.X_training_ = take_rows(self.X_training_, np.flatnonzero(keep))
+        self.y_training_ = self.y_training_[keep]
+        self.pool_ = after
+        after.record(log)
+        return self
+
+    # ------------------------------------------------------------- queries
     def query(self, X_pool=None, n_instances: int = 1, *, candidates=None, return_scores: bool = False,
               **kwargs):
         """Choose the pool points to label next.
@@ -515,9 +701,9 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         (25,)
         """
         if X_pool is None:
-            require_pool(self, "query() without X_pool")
-            candidates = labelled_pool(self).candidates(candidates)
-            X_pool, ids = self.X_pool_, self.pool_ids_
+            pool = self._own_pool("query() without X_pool")
+            candidates = pool.candidates(candidates)
+            X_pool, ids = pool.X, pool.ids
         else:
             if isinstance(X_pool, (int, np.integer)) and not isinstance(X_pool, bool):
                 raise TypeError(f"query's first argument is the pool; to rank the learner's own pool, pass "
@@ -526,24 +712,21 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
             check_like_labelled(X_pool, getattr(self, "X_training_", None), "X_pool")
             candidates = (np.arange(len(X_pool)) if candidates is None
                           else check_candidates(candidates, len(X_pool)))
-        acq = self._query(X_pool, candidates, n_instances, ids, **kwargs)
+        # ---- checked once, here: the strategy is called without checking them again
+        self._check_params()
+        subsample = self.pool_subsample
+        n_instances = check_n_instances(n_instances, len(candidates) if subsample is None
+                                        else min(len(candidates), subsample))
+        pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords (y_pool) must match the pool
+        self._ensure_initial_fit()
+        # on any error the learner's random state is restored: a failed query changes nothing
+        acq = acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids, subsample,
+                      kwargs)
         self.last_acquisition_ = acq
         X_query = read_rows(X_pool, acq.indices)  # of a pool on a cluster, only the rows chosen are read
         if return_scores:
             return acq.indices, X_query, acq.scores
         return acq.indices, X_query
-
-    # ---------------------------------------------------------- delegation (skdbal/_delegation.py)
-    classes_ = _delegation.classes_
-    predict = _delegation.predict
-    predict_proba = _delegation.predict_proba
-    predict_proba_samples = _delegation.predict_proba_samples
-    predictive_variance = _delegation.predictive_variance
-    predict_samples = _delegation.predict_samples
-    output_gradient_gram = _delegation.output_gradient_gram
-    stochastic_samples = _delegation.stochastic_samples
-    row_keyed_samples = _delegation.row_keyed_samples
-    score = _delegation.score
 
     def __sklearn_tags__(self):
         """The wrapped estimator's type and target tags, so that scikit-learn
@@ -561,6 +744,3 @@ class ActiveLearner(MetaEstimatorMixin, BaseEstimator):
         tags.target_tags = inner.target_tags
         tags.input_tags.allow_nan = False
         return tags
-
-    # ---------------------------------------------------------- simulation (skdbal/_simulation.py)
-    simulate = _simulation.simulate

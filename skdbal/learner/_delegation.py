@@ -1,10 +1,7 @@
-"""The learner's predictive surface: predictions, predictive samples and scores, delegated to
-its fitted model (read through :func:`skdbal.predictive.as_predictive`).
+"""The learner's predictive surface, :class:`PredictiveMixin`: predictions, predictive samples and
+scores, delegated to its fitted model (read through :func:`skdbal.predictive.as_predictive`).
 
-The functions and properties after :func:`fitted` are members of :class:`~skdbal.ActiveLearner`,
-bound in its class body (``self`` is the learner). Each method fits the initial set ``X_training``
-first if nothing is fitted yet; ``available_if`` and the two properties read the model (or the
-template) without fitting.
+This module never imports the learner: the mixin names what it needs of the class it is mixed into.
 """
 from __future__ import annotations
 
@@ -53,201 +50,223 @@ def fitted(learner, X=None):
     return learner.estimator_
 
 
-@property
-def classes_(self):
-    return fitted(self).classes_
+class PredictiveMixin:
+    """Mixin of :class:`~skdbal.ActiveLearner`: predictions, predictive samples and scores of its
+    fitted model ``estimator_``, so that the learner implements the predictive interface of
+    :mod:`skdbal.predictive` and every strategy can score it.
 
+    Each method fits the initial set ``X_training`` first if nothing is fitted yet; the
+    ``available_if`` checks and the two properties read the model (or the template) without
+    fitting. Strategies that read the learner through :func:`~skdbal.predictive.as_predictive` reach
+    its fitted model directly (:meth:`__skdbal_model__`), without a second trip through these methods.
 
-def predict(self, X):
-    """Delegate to ``estimator_.predict``.
-
-    The initial set ``X_training`` is fitted first if nothing is fitted yet.
-
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
-
-    Returns
-    -------
-    y_pred : ndarray of shape (N,) or (N, n_outputs)
-        What ``estimator_.predict(X)`` returns: labels for a classifier,
-        predicted targets for a regressor.
-
-    Raises
-    ------
-    sklearn.exceptions.NotFittedError
-        If nothing has been fitted and there is no initial set.
+    The class it is mixed into provides ``_ensure_initial_fit()`` (fit the initial set if nothing is
+    fitted), ``_model_or_template()`` (the fitted model, else what would be fitted) and, once
+    fitted, ``estimator_`` (and ``n_features_in_``, which :meth:`predict` and the others check).
     """
-    return fitted(self, X).predict(X)
+
+    def __skdbal_model__(self):
+        """The fitted model that makes the learner's predictions, fitting the initial set first if
+        nothing is fitted yet; None while there is none. What
+        :func:`~skdbal.predictive.as_predictive` reads the learner as."""
+        self._ensure_initial_fit()
+        return getattr(self, "estimator_", None)
+
+    @property
+    def classes_(self):
+        return fitted(self).classes_
 
 
-def predict_proba(self, X):
-    """Delegate to ``estimator_.predict_proba``.
+    def predict(self, X):
+        """Delegate to ``estimator_.predict``.
 
-    The initial set ``X_training`` is fitted first if nothing is fitted yet.
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
 
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
 
-    Returns
-    -------
-    proba : ndarray of shape (N, n_classes)
-        What ``estimator_.predict_proba(X)`` returns; columns follow
-        ``classes_``.
+        Returns
+        -------
+        y_pred : ndarray of shape (N,) or (N, n_outputs)
+            What ``estimator_.predict(X)`` returns: labels for a classifier,
+            predicted targets for a regressor.
 
-    Raises
-    ------
-    sklearn.exceptions.NotFittedError
-        If nothing has been fitted and there is no initial set.
-    AttributeError
-        If ``estimator_`` has no ``predict_proba``.
-    """
-    return fitted(self, X).predict_proba(X)
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If nothing has been fitted and there is no initial set.
+        """
+        return fitted(self, X).predict(X)
 
 
-@available_if(wrapped_kind("classifier"))
-def predict_proba_samples(self, X, n_samples: Optional[int] = None, *, consistent: bool = False):
-    """Predictive samples ``(T, N, C)`` of ``estimator_``.
+    def predict_proba(self, X):
+        """Delegate to ``estimator_.predict_proba``.
 
-    Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
-    a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
-    classifier (``T = 1``: its ``predict_proba``). Available only when the
-    wrapped model is read as a classifier.
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
 
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
-    n_samples : int, optional
-        Number of passes ``T`` to ask a sampling estimator for. By
-        default its own ``n_samples``, or 1 when its passes are
-        identical (``stochastic_samples`` False). A plain classifier
-        gives one sample (its ``predict_proba``), and refuses more with
-        a ``ValueError``.
-    consistent : bool, default=False
-        Ask for consistent samples (one function per pass for every
-        input), passed on to ``estimator_`` through the predictive
-        interface; a ``TypeError`` if it cannot honour it.
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
 
-    Returns
-    -------
-    P : ndarray of shape (T, N, n_classes)
-        ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
-        estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
-    """
-    return as_predictive(fitted(self, X), n_samples=n_samples).proba_samples(X, consistent=consistent)
+        Returns
+        -------
+        proba : ndarray of shape (N, n_classes)
+            What ``estimator_.predict_proba(X)`` returns; columns follow
+            ``classes_``.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If nothing has been fitted and there is no initial set.
+        AttributeError
+            If ``estimator_`` has no ``predict_proba``.
+        """
+        return fitted(self, X).predict_proba(X)
 
 
-@available_if(wrapped_kind("regressor"))
-def predictive_variance(self, X):
-    """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor).
+    @available_if(wrapped_kind("classifier"))
+    def predict_proba_samples(self, X, n_samples: Optional[int] = None, *, consistent: bool = False):
+        """Predictive samples ``(T, N, C)`` of ``estimator_``.
 
-    Read through :func:`skdbal.predictive.as_predictive`: the estimator's
-    own ``predictive_variance`` (e.g.
-    :meth:`skdbal.BayesianLinearRegression.predictive_variance`), or the
-    sum over outputs of the squared ``std`` of
-    ``predict(X, return_std=True)``. Available only when the wrapped
-    model is read as a regressor.
+        Read through :func:`skdbal.predictive.as_predictive`: an MC estimator,
+        a :class:`~sklearn.pipeline.Pipeline` ending in one, and any
+        classifier (``T = 1``: its ``predict_proba``). Available only when the
+        wrapped model is read as a classifier.
 
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        n_samples : int, optional
+            Number of passes ``T`` to ask a sampling estimator for. By
+            default its own ``n_samples``, or 1 when its passes are
+            identical (``stochastic_samples`` False). A plain classifier
+            gives one sample (its ``predict_proba``), and refuses more with
+            a ``ValueError``.
+        consistent : bool, default=False
+            Ask for consistent samples (one function per pass for every
+            input), passed on to ``estimator_`` through the predictive
+            interface; a ``TypeError`` if it cannot honour it.
 
-    Returns
-    -------
-    variance : ndarray of shape (N,), dtype float64
-        The trace of each row's predictive covariance.
-    """
-    return as_predictive(fitted(self, X)).variance(X)
-
-
-@available_if(wrapped_source("regression_samples"))
-def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
-                    consistent: bool = False):
-    """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
-
-    Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
-    ending in a :class:`~skdbal.MCDropoutRegressor` works. Available
-    only when the wrapped model has ``predict_samples``.
-
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
-    n_samples : int, optional
-        Number of passes ``T``; by default the model's own.
-    return_var : bool, default=False
-        Also return the aleatoric variances.
-    consistent : bool, default=False
-        Ask for consistent samples, passed on to ``estimator_``.
-
-    Returns
-    -------
-    means : ndarray of shape (T, N) or (T, N, D)
-        As ``estimator_.predict_samples`` returns them: ``(T, N)`` for a
-        model fitted on 1-d targets.
-    variances : ndarray of the same shape
-        Only with ``return_var=True``.
-    """
-    predictive = as_predictive(fitted(self, X), n_samples=n_samples)
-    means, var = predictive.regression_samples(X, consistent=consistent, keep_shape=True)
-    return (means, var) if return_var else means
+        Returns
+        -------
+        P : ndarray of shape (T, N, n_classes)
+            ``P[t]`` is sample ``t``; each row sums to 1. The dtype is the
+            estimator's (float32 for :class:`~skdbal.MCDropoutClassifier`).
+        """
+        return as_predictive(fitted(self, X), n_samples=n_samples).proba_samples(X, consistent=consistent)
 
 
-@available_if(wrapped_source("regression_samples"))
-def output_gradient_gram(self, X, *, return_output: bool = False):
-    """Output-gradient Gram matrices of ``estimator_``, for expected gradient length.
+    @available_if(wrapped_kind("regressor"))
+    def predictive_variance(self, X):
+        """Total predictive variance ``(N,)`` of ``estimator_`` (a probabilistic regressor).
 
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Inputs in the form ``estimator_`` takes.
-    return_output : bool, default=False
-        Also return the outputs the gradients are taken at.
+        Read through :func:`skdbal.predictive.as_predictive`: the estimator's
+        own ``predictive_variance`` (e.g.
+        :meth:`skdbal.BayesianLinearRegression.predictive_variance`), or the
+        sum over outputs of the squared ``std`` of
+        ``predict(X, return_std=True)``. Available only when the wrapped
+        model is read as a regressor.
 
-    Returns
-    -------
-    gram : ndarray of shape (N, D, D)
-    output : ndarray of shape (N, D)
-        Only with ``return_output=True``.
-    """
-    gram, out = as_predictive(fitted(self, X)).gradient_gram(X)
-    return (gram, out) if return_output else gram
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
 
-
-@property
-def stochastic_samples(self) -> bool:
-    """Whether the model's predictive samples differ from one another (no fit needed)."""
-    return as_predictive(self._model_or_template()).stochastic
+        Returns
+        -------
+        variance : ndarray of shape (N,), dtype float64
+            The trace of each row's predictive covariance.
+        """
+        return as_predictive(fitted(self, X)).variance(X)
 
 
-@property
-def row_keyed_samples(self) -> bool:
-    """Whether each row's samples depend on the row and the model alone (see :mod:`skdbal.predictive`)."""
-    return as_predictive(self._model_or_template()).row_keyed
+    @available_if(wrapped_source("regression_samples"))
+    def predict_samples(self, X, n_samples: Optional[int] = None, *, return_var: bool = False,
+                        consistent: bool = False):
+        """Sampled means of ``estimator_`` (a sampling regressor), and their variances.
+
+        Read through :func:`skdbal.predictive.as_predictive`, so a pipeline
+        ending in a :class:`~skdbal.MCDropoutRegressor` works. Available
+        only when the wrapped model has ``predict_samples``.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        n_samples : int, optional
+            Number of passes ``T``; by default the model's own.
+        return_var : bool, default=False
+            Also return the aleatoric variances.
+        consistent : bool, default=False
+            Ask for consistent samples, passed on to ``estimator_``.
+
+        Returns
+        -------
+        means : ndarray of shape (T, N) or (T, N, D)
+            As ``estimator_.predict_samples`` returns them: ``(T, N)`` for a
+            model fitted on 1-d targets.
+        variances : ndarray of the same shape
+            Only with ``return_var=True``.
+        """
+        predictive = as_predictive(fitted(self, X), n_samples=n_samples)
+        means, var = predictive.regression_samples(X, consistent=consistent, keep_shape=True)
+        return (means, var) if return_var else means
 
 
-def score(self, X, y, sample_weight=None):
-    """Delegate to ``estimator_.score`` (accuracy for classifiers).
+    @available_if(wrapped_source("regression_samples"))
+    def output_gradient_gram(self, X, *, return_output: bool = False):
+        """Output-gradient Gram matrices of ``estimator_``, for expected gradient length.
 
-    The initial set ``X_training`` is fitted first if nothing is fitted yet.
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Inputs in the form ``estimator_`` takes.
+        return_output : bool, default=False
+            Also return the outputs the gradients are taken at.
 
-    Parameters
-    ----------
-    X : array-like of shape (N, ...)
-        Test inputs.
-    y : array-like of shape (N,) or (N, n_outputs)
-        True labels (targets for a regressor).
-    sample_weight : array-like of shape (N,), default=None
-        Passed on to ``estimator_.score``.
+        Returns
+        -------
+        gram : ndarray of shape (N, D, D)
+        output : ndarray of shape (N, D)
+            Only with ``return_output=True``.
+        """
+        gram, out = as_predictive(fitted(self, X)).gradient_gram(X)
+        return (gram, out) if return_output else gram
 
-    Returns
-    -------
-    score : float
-        Mean accuracy for a classifier, R² for a scikit-learn regressor.
-    """
-    return fitted(self, X).score(X, y, sample_weight=sample_weight)
+
+    @property
+    def stochastic_samples(self) -> bool:
+        """Whether the model's predictive samples differ from one another (no fit needed)."""
+        return as_predictive(self._model_or_template()).stochastic
+
+
+    @property
+    def row_keyed_samples(self) -> bool:
+        """Whether each row's samples depend on the row and the model alone (see :mod:`skdbal.predictive`)."""
+        return as_predictive(self._model_or_template()).row_keyed
+
+
+    def score(self, X, y, sample_weight=None):
+        """Delegate to ``estimator_.score`` (accuracy for classifiers).
+
+        The initial set ``X_training`` is fitted first if nothing is fitted yet.
+
+        Parameters
+        ----------
+        X : array-like of shape (N, ...)
+            Test inputs.
+        y : array-like of shape (N,) or (N, n_outputs)
+            True labels (targets for a regressor).
+        sample_weight : array-like of shape (N,), default=None
+            Passed on to ``estimator_.score``.
+
+        Returns
+        -------
+        score : float
+            Mean accuracy for a classifier, R² for a scikit-learn regressor.
+        """
+        return fitted(self, X).score(X, y, sample_weight=sample_weight)

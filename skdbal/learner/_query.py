@@ -7,9 +7,9 @@ from typing import Optional
 
 import numpy as np
 
-from .._validation import check_n_instances, is_lazy, pool_kwargs
+from .._validation import is_lazy
 from ..acquisition.base import Acquisition, acquire_among
-from ._pool import POOL_ATTRIBUTES
+from ._labelled_pool import POOL_ATTRIBUTES
 
 
 def subsample(candidates: np.ndarray, size: int, rng: np.random.RandomState, ids=None) -> np.ndarray:
@@ -52,18 +52,20 @@ def acquire(strategy, learner, X_pool, candidates: np.ndarray, n_instances: int,
     place) give one. On any error ``rng`` is put back as it was, so a failed query draws nothing.
     A pool on a cluster (a dask array) is queried there by its driver (``acquire_among``), with the
     learner sent to the workers without its pool (:func:`without_pool`).
+
+    Its input is the learner's query's, checked there once: ``X_pool``, ``candidates`` (unique
+    positions in it), ``n_instances`` (at most the candidates, and ``pool_subsample``) and the
+    ``*_pool`` keywords of ``kwargs`` (aligned with ``X_pool``); none is checked again on the way.
     """
     kwargs = {} if kwargs is None else kwargs
     state = rng.get_state()
     try:
-        pool_kwargs(kwargs, len(X_pool))  # refuse misaligned *_pool keywords before any draw
         if pool_subsample is not None and pool_subsample < len(candidates):
             candidates = subsample(candidates, pool_subsample, rng, ids)
-            check_n_instances(n_instances, len(candidates))
         if strategy.takes_random_state and "random_state" not in kwargs:
             kwargs["random_state"] = rng.randint(2**31 - 1)
         return acquire_among(strategy, without_pool(learner) if is_lazy(X_pool) else learner, X_pool,
-                             candidates, n_instances, **kwargs)
+                             candidates, n_instances, check_input=False, **kwargs)
     except BaseException:
         rng.set_state(state)
         raise

@@ -1,9 +1,8 @@
-"""A learner's simulation: the one loop (:class:`~skdbal.loop.ActiveLearningLoop`) run on a pool
-against known labels or an oracle, from a checked start.
+"""A learner's simulation, :class:`SimulationMixin`: the one loop (:class:`~skdbal.loop.ActiveLearningLoop`)
+run on a pool against known labels or an oracle, from a checked start.
 
-:func:`simulate` is :meth:`ActiveLearner.simulate <skdbal.ActiveLearner.simulate>`, bound in the
-learner's class body (``self`` is the learner); the other functions check what it is given,
-in the order it checks them, before anything changes.
+The functions after the mixin check what :meth:`~SimulationMixin.simulate` is given, in the order it
+checks them, before anything changes. This module never imports the learner.
 """
 from __future__ import annotations
 
@@ -19,148 +18,156 @@ from ..initial import balanced_random
 from ..loop import ActiveLearningLoop, MemoryJournal, evaluate
 from ..oracles import KnownLabels
 from ._inputs import check_y
-from ._pool_labels import reset_pool
 
 
-def simulate(
-    self,
-    X_pool,
-    y_pool,
-    n_queries: int,
-    n_instances: int = 1,
-    *,
-    initial_idx=None,
-    n_initial_per_class: Optional[int] = None,
-    X_test=None,
-    y_test=None,
-    warm_start: bool = False,
-    query_kwargs: Optional[dict] = None,
-    oracle=None,
-    pool_ids=None,
-) -> List[dict]:
-    """Run ``n_queries`` rounds of query → label → retrain against an oracle.
+class SimulationMixin:
+    """Mixin of :class:`~skdbal.ActiveLearner`: :meth:`simulate`, the loop run against known labels.
 
-    The pool becomes the learner's own (:meth:`set_pool`), and the one
-    loop, :class:`~skdbal.loop.ActiveLearningLoop`, runs against
-    :class:`~skdbal.oracles.KnownLabels` ``(y_pool)``, or ``oracle``.
-    Afterwards ``query(n_instances=...)`` ranks the rows still
-    unlabelled.
-
-    Parameters
-    ----------
-    X_pool, y_pool : array-like
-        The pool and its labels (the oracle). A dask array is refused (its
-        warm start hashes the pool); run :class:`~skdbal.loop.ActiveLearningLoop`
-        with :class:`~skdbal.oracles.KnownLabels` over ``set_pool(X_pool)``.
-    n_queries : int
-        Number of acquisition rounds.
-    n_instances : int, default=1
-        Points acquired per round.
-    initial_idx : array-like of int, optional
-        Pool indices labelled first. By default ``n_initial_per_class``
-        random points per class (:func:`skdbal.initial.balanced_random`);
-        for 2-d targets (one-hot labels for a regressor) the class of a
-        row is its argmax. A regressor with continuous 1-d targets needs
-        ``initial_idx``.
-    n_initial_per_class : int, optional
-        Points per class of the random initial set; 2 when neither it nor
-        ``initial_idx`` is given. Refused (``ValueError``) together with
-        ``initial_idx`` or ``warm_start``, which fix the initial set.
-    X_test, y_test : array-like, optional
-        Evaluated after every round.
-    warm_start : bool, default=False
-        Continue a previous :meth:`simulate` on the same pool (the same
-        rows and labels, checked by a hash): its labels stay labelled,
-        are never queried again, and ``history_`` grows.
-        Otherwise the simulation starts afresh from the initial set and
-        forgets earlier labels (as :meth:`fit` does).
-    query_kwargs : dict, optional
-        Keywords for every query. Those named ``*_pool`` are aligned with
-        ``X_pool`` and subset with the unlabelled rows and
-        ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
-        :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
-    oracle : Oracle, optional
-        Who answers, instead of the known labels ``y_pool`` (which may
-        then be None): a :class:`~skdbal.oracles.NoisyAnnotator`, say.
-        Without ``y_pool`` the initial set is drawn from the oracle's
-        ``pool_labels()``, or must be given as ``initial_idx``.
-    pool_ids : array-like of shape (N,), optional
-        Identifiers of the pool rows (see :meth:`set_pool`).
-
-    Returns
-    -------
-    history : list of dict
-        One row per step (step 0 is the initial fit): ``step``,
-        ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
-        regressors, the root mean square over rows and outputs, plus the
-        argmax ``accuracy`` for 2-d one-hot targets) when a test set is
-        given, ``query_indices`` (indices into the original pool),
-        ``query_time`` and ``fit_time`` (s), and whatever the strategy
-        reported about the query (:attr:`Acquisition.info`). Also stored
-        as ``history_``; ``labelled_idx_`` holds every pool index
-        labelled, in order. If a step fails, both keep every step that
-        completed before the error is raised.
-
-    Notes
-    -----
-    If the estimator has a ``classes`` parameter left at ``None`` (as
-    :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
-    it to the classes of ``y_pool`` on the clone it trains
-    (``template_``), so that the output size is stable.
+    The class it is mixed into provides its parameters (``random_state``, ``verbose``), the
+    checks ``_check_params()``, ``_template()`` and ``_make_template(y)``, the guard
+    ``_unchanged_on_error()``, and ``_reset_pool(X, y, ids, template)``, which gives it a pool
+    (:class:`~skdbal.learner.LabelledPool`) and forgets its labels.
     """
-    # ---- validate everything before changing anything
-    self._check_params()
-    if is_lazy(X_pool):  # its warm start hashes the whole pool, which would read it all to this machine
-        raise TypeError("simulate() reads the whole pool (its warm start checks a hash of it); a pool on a "
-                        "cluster (a dask array) is simulated by the loop: learner.set_pool(X_pool), then "
-                        "skdbal.loop.ActiveLearningLoop(learner, skdbal.oracles.KnownLabels(y_pool)) and its "
-                        "start(initial_idx) and run(n_queries)")
-    X_pool = check_pool(X_pool)
-    n_pool = len(X_pool)
-    y_pool, oracle = check_answers(self, n_pool, y_pool, oracle)
-    X_test, y_test = check_test_set(self, X_pool, y_pool, X_test, y_test)
-    if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
-        raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
-    n_instances = check_n_instances(n_instances, n_pool)
-    query_kwargs = dict(query_kwargs or {})
-    pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
-    if y_pool is None and initial_idx is None and not warm_start:
-        raise ValueError("the oracle does not know its labels in advance, so the initial set cannot be "
-                         "drawn by class: pass initial_idx")
-    rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
-    rng_state = rng.get_state()
-    pool_hash = joblib.hash((X_pool, y_pool))
-    try:
-        already, initial_idx = check_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
-                                           warm_start, rng, pool_hash)
-        left = n_pool - len(already)
-        if n_queries * n_instances > left:
-            raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
-                             f"unlabelled pool points; only {left} are left")
-    except BaseException:
-        rng.set_state(rng_state)
-        raise
 
-    evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
-    if warm_start:
-        loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                  journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
-                                  verbose=self.verbose)
-    else:
+    def simulate(
+        self,
+        X_pool,
+        y_pool,
+        n_queries: int,
+        n_instances: int = 1,
+        *,
+        initial_idx=None,
+        n_initial_per_class: Optional[int] = None,
+        X_test=None,
+        y_test=None,
+        warm_start: bool = False,
+        query_kwargs: Optional[dict] = None,
+        oracle=None,
+        pool_ids=None,
+    ) -> List[dict]:
+        """Run ``n_queries`` rounds of query → label → retrain against an oracle.
+
+        The pool becomes the learner's own (:meth:`set_pool`), and the one
+        loop, :class:`~skdbal.loop.ActiveLearningLoop`, runs against
+        :class:`~skdbal.oracles.KnownLabels` ``(y_pool)``, or ``oracle``.
+        Afterwards ``query(n_instances=...)`` ranks the rows still
+        unlabelled.
+
+        Parameters
+        ----------
+        X_pool, y_pool : array-like
+            The pool and its labels (the oracle). A dask array is refused (its
+            warm start hashes the pool); run :class:`~skdbal.loop.ActiveLearningLoop`
+            with :class:`~skdbal.oracles.KnownLabels` over ``set_pool(X_pool)``.
+        n_queries : int
+            Number of acquisition rounds.
+        n_instances : int, default=1
+            Points acquired per round.
+        initial_idx : array-like of int, optional
+            Pool indices labelled first. By default ``n_initial_per_class``
+            random points per class (:func:`skdbal.initial.balanced_random`);
+            for 2-d targets (one-hot labels for a regressor) the class of a
+            row is its argmax. A regressor with continuous 1-d targets needs
+            ``initial_idx``.
+        n_initial_per_class : int, optional
+            Points per class of the random initial set; 2 when neither it nor
+            ``initial_idx`` is given. Refused (``ValueError``) together with
+            ``initial_idx`` or ``warm_start``, which fix the initial set.
+        X_test, y_test : array-like, optional
+            Evaluated after every round.
+        warm_start : bool, default=False
+            Continue a previous :meth:`simulate` on the same pool (the same
+            rows and labels, checked by a hash): its labels stay labelled,
+            are never queried again, and ``history_`` grows.
+            Otherwise the simulation starts afresh from the initial set and
+            forgets earlier labels (as :meth:`fit` does).
+        query_kwargs : dict, optional
+            Keywords for every query. Those named ``*_pool`` are aligned with
+            ``X_pool`` and subset with the unlabelled rows and
+            ``pool_subsample``: for example ``{"y_pool": y_pool}`` gives
+            :func:`~skdbal.acquisition.noise_filter` the annotator's labels.
+        oracle : Oracle, optional
+            Who answers, instead of the known labels ``y_pool`` (which may
+            then be None): a :class:`~skdbal.oracles.NoisyAnnotator`, say.
+            Without ``y_pool`` the initial set is drawn from the oracle's
+            ``pool_labels()``, or must be given as ``initial_idx``.
+        pool_ids : array-like of shape (N,), optional
+            Identifiers of the pool rows (see :meth:`set_pool`).
+
+        Returns
+        -------
+        history : list of dict
+            One row per step (step 0 is the initial fit): ``step``,
+            ``n_labels`` (the whole labelled set), ``accuracy`` (``rmse`` for
+            regressors, the root mean square over rows and outputs, plus the
+            argmax ``accuracy`` for 2-d one-hot targets) when a test set is
+            given, ``query_indices`` (indices into the original pool),
+            ``query_time`` and ``fit_time`` (s), and whatever the strategy
+            reported about the query (:attr:`Acquisition.info`). Also stored
+            as ``history_``; ``labelled_idx_`` holds every pool index
+            labelled, in order. If a step fails, both keep every step that
+            completed before the error is raised.
+
+        Notes
+        -----
+        If the estimator has a ``classes`` parameter left at ``None`` (as
+        :class:`~skdbal.MCDropoutClassifier` by default), the simulation sets
+        it to the classes of ``y_pool`` on the clone it trains
+        (``template_``), so that the output size is stable.
+        """
+        # ---- validate everything before changing anything
+        self._check_params()
+        if is_lazy(X_pool):  # its warm start hashes the whole pool, which would read it all to this machine
+            raise TypeError("simulate() reads the whole pool (its warm start checks a hash of it); a pool on a "
+                            "cluster (a dask array) is simulated by the loop: learner.set_pool(X_pool), then "
+                            "skdbal.loop.ActiveLearningLoop(learner, skdbal.oracles.KnownLabels(y_pool)) and its "
+                            "start(initial_idx) and run(n_queries)")
+        X_pool = check_pool(X_pool)
+        n_pool = len(X_pool)
+        y_pool, oracle = check_answers(self, n_pool, y_pool, oracle)
+        X_test, y_test = check_test_set(self, X_pool, y_pool, X_test, y_test)
+        if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
+            raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
+        n_instances = check_n_instances(n_instances, n_pool)
+        query_kwargs = dict(query_kwargs or {})
+        pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
+        if y_pool is None and initial_idx is None and not warm_start:
+            raise ValueError("the oracle does not know its labels in advance, so the initial set cannot be "
+                             "drawn by class: pass initial_idx")
+        rng = self.rng_ if warm_start and hasattr(self, "rng_") else check_random_state(self.random_state)
+        rng_state = rng.get_state()
+        pool_hash = joblib.hash((X_pool, y_pool))
         try:
-            with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
-                reset_pool(self, X_pool, None, pool_ids, self._make_template(y_pool))
-                loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                          query_kwargs=query_kwargs, verbose=self.verbose)
-                loop.start(initial_idx)
+            already, initial_idx = check_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
+                                               warm_start, rng, pool_hash)
+            left = n_pool - len(already)
+            if n_queries * n_instances > left:
+                raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
+                                 f"unlabelled pool points; only {left} are left")
         except BaseException:
             rng.set_state(rng_state)
             raise
-        self.rng_ = rng  # the initial set was drawn from it: queries continue it
-        self.history_ = loop.history
-        self._pool_hash = pool_hash
-    loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
-    return loop.history
+
+        evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
+        if warm_start:
+            loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                      journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
+                                      verbose=self.verbose)
+        else:
+            try:
+                with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
+                    self._reset_pool(X_pool, None, pool_ids, self._make_template(y_pool))
+                    loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
+                                              query_kwargs=query_kwargs, verbose=self.verbose)
+                    loop.start(initial_idx)
+            except BaseException:
+                rng.set_state(rng_state)
+                raise
+            self.rng_ = rng  # the initial set was drawn from it: queries continue it
+            self.history_ = loop.history
+            self._pool_hash = pool_hash
+        loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
+        return loop.history
 
 
 def check_answers(learner, n_pool: int, y_pool, oracle):

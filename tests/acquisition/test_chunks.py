@@ -280,31 +280,3 @@ def test_a_plan_of_your_own(pool):
     excluded = [0, 1, 2, 40]
     got = acquire_in_chunks(FirstRows(), None, X, 5, chunk_rows=3, exclude=excluded).indices.tolist()
     assert got == acquire_among(FirstRows(), None, X, np.setdiff1d(np.arange(len(X)), excluded), 5).indices.tolist()
-
-
-def test_register_pool_backend_refuses_bad_input_and_leaves_the_registry_as_it_was():
-    from skdbal.acquisition._strategy import POOL_BACKENDS
-    from skdbal.acquisition.base import Acquisition, pool_backend, register_pool_backend
-
-    before = dict(POOL_BACKENDS)
-    with pytest.raises(TypeError, match="name must be a str; got int"):
-        register_pool_backend(3, lambda X: True, lambda *a, **k: None)
-    with pytest.raises(TypeError, match="is_pool and acquire must be callables"):
-        register_pool_backend("toy", lambda X: True, "not a function")
-    assert POOL_BACKENDS == before
-
-    class Toy(np.ndarray):
-        """A pool that a driver claims."""
-
-    def toy_acquire(strategy, estimator, X_pool, candidates, n_instances=1, **kwargs):
-        return Acquisition(np.asarray(candidates[-n_instances:], dtype=np.intp), None, {"toy": True})
-
-    register_pool_backend("toy", lambda X: isinstance(X, Toy), toy_acquire)
-    try:
-        toy = np.zeros((6, 2)).view(Toy)
-        assert pool_backend(toy) is toy_acquire and pool_backend(np.zeros((6, 2))) is None
-        acq = acquire_among(bald, None, toy, [1, 3, 4], 2)           # the driver answers, not the strategy
-        assert acq.indices.tolist() == [3, 4] and acq.info == {"toy": True}
-    finally:
-        register_pool_backend("toy", None)
-    assert POOL_BACKENDS == before

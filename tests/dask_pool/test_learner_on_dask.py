@@ -15,10 +15,8 @@ from _helpers import bounded as _bounded  # noqa: E402
 from _helpers import local_dask_client, small_net
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
-import skdbal.dask  # noqa: E402,F401  (registers the cluster's driver)
-from skdbal import ActiveLearner  # noqa: E402
+from skdbal import ActiveLearner  # noqa: E402  (no import skdbal.dask: the learner finds its driver)
 from skdbal.acquisition import bald, max_entropy, noise_filter, stochastic_batch  # noqa: E402
-from skdbal.acquisition._strategy import POOL_BACKENDS  # noqa: E402
 from skdbal.acquisition.base import acquire_among  # noqa: E402
 from skdbal.labelling import LabellingSession  # noqa: E402
 from skdbal.loop import ActiveLearningLoop  # noqa: E402
@@ -137,19 +135,12 @@ def test_a_labelling_session_over_a_dask_pool_offers_the_local_batches(cluster, 
     assert dist == local and len(dist) == 3 and all(len(b) == 10 for b in dist)
 
 
-def test_a_dask_pool_without_its_driver_is_refused_clearly(pool, monkeypatch):
+def test_a_lazy_pool_that_no_driver_reads_is_refused_clearly(pool):
     X, y = pool
-    Xd = da.from_array(X, chunks=(100, 8, 8))
     net = small_net(max_epochs=1).fit(X[:50], y[:50])
-    monkeypatch.delitem(POOL_BACKENDS, "dask")  # as if skdbal.dask had not been imported
-    message = "a dask array pool is queried on its cluster: import skdbal.dask"
-    with pytest.raises(TypeError, match=message):
-        learner_of(bald).set_pool(Xd)
-    with pytest.raises(TypeError, match=message):
-        acquire_among(bald, net, Xd, np.arange(10), 2)
 
     class Lazy:  # any lazy collection no driver claims
-        shape, dtype = (5, 2), np.dtype(float)
+        shape, dtype = (5, 8, 8), np.dtype(float)
 
         def __dask_graph__(self):
             raise AssertionError("never read")
@@ -157,11 +148,62 @@ def test_a_dask_pool_without_its_driver_is_refused_clearly(pool, monkeypatch):
         def __len__(self):
             return 5
 
+    message = "a Lazy pool is never read whole into memory, and no driver queries it where it lives"
     with pytest.raises(TypeError, match=message):
         acquire_among(bald, net, Lazy(), np.arange(5), 2)
+    with pytest.raises(TypeError, match=message):
+        learner_of(bald).set_pool(Lazy())
     learner = learner_of(bald).set_pool(X, partial(y)).refit()
-    with pytest.raises(TypeError, match=message):  # modAL's form, with a dask array of its own
-        learner.query(Xd, 2)
+    with pytest.raises(TypeError, match=message):  # modAL's form, with a lazy pool of its own
+        learner.query(Lazy(), 2)
+
+
+def test_a_dask_array_pool_finds_its_driver_by_its_type(pool):
+    from skdbal._validation import pool_backend
+    from skdbal.dask import acquire_among as on_the_cluster
+
+    X, _ = pool
+    assert pool_backend(da.from_array(X, chunks=(100, 8, 8))) is on_the_cluster
+    assert pool_backend(X) is None
+
+
+#: A fresh interpreter: skdbal alone imports no dask; a learner given a dask array pool then queries it on a
+#: cluster without import skdbal.dask, with the local picks.
+FRESH = """
+import sys
+import numpy as np
+import skdbal
+from skdbal import ActiveLearner
+from skdbal.acquisition import max_entropy
+from sklearn.linear_model import LogisticRegression
+assert not [m for m in sys.modules if m == "dask" or m.startswith(("dask.", "distributed", "skdbal.dask"))]
+import dask.array as da
+from distributed import Client
+X = np.random.RandomState(0).normal(size=(200, 4))
+y = np.full(200, np.nan)
+y[:10] = (X[:10, 0] > 0).astype(int)
+with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None):
+    learner = ActiveLearner(LogisticRegression(), max_entropy, random_state=0, verbose=False)
+    idx, _ = learner.fit(da.from_array(X, chunks=(50, 4)), y).query(n_instances=5)
+    assert "skdbal.dask" in sys.modules
+local = ActiveLearner(LogisticRegression(), max_entropy, random_state=0, verbose=False).fit(X, y)
+assert idx.tolist() == local.query(n_instances=5)[0].tolist(), (idx, local.query(n_instances=5)[0])
+print("picks", idx.tolist())
+"""
+
+
+def test_a_fresh_interpreter_queries_a_dask_pool_without_importing_skdbal_dask():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=300, cwd=root,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("picks [")
 
 
 def test_simulate_refuses_a_dask_pool_and_points_to_the_loop(pool):

@@ -1,4 +1,4 @@
-"""The bookkeeping of the learner's pool (skdbal.learner._pool), by hand: which position is which training
+"""The bookkeeping of the learner's pool (skdbal.learner._labelled_pool), by hand: which position is which training
 row, in what order labels came, what the log says; and the learner keeping exactly that state."""
 import pickle
 
@@ -8,7 +8,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
-from skdbal.learner._pool import (
+from skdbal.learner._labelled_pool import (
     LabelledPool,
     check_ids,
     has_missing,
@@ -226,16 +226,16 @@ def pool_learner():
 
 def test_the_learner_labels_and_unlabels_by_hand():
     learner = pool_learner()
-    assert learner._pool_row.tolist() == [-1, 0, -1, 1, -1, -1] and learner.labelled_idx_.tolist() == [1, 3]
+    assert learner.pool_.row.tolist() == [-1, 0, -1, 1, -1, -1] and learner.labelled_idx_.tolist() == [1, 3]
     learner.label([5, 1], [1, 0], annotator="ann", time=1.0, refit=False)   # 5 new, 1 relabelled
-    assert learner._pool_row.tolist() == [-1, 0, -1, 1, -1, 2] and learner.labelled_idx_.tolist() == [1, 3, 5]
+    assert learner.pool_.row.tolist() == [-1, 0, -1, 1, -1, 2] and learner.labelled_idx_.tolist() == [1, 3, 5]
     assert learner.y_training_.tolist() == [0, 0, 1]
     assert learner.X_training_[:, 0].tolist() == [2.0, 6.0, 10.0]
     assert learner.label_log_ == [
         {"position": 5, "id": "r5", "label": 1, "annotator": "ann", "time": 1.0, "previous": None},
         {"position": 1, "id": "r1", "label": 0, "annotator": "ann", "time": 1.0, "previous": 1}]
     learner.unlabel([3], annotator="undo", time=2.0)
-    assert learner._pool_row.tolist() == [-1, 0, -1, -1, -1, 1] and learner.labelled_idx_.tolist() == [1, 5]
+    assert learner.pool_.row.tolist() == [-1, 0, -1, -1, -1, 1] and learner.labelled_idx_.tolist() == [1, 5]
     assert learner.y_training_.tolist() == [0, 1] and learner.X_training_[:, 0].tolist() == [2.0, 10.0]
     assert learner.label_log_[-1] == {"position": 3, "id": "r3", "label": None, "annotator": "undo",
                                       "time": 2.0, "previous": 0}
@@ -248,10 +248,9 @@ def test_the_learner_labels_and_unlabels_by_hand():
 
 
 #: What an ActiveLearner keeps, by name: a pickle holds these, so renaming one breaks old pickles
-#: (or needs a __setstate__ that reads the old name).
-POOL_STATE = ["X_pool_", "X_training_", "_pool_row", "_template_source", "estimator_", "label_log_",
-              "labelled_idx_", "n_features_in_", "n_pool_", "pool_ids_", "rng_", "step_", "template_",
-              "y_training_"]
+#: (or needs a __setstate__ that reads the old name). The pool is one object, ``pool_``.
+POOL_STATE = ["X_training_", "pool_", "_template_source", "estimator_", "n_features_in_", "rng_", "step_",
+              "template_", "y_training_"]
 
 
 def test_the_learners_state_keeps_its_names_and_pickles():
@@ -263,8 +262,67 @@ def test_the_learners_state_keeps_its_names_and_pickles():
     copy = pickle.loads(pickle.dumps(learner))
     copy.label([2], [1], annotator="after", refit=False)
     learner.label([2], [1], annotator="after", refit=False)
-    np.testing.assert_array_equal(copy._pool_row, learner._pool_row)
+    np.testing.assert_array_equal(copy.pool_.row, learner.pool_.row)
     np.testing.assert_array_equal(copy.labelled_idx_, learner.labelled_idx_)
     np.testing.assert_array_equal(copy.y_training_, learner.y_training_)
     assert copy.label_log_ == learner.label_log_
     np.testing.assert_array_equal(copy.refit().predict(copy.X_pool_), learner.refit().predict(learner.X_pool_))
+
+
+# ---------------------------------------------------------------- the learner reads as one class
+def test_no_module_of_the_learner_imports_it_back():
+    """Only the package's __init__ imports _active_learner; not even under TYPE_CHECKING does another."""
+    import ast
+    import pathlib
+
+    import skdbal.learner
+
+    folder = pathlib.Path(skdbal.learner.__file__).parent
+    importers = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {a.name for a in node.names}
+                if (node.module or "").endswith("_active_learner") or "ActiveLearner" in names \
+                        or (node.module is None and "_active_learner" in names):
+                    importers.add(path.name)
+    assert importers == {"__init__.py"}
+
+
+def test_every_method_is_defined_in_a_class_not_bound_from_a_module_function():
+    from skdbal.learner._delegation import PredictiveMixin
+    from skdbal.learner._simulation import SimulationMixin
+
+    assert ActiveLearner.__mro__[1:3] == (PredictiveMixin, SimulationMixin)
+    for cls in (ActiveLearner, PredictiveMixin, SimulationMixin):
+        for name, value in vars(cls).items():
+            function = getattr(value, "fget", None) or getattr(value, "fn", None) or value
+            if callable(function) and hasattr(function, "__qualname__"):
+                assert function.__qualname__.startswith(cls.__name__ + "."), (cls.__name__, name)
+    # the public surface is the one the class always had
+    for name in ["set_pool", "label", "unlabel", "query", "teach", "fit", "refit", "simulate", "predict",
+                 "predict_proba", "score", "get_params", "set_params"]:
+        assert callable(getattr(ActiveLearner, name)), name
+
+
+def test_the_pool_attributes_are_read_from_the_one_pool_object():
+    learner = pool_learner()
+    pool = learner.pool_
+    assert isinstance(pool, LabelledPool)
+    assert learner.X_pool_ is pool.X and learner.pool_ids_ is pool.ids and learner.label_log_ is pool.log
+    assert learner.n_pool_ == 6 and learner.labelled_idx_.tolist() == [1, 3]
+    learner.label([0], [1], refit=False)
+    assert learner.pool_ is not pool and learner.labelled_idx_.tolist() == [1, 3, 0]
+    assert pool.order.tolist() == [1, 3]  # the pool before is a value, unchanged (but for the shared log)
+    assert not hasattr(ActiveLearner(), "X_pool_") and not hasattr(ActiveLearner(), "labelled_idx_")
+    with pytest.raises(ValueError, match="needs the learner's pool"):
+        ActiveLearner().labelled_mask_
+
+
+def test_a_failed_retrain_loses_no_label_and_logs_nothing():
+    learner = pool_learner().refit()
+    before = (learner.pool_, list(learner.label_log_), learner.y_training_.copy())
+    with pytest.raises(TypeError):
+        learner.label([0], [1], bogus=1)  # a fit parameter the model refuses: the retrain fails
+    assert learner.pool_ is before[0] and learner.label_log_ == before[1]
+    np.testing.assert_array_equal(learner.y_training_, before[2])

@@ -1,22 +1,30 @@
-"""The bookkeeping of a learner's pool: which rows are labelled, where their labels sit in the
-training set, in what order they came, and what each change of a label is logged as.
+"""A learner's own pool, as one object: :class:`LabelledPool`.
 
-:class:`LabelledPool` is a value: its methods return new ones and never change it, so that the
-learner (:mod:`skdbal.learner`) computes its next state aside and commits it only once the
-labels are checked and the model, if asked, is retrained. The learner stores the two arrays
-of a ``LabelledPool`` as its attributes ``_pool_row`` and ``labelled_idx_``.
+Its rows, their identifiers, which of them are labelled and where each label sits in the
+learner's training set, in what order the labels came, and the log of every change of a label.
+:class:`~skdbal.ActiveLearner` owns one as ``pool_`` (given by ``set_pool``, ``fit`` with missing
+labels or ``simulate``) and reads its ``X_pool_``, ``pool_ids_``, ``labelled_idx_``,
+``label_log_``, ``n_pool_``, ``labelled_mask_`` and ``y_pool_`` from it.
+
+The functions after :func:`missing_mask` are the pieces a pool and its learner share: which labels
+are missing, the known ones, a pool's ids, the training labels after labelling, log entries.
+This module never imports the learner.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 from sklearn.base import is_regressor
 
-from .._validation import check_candidates
+from .._validation import check_candidates, check_pool, is_lazy, pool_backend, read_rows, take_rows
+from ._inputs import check_X, copy_rows, validate_Xy
 
-#: The learner's attributes that describe its pool, dropped when it forgets the pool.
-POOL_ATTRIBUTES = ("X_pool_", "pool_ids_", "labelled_idx_", "label_log_", "_pool_row", "n_pool_", "_pool_hash")
+__all__ = ["LabelledPool"]
+
+#: The learner's attributes that hold its pool, dropped when it forgets the pool (or sends itself
+#: to a cluster's workers without it).
+POOL_ATTRIBUTES = ("pool_", "_pool_hash")
 
 
 def missing_mask(y, missing_label) -> np.ndarray:
@@ -123,7 +131,14 @@ def log_entries(positions, ids, labels, annotators, times, rows, y_training) -> 
 
 
 class LabelledPool:
-    """Which rows of a pool are labelled, and where their labels sit in the training set.
+    """A learner's own pool: its rows, which are labelled, and the log of every label given.
+
+    ``row`` and ``order`` are the bookkeeping: which training-set row holds the label of each
+    position, and the labelled positions in the order their labels came. :meth:`add` and
+    :meth:`remove` return new pools and never change this one, so that the learner computes its
+    next state aside and commits it only once the labels are checked and the model, if asked, is
+    retrained. The log is the one exception: it only grows, and is shared by a pool and the pools
+    made from it, since the learner appends to it (:meth:`record`) only when it commits.
 
     Parameters
     ----------
@@ -131,6 +146,19 @@ class LabelledPool:
         The training-set row of each pool position's label; -1 where it is unlabelled.
     order : ndarray of intp
         The labelled positions, in the order their labels came.
+    X : array-like of shape (n, ...), optional
+        The pool's rows (an array, a DataFrame, or a dask array left where it lives).
+    ids : ndarray of shape (n,), optional
+        The rows' identifiers; their positions by default.
+    log : list of dict, optional
+        One entry per label given or withdrawn (see :func:`log_entries`); empty by default.
+
+    Attributes
+    ----------
+    n : int
+        The number of rows.
+    mask : ndarray of bool, shape (n,)
+        Which positions are labelled.
 
     Examples
     --------
@@ -145,17 +173,60 @@ class LabelledPool:
     ([-1, 0, -1, -1, 1], [1, 4], [True, False, True])
     """
 
-    def __init__(self, row: np.ndarray, order: np.ndarray):
+    def __init__(self, row: np.ndarray, order: np.ndarray, *, X=None, ids=None, log: Optional[list] = None):
         self.row = row
         self.order = order
+        self.X = X
+        self.ids = np.arange(len(row)) if ids is None else ids
+        self.log = [] if log is None else log
 
     @classmethod
-    def of(cls, n: int, labelled) -> "LabelledPool":
+    def of(cls, n: int, labelled, *, X=None, ids=None) -> "LabelledPool":
         """A pool of ``n`` rows whose ``labelled`` positions are training rows 0, 1, ..., in that order."""
         labelled = np.array(labelled, dtype=np.intp).reshape(-1)
         row = np.full(n, -1, dtype=np.intp)
         row[labelled] = np.arange(len(labelled))
-        return cls(row, labelled)
+        return cls(row, labelled, X=X, ids=ids)
+
+    @classmethod
+    def from_labels(cls, X, y, missing_label, template, ids=None) -> Tuple["LabelledPool", Any, np.ndarray]:
+        """The pool ``X`` with labels ``y`` (``missing_label`` where unknown), checked, and its
+        labelled set: ``(pool, X_labelled, y_labelled)``, in row order.
+
+        ``X`` is copied, unless it is a dask array: that stays where it lives (only its labelled
+        rows are read, and its NaN are not looked for, which would read it whole), and is refused
+        unless a driver queries it there. ``template`` is the estimator to train, which the labels
+        are checked against (its ``classes``, whether it is a regressor).
+
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> pool, X_lab, y_lab = LabelledPool.from_labels(np.arange(6.0).reshape(3, 2), [np.nan, 1, 0],
+        ...                                                np.nan, LogisticRegression())
+        >>> pool.order.tolist(), X_lab.tolist(), y_lab.tolist()
+        ([1, 2], [[2.0, 3.0], [4.0, 5.0]], [1, 0])
+        """
+        X = check_pool(X)
+        lazy = is_lazy(X)
+        if lazy:
+            pool_backend(X)  # refused unless a driver queries it where it lives
+        else:
+            X = check_X(X)
+        n = len(X)
+        y = np.full(n, np.nan) if y is None else np.asarray(y)
+        if len(y) != n:
+            raise ValueError(f"X and y have inconsistent lengths: {n} and {len(y)}")
+        missing = missing_mask(y, missing_label)
+        labelled = np.flatnonzero(~missing)
+        y_known = known_labels(y, missing, template)
+        X_labelled = read_rows(X, labelled)
+        if len(labelled):
+            _, y_known = validate_Xy(X_labelled, y_known, template)
+        else:
+            y_known = np.asarray([], dtype=y_known.dtype)
+        ids = check_ids(ids, n)
+        if not lazy:
+            X = copy_rows(X)
+            X_labelled = take_rows(X, labelled)
+        return cls.of(n, labelled, X=X, ids=ids), X_labelled, np.asarray(y_known)
 
     @property
     def n(self) -> int:
@@ -170,6 +241,10 @@ class LabelledPool:
     def unlabelled(self) -> np.ndarray:
         """The unlabelled positions, in pool order."""
         return np.flatnonzero(self.row < 0)
+
+    def rows(self, positions) -> Any:
+        """The pool's rows at ``positions``, in memory (of a pool on a cluster, only these are read)."""
+        return read_rows(self.X, positions)
 
     def candidates(self, candidates=None) -> np.ndarray:
         """What a query may choose from: ``candidates`` (checked to be unlabelled positions), or
@@ -190,6 +265,34 @@ class LabelledPool:
                              f"{candidates[~unlabelled[candidates]][:10].tolist()}")
         return candidates
 
+    def check_labels(self, positions, y, missing_label) -> Tuple[np.ndarray, np.ndarray]:
+        """``(positions, y)`` checked as labels of this pool: unique integer positions in it, one
+        label each, none of them ``missing_label`` (labels of an object array get the dtype of
+        their values).
+
+        >>> LabelledPool.of(3, []).check_labels([2], 1, np.nan)
+        (array([2]), array([1]))
+        """
+        positions = np.asarray(positions).reshape(-1)
+        if positions.dtype.kind not in "iu":
+            raise TypeError(f"positions must be integer positions in the pool; got dtype {positions.dtype}")
+        positions = check_candidates(positions, self.n)
+        y = np.asarray(y)
+        if y.ndim == 0:
+            y = y.reshape(1)
+        if len(y) != len(positions):
+            raise ValueError(f"positions and y have inconsistent lengths: {len(positions)} and {len(y)}")
+        missing = missing_mask(y, missing_label)
+        if missing.any():
+            raise ValueError(f"y holds a missing label ({missing_label!r}) at "
+                             f"{positions[missing][:10].tolist()}; skipped points are not labelled")
+        if y.dtype.kind == "O":
+            y = np.array(y.tolist())
+        return positions, y
+
+    def _derived(self, row: np.ndarray, order: np.ndarray) -> "LabelledPool":
+        return LabelledPool(row, order, X=self.X, ids=self.ids, log=self.log)
+
     def add(self, positions: np.ndarray, n_rows: int) -> "LabelledPool":
         """The pool after labelling ``positions`` (unique): those already labelled keep their
         training rows; the new ones become training rows ``n_rows``, ``n_rows + 1``, ... in
@@ -197,7 +300,7 @@ class LabelledPool:
         new = positions[self.row[positions] < 0]
         row = self.row.copy()
         row[new] = n_rows + np.arange(len(new))
-        return LabelledPool(row, np.concatenate([self.order, new]).astype(np.intp))
+        return self._derived(row, np.concatenate([self.order, new]).astype(np.intp))
 
     def remove(self, positions: np.ndarray, n_rows: int) -> Tuple["LabelledPool", np.ndarray]:
         """The pool after withdrawing the labels of ``positions`` (unique, labelled), and which
@@ -217,7 +320,25 @@ class LabelledPool:
         row[positions] = -1
         labelled = row >= 0
         row[labelled] = np.cumsum(keep)[row[labelled]] - 1
-        return LabelledPool(row, self.order[~np.isin(self.order, positions)]), keep
+        return self._derived(row, self.order[~np.isin(self.order, positions)]), keep
+
+    def entries(self, positions, labels, annotator, time, y_training: np.ndarray) -> List[dict]:
+        """The log entries of labelling ``positions`` with ``labels`` (None: withdrawn), by
+        ``annotator`` at ``time`` (one, or one per position), each with the label it replaces,
+        read from ``y_training`` through this pool's rows.
+
+        >>> LabelledPool.of(3, [2], ids=np.array([10, 11, 12])).entries([2], [1], "ann", None, np.array([5]))
+        [{'position': 2, 'id': 12, 'label': 1, 'annotator': 'ann', 'time': None, 'previous': 5}]
+        """
+        positions = np.asarray(positions).reshape(-1)
+        shape = positions.shape
+        annotators = np.broadcast_to(np.asarray(annotator, dtype=object), shape)
+        times = np.broadcast_to(np.asarray(time, dtype=object), shape)
+        return log_entries(positions, self.ids, labels, annotators, times, self.row[positions], y_training)
+
+    def record(self, entries: List[dict]) -> None:
+        """Append ``entries`` to the log (the learner does, when it commits the change they describe)."""
+        self.log.extend(entries)
 
     def labels(self, y_training: np.ndarray, fill) -> np.ndarray:
         """The pool's labels read from the training labels, ``fill`` where unlabelled.
@@ -231,4 +352,3 @@ class LabelledPool:
         out[...] = fill
         out[known] = y_training[self.row[known]]
         return out
-
