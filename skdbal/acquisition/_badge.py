@@ -201,6 +201,9 @@ class BADGE(Strategy):
     True
     """
 
+    name = "badge"
+    display_name = "BADGE"
+
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size
 

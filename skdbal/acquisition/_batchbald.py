@@ -379,6 +379,9 @@ class BatchBALD(Strategy):
     ([0, 2], [0.6931, 0.6931])
     """
 
+    name = "batch_bald"
+    display_name = "BatchBALD"
+
     def __init__(self, *, n_joint_samples: int = 1000, n_samples: Optional[int] = None, chunk_size: int = 512):
         self.n_joint_samples = n_joint_samples
         self.n_samples = n_samples

@@ -48,6 +48,9 @@ class DDU(Strategy):
     [1]
     """
 
+    name = "ddu"
+    display_name = "DDU"
+
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size
 

@@ -267,6 +267,9 @@ class DiversityPenalty(StrategyDecorator):
     [0, 2]
     """
 
+    name = "diverse"
+    name_params = ("weight", "features")  # the parameters a name gives after the strategy: diverse(bald, ...)
+
     def __init__(self, strategy, weight: float = 0.1, *, features: Union[str, Callable] = "input",
                  n_candidates: Optional[int] = None):
         super().__init__(strategy)

@@ -270,6 +270,9 @@ class EPIG(SamplesStrategy):
     [1]
     """
 
+    name = "epig"
+    display_name = "EPIG"
+
     needs_stochastic = True
 
     def __init__(self, *, target=None, n_targets: int = 100, chunk_size: int = DEFAULT_CHUNK_SIZE,

@@ -147,6 +147,9 @@ class NoiseFilter(StrategyDecorator):
     ([2], [1])
     """
 
+    name = "filter"
+    name_params = ("threshold",)  # the parameters a name gives after the strategy: filter(bald, ...)
+
     def __init__(self, strategy, threshold: Union[float, str, Callable] = 0.1, *,
                  chunk_size: Optional[int] = None, n_samples: Optional[int] = None):
         super().__init__(strategy)

@@ -55,6 +55,9 @@ class BALD(SamplesStrategy):
     1
     """
 
+    name = "bald"
+    display_name = "BALD"
+
     measure = staticmethod(uncertainty.mutual_information)
 
 
@@ -88,6 +91,9 @@ class MaxEntropy(SamplesStrategy):
     >>> idx.tolist(), scores.round(4).tolist()
     ([1, 0], [0.6931, 0.3251])
     """
+
+    name = "max_entropy"
+    display_name = "max entropy"
 
     measure = staticmethod(uncertainty.predictive_entropy)
     needs_stochastic = False
@@ -130,6 +136,9 @@ class VariationRatios(SamplesStrategy):
     [0.2, 0.3]
     """
 
+    name = "variation_ratios"
+    display_name = "variation ratio"
+
     measure = staticmethod(uncertainty.variation_ratio)
     deterministic_measure = staticmethod(uncertainty.least_confidence)
 
@@ -167,6 +176,9 @@ class MeanStd(SamplesStrategy):
     [0.0, 0.4]
     """
 
+    name = "mean_std"
+    display_name = "mean std"
+
     measure = staticmethod(uncertainty.mean_standard_deviation)
 
 
@@ -187,6 +199,9 @@ class RandomSampling(Strategy):
     >>> a.tolist() == b.tolist() and len(set(a.tolist())) == 3
     True
     """
+
+    name = "random"
+    display_name = "random"
 
     def score(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
         return check_random_state(random_state).random_sample(len(X_pool))

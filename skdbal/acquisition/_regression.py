@@ -173,6 +173,9 @@ class PredictiveVariance(Strategy):
     2
     """
 
+    name = "predictive_variance"
+    display_name = "predictive variance"
+
     def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.part = part
         self.chunk_size = chunk_size
@@ -280,6 +283,9 @@ class ExpectedGradientLength(Strategy):
     >>> idx.shape, bool(np.all(np.diff(scores) <= 0))
     ((3,), True)
     """
+
+    name = "egl"
+    display_name = "EGL"
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.chunk_size = chunk_size

@@ -26,7 +26,8 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan, _ranked
-from ._messages import chunk_refusal
+from ._messages import chunk_refusal, strategy_names
+from ._scoring import SamplesStrategy
 from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
@@ -228,6 +229,9 @@ class StochasticBatch(StrategyDecorator):
     StochasticBatch(beta=2, mode='softrank', strategy=MaxEntropy())
     """
 
+    name = "stochastic"
+    name_params = ("mode", "beta")  # the parameters a name gives after the strategy: stochastic(bald, ...)
+
     def __init__(self, strategy, mode: str = "power", beta: float = 1.0):
         super().__init__(strategy)
         self.mode = mode
@@ -268,7 +272,8 @@ class StochasticBatch(StrategyDecorator):
         if not inner.pointwise or inner.filtered:
             raise TypeError(chunk_refusal(base, (
                 f"on a pool read in chunks (a distributed pool) stochastic batches sample from a pointwise "
-                f"strategy's scores (BALD, max entropy, ..., EPIG), not from {type(base).__name__}: under a noise "
+                f"strategy's scores ({strategy_names(lambda cls: issubclass(cls, SamplesStrategy))}), not from "
+                f"{type(base).__name__}: under a noise "
                 f"filter the draw's noise would follow the trusted points of earlier chunks, known only after "
                 f"scoring them all")))
         return _StochasticPlan(inner, self.mode, self.beta, n_instances, draw_seed)

@@ -407,6 +407,8 @@ class Strategy(BaseEstimator):
     """
 
     takes_random_state = True
+    name: Optional[str] = None  # its registered name, "bald" (skdbal.acquisition.register)
+    display_name: Optional[str] = None  # as people read it, "max entropy"; None: name with spaces
 
     def set_params(self, **params):
         """Set parameters, as a scikit-learn estimator.
@@ -635,6 +637,8 @@ class StrategyDecorator(Strategy):
     >>> StrategyDecorator(BALD(n_samples=50)).get_params()["strategy__n_samples"]
     50
     """
+
+    name_params: Tuple[str, ...] = ()  # a registered name's parameters after the strategy: filter(bald,0.1)
 
     def __init__(self, strategy):
         self.strategy = strategy
