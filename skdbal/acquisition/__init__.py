@@ -34,15 +34,15 @@ files it, and every place that reads names (:func:`get_strategy`, the
 experiment runner, the command line, the labelling page) then knows it.
 
 The bases for writing your own strategy are in :mod:`skdbal.acquisition.base`,
-and the strategies' numeric kernels, as plain functions over arrays, in
-:mod:`skdbal.acquisition.kernels`.
+and the strategies' numeric routines, as plain functions over arrays, in
+:mod:`skdbal.acquisition.functional`.
 """
 from ._badge import BADGE
 from ._batchbald import BatchBALD
 from ._ddu import DDU
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._epig import EPIG
-from ._noise import NoiseFilter, noise_filter
+from ._noise_filter import NoiseFilter, noise_filter
 from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
 from ._registry import (
     DECORATORS,

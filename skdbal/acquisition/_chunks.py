@@ -201,7 +201,7 @@ class ChunkPlan:
     ...         kept = np.sort(np.concatenate([rows for _, rows in pool.round(None)]))[:self.n]
     ...         return Acquisition(kept, np.zeros(len(kept)))
     >>> class FirstRows(Strategy):
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return -np.arange(len(X_pool), dtype=float)
     ...     def plan_chunks(self, estimator, n_instances, pool, **options):
     ...         return FirstRowsPlan(n_instances)
@@ -234,7 +234,7 @@ class PointwisePlan(ChunkPlan):
     The plan of every strategy that scores rows one by one
     (:class:`~skdbal.acquisition.base.SamplesStrategy`: BALD, max entropy,
     ..., EPIG, a strategy of your own) and of a noise filter around one.
-    :meth:`score_chunk` calls ``strategy.score(estimator, chunk.X,
+    :meth:`score_chunk` calls ``strategy.acquisition_scores(estimator, chunk.X,
     **options)``, valid for a score in which each row's value depends on
     that row alone; a subclass overrides it. Ties go to the lower pool
     index. Rows made ineligible by :meth:`score_chunk` (a filter) are
@@ -246,11 +246,11 @@ class PointwisePlan(ChunkPlan):
     n_instances : int
         The batch size ``k``.
     strategy : Strategy, optional
-        Whose ``score`` the default :meth:`score_chunk` calls.
+        Whose ``acquisition_scores`` the default :meth:`score_chunk` calls.
     estimator : estimator, optional
         The fitted model, sent to every worker with the plan.
     options : dict, optional
-        Keywords of ``strategy.score``.
+        Keywords of ``strategy.acquisition_scores``.
 
     Attributes
     ----------
@@ -265,7 +265,7 @@ class PointwisePlan(ChunkPlan):
     >>> import numpy as np
     >>> from skdbal.acquisition.base import PointwisePlan, Strategy, acquire_in_chunks
     >>> class FirstFeature(Strategy):
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return np.asarray(X_pool)[:, 0]
     ...     def plan_chunks(self, estimator, n_instances, pool, **options):
     ...         return PointwisePlan(n_instances, self, estimator)
@@ -288,7 +288,7 @@ class PointwisePlan(ChunkPlan):
         self.info: dict = {}
 
     def score_chunk(self, chunk: PoolChunk) -> ChunkScores:
-        scores = self.strategy.score(self.estimator, chunk.X, **self.options)
+        scores = self.strategy.acquisition_scores(self.estimator, chunk.X, **self.options)
         return ChunkScores(np.asarray(scores, dtype=np.float64).reshape(-1))
 
     def request(self, n, above=None, n_ineligible=None, above_ineligible=None, n_fill=0) -> dict:

@@ -54,7 +54,7 @@ class DDU(Strategy):
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size
 
-    def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
+    def acquisition_scores(self, estimator, X_pool, **kwargs) -> np.ndarray:
         predictive, model = model_with(estimator, "log_density")
         if not hasattr(model, "log_density"):
             raise TypeError(f"the ddu strategy reads a feature density, and {type(model).__name__} has no "

@@ -85,7 +85,7 @@ class MaxEntropy(SamplesStrategy):
     >>> class Fixed:                            # a deterministic classifier (T = 1)
     ...     def predict_proba(self, X):
     ...         return np.array([[0.9, 0.1], [0.5, 0.5], [1.0, 0.0]])
-    >>> MaxEntropy().score(Fixed(), np.zeros((3, 1))).round(4).tolist()   # -Σ p log p; log 2 for [0.5, 0.5]
+    >>> MaxEntropy().acquisition_scores(Fixed(), np.zeros((3, 1))).round(4).tolist()   # -Σ p log p; log 2: [.5, .5]
     [0.3251, 0.6931, 0.0]
     >>> idx, scores = MaxEntropy()(Fixed(), np.zeros((3, 1)), n_instances=2)
     >>> idx.tolist(), scores.round(4).tolist()
@@ -127,12 +127,12 @@ class VariationRatios(SamplesStrategy):
     ...     def predict_proba_samples(self, X, n_samples=None):
     ...         a, b = [0.8, 0.2], [0.3, 0.7]           # votes for class 0, class 1
     ...         return np.array([[a, a], [a, a], [a, a], [a, b]])   # (T=4, N=2, C=2)
-    >>> VariationRatios().score(FourPasses(), np.zeros((2, 1))).tolist()   # 1 - 4/4, 1 - 3/4
+    >>> VariationRatios().acquisition_scores(FourPasses(), np.zeros((2, 1))).tolist()   # 1 - 4/4, 1 - 3/4
     [0.0, 0.25]
     >>> class Fixed:                                    # one deterministic pass
     ...     def predict_proba(self, X):
     ...         return np.array([[0.8, 0.2], [0.3, 0.7]])
-    >>> VariationRatios().score(Fixed(), np.zeros((2, 1))).round(4).tolist()   # 1 - max p
+    >>> VariationRatios().acquisition_scores(Fixed(), np.zeros((2, 1))).round(4).tolist()   # 1 - max p
     [0.2, 0.3]
     """
 
@@ -172,7 +172,7 @@ class MeanStd(SamplesStrategy):
     ...         agree = np.array([[0.9, 0.1], [0.9, 0.1]])
     ...         disagree = np.array([[0.9, 0.1], [0.1, 0.9]])   # std 0.4 in each class
     ...         return np.stack([agree, disagree], axis=1)     # (T=2, N=2, C=2)
-    >>> MeanStd().score(TwoPasses(), np.zeros((2, 3))).round(4).tolist()
+    >>> MeanStd().acquisition_scores(TwoPasses(), np.zeros((2, 3))).round(4).tolist()
     [0.0, 0.4]
     """
 
@@ -203,7 +203,7 @@ class RandomSampling(Strategy):
     name = "random"
     display_name = "random"
 
-    def score(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
+    def acquisition_scores(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
         return check_random_state(random_state).random_sample(len(X_pool))
 
     def select(self, scores, n_instances, *, random_tie_break=False, random_state=None):
@@ -212,7 +212,8 @@ class RandomSampling(Strategy):
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
         """The local query's scores, drawn on the client from the same stream, a block at a time, keeping
         the top ``k``: no chunk is read."""
-        own = type(self).score is RandomSampling.score and type(self).select is RandomSampling.select
+        cls = type(self)
+        own = cls.acquisition_scores is RandomSampling.acquisition_scores and cls.select is RandomSampling.select
         if not own or type(self).acquire is not Strategy.acquire:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         return _RandomPlan(n_instances, random_state)

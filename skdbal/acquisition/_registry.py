@@ -59,7 +59,7 @@ def register(cls: type) -> type:
     >>> from skdbal.acquisition.base import Strategy
     >>> class FirstFeature(Strategy):
     ...     name = "first_feature"
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return X_pool[:, 0]
     >>> register(FirstFeature)                   # doctest: +ELLIPSIS
     <class '...FirstFeature'>

@@ -35,7 +35,7 @@ class DegenerateScoreWarning(UserWarning):
     >>> clf = LogisticRegression().fit(X, [0, 0, 1, 1])     # one deterministic pass
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     scores = BALD().score(clf, X)
+    ...     scores = BALD().acquisition_scores(clf, X)
     >>> scores.tolist(), [w.category is DegenerateScoreWarning for w in caught]
     ([0.0, 0.0, 0.0, 0.0], [True])
     """
@@ -150,7 +150,7 @@ class SamplesStrategy(Strategy):
     >>> class Fixed:                            # a deterministic classifier
     ...     def predict_proba(self, X):
     ...         return np.array([[0.9, 0.1], [0.5, 0.5], [1.0, 0.0]])
-    >>> LeastConfidence().score(Fixed(), np.zeros((3, 1))).round(4).tolist()
+    >>> LeastConfidence().acquisition_scores(Fixed(), np.zeros((3, 1))).round(4).tolist()
     [0.1, 0.5, 0.0]
     >>> LeastConfidence()(Fixed(), np.zeros((3, 1)), n_instances=1)[0].tolist()
     [1]
@@ -185,7 +185,7 @@ class SamplesStrategy(Strategy):
                     "use an MC estimator", DegenerateScoreWarning, stacklevel=5)
         return measure
 
-    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+    def acquisition_scores(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
               n_samples: Optional[int] = None, **kwargs) -> np.ndarray:
         """Scores of every pool row, chunk by chunk.
 
@@ -224,7 +224,7 @@ class SamplesStrategy(Strategy):
         return self._samples_plan(estimator, n_instances, options)
 
     def _samples_plan(self, estimator, n_instances, options, *, row_keyed=True, measure=True) -> PointwisePlan:
-        """The plan that scores chunks with :meth:`score` and ``options``; its warnings said once, here:
+        """The plan that scores chunks with :meth:`acquisition_scores` and ``options``; its warnings said once, here:
         a constant score (``measure``), and samples that are not row-keyed (``row_keyed``)."""
         predictive = as_predictive(estimator, n_samples=options["n_samples"] if "n_samples" in options
                                    else self.n_samples)
@@ -288,7 +288,7 @@ def score_pool(
 ) -> np.ndarray:
     """Score every row of ``X_pool`` with ``score_fn`` over predictive samples.
 
-    The functional form of :class:`MeasureStrategy` ``.score``.
+    The functional form of :class:`MeasureStrategy` ``.acquisition_scores``.
 
     Parameters
     ----------
@@ -329,4 +329,4 @@ def score_pool(
     X_pool = check_pool(X_pool)
     strategy = MeasureStrategy(score_fn, deterministic_measure=deterministic_fn, needs_stochastic=needs_mc,
                                chunk_size=chunk_size, n_jobs=n_jobs, n_samples=n_samples)
-    return strategy.score(estimator, X_pool)
+    return strategy.acquisition_scores(estimator, X_pool)

@@ -73,7 +73,7 @@ def log_weights(scores, mode: str = "power", beta: float = 1.0) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import log_weights
+    >>> from skdbal.acquisition.functional import log_weights
     >>> s = np.array([0.5, 0.25, 0.0])
     >>> np.exp(log_weights(s, "power", 2)).tolist()              # s^2
     [0.25, 0.0625, 0.0]
@@ -129,7 +129,7 @@ def sample_batch(scores, n_instances: int, mode: str = "power", beta: float = 1.
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import sample_batch
+    >>> from skdbal.acquisition.functional import sample_batch
     >>> s = np.array([0.9, 0.05, 0.05])
     >>> idx, _ = sample_batch(s, 2, "power", beta=1, random_state=0)
     >>> sorted(idx.tolist()) in ([0, 1], [0, 2], [1, 2])
@@ -178,7 +178,7 @@ class StochasticBatch(StrategyDecorator):
     copies of the best point into one batch; drawing the batch with
     probabilities that favour high scores (without replacement) costs
     nothing beyond the scores and diversifies it. With scores ``s_i``
-    and ``β ≥ 0`` (:mod:`skdbal.acquisition.kernels`):
+    and ``β ≥ 0`` (:mod:`skdbal.acquisition.functional`):
 
     - ``"power"``: ``p_i ∝ s_i^β`` (PowerBALD with BALD; scores ≥ 0),
     - ``"softmax"``: ``p_i ∝ exp(β s_i)``,

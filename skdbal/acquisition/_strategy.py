@@ -361,7 +361,7 @@ class Strategy(BaseEstimator):
                  random_state=None, **kwargs) -> (indices, scores)
 
     so it works wherever a function strategy does, inside modAL's learner
-    included. Subclasses implement :meth:`score` (one value per pool point,
+    included. Subclasses implement :meth:`acquisition_scores` (one value per pool point,
     larger is better) and may override :meth:`select` (top-k by default) or
     :meth:`acquire` as a whole (joint selections, decorators).
 
@@ -397,7 +397,7 @@ class Strategy(BaseEstimator):
     >>> import numpy as np
     >>> from skdbal.acquisition.base import Strategy
     >>> class FirstFeature(Strategy):
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return X_pool[:, 0]
     >>> idx, scores = FirstFeature()(None, np.array([[0.2], [0.9], [0.5]]), n_instances=2)
     >>> idx.tolist(), scores.tolist()
@@ -438,7 +438,7 @@ class Strategy(BaseEstimator):
         ``random_state`` and pool-aligned ``*_pool`` keywords; None if unknown
         (anything is then passed on).
 
-        By default the named keyword parameters of :meth:`score` when the
+        By default the named keyword parameters of :meth:`acquisition_scores` when the
         strategy scores points one by one, else of :meth:`acquire`: declare an
         option as a parameter and it is accepted; ``**kwargs`` accepts no name.
 
@@ -455,8 +455,8 @@ class Strategy(BaseEstimator):
         ['chunk_size', 'n_joint_samples', 'n_samples']
         """
         names = _keyword_names(type(self).acquire)
-        if type(self).score is not Strategy.score:
-            names |= _keyword_names(type(self).score)
+        if type(self).acquisition_scores is not Strategy.acquisition_scores:
+            names |= _keyword_names(type(self).acquisition_scores)
         return frozenset(names - _PROTOCOL_KEYWORDS)
 
     def __call__(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Tuple[np.ndarray, np.ndarray]:
@@ -490,7 +490,7 @@ class Strategy(BaseEstimator):
             sampling's scores). A model's predictive samples (MC-dropout
             masks) are seeded by the model's ``random_state``, not by this.
         **kwargs :
-            Options of :meth:`score` and pool-aligned keywords (``*_pool``).
+            Options of :meth:`acquisition_scores` and pool-aligned keywords (``*_pool``).
 
         Returns
         -------
@@ -505,10 +505,10 @@ class Strategy(BaseEstimator):
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
-        scores = np.asarray(self.score(estimator, X_pool, random_state=random_state, **kwargs),
+        scores = np.asarray(self.acquisition_scores(estimator, X_pool, random_state=random_state, **kwargs),
                             dtype=np.float64).reshape(-1)
         if len(scores) != len(X_pool):
-            raise ValueError(f"{type(self).__name__}.score gave {len(scores)} scores for "
+            raise ValueError(f"{type(self).__name__}.acquisition_scores gave {len(scores)} scores for "
                              f"{len(X_pool)} pool rows")
         idx, top = self.select(scores, n_instances, random_tie_break=random_tie_break,
                                random_state=random_state)
@@ -519,7 +519,7 @@ class Strategy(BaseEstimator):
         """Every pool point's score and the ranking, for decorators; None if
         the strategy chooses its batch jointly.
 
-        A strategy that implements :meth:`score` and keeps the default
+        A strategy that implements :meth:`acquisition_scores` and keeps the default
         :meth:`acquire` has pool scores: ``order`` is :meth:`select` over the
         whole pool. One that overrides :meth:`acquire` has none, unless it
         overrides this method too.
@@ -528,21 +528,21 @@ class Strategy(BaseEstimator):
         -------
         PoolScores or None
         """
-        if type(self).acquire is not Strategy.acquire or type(self).score is Strategy.score:
+        if type(self).acquire is not Strategy.acquire or type(self).acquisition_scores is Strategy.acquisition_scores:
             return None
         check_options(self, kwargs)
         X_pool = check_pool(X_pool)
         check_n_instances(n_instances, len(X_pool))
         pool_kwargs(kwargs, len(X_pool))
-        scores = np.asarray(self.score(estimator, X_pool, random_state=random_state, **kwargs),
+        scores = np.asarray(self.acquisition_scores(estimator, X_pool, random_state=random_state, **kwargs),
                             dtype=np.float64).reshape(-1)
         if len(scores) != len(X_pool):
-            raise ValueError(f"{type(self).__name__}.score gave {len(scores)} scores for "
+            raise ValueError(f"{type(self).__name__}.acquisition_scores gave {len(scores)} scores for "
                              f"{len(X_pool)} pool rows")
         order, _ = self.select(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
         return PoolScores(scores, np.asarray(order, dtype=np.intp))
 
-    def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
+    def acquisition_scores(self, estimator, X_pool, **kwargs) -> np.ndarray:
         """One score per pool row, larger is more informative.
 
         Parameters

@@ -187,7 +187,7 @@ def test_samples_that_are_not_row_keyed_are_not_exact_and_say_so(pool):
 class FirstFeature(Strategy):
     """A strategy that is not a SamplesStrategy: it says how it reduces with a PointwisePlan."""
 
-    def score(self, estimator, X_pool, **kwargs):
+    def acquisition_scores(self, estimator, X_pool, **kwargs):
         return np.asarray(X_pool)[:, 0]
 
     def plan_chunks(self, estimator, n_instances, pool, **options):
@@ -271,7 +271,7 @@ def test_a_plan_of_your_own(pool):
             return Acquisition(kept, np.zeros(len(kept)))
 
     class FirstRows(Strategy):
-        def score(self, estimator, X_pool, **kwargs):
+        def acquisition_scores(self, estimator, X_pool, **kwargs):
             return -np.arange(len(X_pool), dtype=float)
 
         def plan_chunks(self, estimator, n_instances, pool, **options):

@@ -49,9 +49,10 @@ class _FilterChunk:
 def _plain_measure(strategy) -> bool:
     """Whether ``strategy`` scores with its measure and ranks by top-k, unchanged: then the
     filter computes that measure and ``p̄(y | x)`` from the same samples. A subclass that
-    overrides ``score`` or ``select`` is read through its own pool scores instead."""
-    return (isinstance(strategy, SamplesStrategy) and type(strategy).score is SamplesStrategy.score
-            and type(strategy).select is Strategy.select)
+    overrides ``acquisition_scores`` or ``select`` is read through its own pool scores instead."""
+    cls = type(strategy)
+    return (isinstance(strategy, SamplesStrategy) and cls.acquisition_scores is SamplesStrategy.acquisition_scores
+            and cls.select is Strategy.select)
 
 
 def _inner_n_samples(strategy) -> Optional[int]:
@@ -78,7 +79,7 @@ class NoiseFilter(StrategyDecorator):
     For a pointwise strategy of ours (BALD, max entropy, ...) the pool is
     scored once: the wrapped score and ``p̄(y_pool | x)`` come from the same
     samples of each chunk. A strategy with pool scores of its own (a
-    subclass that overrides ``score`` or ``select``, another filter) is
+    subclass that overrides ``acquisition_scores`` or ``select``, another filter) is
     ranked by them, and ``p̄`` takes a pass of its own. Any other strategy
     (a modAL function, BatchBALD, a diversity penalty) chooses among the
     trusted points; its rejects are then the untrusted points among what it
