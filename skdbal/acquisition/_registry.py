@@ -97,6 +97,19 @@ def unregister(name: str) -> type:
     ------
     KeyError
         For a name not registered.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import STRATEGIES, register, unregister
+    >>> from skdbal.acquisition.base import Strategy
+    >>> class Last(Strategy):
+    ...     name = "last"
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
+    ...         return X_pool[:, -1]
+    >>> "last" in STRATEGIES, "last" in STRATEGIES if register(Last) else None
+    (False, True)
+    >>> unregister("last").__name__, "last" in STRATEGIES
+    ('Last', False)
     """
     if name in STRATEGIES:
         return type(STRATEGIES.pop(name))
