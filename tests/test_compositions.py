@@ -496,7 +496,8 @@ def test_heteroscedastic_head_refuses_a_criterion_that_is_not_a_likelihood(tabul
 
 
 def test_to_modal_keeps_the_pool_scores_for_the_decorators():
-    from skdbal.acquisition.base import pool_scores_of, to_modal
+    from skdbal.acquisition import to_modal
+    from skdbal.acquisition.base import pool_scores_of
 
     rng = np.random.RandomState(1)
     X = rng.normal(size=(30, 3))

@@ -42,8 +42,9 @@ from ._batchbald import BatchBALD
 from ._ddu import DDU
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._epig import EPIG
+from ._modal import to_modal
 from ._noise_filter import NoiseFilter, noise_filter
-from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
+from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios, score_pool
 from ._registry import (
     DECORATORS,
     STRATEGIES,
@@ -80,4 +81,6 @@ __all__ = [
     # the registry
     "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister",
     "display_name",
+    # built on the bases: a measure's scores of a pool, a strategy for the installed modAL
+    "score_pool", "to_modal",
 ]

@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from .._validation import check_n_instances, check_pool, pool_kwargs
 from ._diversity import model_with
 from ._scoring import DEFAULT_CHUNK_SIZE
-from ._strategy import Acquisition, Strategy, check_options
+from .base import Acquisition, Strategy, check_options
 
 __all__ = ['badge_select', 'gradient_embedding', 'BADGE']
 

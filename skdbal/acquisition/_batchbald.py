@@ -54,7 +54,7 @@ from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._pointwise import BALD
 from ._scoring import DegenerateScoreWarning
-from ._strategy import Acquisition, Strategy, check_options
+from .base import Acquisition, Strategy, check_options
 
 __all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
 

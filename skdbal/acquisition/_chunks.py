@@ -26,8 +26,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, 
 import numpy as np
 
 from .._validation import check_n_instances, check_pool, check_positive_int, is_frame, pool_kwargs, take_rows
-from ._messages import warn_fill
-from ._strategy import POOL_BACKENDS, Acquisition, as_strategy, check_options
+from ._messages import chunk_refusal, warn_fill
+from ._selection import POOL_BACKENDS, Acquisition, check_options
 
 __all__ = ["PoolChunk", "ChunkScores", "ChunkPlan", "PointwisePlan", "ChunkedPool", "acquire_in_chunks",
            "register_pool_backend"]
@@ -521,7 +521,8 @@ class ChunkedPool:
         if options.pop("random_tie_break", False):
             raise ValueError("random_tie_break draws a permutation of the whole pool on one machine; on a pool "
                              "read in chunks (a distributed pool) ties go to the lower index")
-        strategy = as_strategy(strategy)
+        if not hasattr(strategy, "plan_chunks"):   # a plain callable (a CallableStrategy's) says nothing of chunks
+            raise TypeError(chunk_refusal(strategy))
         check_options(strategy, dict(options, **{name: None for name in self.aligned}))
         options.pop("n_jobs", None)
         if n_candidates is not None:

@@ -5,7 +5,7 @@ import numpy as np
 
 from ._diversity import model_with
 from ._scoring import DEFAULT_CHUNK_SIZE
-from ._strategy import Strategy
+from .base import Strategy
 
 __all__ = ["DDU"]
 

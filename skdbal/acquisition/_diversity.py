@@ -36,7 +36,7 @@ from .._validation import check_n_instances, check_pool, check_positive_int, tak
 from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
-from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from .base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
            "diversity_penalty"]

@@ -55,7 +55,8 @@ from sklearn.utils import check_random_state
 from .._validation import check_pool, check_positive_int, concat_rows, is_frame, take_rows
 from ..predictive import Predictive, as_predictive
 from ..uncertainty import check_samples
-from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, SamplesStrategy, map_chunks
+from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
+from .base import SamplesStrategy
 
 __all__ = ['epig_from_probs', 'EPIG']
 

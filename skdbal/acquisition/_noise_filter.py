@@ -11,10 +11,11 @@ from .._validation import check_n_instances, check_pool, label_columns, pool_kwa
 from ..predictive import as_predictive
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
 from ._messages import chunk_refusal
-from ._scoring import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
-from ._strategy import (
+from ._scoring import DEFAULT_CHUNK_SIZE, map_chunks
+from .base import (
     Acquisition,
     PoolScores,
+    SamplesStrategy,
     Strategy,
     StrategyDecorator,
     acquire_among,

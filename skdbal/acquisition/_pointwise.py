@@ -1,15 +1,19 @@
-"""Pointwise strategies: a score per pool point from predictive samples, then top-k."""
+"""Pointwise strategies: a score per pool point from predictive samples, then top-k; and
+:func:`score_pool`, a measure's scores of a pool."""
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import uncertainty
+from .._validation import check_pool
 from ._chunks import ChunkPlan, _ranked
-from ._scoring import SamplesStrategy
-from ._strategy import Acquisition, Strategy
+from ._scoring import DEFAULT_CHUNK_SIZE
+from .base import Acquisition, MeasureStrategy, SamplesStrategy, Strategy
 
-__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling"]
+__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "score_pool"]
 
 
 class BALD(SamplesStrategy):
@@ -241,3 +245,58 @@ class _RandomPlan(ChunkPlan):
         return Acquisition(pool.positions_to_indices(best_i).astype(np.intp), best_s, {})
 
 
+def score_pool(
+    estimator,
+    X_pool,
+    score_fn: Callable[[np.ndarray], np.ndarray],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    needs_mc: bool = True,
+    deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    n_jobs: Optional[int] = None,
+    n_samples: Optional[int] = None,
+) -> np.ndarray:
+    """Score every row of ``X_pool`` with ``score_fn`` over predictive samples.
+
+    The functional form of :class:`MeasureStrategy` ``.acquisition_scores``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model, read through :func:`skdbal.predictive.as_predictive`.
+    X_pool : array-like of shape (N, ...)
+    score_fn : callable
+        Maps samples ``(T, n, C)`` to scores ``(n,)``, e.g.
+        :func:`skdbal.uncertainty.mutual_information`.
+    chunk_size : int, default=2048
+        Rows scored at a time; bounds memory to ``T · chunk_size · C`` floats.
+    needs_mc : bool, default=True
+        Warn with :class:`DegenerateScoreWarning` when the estimator gives a
+        single deterministic pass, for which the score is constant.
+    deterministic_fn : callable, optional
+        Score used instead of ``score_fn`` for a single deterministic pass
+        (a plain classifier, or ``mc_dropout=False``); no warning then.
+    n_jobs : int, optional
+        Score chunks in parallel with joblib; see :func:`map_chunks`.
+    n_samples : int, optional
+        Number of passes ``T``, overriding the estimator's ``n_samples``.
+
+    Returns
+    -------
+    scores : ndarray of shape (N,), float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import score_pool
+    >>> from skdbal.uncertainty import predictive_entropy
+    >>> X = np.array([[0.0], [1.5], [3.0]])
+    >>> clf = LogisticRegression().fit(X, [0, 1, 1])
+    >>> score_pool(clf, X, predictive_entropy, needs_mc=False).shape
+    (3,)
+    """
+    X_pool = check_pool(X_pool)
+    strategy = MeasureStrategy(score_fn, deterministic_measure=deterministic_fn, needs_stochastic=needs_mc,
+                               chunk_size=chunk_size, n_jobs=n_jobs, n_samples=n_samples)
+    return strategy.acquisition_scores(estimator, X_pool)

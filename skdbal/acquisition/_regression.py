@@ -45,7 +45,7 @@ import numpy as np
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
-from ._strategy import Strategy
+from .base import Strategy
 
 __all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength']
 

@@ -27,8 +27,7 @@ from sklearn.utils import check_random_state
 from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan, _ranked
 from ._messages import chunk_refusal, strategy_names
-from ._scoring import SamplesStrategy
-from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
 

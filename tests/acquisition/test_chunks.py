@@ -23,6 +23,7 @@ from skdbal.acquisition import (
     predictive_variance,
     random,
     stochastic_batch,
+    to_modal,
     variation_ratios,
 )
 from skdbal.acquisition._chunks import _ArrayChunks
@@ -36,7 +37,6 @@ from skdbal.acquisition.base import (
     StrategyDecorator,
     acquire_among,
     acquire_in_chunks,
-    to_modal,
 )
 from skdbal.uncertainty import expected_entropy
 
@@ -283,7 +283,7 @@ def test_a_plan_of_your_own(pool):
 
 
 def test_register_pool_backend_refuses_bad_input_and_leaves_the_registry_as_it_was():
-    from skdbal.acquisition._strategy import POOL_BACKENDS
+    from skdbal.acquisition._selection import POOL_BACKENDS
     from skdbal.acquisition.base import Acquisition, pool_backend, register_pool_backend
 
     before = dict(POOL_BACKENDS)

@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 import skdbal.dask  # noqa: E402,F401  (registers the cluster's driver)
 from skdbal import ActiveLearner  # noqa: E402
 from skdbal.acquisition import bald, max_entropy, noise_filter, stochastic_batch  # noqa: E402
-from skdbal.acquisition._strategy import POOL_BACKENDS  # noqa: E402
+from skdbal.acquisition._selection import POOL_BACKENDS  # noqa: E402
 from skdbal.acquisition.base import acquire_among  # noqa: E402
 from skdbal.labelling import LabellingSession  # noqa: E402
 from skdbal.loop import ActiveLearningLoop  # noqa: E402
