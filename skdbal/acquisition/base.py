@@ -394,7 +394,7 @@ class StrategyDecorator(Strategy):
 
     def pool_scores(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
         """The wrapped strategy's pool scores, for a decorator that keeps its
-        selection (this base, :func:`to_modal`'s); None for one that
+        selection (this base, :func:`~skdbal.acquisition.to_modal`'s); None for one that
         overrides :meth:`acquire` without overriding this method."""
         if type(self).acquire is not StrategyDecorator.acquire:
             return None
@@ -402,7 +402,7 @@ class StrategyDecorator(Strategy):
 
     def plan_chunks(self, estimator, n_instances: int, pool, **kwargs):
         """The wrapped strategy's plan, for a decorator that keeps its selection
-        (this base, :func:`to_modal`'s); refused for one that overrides
+        (this base, :func:`~skdbal.acquisition.to_modal`'s); refused for one that overrides
         :meth:`acquire` without overriding this method."""
         if type(self).acquire is not StrategyDecorator.acquire:
             raise TypeError(chunk_refusal(self))
