@@ -4,7 +4,7 @@ Draws ``T`` consistent MC-dropout samples of an MNIST pool once (the Gal CNN
 trained on a few hundred labels), saves them, then runs each method in a
 fresh process on those samples and prints its time, peak RSS and picks:
 
-- ``skdbal``: :func:`skdbal.acquisition.kernels.batch_bald_select` with ``M`` joint
+- ``skdbal``: :func:`skdbal.acquisition.functional.batch_bald_select` with ``M`` joint
   samples (exact for the first picks), lazy greedy (the default) and with
   every candidate evaluated at every step (``lazy=False``);
 - ``baal``: ``baal.active.heuristics.BatchBALD(num_samples=b - 1, num_draw=D)``
@@ -53,7 +53,7 @@ def _worker(args):
 
     P = np.load(args.samples, mmap_mode=None)  # (T, N, C), float32
     if args.worker.startswith("skdbal"):
-        from skdbal.acquisition.kernels import batch_bald_select
+        from skdbal.acquisition.functional import batch_bald_select
     else:
         from baal.active.heuristics import BatchBALD
     loaded_mb = _peak_rss_mb()

@@ -102,7 +102,7 @@ ax.legend(fontsize=8, ncol=3, loc="lower left")
 shown = {"predictive variance": predictive_variance, "EGL": egl,
          "epistemic variance": PredictiveVariance(part="epistemic")}
 for k, ((name, strategy), colour) in enumerate(zip(shown.items(), ("C1", "C2", "C3"))):
-    s = strategy.score(reg, grid)
+    s = strategy.acquisition_scores(reg, grid)
     ax_s.plot(grid[:, 0], s / s.max(), color=colour, label=f"{name} (scaled to max 1)")
     picks, _ = strategy(reg, X_pool, n_instances=10)
     ax_s.plot(X_pool[picks, 0], np.full(10, -0.07 * (k + 1)), "|", color=colour, ms=8)

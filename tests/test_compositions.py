@@ -219,12 +219,12 @@ def test_predictive_variance_honours_n_jobs(monkeypatch):
     rng = np.random.RandomState(0)
     X = rng.normal(size=(50, 3))
     blr = BayesianLinearRegression().fit(X[:10], X[:10] @ [1.0, -1.0, 0.5])
-    serial = predictive_variance.score(blr, X, chunk_size=10)
+    serial = predictive_variance.acquisition_scores(blr, X, chunk_size=10)
     calls = []
     real = _regression.map_chunks
     monkeypatch.setattr(_regression, "map_chunks", lambda *a, **k: calls.append(k["n_jobs"]) or real(*a, **k))
-    np.testing.assert_allclose(predictive_variance.score(blr, X, chunk_size=10, n_jobs=2), serial)
-    np.testing.assert_allclose(PredictiveVariance(n_jobs=2, chunk_size=10).score(blr, X), serial)
+    np.testing.assert_allclose(predictive_variance.acquisition_scores(blr, X, chunk_size=10, n_jobs=2), serial)
+    np.testing.assert_allclose(PredictiveVariance(n_jobs=2, chunk_size=10).acquisition_scores(blr, X), serial)
     assert calls == [2, 2]
     idx, _ = predictive_variance(blr, X, 3, n_jobs=2)
     np.testing.assert_array_equal(idx, np.argsort(-serial, kind="stable")[:3])
@@ -350,8 +350,8 @@ def test_ensemble_seeds_the_random_state_of_every_part(tabular):
 
 def test_noise_filter_keeps_a_subclasss_own_score():
     class FavourFirstFeature(BALD):  # BALD divided by a cost: the points with x0 > 0 cost 100 times more
-        def score(self, estimator, X_pool, **kwargs):
-            return super().score(estimator, X_pool, **kwargs) / np.where(X_pool[:, 0] > 0, 100.0, 1.0)
+        def acquisition_scores(self, estimator, X_pool, **kwargs):
+            return super().acquisition_scores(estimator, X_pool, **kwargs) / np.where(X_pool[:, 0] > 0, 100.0, 1.0)
 
     rng = np.random.RandomState(0)
     X = rng.normal(size=(40, 2))
@@ -496,7 +496,8 @@ def test_heteroscedastic_head_refuses_a_criterion_that_is_not_a_likelihood(tabul
 
 
 def test_to_modal_keeps_the_pool_scores_for_the_decorators():
-    from skdbal.acquisition.base import pool_scores_of, to_modal
+    from skdbal.acquisition import to_modal
+    from skdbal.acquisition.base import pool_scores_of
 
     rng = np.random.RandomState(1)
     X = rng.normal(size=(30, 3))

@@ -9,7 +9,7 @@ from sklearn.linear_model import SGDClassifier
 
 from skdbal import ActiveLearner, DeepEnsembleClassifier
 from skdbal.acquisition import bald, batch_bald, diversity_penalty, noise_filter
-from skdbal.acquisition.kernels import batch_bald_select
+from skdbal.acquisition.functional import batch_bald_select
 from skdbal.uncertainty import mutual_information
 
 

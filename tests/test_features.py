@@ -8,8 +8,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 from skdbal import ActiveLearner, BayesianLinearRegression, NetFeatures
-from skdbal.acquisition import predictive_variance
-from skdbal.acquisition.base import to_modal
+from skdbal.acquisition import predictive_variance, to_modal
 
 
 def one_hot(y):

@@ -163,7 +163,7 @@ def test_egl_strategy_matches_the_closed_form():
     rng = np.random.RandomState(0)
     X = rng.uniform(-1, 1, size=(25, 2)).astype(np.float32)
     reg = MCDropoutRegressor(max_epochs=20, n_samples=8, random_state=0).fit(X[:10], X[:10, 0] ** 2)
-    scores = egl.score(reg, X)
+    scores = egl.acquisition_scores(reg, X)
     gram, ref = reg.output_gradient_gram(X, return_output=True)
     means = reg.predict_samples(X).astype(np.float64)
     ref = ref[:, 0]
@@ -182,7 +182,7 @@ def test_strategies_through_a_learner_and_a_pipeline():
     learner = ActiveLearner(pipe, query_strategy=egl, X_training=X[:8], y_training=y[:8])
     idx, _ = learner.query(X[8:], n_instances=3)
     assert len(set(idx.tolist())) == 3
-    direct = egl.score(learner.estimator_, X[8:])
+    direct = egl.acquisition_scores(learner.estimator_, X[8:])
     np.testing.assert_array_equal(idx, np.argsort(-direct, kind="stable")[:3])
     learner.teach(X[8:][idx], y[8:][idx])
     assert len(learner.y_training_) == 11
@@ -241,13 +241,16 @@ def test_predictive_variance_parts():
     reg = fixed(module__p=0.5, mc_dropout=True, n_samples=50, heteroscedastic=True).fit(X2, Y2)
     means, var = reg.predict_samples(X2, return_var=True)   # the same passes: row-seeded, fixed random_state
     means, var = means.astype(np.float64), var.astype(np.float64)
-    np.testing.assert_allclose(PredictiveVariance(part="epistemic").score(reg, X2), means.var(axis=0), rtol=1e-5)
-    np.testing.assert_allclose(PredictiveVariance(part="aleatoric").score(reg, X2), var.mean(axis=0), rtol=1e-5)
-    np.testing.assert_allclose(PredictiveVariance().score(reg, X2), means.var(axis=0) + var.mean(axis=0), rtol=1e-5)
+    def scores(**params):
+        return PredictiveVariance(**params).acquisition_scores(reg, X2)
+
+    np.testing.assert_allclose(scores(part="epistemic"), means.var(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(scores(part="aleatoric"), var.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(scores(), means.var(axis=0) + var.mean(axis=0), rtol=1e-5)
     with pytest.raises(ValueError, match="part must be"):
-        PredictiveVariance(part="both").score(reg, X2)
+        PredictiveVariance(part="both").acquisition_scores(reg, X2)
     from skdbal import BayesianLinearRegression
 
     blr = BayesianLinearRegression().fit(X2, Y2)
     with pytest.raises(TypeError, match="needs predict_samples"):
-        PredictiveVariance(part="epistemic").score(blr, X2)
+        PredictiveVariance(part="epistemic").acquisition_scores(blr, X2)

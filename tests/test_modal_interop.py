@@ -8,8 +8,7 @@ from modAL.uncertainty import classifier_entropy, classifier_uncertainty, entrop
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
-from skdbal.acquisition import bald, variation_ratios
-from skdbal.acquisition.base import to_modal
+from skdbal.acquisition import bald, to_modal, variation_ratios
 
 MODAL_VERSION = version("modAL-python")
 

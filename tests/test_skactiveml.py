@@ -119,7 +119,7 @@ def test_their_bald_reads_our_samples(fitted_net, digits):
                                   return_utilities=True)
         return np.asarray(idx) - 300, utilities[0]
 
-    ours = bald.score(fitted_net, pool)
+    ours = bald.acquisition_scores(fitted_net, pool)
     top = bald(fitted_net, pool, 10)[0]
     idx, utilities = greedy_bald(as_skactiveml_classifier(fitted_net, consistent=False))
     np.testing.assert_allclose(utilities[300:], ours, rtol=1e-5, atol=1e-6)
@@ -147,7 +147,7 @@ def test_their_bald_reads_our_ensemble(digits):
     qs = GreedyBALD(sample_predictions_method_name="predict_proba_samples", eps=TINY, random_state=0)
     idx, utilities = qs.query(X2[:500], y_partial, ensemble=SkdbalClassifier(ens), fit_ensemble=False,
                               batch_size=4, return_utilities=True)
-    np.testing.assert_allclose(utilities[0, 200:], bald.score(ens, X2[200:500]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(utilities[0, 200:], bald.acquisition_scores(ens, X2[200:500]), rtol=1e-5, atol=1e-6)
     assert (np.asarray(idx) - 200).tolist() == bald(ens, X2[200:500], 4)[0].tolist()
 
 

@@ -29,40 +29,45 @@ Examples
 >>> max_entropy
 MaxEntropy()
 
-The bases for writing your own strategy are in :mod:`skdbal.acquisition.base`,
-and the strategies' numeric kernels, as plain functions over arrays, in
-:mod:`skdbal.acquisition.kernels`.
-"""
-import importlib
-import warnings
+A strategy class declares its own name (``name = "bald"``); :func:`register`
+files it, and every place that reads names (:func:`get_strategy`, the
+experiment runner, the command line, the labelling page) then knows it.
 
+The bases for writing your own strategy are in :mod:`skdbal.acquisition.base`,
+and the strategies' numeric routines, as plain functions over arrays, in
+:mod:`skdbal.acquisition.functional`.
+"""
 from ._badge import BADGE
 from ._batchbald import BatchBALD
 from ._ddu import DDU
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._epig import EPIG
-from ._noise import NoiseFilter, noise_filter
-from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
+from ._modal import to_modal
+from ._noise_filter import NoiseFilter, noise_filter
+from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios, score_pool
 from ._registry import (
     DECORATORS,
     STRATEGIES,
-    badge,
-    bald,
-    batch_bald,
     canonical_name,
-    ddu,
-    egl,
-    epig,
+    display_name,
     get_strategy,
-    max_entropy,
-    mean_std,
     parse_strategy_name,
-    predictive_variance,
-    random,
-    variation_ratios,
+    register,
+    unregister,
 )
 from ._regression import ExpectedGradientLength, PredictiveVariance
 from ._stochastic import StochasticBatch, stochastic_batch
+
+# The package's strategies and decorators, in the order the command line lists them. Adding one: its module,
+# and its class here.
+for _cls in (BALD, MaxEntropy, VariationRatios, MeanStd, RandomSampling, PredictiveVariance, ExpectedGradientLength,
+             BatchBALD, BADGE, DDU, EPIG, NoiseFilter, DiversityPenalty, StochasticBatch):
+    register(_cls)
+del _cls
+
+# The shared instances, under their registered names (STRATEGIES[name]), called like modAL's functions.
+(bald, max_entropy, variation_ratios, mean_std, random, predictive_variance, egl, batch_bald, badge, ddu,
+ epig) = STRATEGIES.values()
 
 __all__ = [
     # strategies, as instances (modAL-style callables), named as in the registry
@@ -74,25 +79,8 @@ __all__ = [
     # decorators
     "noise_filter", "NoiseFilter", "diversity_penalty", "DiversityPenalty", "stochastic_batch", "StochasticBatch",
     # the registry
-    "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name",
+    "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister",
+    "display_name",
+    # built on the bases: a measure's scores of a pool, a strategy for the installed modAL
+    "score_pool", "to_modal",
 ]
-
-
-#: Names that moved: old name -> (module, new name). Kept working with a DeprecationWarning.
-_MOVED_NAMES = {
-    "random_sampling": ("skdbal.acquisition", "random"),
-    "expected_gradient_length": ("skdbal.acquisition", "egl"),
-    **{name: ("skdbal.acquisition.base", name)
-       for name in ("Strategy", "StrategyDecorator", "SamplesStrategy", "MeasureStrategy", "CallableStrategy",
-                    "Acquisition", "PoolScores", "as_strategy", "acquire_among", "pool_scores_of", "select_top",
-                    "score_pool", "map_chunks", "to_modal", "DegenerateScoreWarning", "DEFAULT_CHUNK_SIZE")},
-}
-
-
-def __getattr__(name):
-    if name not in _MOVED_NAMES:
-        raise AttributeError(f"module 'skdbal.acquisition' has no attribute {name!r}")
-    module, new = _MOVED_NAMES[name]
-    warnings.warn(f"skdbal.acquisition.{name} has moved to {module}.{new}; the old name will be removed",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(module), new)

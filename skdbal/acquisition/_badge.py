@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from .._validation import check_n_instances, check_pool, pool_kwargs
 from ._diversity import model_with
 from ._scoring import DEFAULT_CHUNK_SIZE
-from ._strategy import Acquisition, Strategy, check_options
+from .base import Acquisition, Strategy, check_options
 
 __all__ = ['badge_select', 'gradient_embedding', 'BADGE']
 
@@ -50,7 +50,7 @@ def gradient_embedding(features, proba, *, bias: bool = True) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import gradient_embedding
+    >>> from skdbal.acquisition.functional import gradient_embedding
     >>> h = np.array([[2.0, -1.0]])
     >>> p = np.array([[0.75, 0.25]])                # ŷ = 0: p - e_ŷ = (-0.25, 0.25)
     >>> gradient_embedding(h, p).tolist()
@@ -93,7 +93,7 @@ def badge_select(embedding, n_instances: int, *, random_state=None) -> np.ndarra
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import badge_select
+    >>> from skdbal.acquisition.functional import badge_select
     >>> G = np.array([[0.0, 0.0], [0.0, 0.01], [5.0, 0.0], [0.0, 5.0]])
     >>> picks = sorted(badge_select(G, 3, random_state=0).tolist())
     >>> picks[0] in (0, 1), picks[1:]           # one of the near pair, and the two far points
@@ -157,9 +157,9 @@ class BADGE(Strategy):
 
     Each pool point is embedded as the gradient of the cross-entropy with
     respect to the last layer, at the label the network predicts
-    (:func:`skdbal.acquisition.kernels.gradient_embedding`: ``(p - e_ŷ) ⊗ [h, 1]`` from one
+    (:func:`skdbal.acquisition.functional.gradient_embedding`: ``(p - e_ŷ) ⊗ [h, 1]`` from one
     deterministic pass, dropout off); the batch is chosen by k-means++
-    seeding over the embeddings (:func:`skdbal.acquisition.kernels.badge_select`, with
+    seeding over the embeddings (:func:`skdbal.acquisition.functional.badge_select`, with
     scikit-learn's :func:`~sklearn.cluster.kmeans_plusplus`). Large
     gradients are uncertain points, far-apart ones are diverse: both are
     favoured, in one forward pass and no sampling.
@@ -200,6 +200,9 @@ class BADGE(Strategy):
     >>> np.array_equal(idx, badge(net, X[100:400], n_instances=5, random_state=0)[0])     # seeded
     True
     """
+
+    name = "badge"
+    display_name = "BADGE"
 
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size

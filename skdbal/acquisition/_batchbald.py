@@ -30,7 +30,7 @@ holds ``(chunk_size, M, C)`` at most, never ``(N, M, C)``.
 Examples
 --------
 >>> import numpy as np
->>> from skdbal.acquisition.kernels import batch_bald_select
+>>> from skdbal.acquisition.functional import batch_bald_select
 >>> yes, no = [1.0, 0.0], [0.0, 1.0]
 >>> P = np.array([[yes, yes, yes], [yes, yes, no],        # (T=4, N=3, C=2): four passes,
 ...               [no, no, yes], [no, no, no]])           # point 1 a copy of point 0
@@ -54,7 +54,7 @@ from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._pointwise import BALD
 from ._scoring import DegenerateScoreWarning
-from ._strategy import Acquisition, Strategy, check_options
+from .base import Acquisition, Strategy, check_options
 
 __all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
 
@@ -76,7 +76,7 @@ def conditional_entropy(P) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import conditional_entropy
+    >>> from skdbal.acquisition.functional import conditional_entropy
     >>> P = np.array([[[0.5, 0.5]], [[1.0, 0.0]]])    # log 2 in one pass, 0 in the other
     >>> conditional_entropy(P).round(4).tolist()
     [0.3466]
@@ -107,7 +107,7 @@ def joint_entropy_exact(P, indices) -> float:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import joint_entropy_exact
+    >>> from skdbal.acquisition.functional import joint_entropy_exact
     >>> P = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])
     >>> round(joint_entropy_exact(P, [0, 1]), 4)    # the two labels are equal: one coin, log 2
     0.6931
@@ -195,7 +195,7 @@ def batch_bald_select(
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import batch_bald_select
+    >>> from skdbal.acquisition.functional import batch_bald_select
     >>> from skdbal.uncertainty import mutual_information
     >>> rng = np.random.RandomState(0)
     >>> P = rng.dirichlet(np.ones(3), size=(8, 20))           # (T=8, N=20, C=3)
@@ -321,7 +321,7 @@ class BatchBALD(Strategy):
     Where top-k BALD adds up the points' information one by one, and so
     picks near-duplicates, BatchBALD scores the information of the batch as
     a whole, ``I(y_1, ..., y_b; w)``, so a point that repeats what the batch
-    already says adds little (:func:`skdbal.acquisition.kernels.batch_bald_select`).
+    already says adds little (:func:`skdbal.acquisition.functional.batch_bald_select`).
 
     It needs *consistent* samples: pass ``t`` must be one function for every
     pool point. It asks the model for them through the predictive interface
@@ -378,6 +378,9 @@ class BatchBALD(Strategy):
     >>> idx.tolist(), gains.round(4).tolist()
     ([0, 2], [0.6931, 0.6931])
     """
+
+    name = "batch_bald"
+    display_name = "BatchBALD"
 
     def __init__(self, *, n_joint_samples: int = 1000, n_samples: Optional[int] = None, chunk_size: int = 512):
         self.n_joint_samples = n_joint_samples

@@ -26,8 +26,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, 
 import numpy as np
 
 from .._validation import check_n_instances, check_pool, check_positive_int, is_frame, pool_kwargs, take_rows
-from ._messages import warn_fill
-from ._strategy import Acquisition, as_strategy, check_options
+from ._messages import chunk_refusal, warn_fill
+from ._selection import Acquisition, check_options
 
 __all__ = ["PoolChunk", "ChunkScores", "ChunkPlan", "PointwisePlan", "ChunkedPool", "acquire_in_chunks"]
 
@@ -200,7 +200,7 @@ class ChunkPlan:
     ...         kept = np.sort(np.concatenate([rows for _, rows in pool.round(None)]))[:self.n]
     ...         return Acquisition(kept, np.zeros(len(kept)))
     >>> class FirstRows(Strategy):
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return -np.arange(len(X_pool), dtype=float)
     ...     def plan_chunks(self, estimator, n_instances, pool, **options):
     ...         return FirstRowsPlan(n_instances)
@@ -233,7 +233,7 @@ class PointwisePlan(ChunkPlan):
     The plan of every strategy that scores rows one by one
     (:class:`~skdbal.acquisition.base.SamplesStrategy`: BALD, max entropy,
     ..., EPIG, a strategy of your own) and of a noise filter around one.
-    :meth:`score_chunk` calls ``strategy.score(estimator, chunk.X,
+    :meth:`score_chunk` calls ``strategy.acquisition_scores(estimator, chunk.X,
     **options)``, valid for a score in which each row's value depends on
     that row alone; a subclass overrides it. Ties go to the lower pool
     index. Rows made ineligible by :meth:`score_chunk` (a filter) are
@@ -245,11 +245,11 @@ class PointwisePlan(ChunkPlan):
     n_instances : int
         The batch size ``k``.
     strategy : Strategy, optional
-        Whose ``score`` the default :meth:`score_chunk` calls.
+        Whose ``acquisition_scores`` the default :meth:`score_chunk` calls.
     estimator : estimator, optional
         The fitted model, sent to every worker with the plan.
     options : dict, optional
-        Keywords of ``strategy.score``.
+        Keywords of ``strategy.acquisition_scores``.
 
     Attributes
     ----------
@@ -264,7 +264,7 @@ class PointwisePlan(ChunkPlan):
     >>> import numpy as np
     >>> from skdbal.acquisition.base import PointwisePlan, Strategy, acquire_in_chunks
     >>> class FirstFeature(Strategy):
-    ...     def score(self, estimator, X_pool, **kwargs):
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return np.asarray(X_pool)[:, 0]
     ...     def plan_chunks(self, estimator, n_instances, pool, **options):
     ...         return PointwisePlan(n_instances, self, estimator)
@@ -287,7 +287,7 @@ class PointwisePlan(ChunkPlan):
         self.info: dict = {}
 
     def score_chunk(self, chunk: PoolChunk) -> ChunkScores:
-        scores = self.strategy.score(self.estimator, chunk.X, **self.options)
+        scores = self.strategy.acquisition_scores(self.estimator, chunk.X, **self.options)
         return ChunkScores(np.asarray(scores, dtype=np.float64).reshape(-1))
 
     def request(self, n, above=None, n_ineligible=None, above_ineligible=None, n_fill=0) -> dict:
@@ -520,7 +520,8 @@ class ChunkedPool:
         if options.pop("random_tie_break", False):
             raise ValueError("random_tie_break draws a permutation of the whole pool on one machine; on a pool "
                              "read in chunks (a distributed pool) ties go to the lower index")
-        strategy = as_strategy(strategy)
+        if not hasattr(strategy, "plan_chunks"):   # a plain callable (a CallableStrategy's) says nothing of chunks
+            raise TypeError(chunk_refusal(strategy))
         check_options(strategy, dict(options, **{name: None for name in self.aligned}))
         options.pop("n_jobs", None)
         if n_candidates is not None:
@@ -661,3 +662,4 @@ def acquire_in_chunks(strategy, estimator, X_pool, n_instances: int = 1, *, chun
     pool = _ArrayChunks(X_pool, chunk_rows, exclude=exclude, aligned=aligned)
     return pool.acquire(strategy, estimator, n_instances, n_candidates=n_candidates, random_state=random_state,
                         **kwargs)
+

@@ -5,7 +5,7 @@ import numpy as np
 
 from ._diversity import model_with
 from ._scoring import DEFAULT_CHUNK_SIZE
-from ._strategy import Strategy
+from .base import Strategy
 
 __all__ = ["DDU"]
 
@@ -48,10 +48,13 @@ class DDU(Strategy):
     [1]
     """
 
+    name = "ddu"
+    display_name = "DDU"
+
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size
 
-    def score(self, estimator, X_pool, **kwargs) -> np.ndarray:
+    def acquisition_scores(self, estimator, X_pool, **kwargs) -> np.ndarray:
         predictive, model = model_with(estimator, "log_density")
         if not hasattr(model, "log_density"):
             raise TypeError(f"the ddu strategy reads a feature density, and {type(model).__name__} has no "

@@ -18,7 +18,7 @@ points similar to those picked (uniform batches).
 Examples
 --------
 >>> import numpy as np
->>> from skdbal.acquisition.kernels import greedy_cosine_batch
+>>> from skdbal.acquisition.functional import greedy_cosine_batch
 >>> scores = np.array([1.0, 0.95, 0.5])
 >>> X = np.array([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0]])   # point 1 is a copy of point 0
 >>> greedy_cosine_batch(scores, X, 2, weight=0.0)[0].tolist()   # top-k
@@ -36,7 +36,7 @@ from .._validation import check_n_instances, check_pool, check_positive_int, tak
 from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
-from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from .base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
            "diversity_penalty"]
@@ -60,7 +60,7 @@ def normalize_scores(scores, reference=None) -> np.ndarray:
 
     Examples
     --------
-    >>> from skdbal.acquisition.kernels import normalize_scores
+    >>> from skdbal.acquisition.functional import normalize_scores
     >>> normalize_scores([0.0, 2.0, 1.0]).tolist()
     [0.0, 1.0, 0.5]
     >>> normalize_scores([3.0, 3.0]).tolist()
@@ -83,7 +83,7 @@ def unit_rows(features) -> np.ndarray:
 
     Examples
     --------
-    >>> from skdbal.acquisition.kernels import unit_rows
+    >>> from skdbal.acquisition.functional import unit_rows
     >>> unit_rows([[3.0, 4.0], [0.0, 0.0]]).tolist()
     [[0.6, 0.8], [0.0, 0.0]]
     """
@@ -103,7 +103,7 @@ def candidate_bound(normalized, n_instances: int, weight: float) -> float:
 
     Examples
     --------
-    >>> from skdbal.acquisition.kernels import candidate_bound
+    >>> from skdbal.acquisition.functional import candidate_bound
     >>> round(candidate_bound([1.0, 0.9, 0.8, 0.1], 2, 0.05), 6)    # 0.9 - 2·0.05
     0.8
     """
@@ -139,7 +139,7 @@ def greedy_cosine_batch(scores, features, n_instances: int, weight: float = 0.1,
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import greedy_cosine_batch
+    >>> from skdbal.acquisition.functional import greedy_cosine_batch
     >>> X = np.array([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0]])
     >>> picks, values = greedy_cosine_batch([1.0, 0.95, 0.5], X, 2, weight=-0.5)   # prefers the copy
     >>> picks.tolist(), values.round(3).tolist()
@@ -202,14 +202,14 @@ class DiversityPenalty(StrategyDecorator):
     maximises its normalised score minus ``weight`` times its largest cosine
     similarity to the points picked so far in this batch (Anonymous, n.d.,
     §5.2). Scores are normalised to [0, 1] by the range over the pool's
-    eligible points (:func:`skdbal.acquisition.kernels.normalize_scores`), so
+    eligible points (:func:`skdbal.acquisition.functional.normalize_scores`), so
     ``weight`` means the same for every strategy: 0.1 trades a tenth of the
     pool's score range for a cosine of 1.
 
     For a strategy with pool scores (:meth:`Strategy.pool_scores`: our
     pointwise strategies, and the noise filter wrapping one) the pool is
     scored once and every point is a candidate, less those that provably
-    cannot enter the batch (:func:`skdbal.acquisition.kernels.candidate_bound`): the
+    cannot enter the batch (:func:`skdbal.acquisition.functional.candidate_bound`): the
     result is the exact greedy batch. A filter inside keeps its untrusted
     points out (its rejects are the untrusted points ranked above the
     batch's lowest-ranked pick). For any other strategy (a modAL function)
@@ -266,6 +266,9 @@ class DiversityPenalty(StrategyDecorator):
     >>> diversity_penalty(max_entropy, weight=1.5)(Fixed(), X, 2)[0].tolist()
     [0, 2]
     """
+
+    name = "diverse"
+    name_params = ("weight", "features")  # the parameters a name gives after the strategy: diverse(bald, ...)
 
     def __init__(self, strategy, weight: float = 0.1, *, features: Union[str, Callable] = "input",
                  n_candidates: Optional[int] = None):

@@ -36,7 +36,7 @@ References
 Examples
 --------
 >>> import numpy as np
->>> from skdbal.acquisition.kernels import epig_from_probs
+>>> from skdbal.acquisition.functional import epig_from_probs
 >>> yes, no = [1.0, 0.0], [0.0, 1.0]
 >>> pool = np.array([[[*yes], [*yes]], [[*no], [*yes]]])   # (T=2, N=2, C=2): point 1 never changes
 >>> target = np.array([[yes], [no]])                      # (T=2, M=1, C=2): the passes disagree
@@ -55,7 +55,8 @@ from sklearn.utils import check_random_state
 from .._validation import check_pool, check_positive_int, concat_rows, is_frame, take_rows
 from ..predictive import Predictive, as_predictive
 from ..uncertainty import check_samples
-from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, SamplesStrategy, map_chunks
+from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
+from .base import SamplesStrategy
 
 __all__ = ['epig_from_probs', 'EPIG']
 
@@ -116,7 +117,7 @@ def epig_from_probs(probs_pool, probs_target, *, chunk_size: Optional[int] = Non
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import epig_from_probs
+    >>> from skdbal.acquisition.functional import epig_from_probs
     >>> from skdbal.uncertainty import mutual_information
     >>> P = np.array([[[0.9, 0.1], [0.6, 0.4]],
     ...               [[0.2, 0.8], [0.5, 0.5]]])               # (T=2, N=2, C=2)
@@ -190,7 +191,7 @@ class EPIG(SamplesStrategy):
     A pool point ``x`` is scored by how much its label ``y`` tells about the
     label ``y*`` of a target input ``x*``, averaged over ``M`` target inputs:
     ``EPIG(x) = E_{x*} I(y; y* | x, x*)``, estimated from ``T`` posterior
-    samples (:func:`skdbal.acquisition.kernels.epig_from_probs`). Where BALD counts any
+    samples (:func:`skdbal.acquisition.functional.epig_from_probs`). Where BALD counts any
     information about the weights, EPIG counts only what bears on the
     predictions at the targets, so it passes over uncertain points that do
     not matter for them (outliers, parts of the pool the targets never visit).
@@ -261,14 +262,17 @@ class EPIG(SamplesStrategy):
     ...         return np.stack([~says_one, says_one], axis=-1).astype(float)
     >>> X_pool = np.array([[-5.0], [0.5], [2.0]])    # an outlier, a point near the targets, a sure one
     >>> X_target = np.array([[0.3], [0.7]])
-    >>> bald.score(ThreeMembers(), X_pool).round(4).tolist()              # the members disagree twice
+    >>> bald.acquisition_scores(ThreeMembers(), X_pool).round(4).tolist()              # the members disagree twice
     [0.6365, 0.6365, 0.0]
-    >>> epig.score(ThreeMembers(), X_pool, X_target=X_target).round(4).tolist()   # one matters
+    >>> epig.acquisition_scores(ThreeMembers(), X_pool, X_target=X_target).round(4).tolist()   # one matters
     [0.1744, 0.6365, 0.0]
     >>> idx, scores = EPIG(target=X_target)(ThreeMembers(), X_pool, n_instances=1)
     >>> idx.tolist()
     [1]
     """
+
+    name = "epig"
+    display_name = "EPIG"
 
     needs_stochastic = True
 
@@ -326,7 +330,7 @@ class EPIG(SamplesStrategy):
             options["X_target"] = X_target
         return self._samples_plan(estimator, n_instances, options, measure=False)
 
-    def score(self, estimator, X_pool, *, X_target=None, n_targets: Optional[int] = None,
+    def acquisition_scores(self, estimator, X_pool, *, X_target=None, n_targets: Optional[int] = None,
               chunk_size: Optional[int] = None, n_jobs: Optional[int] = None, n_samples: Optional[int] = None,
               random_state=None, **kwargs) -> np.ndarray:
         """EPIG of every pool row, chunk by chunk.

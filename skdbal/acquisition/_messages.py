@@ -13,12 +13,31 @@ def warn_fill(who: str, n_eligible: int, n_pool: int, n_filled: int, threshold=N
                   f"filled with the {n_filled} {fill_words}", UserWarning, stacklevel=stacklevel + 1)
 
 
+def strategy_names(which) -> str:
+    """The display names of the registered strategies whose class ``which`` accepts, joined for a sentence
+    ("BALD, max entropy and EPIG"): refusals list what the registry holds, never a list of their own."""
+    from ._registry import STRATEGIES, display_name
+
+    names = [display_name(s) for s in STRATEGIES.values() if which(type(s))]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def _reduces_over_chunks(cls) -> bool:
+    """Whether a strategy class says how its query reduces over chunks: it overrides the default
+    ``Strategy.plan_chunks``, which refuses (read by name: the bases import this module)."""
+    return cls.plan_chunks.__qualname__ != "Strategy.plan_chunks"
+
+
 def chunk_refusal(strategy, why: str = "") -> str:
     """The message of a strategy refused on a pool read in chunks (a ``TypeError``'s): it names the strategy
-    (a plain callable is a ``CallableStrategy``) and says which strategies a chunked pool takes."""
+    (a plain callable is a ``CallableStrategy``) and says which strategies a chunked pool takes (those of the
+    registry whose class says how its query reduces over chunks, ``plan_chunks``)."""
+    from ._registry import DECORATORS
+
     name = type(strategy).__name__ if hasattr(strategy, "acquire") else "CallableStrategy"
     why = why or f"{name} does not say how its query reduces over a pool read in chunks (plan_chunks)"
-    return (f"{why}. A pool read in chunks (skdbal.dask.query_pool) takes pointwise strategies (BALD, max "
-            f"entropy, variation ratios, mean std, EPIG, a SamplesStrategy of your own), random sampling and "
-            f"BatchBALD, under a noise filter and a diversity penalty, and stochastic batches over a pointwise "
-            f"strategy; not {name}")
+    takes = strategy_names(_reduces_over_chunks)
+    decorators = ", ".join(f"{word}(...)" for word, (cls, _) in DECORATORS.items()
+                           if _reduces_over_chunks(cls))
+    return (f"{why}. A pool read in chunks (skdbal.dask.query_pool) takes {takes} or a SamplesStrategy of your "
+            f"own, alone or under {decorators}; not {name}")

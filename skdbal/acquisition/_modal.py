@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ._strategy import StrategyDecorator
+from .base import StrategyDecorator
 
 __all__ = ["to_modal"]
 
@@ -29,7 +29,7 @@ def to_modal(strategy: Callable, modal_version: Optional[str] = None) -> Callabl
     Examples
     --------
     >>> from skdbal.acquisition import bald
-    >>> from skdbal.acquisition.base import to_modal
+    >>> from skdbal.acquisition import to_modal
     >>> to_modal(bald, "0.4.2.1") is bald
     True
     """

@@ -1,15 +1,19 @@
-"""Pointwise strategies: a score per pool point from predictive samples, then top-k."""
+"""Pointwise strategies: a score per pool point from predictive samples, then top-k; and
+:func:`score_pool`, a measure's scores of a pool."""
 from __future__ import annotations
+
+from typing import Callable, Optional
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from .. import uncertainty
+from .._validation import check_pool
 from ._chunks import ChunkPlan, _ranked
-from ._scoring import SamplesStrategy
-from ._strategy import Acquisition, Strategy
+from ._scoring import DEFAULT_CHUNK_SIZE
+from .base import Acquisition, MeasureStrategy, SamplesStrategy, Strategy
 
-__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling"]
+__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "score_pool"]
 
 
 class BALD(SamplesStrategy):
@@ -55,6 +59,9 @@ class BALD(SamplesStrategy):
     1
     """
 
+    name = "bald"
+    display_name = "BALD"
+
     measure = staticmethod(uncertainty.mutual_information)
 
 
@@ -82,12 +89,15 @@ class MaxEntropy(SamplesStrategy):
     >>> class Fixed:                            # a deterministic classifier (T = 1)
     ...     def predict_proba(self, X):
     ...         return np.array([[0.9, 0.1], [0.5, 0.5], [1.0, 0.0]])
-    >>> MaxEntropy().score(Fixed(), np.zeros((3, 1))).round(4).tolist()   # -Σ p log p; log 2 for [0.5, 0.5]
+    >>> MaxEntropy().acquisition_scores(Fixed(), np.zeros((3, 1))).round(4).tolist()   # -Σ p log p; log 2: [.5, .5]
     [0.3251, 0.6931, 0.0]
     >>> idx, scores = MaxEntropy()(Fixed(), np.zeros((3, 1)), n_instances=2)
     >>> idx.tolist(), scores.round(4).tolist()
     ([1, 0], [0.6931, 0.3251])
     """
+
+    name = "max_entropy"
+    display_name = "max entropy"
 
     measure = staticmethod(uncertainty.predictive_entropy)
     needs_stochastic = False
@@ -121,14 +131,17 @@ class VariationRatios(SamplesStrategy):
     ...     def predict_proba_samples(self, X, n_samples=None):
     ...         a, b = [0.8, 0.2], [0.3, 0.7]           # votes for class 0, class 1
     ...         return np.array([[a, a], [a, a], [a, a], [a, b]])   # (T=4, N=2, C=2)
-    >>> VariationRatios().score(FourPasses(), np.zeros((2, 1))).tolist()   # 1 - 4/4, 1 - 3/4
+    >>> VariationRatios().acquisition_scores(FourPasses(), np.zeros((2, 1))).tolist()   # 1 - 4/4, 1 - 3/4
     [0.0, 0.25]
     >>> class Fixed:                                    # one deterministic pass
     ...     def predict_proba(self, X):
     ...         return np.array([[0.8, 0.2], [0.3, 0.7]])
-    >>> VariationRatios().score(Fixed(), np.zeros((2, 1))).round(4).tolist()   # 1 - max p
+    >>> VariationRatios().acquisition_scores(Fixed(), np.zeros((2, 1))).round(4).tolist()   # 1 - max p
     [0.2, 0.3]
     """
+
+    name = "variation_ratios"
+    display_name = "variation ratio"
 
     measure = staticmethod(uncertainty.variation_ratio)
     deterministic_measure = staticmethod(uncertainty.least_confidence)
@@ -163,9 +176,12 @@ class MeanStd(SamplesStrategy):
     ...         agree = np.array([[0.9, 0.1], [0.9, 0.1]])
     ...         disagree = np.array([[0.9, 0.1], [0.1, 0.9]])   # std 0.4 in each class
     ...         return np.stack([agree, disagree], axis=1)     # (T=2, N=2, C=2)
-    >>> MeanStd().score(TwoPasses(), np.zeros((2, 3))).round(4).tolist()
+    >>> MeanStd().acquisition_scores(TwoPasses(), np.zeros((2, 3))).round(4).tolist()
     [0.0, 0.4]
     """
+
+    name = "mean_std"
+    display_name = "mean std"
 
     measure = staticmethod(uncertainty.mean_standard_deviation)
 
@@ -188,7 +204,10 @@ class RandomSampling(Strategy):
     True
     """
 
-    def score(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
+    name = "random"
+    display_name = "random"
+
+    def acquisition_scores(self, estimator, X_pool, *, random_state=None, **kwargs) -> np.ndarray:
         return check_random_state(random_state).random_sample(len(X_pool))
 
     def select(self, scores, n_instances, *, random_tie_break=False, random_state=None):
@@ -197,7 +216,8 @@ class RandomSampling(Strategy):
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
         """The local query's scores, drawn on the client from the same stream, a block at a time, keeping
         the top ``k``: no chunk is read."""
-        own = type(self).score is RandomSampling.score and type(self).select is RandomSampling.select
+        cls = type(self)
+        own = cls.acquisition_scores is RandomSampling.acquisition_scores and cls.select is RandomSampling.select
         if not own or type(self).acquire is not Strategy.acquire:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         return _RandomPlan(n_instances, random_state)
@@ -225,3 +245,58 @@ class _RandomPlan(ChunkPlan):
         return Acquisition(pool.positions_to_indices(best_i).astype(np.intp), best_s, {})
 
 
+def score_pool(
+    estimator,
+    X_pool,
+    score_fn: Callable[[np.ndarray], np.ndarray],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    needs_mc: bool = True,
+    deterministic_fn: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    n_jobs: Optional[int] = None,
+    n_samples: Optional[int] = None,
+) -> np.ndarray:
+    """Score every row of ``X_pool`` with ``score_fn`` over predictive samples.
+
+    The functional form of :class:`MeasureStrategy` ``.acquisition_scores``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A fitted model, read through :func:`skdbal.predictive.as_predictive`.
+    X_pool : array-like of shape (N, ...)
+    score_fn : callable
+        Maps samples ``(T, n, C)`` to scores ``(n,)``, e.g.
+        :func:`skdbal.uncertainty.mutual_information`.
+    chunk_size : int, default=2048
+        Rows scored at a time; bounds memory to ``T · chunk_size · C`` floats.
+    needs_mc : bool, default=True
+        Warn with :class:`DegenerateScoreWarning` when the estimator gives a
+        single deterministic pass, for which the score is constant.
+    deterministic_fn : callable, optional
+        Score used instead of ``score_fn`` for a single deterministic pass
+        (a plain classifier, or ``mc_dropout=False``); no warning then.
+    n_jobs : int, optional
+        Score chunks in parallel with joblib; see :func:`map_chunks`.
+    n_samples : int, optional
+        Number of passes ``T``, overriding the estimator's ``n_samples``.
+
+    Returns
+    -------
+    scores : ndarray of shape (N,), float64
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import score_pool
+    >>> from skdbal.uncertainty import predictive_entropy
+    >>> X = np.array([[0.0], [1.5], [3.0]])
+    >>> clf = LogisticRegression().fit(X, [0, 1, 1])
+    >>> score_pool(clf, X, predictive_entropy, needs_mc=False).shape
+    (3,)
+    """
+    X_pool = check_pool(X_pool)
+    strategy = MeasureStrategy(score_fn, deterministic_measure=deterministic_fn, needs_stochastic=needs_mc,
+                               chunk_size=chunk_size, n_jobs=n_jobs, n_samples=n_samples)
+    return strategy.acquisition_scores(estimator, X_pool)

@@ -1,51 +1,142 @@
-"""Strategies by name, decorators included: ``"bald"``, ``"filter(bald,dynamic)"``."""
+"""The strategies and decorators by name, and the grammar of names: ``"bald"``, ``"filter(bald,dynamic)"``.
+
+A strategy class declares its own name (``name = "bald"``, and a ``display_name`` people read); one call of
+:func:`register` files it here, after which :func:`get_strategy`, the command line, the experiment runner, the
+labelling page and the refusals that list strategies all know it. A decorator class
+(:class:`~skdbal.acquisition.base.StrategyDecorator`) registers the same way, with the parameters its names take
+(``name_params``).
+"""
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
-from ._badge import BADGE
-from ._batchbald import BatchBALD
-from ._ddu import DDU
-from ._diversity import diversity_penalty
-from ._epig import EPIG
-from ._noise import noise_filter
-from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios
-from ._regression import ExpectedGradientLength, PredictiveVariance
-from ._stochastic import stochastic_batch
-from ._strategy import Strategy
+from sklearn.base import BaseEstimator as Strategy  # the bases import this module's readers: typed by their base
 
-__all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "DECORATORS", "STRATEGIES"]
+__all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister", "display_name",
+           "DECORATORS", "STRATEGIES"]
 
-#: Decorators by name: constructor and the names of its positional parameters.
-DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {
-    "filter": (noise_filter, ("threshold",)),
-    "diverse": (diversity_penalty, ("weight", "features")),
-    "stochastic": (stochastic_batch, ("mode", "beta")),
-}
+#: Strategies by name, as used by the command line and the experiment runner: each is the package's shared
+#: instance of its class (its ``set_params`` refuses: clone it first). Filled by :func:`register`.
+STRATEGIES: Dict[str, Strategy] = {}
 
-def _shared(instance, name: str):
-    """``instance``, marked as the package's shared one: its set_params refuses (clone it first)."""
-    instance._shared_name = name
-    return instance
+#: Decorators by name: the class, and the names of the parameters a name gives after the wrapped strategy.
+DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {}
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-bald = _shared(BALD(), "bald")
-max_entropy = _shared(MaxEntropy(), "max_entropy")
-variation_ratios = _shared(VariationRatios(), "variation_ratios")
-mean_std = _shared(MeanStd(), "mean_std")
-random = _shared(RandomSampling(), "random")
-predictive_variance = _shared(PredictiveVariance(), "predictive_variance")
-egl = _shared(ExpectedGradientLength(), "egl")
-batch_bald = _shared(BatchBALD(), "batch_bald")
-badge = _shared(BADGE(), "badge")
-ddu = _shared(DDU(), "ddu")
-epig = _shared(EPIG(), "epig")
+def register(cls: type) -> type:
+    """File a strategy class (or a decorator class) under the name it declares.
 
-#: Strategies by name, as used by the command line and the experiment runner: each is the instance of that name.
-STRATEGIES: Dict[str, Strategy] = {
-    name: globals()[name] for name in ("bald", "max_entropy", "variation_ratios", "mean_std", "random",
-                                       "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig")}
+    A strategy is then known by its name everywhere names are read: :func:`get_strategy` (and so the experiment
+    runner and ``skdbal experiment``), the command's help, the labelling page's labels and the refusals that list
+    strategies. Its shared instance, ``cls()``, becomes ``STRATEGIES[cls.name]``. A decorator
+    (a :class:`~skdbal.acquisition.base.StrategyDecorator`) becomes ``DECORATORS[cls.name]``, reading the
+    parameters ``cls.name_params`` after the strategy. Returns ``cls``, so it is also a class decorator.
+
+    Parameters
+    ----------
+    cls : type
+        A :class:`~skdbal.acquisition.base.Strategy` subclass that sets ``name`` itself (a word), constructible
+        without arguments (a decorator: from the strategy it wraps).
+
+    Returns
+    -------
+    type
+        ``cls``.
+
+    Raises
+    ------
+    ValueError
+        If ``cls`` declares no name of its own, or its name is another class's.
+    TypeError
+        If ``cls`` is not a Strategy subclass.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import get_strategy, register, unregister
+    >>> from skdbal.acquisition.base import Strategy
+    >>> class FirstFeature(Strategy):
+    ...     name = "first_feature"
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
+    ...         return X_pool[:, 0]
+    >>> register(FirstFeature)                   # doctest: +ELLIPSIS
+    <class '...FirstFeature'>
+    >>> get_strategy("filter(first_feature,0.2)")
+    NoiseFilter(strategy=FirstFeature(), threshold=0.2)
+    >>> unregister("first_feature")              # doctest: +ELLIPSIS
+    <class '...FirstFeature'>
+    """
+    # read by what it has, not by importing the bases: the refusals that list this registry are theirs
+    if not (isinstance(cls, type) and callable(getattr(cls, "acquire", None))):
+        raise TypeError(f"register takes a Strategy subclass; got {cls!r}")
+    name = cls.__dict__.get("name")
+    if not isinstance(name, str) or not _WORD.fullmatch(name):
+        raise ValueError(f"{cls.__name__} must declare its own name, a word (name = \"my_strategy\"); "
+                         f"got {name!r}")
+    decorator = hasattr(cls, "name_params")  # a StrategyDecorator
+    table, other = (DECORATORS, STRATEGIES) if decorator else (STRATEGIES, DECORATORS)
+    known = _class_of(table.get(name))
+    owner = known or _class_of(other.get(name))
+    if owner is not None and owner is not cls:
+        raise ValueError(f"the name {name!r} is already {owner.__name__}'s; choose another name for {cls.__name__}")
+    if table is DECORATORS:
+        DECORATORS[name] = (cls, tuple(cls.name_params))
+    elif known is None:
+        instance = cls()
+        instance._shared_name = name  # the package's shared instance: its set_params refuses (clone it first)
+        STRATEGIES[name] = instance
+    return cls
+
+
+def unregister(name: str) -> type:
+    """Remove the strategy or decorator of that name (a test's strategy, once done); returns its class.
+
+    Raises
+    ------
+    KeyError
+        For a name not registered.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import STRATEGIES, register, unregister
+    >>> from skdbal.acquisition.base import Strategy
+    >>> class Last(Strategy):
+    ...     name = "last"
+    ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
+    ...         return X_pool[:, -1]
+    >>> "last" in STRATEGIES, "last" in STRATEGIES if register(Last) else None
+    (False, True)
+    >>> unregister("last").__name__, "last" in STRATEGIES
+    ('Last', False)
+    """
+    if name in STRATEGIES:
+        return type(STRATEGIES.pop(name))
+    if name in DECORATORS:
+        return DECORATORS.pop(name)[0]
+    raise KeyError(f"no strategy or decorator is registered as {name!r}")
+
+
+def _class_of(entry) -> Optional[type]:
+    if entry is None:
+        return None
+    return entry[0] if isinstance(entry, tuple) else type(entry)
+
+
+def display_name(strategy) -> str:
+    """How people read a strategy's (or its class's) name: its ``display_name``, else its ``name`` with spaces
+    for underscores, else its class's name.
+
+    Examples
+    --------
+    >>> from skdbal.acquisition import display_name, max_entropy, DDU
+    >>> display_name(max_entropy), display_name(DDU), display_name(lambda model, X, n: X[:n])
+    ('max entropy', 'DDU', 'function')
+    """
+    cls = strategy if isinstance(strategy, type) else type(strategy)
+    return (getattr(cls, "display_name", None) or (getattr(cls, "name", None) or "").replace("_", " ")
+            or cls.__name__)
 
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[(),])\s*")
@@ -72,13 +163,55 @@ def _value(token: str):
             return token
 
 
+class _Name(NamedTuple):
+    """A name, read: its word, the name it decorates (None for a strategy) and its parameters as tokens;
+    ``start:end`` are its tokens."""
+    word: str
+    inner: Optional["_Name"]
+    params: Tuple[str, ...]
+    start: int
+    end: int
+
+
+def _parse(name: str) -> Tuple[List[str], _Name]:
+    """The one reader of the grammar: ``name``'s tokens and its tree (syntax only; words need not be known)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
+    tokens = _tokens(name)
+
+    def is_word(i):
+        return i < len(tokens) and tokens[i] not in "(),"
+
+    def read(i) -> _Name:  # the name that starts at token i
+        if not is_word(i) or not (tokens[i][0].isalpha() or tokens[i][0] == "_"):
+            got = repr(tokens[i]) if i < len(tokens) else "the end"
+            raise ValueError(f"cannot read strategy name {name!r}: expected a name, got {got}")
+        if i + 1 >= len(tokens) or tokens[i + 1] != "(":
+            return _Name(tokens[i], None, (), i, i + 1)
+        inner = read(i + 2)
+        j, params = inner.end, []
+        while j < len(tokens) and tokens[j] == ",":
+            if not is_word(j + 1):
+                raise ValueError(f"cannot read strategy name {name!r}: expected a parameter after ','")
+            params.append(tokens[j + 1])
+            j += 2
+        if j >= len(tokens) or tokens[j] != ")":
+            raise ValueError(f"cannot read strategy name {name!r}: missing ')'")
+        return _Name(tokens[i], inner, tuple(params), i, j + 1)
+
+    tree = read(0)
+    if tree.end != len(tokens):
+        raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[tree.end:])!r}")
+    return tokens, tree
+
+
 def parse_strategy_name(name: str) -> Tuple[Optional[str], str, Tuple[Union[int, float, str], ...]]:
     """The outermost layer of a strategy name, read without building anything.
 
     A name is a word (``"bald"``) or a decorator applied to a name with its
     parameters after it (``"diverse(filter(bald,0.1),0.2,embedding)"``), the
     grammar :func:`get_strategy` reads. This reads it with the same
-    tokenizer, but only as text: the words need not be known strategies or
+    parser, but only as text: the words need not be known strategies or
     decorators, and nothing is constructed or checked beyond the syntax.
 
     Parameters
@@ -119,36 +252,10 @@ def parse_strategy_name(name: str) -> Tuple[Optional[str], str, Tuple[Union[int,
         ...
     ValueError: cannot read strategy name 'filter(bald,0.1': missing ')'
     """
-    if not isinstance(name, str):
-        raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
-    tokens = _tokens(name)
-
-    def is_word(i):
-        return i < len(tokens) and tokens[i] not in "(),"
-
-    def skip(i):  # the position after the name that starts at i
-        if not is_word(i) or not (tokens[i][0].isalpha() or tokens[i][0] == "_"):
-            got = repr(tokens[i]) if i < len(tokens) else "the end"
-            raise ValueError(f"cannot read strategy name {name!r}: expected a name, got {got}")
-        i += 1
-        if i < len(tokens) and tokens[i] == "(":
-            i = skip(i + 1)
-            while i < len(tokens) and tokens[i] == ",":
-                if not is_word(i + 1):
-                    raise ValueError(f"cannot read strategy name {name!r}: expected a parameter after ','")
-                i += 2
-            if i >= len(tokens) or tokens[i] != ")":
-                raise ValueError(f"cannot read strategy name {name!r}: missing ')'")
-            i += 1
-        return i
-
-    end = skip(0)
-    if end != len(tokens):
-        raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[end:])!r}")
-    if len(tokens) == 1:
-        return None, tokens[0], ()
-    inner_end = skip(2)
-    return tokens[0], "".join(tokens[2:inner_end]), tuple(_value(t) for t in tokens[inner_end + 1:-1:2])
+    tokens, tree = _parse(name)
+    if tree.inner is None:
+        return None, tree.word, ()
+    return tree.word, "".join(tokens[tree.inner.start:tree.inner.end]), tuple(_value(t) for t in tree.params)
 
 
 def get_strategy(name: str, strategies=None) -> Strategy:
@@ -186,40 +293,25 @@ def get_strategy(name: str, strategies=None) -> Strategy:
 
     if strategies is None:
         strategies = STRATEGIES
-    if not isinstance(name, str):
-        raise TypeError(f"a strategy name must be a str; got {type(name).__name__}")
-    tokens = _tokens(name)
 
-    def parse(i):
-        word = tokens[i] if i < len(tokens) else ""
-        if i + 1 < len(tokens) and tokens[i + 1] == "(":
-            if word not in DECORATORS:
-                raise ValueError(f"unknown decorator {word!r} in {name!r}; choose from {sorted(DECORATORS)}")
-            inner, i = parse(i + 2)
-            args = []
-            while i < len(tokens) and tokens[i] == ",":
-                if i + 1 >= len(tokens):
-                    raise ValueError(f"cannot read strategy name {name!r}")
-                args.append(_value(tokens[i + 1]))
-                i += 2
-            if i >= len(tokens) or tokens[i] != ")":
-                raise ValueError(f"cannot read strategy name {name!r}: missing ')'")
-            make, params = DECORATORS[word]
-            if len(args) > len(params):
-                raise ValueError(f"{word}() takes at most {len(params)} parameter(s) {list(params)}; got {args}")
-            decorated = make(inner, **dict(zip(params, args)))
-            for check in ("_check_threshold", "_check_params"):
-                if hasattr(decorated, check):
-                    getattr(decorated, check)()
-            return decorated, i + 1
-        if word not in strategies:
-            raise ValueError(f"unknown strategy {word!r} in {name!r}; choose from {sorted(strategies)}")
-        return clone(strategies[word]), i + 1
+    def build(node: _Name):
+        if node.inner is None:
+            if node.word not in strategies:
+                raise ValueError(f"unknown strategy {node.word!r} in {name!r}; choose from {sorted(strategies)}")
+            return clone(strategies[node.word])
+        if node.word not in DECORATORS:
+            raise ValueError(f"unknown decorator {node.word!r} in {name!r}; choose from {sorted(DECORATORS)}")
+        make, params = DECORATORS[node.word]
+        args = [_value(t) for t in node.params]
+        if len(args) > len(params):
+            raise ValueError(f"{node.word}() takes at most {len(params)} parameter(s) {list(params)}; got {args}")
+        decorated = make(build(node.inner), **dict(zip(params, args)))
+        for check in ("_check_threshold", "_check_params"):
+            if hasattr(decorated, check):
+                getattr(decorated, check)()
+        return decorated
 
-    strategy, end = parse(0)
-    if end != len(tokens):
-        raise ValueError(f"cannot read strategy name {name!r}: unexpected {' '.join(tokens[end:])!r}")
-    return strategy
+    return build(_parse(name)[1])
 
 
 def canonical_name(name: str, strategies=None) -> str:

@@ -29,7 +29,7 @@ References
 Examples
 --------
 >>> import numpy as np
->>> from skdbal.acquisition.kernels import egl_scores
+>>> from skdbal.acquisition.functional import egl_scores
 >>> # one point, two passes with means 1 and 3, variance 0.5 each, reference 2, ‖∇f‖² = 4
 >>> egl_scores(np.array([4.0]), np.array([[1.0], [3.0]]), np.array([[0.5], [0.5]]),
 ...                          reference=np.array([2.0])).tolist()          # 4 · (0.5 + 1)
@@ -45,7 +45,7 @@ import numpy as np
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
-from ._strategy import Strategy
+from .base import Strategy
 
 __all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength']
 
@@ -88,7 +88,7 @@ def egl_scores(gram, means, variances=None, *, reference=None) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import egl_scores
+    >>> from skdbal.acquisition.functional import egl_scores
     >>> G = np.array([[[2.0, 1.0], [1.0, 3.0]]])                    # one point, two outputs
     >>> mu = np.array([[[1.0, 0.0]], [[-1.0, 0.0]]])               # two passes
     >>> egl_scores(G, mu).tolist()                   # S = [[1, 0], [0, 0]]: tr(GS) = 2
@@ -173,12 +173,15 @@ class PredictiveVariance(Strategy):
     2
     """
 
+    name = "predictive_variance"
+    display_name = "predictive variance"
+
     def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.part = part
         self.chunk_size = chunk_size
         self.n_jobs = n_jobs
 
-    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+    def acquisition_scores(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
               **kwargs) -> np.ndarray:
         """The predictive variance (``part``) of every pool row, shape ``(N,)``."""
         if self.part not in ("total", "epistemic", "aleatoric"):
@@ -241,7 +244,7 @@ class ExpectedGradientLength(Strategy):
     EGL (Cai et al., 2013) scores a pool point by the expected squared norm
     of the gradient that its label would give the squared loss, the label
     drawn from the model's own predictive distribution. Shukla's (2022) closed
-    form, :func:`skdbal.acquisition.kernels.egl_scores`, is
+    form, :func:`skdbal.acquisition.functional.egl_scores`, is
     ``tr(G(x) S(x))``: ``G`` the Gram matrix of the output gradients of the
     network with dropout off, ``S`` the expected outer product of the
     residual around its output ``f(x)`` under the ``T`` sampled Gaussians
@@ -281,11 +284,14 @@ class ExpectedGradientLength(Strategy):
     ((3,), True)
     """
 
+    name = "egl"
+    display_name = "EGL"
+
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
         self.chunk_size = chunk_size
         self.n_jobs = n_jobs
 
-    def score(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
+    def acquisition_scores(self, estimator, X_pool, *, chunk_size: Optional[int] = None, n_jobs: Optional[int] = None,
               **kwargs) -> np.ndarray:
         """Expected gradient length of every pool row, shape ``(N,)``."""
         predictive = as_predictive(estimator)
@@ -297,6 +303,3 @@ class ExpectedGradientLength(Strategy):
                             n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         return _warn_if_constant(scores, predictive, "the expected gradient length")
 
-
-#: The kernel's name at its old path, ``skdbal.acquisition.kernels.egl_scores`` (kept for that path).
-expected_gradient_length = egl_scores

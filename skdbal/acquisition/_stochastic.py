@@ -26,8 +26,8 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan, _ranked
-from ._messages import chunk_refusal
-from ._strategy import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from ._messages import chunk_refusal, strategy_names
+from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
 
@@ -72,7 +72,7 @@ def log_weights(scores, mode: str = "power", beta: float = 1.0) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import log_weights
+    >>> from skdbal.acquisition.functional import log_weights
     >>> s = np.array([0.5, 0.25, 0.0])
     >>> np.exp(log_weights(s, "power", 2)).tolist()              # s^2
     [0.25, 0.0625, 0.0]
@@ -128,7 +128,7 @@ def sample_batch(scores, n_instances: int, mode: str = "power", beta: float = 1.
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.acquisition.kernels import sample_batch
+    >>> from skdbal.acquisition.functional import sample_batch
     >>> s = np.array([0.9, 0.05, 0.05])
     >>> idx, _ = sample_batch(s, 2, "power", beta=1, random_state=0)
     >>> sorted(idx.tolist()) in ([0, 1], [0, 2], [1, 2])
@@ -177,7 +177,7 @@ class StochasticBatch(StrategyDecorator):
     copies of the best point into one batch; drawing the batch with
     probabilities that favour high scores (without replacement) costs
     nothing beyond the scores and diversifies it. With scores ``s_i``
-    and ``β ≥ 0`` (:mod:`skdbal.acquisition.kernels`):
+    and ``β ≥ 0`` (:mod:`skdbal.acquisition.functional`):
 
     - ``"power"``: ``p_i ∝ s_i^β`` (PowerBALD with BALD; scores ≥ 0),
     - ``"softmax"``: ``p_i ∝ exp(β s_i)``,
@@ -228,6 +228,9 @@ class StochasticBatch(StrategyDecorator):
     StochasticBatch(beta=2, mode='softrank', strategy=MaxEntropy())
     """
 
+    name = "stochastic"
+    name_params = ("mode", "beta")  # the parameters a name gives after the strategy: stochastic(bald, ...)
+
     def __init__(self, strategy, mode: str = "power", beta: float = 1.0):
         super().__init__(strategy)
         self.mode = mode
@@ -268,7 +271,8 @@ class StochasticBatch(StrategyDecorator):
         if not inner.pointwise or inner.filtered:
             raise TypeError(chunk_refusal(base, (
                 f"on a pool read in chunks (a distributed pool) stochastic batches sample from a pointwise "
-                f"strategy's scores (BALD, max entropy, ..., EPIG), not from {type(base).__name__}: under a noise "
+                f"strategy's scores ({strategy_names(lambda cls: issubclass(cls, SamplesStrategy))}), not from "
+                f"{type(base).__name__}: under a noise "
                 f"filter the draw's noise would follow the trusted points of earlier chunks, known only after "
                 f"scoring them all")))
         return _StochasticPlan(inner, self.mode, self.beta, n_instances, draw_seed)

@@ -38,7 +38,7 @@ What is exact (the single-process result, index for index):
   sending each chunk its slice with its task, a few tasks at a time;
 - the diversity penalty over either of them: its scores are normalised by
   the minimum and maximum over every chunk, and every candidate above
-  :func:`skdbal.acquisition.kernels.candidate_bound` is gathered.
+  :func:`skdbal.acquisition.functional.candidate_bound` is gathered.
 
 What is approximate, and says so in ``info["dask"]["exact"]``:
 

@@ -4,5 +4,5 @@
   learner, and our models in its strategies (the ``skactiveml`` extra).
 
 modAL needs no adapter module: our strategies are modAL query strategies
-(:func:`skdbal.acquisition.base.to_modal` pins one to a modAL version).
+(:func:`skdbal.acquisition.to_modal` pins one to a modAL version).
 """

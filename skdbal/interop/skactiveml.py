@@ -375,7 +375,7 @@ def as_skactiveml_classifier(estimator, *, missing_label=MISSING_LABEL, **params
     >>> qs = GreedyBALD(sample_predictions_method_name="predict_proba_samples", eps=1e-300, random_state=0)
     >>> idx, utilities = qs.query(X[:300], y_partial, ensemble=clf, fit_ensemble=False, batch_size=3,
     ...                           return_utilities=True)
-    >>> ours = bald.score(net, X[100:300])                        # the same samples, our BALD
+    >>> ours = bald.acquisition_scores(net, X[100:300])                        # the same samples, our BALD
     >>> bool(np.allclose(utilities[0, 100:], ours, atol=1e-5)), sorted(idx - 100) == sorted(bald(net, X[100:300], 3)[0])
     (True, True)
     """

@@ -1,15 +1,32 @@
-"""The labelling page itself: its keys (:func:`class_keys`) and its HTML, CSS and JavaScript (``PAGE``).
+"""The labelling page itself: its keys (:func:`class_keys`), the strategies' names as it shows them
+(:func:`strategy_labels`) and its HTML, CSS and JavaScript (``PAGE``).
 
 :func:`~skdbal.labelling.app.make_app` serves ``PAGE`` with its placeholders (``__TOKEN__``,
-``__CLASSES__``, ``__KEYS__``, ``__IMAGES__``, ``__ANNOTATOR__``) replaced by JSON. The page is keyboard-first: every
-class has a key (or is clicked), and the keys work whatever was clicked last.
+``__CLASSES__``, ``__KEYS__``, ``__IMAGES__``, ``__ANNOTATOR__``, ``__STRATEGY_NAMES__``) replaced by JSON. The page
+is keyboard-first: every class has a key (or is clicked), and the keys work whatever was clicked last.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 #: The page's own keys, which no class may take (the arrows are named keys, never one character).
 COMMAND_KEYS = {"s": "skip", "u": "undo", "ArrowLeft": "move left", "ArrowRight": "move right"}
+
+
+def strategy_labels() -> Dict[str, str]:
+    """The strategies' names as the page shows them beside a score, by registered name: each strategy's
+    ``display_name`` (:data:`skdbal.acquisition.STRATEGIES`; a strategy registered later is among them).
+
+    Examples
+    --------
+    >>> from skdbal.labelling._page import strategy_labels
+    >>> labels = strategy_labels()
+    >>> labels["bald"], labels["max_entropy"], labels["random"]
+    ('BALD', 'max entropy', 'random')
+    """
+    from ..acquisition import STRATEGIES, display_name
+
+    return {name: display_name(strategy) for name, strategy in STRATEGIES.items()}
 
 
 def class_keys(classes: Sequence, keys: Optional[Sequence[str]] = None) -> List[Optional[str]]:
@@ -150,8 +167,7 @@ const PARAMS = new URLSearchParams(location.search);
 const PER_LOAD = Math.min(Math.max(parseInt(PARAMS.get('n') || '5', 10) || 5, 1), 100);
 const PREFETCH = 2;        // ask for more while at most this many items are left to label
 const BOX = 128;           // images are drawn at an integer multiple of their size, up to this many pixels
-const STRATEGY_NAMES = {bald: 'BALD', batch_bald: 'BatchBALD', max_entropy: 'max entropy', epig: 'EPIG',
-  badge: 'BADGE', ddu: 'DDU', egl: 'EGL', variation_ratios: 'variation ratio', mean_std: 'mean std'};
+const STRATEGY_NAMES = __STRATEGY_NAMES__;   // registered name -> the name people read (strategy_labels)
 let page = [], queue = [], current = 0, history = [], status = {}, shownVersion = null, fetching = false;
 let errorFrom = null;
 const sizes = new Map();   // item id -> [width, height] drawn

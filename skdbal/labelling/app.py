@@ -64,7 +64,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ._page import PAGE, class_keys
+from ._page import PAGE, class_keys, strategy_labels
 from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
 from .json_body import Refused, failure_message, read_json_object
@@ -310,8 +310,8 @@ async def page(request: Request) -> Response:
     name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
     values = {"__TOKEN__": state.annotators[name] if state.annotators else state.token, "__ANNOTATOR__": name,
               "__CLASSES__": [str(c) for c in state.session.classes], "__KEYS__": state.page_keys,
-              "__IMAGES__": state.images}
-    html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__KEYS__|__IMAGES__",
+              "__IMAGES__": state.images, "__STRATEGY_NAMES__": strategy_labels()}
+    html = re.sub("__TOKEN__|__ANNOTATOR__|__CLASSES__|__KEYS__|__IMAGES__|__STRATEGY_NAMES__",
                   lambda m: _script_json(values[m.group(0)]), PAGE)
     return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                                        "Content-Security-Policy": "default-src 'self'; img-src 'self'; "

@@ -440,7 +440,7 @@ class MCDropoutRegressor(_MCDropoutNet, NeuralNetRegressor):
 
         ``G[n, d, e] = ⟨∇_θ f_d(x_n), ∇_θ f_e(x_n)⟩`` over every trainable
         parameter ``θ`` of the network with dropout off (weights scaled as
-        at test time): what :func:`skdbal.acquisition.kernels.egl_scores`
+        at test time): what :func:`skdbal.acquisition.functional.egl_scores`
         needs. Per-row Jacobians from :mod:`torch.func`, in chunks that keep
         them under about 64 MB.
 

@@ -8,7 +8,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import BADGE, badge, get_strategy, noise_filter
 from skdbal.acquisition._badge import features_and_proba
-from skdbal.acquisition.kernels import badge_select, gradient_embedding
+from skdbal.acquisition.functional import badge_select, gradient_embedding
 
 
 def test_the_embedding_is_the_last_layers_cross_entropy_gradient_at_the_predicted_label():

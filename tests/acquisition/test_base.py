@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner, uncertainty
-from skdbal.acquisition import BALD, MaxEntropy, bald, max_entropy, mean_std, random, variation_ratios
+from skdbal.acquisition import BALD, MaxEntropy, bald, max_entropy, mean_std, random, to_modal, variation_ratios
 from skdbal.acquisition.base import (
     Acquisition,
     CallableStrategy,
@@ -18,7 +18,6 @@ from skdbal.acquisition.base import (
     StrategyDecorator,
     acquire_among,
     as_strategy,
-    to_modal,
 )
 
 

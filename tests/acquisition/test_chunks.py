@@ -23,6 +23,7 @@ from skdbal.acquisition import (
     predictive_variance,
     random,
     stochastic_batch,
+    to_modal,
     variation_ratios,
 )
 from skdbal.acquisition._chunks import _ArrayChunks
@@ -36,7 +37,6 @@ from skdbal.acquisition.base import (
     StrategyDecorator,
     acquire_among,
     acquire_in_chunks,
-    to_modal,
 )
 from skdbal.uncertainty import expected_entropy
 
@@ -187,7 +187,7 @@ def test_samples_that_are_not_row_keyed_are_not_exact_and_say_so(pool):
 class FirstFeature(Strategy):
     """A strategy that is not a SamplesStrategy: it says how it reduces with a PointwisePlan."""
 
-    def score(self, estimator, X_pool, **kwargs):
+    def acquisition_scores(self, estimator, X_pool, **kwargs):
         return np.asarray(X_pool)[:, 0]
 
     def plan_chunks(self, estimator, n_instances, pool, **options):
@@ -271,7 +271,7 @@ def test_a_plan_of_your_own(pool):
             return Acquisition(kept, np.zeros(len(kept)))
 
     class FirstRows(Strategy):
-        def score(self, estimator, X_pool, **kwargs):
+        def acquisition_scores(self, estimator, X_pool, **kwargs):
             return -np.arange(len(X_pool), dtype=float)
 
         def plan_chunks(self, estimator, n_instances, pool, **options):
@@ -280,3 +280,4 @@ def test_a_plan_of_your_own(pool):
     excluded = [0, 1, 2, 40]
     got = acquire_in_chunks(FirstRows(), None, X, 5, chunk_rows=3, exclude=excluded).indices.tolist()
     assert got == acquire_among(FirstRows(), None, X, np.setdiff1d(np.arange(len(X)), excluded), 5).indices.tolist()
+

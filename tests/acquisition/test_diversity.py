@@ -8,7 +8,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import DiversityPenalty, bald, diversity_penalty, get_strategy, max_entropy, noise_filter
 from skdbal.acquisition.base import MeasureStrategy
-from skdbal.acquisition.kernels import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
+from skdbal.acquisition.functional import candidate_bound, greedy_cosine_batch, normalize_scores, unit_rows
 
 
 class Scored:
@@ -120,7 +120,7 @@ def test_embedding_features_from_the_network(digits, small_net):
     inp = diversity_penalty(bald, 0.2, features="input").acquire(net, Xd[80:400], 6)
     assert len(set(emb.indices.tolist())) == 6
     # by hand: the same greedy on the network's transform
-    scores = bald.score(net, Xd[80:400])
+    scores = bald.acquisition_scores(net, Xd[80:400])
     order = np.argsort(-scores, kind="stable")
     s = normalize_scores(scores[order])
     keep = s >= candidate_bound(s, 6, 0.2)

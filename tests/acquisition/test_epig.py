@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import uncertainty
 from skdbal.acquisition import EPIG, STRATEGIES, epig, get_strategy
 from skdbal.acquisition.base import DegenerateScoreWarning
-from skdbal.acquisition.kernels import epig_from_probs
+from skdbal.acquisition.functional import epig_from_probs
 from skdbal.predictive import as_predictive
 
 
@@ -136,7 +136,7 @@ def test_pool_and_targets_are_sampled_together_consistently():
     X_pool = np.array([[1.5], [-1.0], [0.5], [2.5], [1.2], [4.0], [1.7]])
     X_target = np.array([[1.5]])                       # members say (1, 1, 0, 0) here: p̄ = [1/2, 1/2]
     model = RollingMembers()
-    scores = EPIG(chunk_size=3).score(model, X_pool, X_target=X_target)
+    scores = EPIG(chunk_size=3).acquisition_scores(model, X_pool, X_target=X_target)
     # points labelled like the target by every member carry all of its information, log 2
     np.testing.assert_allclose(scores[[0, 4, 6]], math.log(2), atol=1e-12)
     assert scores[1] == 0 and scores[5] == 0                           # every member agrees there
@@ -158,7 +158,7 @@ def test_samples_drawn_in_separate_calls_would_give_another_score():
     X = np.array([[1.5]])
     separate = epig_from_probs(model.predict_proba_samples(X), model.predict_proba_samples(X))
     assert separate[0] == pytest.approx(0.0, abs=1e-12)                   # not log 2
-    assert EPIG().score(RollingMembers(), X, X_target=X)[0] == pytest.approx(math.log(2), abs=1e-12)
+    assert EPIG().acquisition_scores(RollingMembers(), X, X_target=X)[0] == pytest.approx(math.log(2), abs=1e-12)
 
 
 def test_a_model_that_cannot_give_consistent_samples_is_refused():
@@ -174,7 +174,7 @@ def test_a_deterministic_model_scores_zero_with_a_warning():
     X, y = load_iris(return_X_y=True)
     clf = LogisticRegression(max_iter=500).fit(X[::10], y[::10])
     with pytest.warns(DegenerateScoreWarning, match="EPIG is 0 for every point"):
-        scores = EPIG(n_targets=10).score(clf, X, random_state=0)
+        scores = EPIG(n_targets=10).acquisition_scores(clf, X, random_state=0)
     np.testing.assert_allclose(scores, 0.0, atol=1e-12)
 
 
@@ -192,11 +192,11 @@ def consistent_reference(net, X_pool, targets):
 def test_the_strategy_on_digits_is_epig_of_one_consistent_call(fitted_net, pool):
     strategy = EPIG(n_targets=20)
     targets = strategy.target_inputs(pool, random_state=0)
-    scores = strategy.score(fitted_net, pool, random_state=0, chunk_size=len(pool))
+    scores = strategy.acquisition_scores(fitted_net, pool, random_state=0, chunk_size=len(pool))
     np.testing.assert_allclose(scores, consistent_reference(fitted_net, pool, targets), rtol=1e-10, atol=1e-12)
     assert np.all(scores >= 0) and scores.max() > 0
     # chunked: the net's int random_state draws the same masks in every call
-    np.testing.assert_allclose(strategy.score(fitted_net, pool, random_state=0, chunk_size=64), scores,
+    np.testing.assert_allclose(strategy.acquisition_scores(fitted_net, pool, random_state=0, chunk_size=64), scores,
                                rtol=1e-4, atol=1e-6)
     # the query is the top-k of the scores, best first
     idx, top = strategy(fitted_net, pool, n_instances=5, random_state=0, chunk_size=len(pool))
@@ -216,20 +216,20 @@ def test_the_strategy_is_seeded_and_the_seed_draws_the_targets(fitted_net, pool)
     # distinct rows of the pool
     rows = [np.flatnonzero((pool == t).all(axis=(1, 2)))[0] for t in t0]
     assert len(set(rows)) == 20
-    s0 = strategy.score(fitted_net, pool, random_state=0)
-    s1 = strategy.score(fitted_net, pool, random_state=1)
+    s0 = strategy.acquisition_scores(fitted_net, pool, random_state=0)
+    s1 = strategy.acquisition_scores(fitted_net, pool, random_state=1)
     assert not np.allclose(s0, s1)
     np.testing.assert_allclose(s1, consistent_reference(fitted_net, pool, t1), rtol=1e-4, atol=1e-6)
 
 
 def test_targets_given_as_a_parameter_or_with_the_query(fitted_net, pool, digits):
     X_target = digits[0][1000:1010]
-    by_param = EPIG(target=X_target).score(fitted_net, pool, random_state=0)
-    by_call = epig.score(fitted_net, pool, X_target=X_target, random_state=123)
+    by_param = EPIG(target=X_target).acquisition_scores(fitted_net, pool, random_state=0)
+    by_call = epig.acquisition_scores(fitted_net, pool, X_target=X_target, random_state=123)
     np.testing.assert_allclose(by_param, by_call, rtol=1e-10)
     np.testing.assert_allclose(by_call, consistent_reference(fitted_net, pool, X_target), rtol=1e-4, atol=1e-6)
     # the query's X_target overrides the parameter
-    other = EPIG(target=digits[0][1500:1505]).score(fitted_net, pool, X_target=X_target)
+    other = EPIG(target=digits[0][1500:1505]).acquisition_scores(fitted_net, pool, X_target=X_target)
     np.testing.assert_allclose(other, by_call, rtol=1e-10)
     # a small pool gives all its rows as targets
     assert len(EPIG(n_targets=50).target_inputs(pool[:7], random_state=0)) == 7
@@ -251,7 +251,7 @@ def test_a_net_with_unseeded_masks_is_still_consistent_within_a_chunk(fitted_net
             return calls[-1][2]
 
     X_pool, X_target = pool[:6], pool[[1, 4]]
-    scores = EPIG(target=X_target, chunk_size=3).score(Spy(), X_pool)
+    scores = EPIG(target=X_target, chunk_size=3).acquisition_scores(Spy(), X_pool)
     assert [(n, c) for n, c, _ in calls] == [(5, True), (5, True)]
     P0, P1 = calls[0][2], calls[1][2]
     np.testing.assert_array_equal(P0[:, 1], P0[:, 3])       # pool row 1 and target 0: one network per sample

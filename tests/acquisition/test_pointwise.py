@@ -7,8 +7,8 @@ from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import uncertainty
-from skdbal.acquisition import bald, max_entropy, mean_std, random, variation_ratios
-from skdbal.acquisition.base import DegenerateScoreWarning, score_pool, select_top
+from skdbal.acquisition import bald, max_entropy, mean_std, random, score_pool, variation_ratios
+from skdbal.acquisition.base import DegenerateScoreWarning, select_top
 
 MC_STRATEGIES = [(bald, uncertainty.mutual_information), (max_entropy, uncertainty.predictive_entropy),
                  (variation_ratios, uncertainty.variation_ratio), (mean_std, uncertainty.mean_standard_deviation)]

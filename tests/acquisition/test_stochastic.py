@@ -16,7 +16,7 @@ from skdbal.acquisition import (
     noise_filter,
     stochastic_batch,
 )
-from skdbal.acquisition.kernels import log_weights, sample_batch
+from skdbal.acquisition.functional import log_weights, sample_batch
 
 SCORES = np.array([0.8, 0.4, 0.2, 0.1, 0.0])
 

@@ -436,7 +436,8 @@ def test_template_follows_fit_simulate_and_set_params(small_net, digits, flat_di
 
 
 def test_seeding_of_plain_callables_is_declared_not_inspected(flat_digits):
-    from skdbal.acquisition.base import CallableStrategy, to_modal
+    from skdbal.acquisition import to_modal
+    from skdbal.acquisition.base import CallableStrategy
 
     X, y = flat_digits
 

@@ -1,6 +1,7 @@
-"""The strategies' numeric kernels: plain functions over arrays.
+"""The strategies in functional form: their numeric routines, as plain functions over arrays.
 
-Each kernel lives in its strategy's module, beside the class that calls it;
+As :mod:`torch.nn.functional` is to its modules, this is to the strategy classes: each function lives in
+its strategy's module, beside the class that calls it;
 this module lists them in one public place, for code that wants the numbers
 without a model (tests against references, notebooks, other libraries). The
 pointwise measures (entropy, BALD's mutual information, variation ratios,
@@ -10,7 +11,7 @@ noise filter.
 Examples
 --------
 >>> import numpy as np
->>> from skdbal.acquisition.kernels import log_weights
+>>> from skdbal.acquisition.functional import log_weights
 >>> np.round(log_weights(np.array([2.0, 1.0]), mode="power", beta=1.0), 3)
 array([0.693, 0.   ])
 """

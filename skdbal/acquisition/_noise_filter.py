@@ -11,10 +11,11 @@ from .._validation import check_n_instances, check_pool, label_columns, pool_kwa
 from ..predictive import as_predictive
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
 from ._messages import chunk_refusal
-from ._scoring import DEFAULT_CHUNK_SIZE, SamplesStrategy, map_chunks
-from ._strategy import (
+from ._scoring import DEFAULT_CHUNK_SIZE, map_chunks
+from .base import (
     Acquisition,
     PoolScores,
+    SamplesStrategy,
     Strategy,
     StrategyDecorator,
     acquire_among,
@@ -49,9 +50,10 @@ class _FilterChunk:
 def _plain_measure(strategy) -> bool:
     """Whether ``strategy`` scores with its measure and ranks by top-k, unchanged: then the
     filter computes that measure and ``p̄(y | x)`` from the same samples. A subclass that
-    overrides ``score`` or ``select`` is read through its own pool scores instead."""
-    return (isinstance(strategy, SamplesStrategy) and type(strategy).score is SamplesStrategy.score
-            and type(strategy).select is Strategy.select)
+    overrides ``acquisition_scores`` or ``select`` is read through its own pool scores instead."""
+    cls = type(strategy)
+    return (isinstance(strategy, SamplesStrategy) and cls.acquisition_scores is SamplesStrategy.acquisition_scores
+            and cls.select is Strategy.select)
 
 
 def _inner_n_samples(strategy) -> Optional[int]:
@@ -78,7 +80,7 @@ class NoiseFilter(StrategyDecorator):
     For a pointwise strategy of ours (BALD, max entropy, ...) the pool is
     scored once: the wrapped score and ``p̄(y_pool | x)`` come from the same
     samples of each chunk. A strategy with pool scores of its own (a
-    subclass that overrides ``score`` or ``select``, another filter) is
+    subclass that overrides ``acquisition_scores`` or ``select``, another filter) is
     ranked by them, and ``p̄`` takes a pass of its own. Any other strategy
     (a modAL function, BatchBALD, a diversity penalty) chooses among the
     trusted points; its rejects are then the untrusted points among what it
@@ -146,6 +148,9 @@ class NoiseFilter(StrategyDecorator):
     >>> acq.indices.tolist(), acq.info["rejected_indices"].tolist()   # p̄(y=1 | x_1) = 0.3 < 0.4
     ([2], [1])
     """
+
+    name = "filter"
+    name_params = ("threshold",)  # the parameters a name gives after the strategy: filter(bald, ...)
 
     def __init__(self, strategy, threshold: Union[float, str, Callable] = 0.1, *,
                  chunk_size: Optional[int] = None, n_samples: Optional[int] = None):

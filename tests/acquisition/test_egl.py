@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from skdbal.acquisition.kernels import egl_scores as expected_gradient_length
+from skdbal.acquisition.functional import egl_scores
 
 
 def test_one_output_by_hand():
@@ -10,13 +10,13 @@ def test_one_output_by_hand():
     means = np.array([[1.0, 0.0], [3.0, 0.0]])          # K = 2 passes, N = 2 points
     var = np.array([[0.5, 0.2], [0.5, 0.4]])
     # point 0: 4 · mean(0.5 + 1², 0.5 + 1²) = 6; point 1: 1 · mean(0.2, 0.4) = 0.3 (means agree)
-    np.testing.assert_allclose(expected_gradient_length(gram, means, var), [6.0, 0.3])
+    np.testing.assert_allclose(egl_scores(gram, means, var), [6.0, 0.3])
     # another reference: point 0's residuals are 1 - 1 = 0 and 3 - 1 = 2
-    np.testing.assert_allclose(expected_gradient_length(gram, means, var, reference=[1.0, 0.0]),
+    np.testing.assert_allclose(egl_scores(gram, means, var, reference=[1.0, 0.0]),
                                [4 * (0.5 + (0 + 4) / 2), 0.3])
     # one noise variance for all, and none
-    np.testing.assert_allclose(expected_gradient_length(gram, means, 0.1), [4 * 1.1, 0.1])
-    np.testing.assert_allclose(expected_gradient_length(gram, means), [4.0, 0.0])
+    np.testing.assert_allclose(egl_scores(gram, means, 0.1), [4 * 1.1, 0.1])
+    np.testing.assert_allclose(egl_scores(gram, means), [4.0, 0.0])
 
 
 def test_two_outputs_by_hand_and_by_sampling():
@@ -24,7 +24,7 @@ def test_two_outputs_by_hand_and_by_sampling():
     mu = np.array([[[1.0, 0.0]], [[-1.0, 0.0]]])
     var = np.array([[[0.1, 0.2]], [[0.3, 0.0]]])
     # S = [[1, 0], [0, 0]] + diag(0.2, 0.1): tr(G S) = 2 · 1.2 + 3 · 0.1
-    assert expected_gradient_length(G, mu, var)[0] == pytest.approx(2.7)
+    assert egl_scores(G, mu, var)[0] == pytest.approx(2.7)
     # Monte Carlo: y from the mixture, the squared norm of Σ_d (f_d - y_d) ∇f_d with ∇f rows of J, JJᵀ = G
     J = np.linalg.cholesky(G[0])
     rng = np.random.RandomState(0)
@@ -43,4 +43,4 @@ def test_two_outputs_by_hand_and_by_sampling():
 ])
 def test_bad_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        expected_gradient_length(*args, **kwargs)
+        egl_scores(*args, **kwargs)
