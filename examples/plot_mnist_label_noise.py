@@ -25,7 +25,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import noise_markdown, plot_curves, plot_flipped, plot_noise_levels
+from skdbal.experiments.curves import plot_curves
+from skdbal.experiments.label_noise import noise_markdown, plot_flipped, plot_noise_levels
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 results = here.parent / "docs" / "results"

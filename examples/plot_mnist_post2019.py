@@ -22,7 +22,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import cost_markdown, group_runs, plot_curves
+from skdbal.experiments.curves import cost_markdown, plot_curves
+from skdbal.experiments.grouping import group_runs
 from skdbal.experiments.seed_noise import above_from
 from skdbal.metrics import curves_from_histories, labels_to_accuracy
 

@@ -244,8 +244,8 @@ def test_servers_and_integrations_sit_above_the_learner(module):
 
 
 #: Private modules of the root package every package may use, as scikit-learn's packages use its private
-#: validation helpers: argument checks and the old-path shim.
-SHARED_PRIVATE = {"skdbal._validation", "skdbal._compat"}
+#: validation helpers: argument checks.
+SHARED_PRIVATE = {"skdbal._validation"}
 
 
 def _cross_package_private_imports(module: str) -> list:

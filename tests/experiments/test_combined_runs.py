@@ -248,6 +248,6 @@ def test_report_clean_without_noisy_runs_or_a_grid_is_a_usage_error(finished, tm
 def test_the_presets_know_the_samplers_mask_seedings():
     """presets.py imports neither torch nor numpy, so it keeps its own copy of the seedings."""
     from skdbal.experiments.presets import _MASK_SEEDINGS
-    from skdbal.models._mc_dropout import MASK_SEEDINGS
+    from skdbal.models._mc_masks import MASK_SEEDINGS
 
     assert _MASK_SEEDINGS == MASK_SEEDINGS
