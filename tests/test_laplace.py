@@ -298,7 +298,7 @@ def test_active_learner_with_a_trained_network_refits_only_the_posterior(fitted,
 def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monkeypatch):
     import csv
 
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     args = ["experiment", "--dataset", "digits", "--strategies", "bald", "--laplace", "--seeds", "1",
             "--torch-threads", "1", "--quiet", "--out", str(tmp_path)]

@@ -219,7 +219,7 @@ def test_no_import_cycle_in_the_package():
     assert not cycles, "import cycles (function-level imports included): " + "; ".join(map(str, cycles))
 
 
-UPPER = ("skdbal.experiments", "skdbal.labelling", "skdbal.labelstudio", "skdbal.dask", "skdbal.interop")
+UPPER = ("skdbal.experiments", "skdbal.labelling", "skdbal.labelstudio", "skdbal.dask", "skdbal.interop", "skdbal.cli")
 LEARNER = ("skdbal.learner", "skdbal.loop", "skdbal.budget")
 
 

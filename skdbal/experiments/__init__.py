@@ -33,7 +33,8 @@ package imports it.
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
 - :mod:`skdbal.experiments.data`: the bundled digits as images, read by the
   runner and the quickstart;
-- :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
+- :mod:`skdbal.experiments.cli`: the experiment commands of ``skdbal``
+  (:mod:`skdbal.cli`).
 
 Imports point one way, function-level ones included: cli → quickstart,
 report, facts, runner; facts → grid_reading, grouping, seed_noise; runner → journal → factories → specs → presets, data;

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from skdbal.acquisition import canonical_name
+from skdbal.cli import main
 from skdbal.experiments import DamagedResultsError, RunSpec, configs, get_preset, run_grid, run_one, runner, specs
-from skdbal.experiments.cli import _parse_overrides, main
+from skdbal.experiments.cli import _parse_overrides
 
 TINY = dict(dataset="digits", n_queries=1, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,
             module_params={"kernel_size": 3})

@@ -74,7 +74,7 @@ def test_the_report_loads_no_torch(tiny_grid):
         import sys
         import skdbal.experiments.report as report
         assert "torch" not in sys.modules, "importing the report loaded torch"
-        from skdbal.experiments.cli import main
+        from skdbal.cli import main
         assert main(["report", {str(tiny_grid)!r}, "--cost"]) == 0
         loaded = sorted(m for m in ("torch", "skorch") if m in sys.modules)
         assert not loaded, f"the report loaded {{loaded}}"

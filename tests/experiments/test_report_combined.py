@@ -6,9 +6,9 @@ import warnings
 import matplotlib.pyplot as plt
 import pytest
 
+from skdbal.cli import main
 from skdbal.experiments import read_results, run_grid
 from skdbal.experiments.calibration import calibration_markdown, plot_calibration
-from skdbal.experiments.cli import main
 from skdbal.experiments.curves import deterministic_markdown, plot_curves, table_markdown
 from skdbal.experiments.label_noise import noise_markdown
 from skdbal.experiments.presets import get_preset

@@ -281,7 +281,7 @@ def test_grid_json_keeps_every_invocation(tmp_path):
 def test_grid_json_records_the_full_invocation(tmp_path):
     """Every flag of the command is in grid.json (--ensemble, --device and the --set values were not), and
     the top level names every machine that made a call, not only the latest (issue 27, item 19)."""
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     out = tmp_path / "grid"
     cli = [a for a in TINY_CLI if a != "--quiet"]
@@ -383,7 +383,7 @@ def test_a_second_writer_of_a_folder_is_refused(tmp_path):
         with pytest.raises(FolderLockedError, match="another process is writing run gal2017__random"):
             run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
     assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     with exclusive_lock(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
         assert main(["experiment", "--strategies", "random", "--seeds", "1", "--out", str(tmp_path)]
