@@ -10,7 +10,7 @@ symmetrically, once per point; the initial, validation and test sets are
 clean. The 0% panels reuse the ``gal2017`` runs. Two adaptive thresholds
 are compared with the seed's fixed ones: ``dynamic``, the Bayes decision for
 one label, and ``batch``, the Bayes decision for the batch (see
-:func:`skdbal.noise.batch_threshold`). To run or resume the grid's first
+:func:`skdbal.noisy_labels.batch_threshold`). To run or resume the grid's first
 stage (the results page lists the others)::
 
     SKDBAL_DATA=../shared/data skdbal experiment --preset gal2017 \\

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt
 from skdbal.experiments import read_results
 from skdbal.experiments.curves import cost_markdown, plot_curves
 from skdbal.experiments.grouping import group_runs
-from skdbal.experiments.seed_noise import above_from
+from skdbal.experiments.seed_variance import above_from
 from skdbal.metrics import curves_from_histories, labels_to_accuracy
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()

@@ -48,7 +48,7 @@ from .grid_reading import (
 from .grouping import noise_rate_of
 from .label_noise import noise_markdown, plot_flipped, plot_noise_levels
 from .last_layer import last_layer_markdown, plot_last_layer
-from .seed_noise import median_rule
+from .seed_variance import median_rule
 
 __all__ = ["write_cost", "write_report"]
 

@@ -70,7 +70,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         opening with dropout and a linear layer is then computed only over
         the non-zero inputs of each row). ``"row_philox"`` computes each mask
         bit on the model's device as a counter-based function of (row, pass,
-        layer, unit), Philox-4x32-10 (``skdbal.models._counter_masks``): no
+        layer, unit), Philox-4x32-10 (``skdbal.models._philox``): no
         host draws or copies, and the same bits on the CPU and on CUDA
         (results version 5; several times slower than ``"row_pcg64"`` on a
         CPU, docs/performance.md). ``"row"`` draws from a
