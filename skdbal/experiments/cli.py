@@ -58,7 +58,14 @@ def _parse_overrides(items) -> dict:
 
 
 def split_names(text: str) -> list:
-    """Comma-separated names, commas inside parentheses kept: ``"bald,filter(bald,0.1)"``."""
+    """Comma-separated names, commas inside parentheses kept: ``"bald,filter(bald,0.1)"``.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.cli import split_names
+    >>> split_names("bald, filter(bald,0.1),random")
+    ['bald', 'filter(bald,0.1)', 'random']
+    """
     names, depth, current = [], 0, ""
     for ch in text:
         depth += (ch == "(") - (ch == ")")
