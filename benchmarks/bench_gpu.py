@@ -354,7 +354,7 @@ _CHILD = r"""
 import json, sys, time
 import torch
 from skdbal.experiments import run_grid
-from skdbal.experiments.runner import load_data
+from skdbal.experiments.factories import load_data
 from skdbal.models import BayesianCNN
 
 out, device, overrides = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

@@ -23,7 +23,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import diversity_markdown, plot_curves, plot_diversity_weights
+from skdbal.experiments.curves import plot_curves
+from skdbal.experiments.diversity_weights import diversity_markdown, plot_diversity_weights
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 results = here.parent / "docs" / "results"

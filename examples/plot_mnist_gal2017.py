@@ -20,7 +20,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import plot_curves, table_markdown
+from skdbal.experiments.curves import plot_curves, table_markdown
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 rows = read_results(here.parent / "docs" / "results" / "gal2017" / "results.csv")

@@ -10,7 +10,7 @@ symmetrically, once per point; the initial, validation and test sets are
 clean. The 0% panels reuse the ``gal2017`` runs. Two adaptive thresholds
 are compared with the seed's fixed ones: ``dynamic``, the Bayes decision for
 one label, and ``batch``, the Bayes decision for the batch (see
-:func:`skdbal.noise.batch_threshold`). To run or resume the grid's first
+:func:`skdbal.noisy_labels.batch_threshold`). To run or resume the grid's first
 stage (the results page lists the others)::
 
     SKDBAL_DATA=../shared/data skdbal experiment --preset gal2017 \\
@@ -25,7 +25,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import noise_markdown, plot_curves, plot_flipped, plot_noise_levels
+from skdbal.experiments.curves import plot_curves
+from skdbal.experiments.label_noise import noise_markdown, plot_flipped, plot_noise_levels
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 results = here.parent / "docs" / "results"

@@ -21,7 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import last_layer_markdown, plot_last_layer
+from skdbal.experiments.last_layer import last_layer_markdown, plot_last_layer
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 rows = read_results(here.parent / "docs" / "results" / "gal2017_last_layer" / "results.csv")

@@ -22,8 +22,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from skdbal.experiments import read_results
-from skdbal.experiments.report import cost_markdown, group_runs, plot_curves
-from skdbal.experiments.seed_noise import above_from
+from skdbal.experiments.curves import cost_markdown, plot_curves
+from skdbal.experiments.grouping import group_runs
+from skdbal.experiments.seed_variance import above_from
 from skdbal.metrics import curves_from_histories, labels_to_accuracy
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()

@@ -14,7 +14,7 @@ pool (``y_pool``) with each query and skips the points whose label the
 model finds unlikely, ``p̄(y = y_pool | x) < τ``. The skipped points are the
 query's rejects; they stay in the pool. Two rules set ``τ`` from the noise
 rate that they estimate from the pool's labels and the current model
-(:mod:`skdbal.noise`): ``"dynamic"`` is the Bayes decision for one label
+(:mod:`skdbal.noisy_labels`): ``"dynamic"`` is the Bayes decision for one label
 under symmetric noise (distrust a label when a flip is more likely than
 not), and ``"batch"`` the Bayes decision for the batch, which counts that a
 skipped point is replaced by the next one of the ranking rather than lost.

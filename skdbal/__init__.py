@@ -5,10 +5,6 @@ Names are imported on first use (PEP 562), so ``import skdbal`` and the
 """
 import importlib
 
-from . import _compat
-
-_compat.install()  # old paths of moved modules (skdbal.presets, ...) keep importing
-
 __version__ = "0.1.0"
 
 #: Public classes, by the module that defines them.
@@ -22,7 +18,7 @@ _CLASSES = {
                      "NetFeatures", "MCDropoutClassifier", "MCDropoutRegressor"), "models"),
 }
 #: Subpackages and modules, imported on first use.
-_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noise", "metrics", "datasets", "initial",
+_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noisy_labels", "metrics", "datasets", "initial",
                "loop", "oracles", "budget", "learner")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
@@ -32,8 +28,6 @@ def __getattr__(name):
     if name in _CLASSES:
         value = getattr(importlib.import_module(f".{_CLASSES[name]}", __name__), name)
     elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
-    elif f"{__name__}.{name}" in _compat.MOVED:  # an old module path: imported (and warned about) there
         value = importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'skdbal' has no attribute {name!r}")

@@ -98,7 +98,7 @@ def _row_keyed_reference(clf, xb, T):
     ``256 · keep``, computed with ``_helpers.philox4x32_reference``."""
     from torch import nn
 
-    from skdbal.models._mc_dropout import row_seeds
+    from skdbal.models._mc_masks import row_seeds
 
     module = clf.module_.eval()
     out = []

@@ -71,10 +71,10 @@ def test_the_loop_on_cuda(digits):
     _check_loop_queries_bald_s_top_points(digits, "cuda")
 
 
-def test_counter_masks_on_cuda_are_the_cpus_bits():
+def test_philox_masks_on_cuda_are_the_cpus_bits():
     """``mask_seeding="row_philox"``: the same bits from CUDA's integer ops as from the CPU's, for every
     draw width, at the edges of the key range and for many blocks."""
-    from skdbal.models._counter_masks import PhiloxRowStreams, philox4x32, philox_kept
+    from skdbal.models._philox import PhiloxRowStreams, philox4x32, philox_kept
 
     keys = torch.tensor([0, 1, 2**31, 2**32 - 1, 2**32, 2**62 + 12345, 2**63 - 1])
     for keep in (0.75, 0.5, 1 - 1 / 1024, 0.9):

@@ -42,3 +42,21 @@ def test_the_test_extra_installs_what_the_dask_test_needs():
     test_extra = [Requirement(line) for line in cfg["options.extras_require"]["test"].splitlines() if line.strip()]
     assert any(r.name == "dask" and "distributed" in r.extras for r in test_extra)
     assert "importorskip" not in (root / "tests" / "acquisition" / "test_pointwise.py").read_text()
+
+
+def test_ci_prints_a_coverage_report_of_the_readme_suite():
+    """The ``test`` extra brings pytest-cov, and CI runs the README's ``python -m pytest`` with a coverage
+    report of the package (through PYTEST_ADDOPTS, so the command and a developer's run stay as they are)."""
+    import configparser
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = configparser.ConfigParser()
+    cfg.read(root / "setup.cfg")
+    test_extra = [Requirement(line) for line in cfg["options.extras_require"]["test"].splitlines() if line.strip()]
+    assert any(r.name == "pytest-cov" for r in test_extra)
+    assert "--cov" not in cfg["tool:pytest"]["addopts"]
+    ci = (root / ".ci" / "run").read_text()
+    start = ci.index('\nexport PYTEST_ADDOPTS="--cov=skdbal --cov-report=term"\n')
+    assert start < ci.index("\npython -m pytest\n") < ci.index("\nunset PYTEST_ADDOPTS\n") < ci.index("-m slow")

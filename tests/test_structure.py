@@ -219,7 +219,7 @@ def test_no_import_cycle_in_the_package():
     assert not cycles, "import cycles (function-level imports included): " + "; ".join(map(str, cycles))
 
 
-UPPER = ("skdbal.experiments", "skdbal.labelling", "skdbal.labelstudio", "skdbal.dask", "skdbal.interop")
+UPPER = ("skdbal.experiments", "skdbal.labelling", "skdbal.labelstudio", "skdbal.dask", "skdbal.interop", "skdbal.cli")
 LEARNER = ("skdbal.learner", "skdbal.loop", "skdbal.budget")
 
 
@@ -244,8 +244,8 @@ def test_servers_and_integrations_sit_above_the_learner(module):
 
 
 #: Private modules of the root package every package may use, as scikit-learn's packages use its private
-#: validation helpers: argument checks and the old-path shim.
-SHARED_PRIVATE = {"skdbal._validation", "skdbal._compat"}
+#: validation helpers: argument checks.
+SHARED_PRIVATE = {"skdbal._validation"}
 
 
 def _cross_package_private_imports(module: str) -> list:

@@ -6,7 +6,7 @@ from typing import Callable, Optional, Union
 
 import numpy as np
 
-from .. import noise
+from .. import noisy_labels as noise
 from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
 from ..predictive import as_predictive
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
@@ -92,7 +92,7 @@ class NoiseFilter(StrategyDecorator):
         The strategy to filter.
     threshold : float in (0, 1), "dynamic", "batch", "quantile" or callable, default=0.1
         ``τ``. The three rules that adapt estimate the noise rate ``ε̂`` by EM
-        from the pool's labels and the current model (:mod:`skdbal.noise`),
+        from the pool's labels and the current model (:mod:`skdbal.noisy_labels`),
         so they follow the model as it improves and distrust nothing on a
         clean pool. ``"dynamic"`` is the Bayes decision for one label under
         symmetric noise, ``τ = bayes_threshold(ε̂, C)``: distrust a label

@@ -27,16 +27,18 @@ package imports it.
   torch;
 - :mod:`skdbal.experiments.facts`: a grid's ``facts.json``, the figures its
   pages quote, and their MyST substitutions, with the noise of a median in
-  :mod:`~skdbal.experiments.seed_noise`;
+  :mod:`~skdbal.experiments.seed_variance`;
 - :mod:`skdbal.experiments.plotting`: the figure helpers the report and the
   quickstart share;
 - :mod:`skdbal.experiments.quickstart`: BALD against random on digits;
 - :mod:`skdbal.experiments.data`: the bundled digits as images, read by the
   runner and the quickstart;
-- :mod:`skdbal.experiments.cli`: the ``skdbal`` command.
+- :mod:`skdbal.experiments.cli`: the experiment commands of ``skdbal``
+  (:mod:`skdbal.cli`).
 
 Imports point one way, function-level ones included: cli → quickstart,
-report, facts, runner; facts → grid_reading, grouping, seed_noise; runner → journal → factories → specs → presets, data;
+report, facts, runner; facts → grid_reading, grouping, seed_variance;
+runner → journal → factories → specs → presets, data;
 runner and report → configs → results; report → its sections → grouping,
 plotting (``tests/test_structure.py`` checks that there is no cycle). Each
 module here reaches the rest of the package through public modules and

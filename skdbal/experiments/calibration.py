@@ -53,7 +53,7 @@ def calibration_markdown(rows: List[dict], at_labels: Optional[Sequence] = None)
 
     Examples
     --------
-    >>> from skdbal.experiments.report import calibration_markdown
+    >>> from skdbal.experiments.calibration import calibration_markdown
     >>> rows = [dict(preset="gal2017", strategy="bald", variant=v, seed=s, step=i, n_labels=20 + 100 * i,
     ...              n_acquired=100 * i, accuracy=0.8 + 0.1 * i, ece=e / (1 + i), nll=0.5 / (1 + i) + 0.01 * s,
     ...              noise_rate=None)
@@ -93,7 +93,7 @@ def plot_calibration(rows: List[dict], path, title: str = "") -> "Optional[Figur
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_calibration
+    >>> from skdbal.experiments.calibration import plot_calibration
     >>> rows = [dict(preset="gal2017", strategy="bald", variant=v, seed=s, step=i, n_labels=20 + 10 * i,
     ...              n_acquired=10 * i, accuracy=0.6 + 0.1 * i, ece=e / (1 + i), nll=1.0 / (1 + i),
     ...              noise_rate=None)

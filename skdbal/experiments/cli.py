@@ -1,13 +1,11 @@
-"""Command line: ``skdbal quickstart`` (the default), ``skdbal experiment``, ``skdbal report``,
-``skdbal label`` (:mod:`skdbal.labelling.cli`)."""
+"""The experiment commands of ``skdbal`` (:mod:`skdbal.cli`): ``quickstart`` (the default),
+``experiment`` and ``report``."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from typing import List, Optional
 
-__all__ = ["main"]
+__all__ = ["add_parsers", "split_names"]
 
 
 def _quickstart(args) -> int:
@@ -60,7 +58,14 @@ def _parse_overrides(items) -> dict:
 
 
 def split_names(text: str) -> list:
-    """Comma-separated names, commas inside parentheses kept: ``"bald,filter(bald,0.1)"``."""
+    """Comma-separated names, commas inside parentheses kept: ``"bald,filter(bald,0.1)"``.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.cli import split_names
+    >>> split_names("bald, filter(bald,0.1),random")
+    ['bald', 'filter(bald,0.1)', 'random']
+    """
     names, depth, current = [], 0, ""
     for ch in text:
         depth += (ch == "(") - (ch == ")")
@@ -175,12 +180,19 @@ class _ExperimentHelp(argparse.RawDescriptionHelpFormatter):
         return super()._format_text(_experiment_epilog() if text == _LAZY_EPILOG else text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+def add_parsers(sub) -> None:
+    """Add ``quickstart``, ``experiment`` and ``report`` to the subcommands ``sub`` of the
+    ``skdbal`` command (:func:`skdbal.cli.build_parser`), each with its ``func``.
 
-    parser = argparse.ArgumentParser(prog="skdbal", description="Deep Bayesian active learning.")
-    parser.add_argument("--version", action="version", version=f"skdbal {__version__}")
-    sub = parser.add_subparsers(dest="command")
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.experiments.cli import add_parsers
+    >>> sub = argparse.ArgumentParser(prog="skdbal").add_subparsers()
+    >>> add_parsers(sub)
+    >>> sorted(sub.choices)
+    ['experiment', 'quickstart', 'report']
+    """
     qs = sub.add_parser("quickstart", help="BALD against random on scikit-learn's digits (default)")
     qs.add_argument("--strategies", default="bald,random",
                     help="comma-separated: bald, max_entropy, variation_ratios, mean_std, random")
@@ -257,75 +269,3 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a folder whose facts.json measured the rerun spread on the same preset, taken as this "
                          "folder's where --rerun measures none")
     rp.set_defaults(func=_report)
-    from ..labelling.cli import add_parser as add_label_parser
-    from ..labelling.cli import run as run_label
-
-    add_label_parser(sub).set_defaults(func=run_label)
-    from ..labelstudio.cli import add_parser as add_labelstudio_parser
-    from ..labelstudio.cli import run as run_labelstudio
-
-    add_labelstudio_parser(sub).set_defaults(func=run_labelstudio)
-    return parser
-
-
-def main(argv: Optional[List[str]] = None) -> int:
-    """The ``skdbal`` command: ``quickstart`` (the default), ``experiment`` and ``report``.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments; ``sys.argv[1:]`` by default. Without a subcommand
-        (or with options only) the quickstart runs.
-
-    Returns
-    -------
-    int
-        The exit status: 0 on success, 2 for a usage error (with a message
-        naming it), 130 when interrupted, 1 when the output folder is being
-        written by another grid.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from skdbal.experiments.cli import main
-    >>> tiny = ["n_queries=1", "max_epochs=2", "n_samples=4", "pool_subsample=100", "n_validation=50",
-    ...         "module_params={'kernel_size': 3}"]          # a grid of a second on digits
-    >>> out = tempfile.mkdtemp()
-    >>> args = ["experiment", "--dataset", "digits", "--strategies", "bald,random", "--seeds", "1",
-    ...         "--torch-threads", "1", "--quiet", "--out", out] + [a for kv in tiny for a in ("--set", kv)]
-    >>> main(args)                            # doctest: +ELLIPSIS
-    grid done in ... s; wrote ...table.md, ...learning_curves.png
-    0
-    >>> main(["report", out])                 # doctest: +ELLIPSIS
-    wrote ...table.md, ...learning_curves.png, ...facts.json
-    0
-    >>> main(["experiment", "--noise-rates", "1.5", "--out", out])   # a usage error (message on stderr)
-    Traceback (most recent call last):
-        ...
-    SystemExit: 2
-    """
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
-        argv = ["quickstart"] + argv
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:  # the run files are written atomically after each step
-        print("\ninterrupted; rerun the same command to resume" if args.command == "experiment"
-              else "\ninterrupted", file=sys.stderr)
-        return 130
-    except ValueError as exc:
-        parser.error(str(exc))
-        return 2
-    except Exception as exc:
-        from .results import FolderLockedError
-
-        if not isinstance(exc, FolderLockedError):
-            raise
-        print(f"skdbal: error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

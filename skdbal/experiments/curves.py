@@ -91,7 +91,7 @@ def table_markdown(rows: List[dict], n_initial: int = 20, at_labels: int = 1000,
 
     Examples
     --------
-    >>> from skdbal.experiments.report import table_markdown
+    >>> from skdbal.experiments.curves import table_markdown
     >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
     ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
@@ -157,7 +157,7 @@ def cost_markdown(rows: List[dict], n_initial: int = 20, thresholds: Sequence[fl
 
     Examples
     --------
-    >>> from skdbal.experiments.report import cost_markdown
+    >>> from skdbal.experiments.curves import cost_markdown
     >>> def run(strategy, seed, accuracies, query_time):   # one run's rows, 10 labels a step
     ...     return [dict(preset="p", strategy=strategy, variant="bayesian", seed=seed, step=i, n_labels=20 + 10 * i,
     ...                  accuracy=a, train_time=1.0, query_time=query_time * (i > 0), time=1.5 + query_time * (i > 0))
@@ -225,7 +225,7 @@ def deterministic_markdown(rows: List[dict], n_initial: int = 20,
 
     Examples
     --------
-    >>> from skdbal.experiments.report import deterministic_markdown
+    >>> from skdbal.experiments.curves import deterministic_markdown
     >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
     ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
@@ -303,7 +303,7 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_curves
+    >>> from skdbal.experiments.curves import plot_curves
     >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
     ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)

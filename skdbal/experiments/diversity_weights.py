@@ -81,7 +81,7 @@ def diversity_markdown(rows: List[dict], windows: Sequence[Tuple[int, int]] = ((
 
     Examples
     --------
-    >>> from skdbal.experiments.report import diversity_markdown
+    >>> from skdbal.experiments.diversity_weights import diversity_markdown
     >>> def run(strategy, seed, accuracies):
     ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)
@@ -122,7 +122,7 @@ def plot_diversity_weights(rows: List[dict], path, first_steps: int = 10,
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_diversity_weights
+    >>> from skdbal.experiments.diversity_weights import plot_diversity_weights
     >>> def run(strategy, seed, accuracies):
     ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)

@@ -4,7 +4,7 @@
 (:func:`~skdbal.experiments.grid_reading.grid_rows`) and gathers, per
 strategy, variant and noise rate: each seed's labels to 90% and 95% test
 accuracy, their median, step-average and average-step, the median's noise
-band (:mod:`~skdbal.experiments.seed_noise`), the mean curve, the cost of a
+band (:mod:`~skdbal.experiments.seed_variance`), the mean curve, the cost of a
 step, and the grid's provenance; :func:`write_facts` writes them as
 ``facts.json``. :func:`facts_substitutions` flattens them into the MyST
 substitutions that ``docs/conf.py`` hands the pages, with the words of a
@@ -42,7 +42,7 @@ from .curve_facts import curve_substitutions, range_text, seed_curves, two_figur
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
 from .provenance import NOT_RECORDED, left_out_runs, machines_of, parallelism_of, provenance_substitutions
-from .seed_noise import (
+from .seed_variance import (
     BAND_LEVEL,
     BOOTSTRAP_SEED,
     N_RESAMPLES,

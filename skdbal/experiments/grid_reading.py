@@ -212,7 +212,7 @@ def check_comparable(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[d
 
 def _differing_fields(a: dict, b: dict) -> list:
     """``(field, value in a, value in b)`` where the run configurations ``a``
-    and ``b`` differ as the runner compares them (:func:`~skdbal.experiments.runner.comparable_configs`,
+    and ``b`` differ as the runner compares them (:func:`~skdbal.experiments.configs.comparable_configs`,
     applied both ways, so that a field missing in the older file counts as its
     implicit value); preset fields as ``preset.<name>``."""
     def flat(config):

@@ -27,7 +27,7 @@ def group_runs(rows: List[dict]) -> Dict[Tuple[str, str, str], List[List[dict]]]
 
     Examples
     --------
-    >>> from skdbal.experiments.report import group_runs
+    >>> from skdbal.experiments.grouping import group_runs
     >>> def run(strategy, seed, accuracies, variant="bayesian"):   # one run's rows, 10 labels a step
     ...     return [dict(preset="gal2017", strategy=strategy, variant=variant, seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=a, noise_rate=None)

@@ -80,7 +80,7 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
 
     Examples
     --------
-    >>> from skdbal.experiments.report import noise_markdown
+    >>> from skdbal.experiments.label_noise import noise_markdown
     >>> def run(strategy, seed, flips, rejects=None):   # a 20%-noise run: flipped labels acquired per step
     ...     return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i,
     ...                  n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.6 + 0.1 * i, noise_rate=0.2,
@@ -158,7 +158,7 @@ def plot_noise_levels(rows: List[dict], path, strategies: Sequence[str] = ("bald
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_noise_levels
+    >>> from skdbal.experiments.label_noise import plot_noise_levels
     >>> rows = [dict(preset="gal2017", strategy=name, variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
     ...              n_acquired=10 * i, accuracy=start + 0.1 * i - rate, noise_rate=rate)
     ...         for name, start in (("bald", 0.6), ("random", 0.5)) for rate in (0.1, 0.3) for i in range(3)]
@@ -217,7 +217,7 @@ def plot_flipped(rows: List[dict], path, title: str = "") -> "Optional[Figure]":
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_flipped
+    >>> from skdbal.experiments.label_noise import plot_flipped
     >>> flips = {"bald": [0, 3, 2], "filter(bald,0.1)": [0, 1, 0]}   # flipped labels acquired per step
     >>> rows = [dict(preset="gal2017", strategy=name, variant="bayesian", seed=1, step=i, n_labels=20 + 10 * i,
     ...              n_acquired=10 * i, accuracy=0.7, noise_rate=rate, n_flipped_acquired=f)

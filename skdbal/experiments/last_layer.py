@@ -54,7 +54,7 @@ def plot_last_layer(rows: List[dict], path, title: str = "") -> "Optional[Figure
 
     Examples
     --------
-    >>> from skdbal.experiments.report import plot_last_layer
+    >>> from skdbal.experiments.last_layer import plot_last_layer
     >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
     ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - drop * i,
     ...              mean_variance=0.2 / (1 + i), noise_rate=None)
@@ -94,7 +94,7 @@ def last_layer_markdown(rows: List[dict], at_acquired: Sequence = (0, 100, 250, 
 
     Examples
     --------
-    >>> from skdbal.experiments.report import last_layer_markdown
+    >>> from skdbal.experiments.last_layer import last_layer_markdown
     >>> rows = [dict(preset="gal2017", strategy="predictive_variance", variant=f"blr_{inference}", seed=1, step=i,
     ...              n_labels=20 + 10 * i, n_acquired=10 * i, accuracy=0.5 + 0.1 * i, rmse=0.3 - drop * i,
     ...              mean_variance=0.2 / (1 + i), noise_rate=None)

@@ -47,7 +47,7 @@ _POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2", "warm_epochs")
 #: Bool fields: True or False only (a string such as "false" would be truthy).
 BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
-#: skdbal.models._mc_dropout.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
+#: skdbal.models._mc_masks.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
 _MASK_SEEDINGS = ("row_pcg64", "row", "stream", "row_philox")
 
 

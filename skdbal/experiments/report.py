@@ -33,10 +33,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from .calibration import calibration_markdown, plot_calibration
-
-# the names that this module has always offered, from their homes
-from .configs import comparable_configs  # noqa: F401
-from .curves import ANCHORS, cost_markdown, deterministic_markdown, plot_curves, table_markdown
+from .curves import cost_markdown, deterministic_markdown, plot_curves, table_markdown
 from .diversity_weights import diversity_markdown, plot_diversity_weights
 from .grid_reading import (
     DATASET_LABELS,
@@ -48,17 +45,12 @@ from .grid_reading import (
     run_files,
     with_devices,
 )
-from .grouping import group_runs, noise_rate_of
-from .label_noise import SEED000_REJECTS, noise_markdown, plot_flipped, plot_noise_levels
+from .grouping import noise_rate_of
+from .label_noise import noise_markdown, plot_flipped, plot_noise_levels
 from .last_layer import last_layer_markdown, plot_last_layer
-from .plotting import data_ylim, legend_outside  # noqa: F401
-from .presets import PRESETS  # noqa: F401
-from .results import DamagedResultsError, assemble_results, read_results, read_run_file  # noqa: F401
-from .seed_noise import median_rule
+from .seed_variance import median_rule
 
-__all__ = ["ANCHORS", "group_runs", "table_markdown", "cost_markdown", "write_cost", "plot_curves", "plot_last_layer",
-           "last_layer_markdown", "deterministic_markdown", "noise_markdown", "plot_noise_levels", "plot_flipped",
-           "SEED000_REJECTS", "write_report"]
+__all__ = ["write_cost", "write_report"]
 
 #: The noise filter of BALD with a threshold that adapts (see skdbal.acquisition.NoiseFilter).
 _ADAPTIVE_FILTERS = ("filter(bald,dynamic)", "filter(bald,batch)", "filter(bald,quantile)")

@@ -13,14 +13,13 @@ missing or stale, and a resumed run ends with the rows of an uninterrupted
 one. Only the CSV and JSON files need to be kept (e.g. committed) to resume.
 Since every row is written with its line terminator, a last row without one
 is torn (a cut copy) even when its fields still parse: a resume drops and
-recomputes it, with a warning, and :func:`read_results` refuses it.
+recomputes it, with a warning, and :func:`~skdbal.experiments.results.read_results` refuses it.
 
 The tidy ``results.csv`` (one row per run and step) is assembled from the
 run files after every step, again atomically.
 
 This module runs grids (:func:`run_grid`) and runs (:func:`run_one`); the
-rest has a home of its own, and its public names are importable from here
-too: the runs of a grid in :mod:`~skdbal.experiments.specs`, the result
+rest has a home of its own: the runs of a grid in :mod:`~skdbal.experiments.specs`, the result
 files in :mod:`~skdbal.experiments.results`, the comparison of
 configurations in :mod:`~skdbal.experiments.configs`, the data and models in
 :mod:`~skdbal.experiments.factories`, and a run's progress on disk in
@@ -43,26 +42,14 @@ from ..acquisition import get_strategy
 from ..learner import ActiveLearner
 from ..loop import ActiveLearningLoop
 from ..oracles import KnownLabels, NoisyAnnotator
-
-# the runner's other names before they moved to their homes, importable from here as before
-from .configs import (
-    check_folder_config,
-    check_run_config,
-    comparable_configs,  # noqa: F401
-    folder_configs,
-)
-from .factories import (  # noqa: F401
-    DDU_REG_COVAR,
-    even_batch_size,
+from .configs import check_folder_config, check_run_config, folder_configs
+from .factories import (
     fit_step_model,
     learner_template,
     load_data,
-    make_estimator,
-    make_last_layer,
     network_of,
     resolve_device,
     split_indices,
-    uses_density,
 )
 from .journal import (
     RunJournal,
@@ -76,25 +63,10 @@ from .journal import (
 )
 from .presets import Preset, get_preset
 from .provenance import environment
-from .results import (  # noqa: F401
-    COLUMNS,
-    OPTIONAL_COLUMNS,
-    DamagedResultsError,
-    FolderLockedError,
-    assemble_results,
-    atomic_write,
-    check_run_rows,
-    exclusive_lock,
-    has_rows,
-    read_results,
-    read_run_file,
-)
-from .specs import DETERMINISTIC_BASELINE, INITIAL_SETS, LAST_LAYERS, RESULTS_VERSION, RunSpec, check_sizes, grid_specs  # noqa: F401
+from .results import assemble_results, atomic_write, exclusive_lock, has_rows
+from .specs import RunSpec, check_sizes, grid_specs
 
-__all__ = ["RunSpec", "run_grid", "run_one", "read_results", "check_run_rows", "assemble_results",
-           "DamagedResultsError", "load_data", "make_estimator", "make_last_layer",
-           "even_batch_size", "FolderLockedError",
-           "COLUMNS", "LAST_LAYERS"]
+__all__ = ["run_grid", "run_one"]
 
 
 def run_one(spec: RunSpec, out_dir: Union[str, os.PathLike], *, torch_threads: Optional[int] = None,

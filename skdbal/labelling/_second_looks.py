@@ -4,7 +4,7 @@ A label is judged, when it arrives, by the model of the moment, which has not
 seen it: its probability ``p = p̄(y = given | x)``, its guess and the guess's
 probability ``c``. Under symmetric noise of rate ``ε`` over ``C`` classes, a
 *calibrated* model's label is more likely wrong than right exactly when
-``p < τ(ε)`` (:func:`skdbal.noise.bayes_threshold`): flagging those, and
+``p < τ(ε)`` (:func:`skdbal.noisy_labels.bayes_threshold`): flagging those, and
 only those, gives each flag a precision above 1/2. The models of a labelling
 session are not calibrated, though: the first ones, on a few dozen labels,
 are sure of wrong guesses, and flagged right labels by the handful (8 flags,
@@ -15,14 +15,14 @@ calibration on what they had not seen, prequentially:
   model guessed (its prequential guess accuracy ``g``) against the share
   its probabilities promised (the mean of ``c``); their ratio of
   disagreements is ``κ = max(1, (1 − g)/(1 − mean c))``
-  (:func:`skdbal.noise.calibration_ratio`);
+  (:func:`skdbal.noisy_labels.calibration_ratio`);
 - a model that disagrees ``κ`` times as often as it says understates its
   error ``κ``-fold, so its ``p`` is read as ``κ·p``, and the label is flagged
   when ``flip_posterior(κ·p) > 1/2``, that is when ``p < τ(ε)/κ``;
 - ``κ`` is measured as if the annotators never erred (the model gets no
   benefit of the doubt: with noise ``ε`` the labels would agree with
   ``ĝ = (1 − ε)·c + ε·(1 − c)/(C − 1)``); ``ε`` is then estimated by EM
-  (:func:`skdbal.noise.estimate_noise_rate`) on the corrected probabilities
+  (:func:`skdbal.noisy_labels.estimate_noise_rate`) on the corrected probabilities
   ``min(κ·p, 1)`` of the same window;
 - neither is trusted on fewer than ``MIN_TRUSTED`` judged labels: the
   standard error of a rate near ``ε = 0.1`` measured on ``n`` labels,
@@ -55,7 +55,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from .._validation import read_rows
-from ..noise import calibration_ratio, trust_threshold
+from ..noisy_labels import calibration_ratio, trust_threshold
 
 #: Labels judged before the ``"dynamic"`` and ``"quantile"`` rules estimate anything.
 MIN_JUDGED = 20
@@ -84,7 +84,7 @@ def flag_threshold(p_given: Sequence[float], agree: Sequence[bool], confidence: 
         the calibration).
     n_classes : int
     rule : float, "dynamic", "quantile" or callable
-        As :func:`skdbal.noise.trust_threshold`; a number is the threshold itself.
+        As :func:`skdbal.noisy_labels.trust_threshold`; a number is the threshold itself.
 
     Returns
     -------

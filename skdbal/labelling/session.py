@@ -84,7 +84,7 @@ class LabellingSession:
         When a label arrives, the current model (which has not seen it)
         judges it: a label whose probability ``p̄(y = given | x)`` is below
         the trust threshold of this rule (the noise filter's rules,
-        :func:`skdbal.noise.trust_threshold`, over every label judged so
+        :func:`skdbal.noisy_labels.trust_threshold`, over every label judged so
         far) is flagged, and offered to another annotator for a second look
         (:meth:`next_batch` offers it first to anyone but its annotator).
         The two rules that estimate the annotators' noise rate flag only
@@ -167,7 +167,7 @@ class LabellingSession:
                                                    0 < second_look_budget <= 1):
             raise ValueError(f"second_look_budget must be a share in (0, 1] or None; got {second_look_budget!r}")
         if second_looks is not None:  # a bad rule is refused here, not in the loop's thread
-            from ..noise import trust_threshold
+            from ..noisy_labels import trust_threshold
 
             trust_threshold([0.5, 0.5], 2, second_looks)
         #: Called as ``callback(positions, scores)`` in the loop's thread after each query (the first

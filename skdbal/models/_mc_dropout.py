@@ -1,11 +1,7 @@
 """The MC-dropout skorch classifier.
 
 :class:`MCDropoutClassifier` only: its sampling engine is ``_mc_masks``, and
-the skorch base it shares with the regressor ``_mc_base``. The names this
-module held before they moved there (``MASK_SEEDINGS``, ``row_seeds``,
-``_SHARED_STATE_LOCK``, ``_row_keyed_dropout``...) are still found here,
-the same objects re-imported, for code (and the old path
-``skdbal.mc_dropout``) that imports them from this module.
+the skorch base it shares with the regressor ``_mc_base``.
 """
 from __future__ import annotations
 
@@ -18,44 +14,12 @@ from sklearn.utils.validation import column_or_1d
 from skorch import NeuralNetClassifier
 from torch import nn
 
-# The names this module held before the engine and the base moved out (issue 40): the same objects, re-imported
-# for code that imports them from here.
-from .._validation import check_bool, check_positive_int, is_int_seed, label_columns  # noqa: F401
-from ._mc_base import _MCDropoutNet, _same_layout, _sigint_watch  # noqa: F401
-from ._mc_masks import (  # noqa: F401
-    _CHANNEL_DROPOUT,
-    _CHANNEL_HOMOGENEOUS,
-    _DROPOUT,
-    _FACTORED_BYTES,
-    _SHARED_STATE_LOCK,
-    _SPLIT_CHECKED,
-    _SPLIT_FORWARDS,
-    MASK_SEEDINGS,
-    _channel_contributions,
-    _contribution_bytes,
-    _draw_masks,
-    _factored_conv,
-    _identity,
-    _mask_kind,
-    _masked_head_passes,
-    _row_keyed_dropout,
-    _row_keyed_factored_passes,
-    _row_keyed_linear_passes,
-    _row_keyed_passes,
-    _row_streams,
-    _seed_from,
-    _softmax,
-    _sum_channels,
-    _torch_seeded,
-    mc_dropout_mode,
-    row_seeds,
-    stochastic_head,
-    verified_split,
-)
-from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module  # noqa: F401
-from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear, fused_linear_outputs  # noqa: F401
+from .._validation import label_columns
+from ._mc_base import _MCDropoutNet
+from ._mc_masks import _seed_from, _softmax, _torch_seeded
+from ._nets import BayesianCNN
 
-__all__ = ["MCDropoutClassifier", "mc_dropout_mode", "stochastic_head"]
+__all__ = ["MCDropoutClassifier"]
 
 
 class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
@@ -106,7 +70,7 @@ class MCDropoutClassifier(_MCDropoutNet, NeuralNetClassifier):
         opening with dropout and a linear layer is then computed only over
         the non-zero inputs of each row). ``"row_philox"`` computes each mask
         bit on the model's device as a counter-based function of (row, pass,
-        layer, unit), Philox-4x32-10 (``skdbal.models._counter_masks``): no
+        layer, unit), Philox-4x32-10 (``skdbal.models._philox``): no
         host draws or copies, and the same bits on the CPU and on CUDA
         (results version 5; several times slower than ``"row_pcg64"`` on a
         CPU, docs/performance.md). ``"row"`` draws from a

@@ -9,7 +9,7 @@ Private to :mod:`skdbal.models`. It holds
   only a seeded fit and the samplers that draw from it take that lock;
 - the masks of each ``mask_seeding`` (:data:`MASK_SEEDINGS`): per row, keyed
   by :func:`row_seeds` and drawn by the generators of ``_row_masks`` and
-  ``_counter_masks`` through
+  ``_philox`` through
   the dropout hooks of :func:`_row_keyed_dropout`; one set for every row
   (:func:`_draw_masks`, ``consistent_masks``); or from torch's global stream
   (:func:`stochastic_head`);
@@ -35,8 +35,8 @@ import torch
 from sklearn.utils import check_random_state
 from torch import nn
 
-from ._counter_masks import PhiloxRowStreams
 from ._nets import MLP, BayesianCNN, KirschCNN, LeNet5, split_module
+from ._philox import PhiloxRowStreams
 from ._row_masks import PCG64RowStreams, TorchRowStreams, fused_linear_outputs
 
 __all__ = ["MASK_SEEDINGS", "mc_dropout_mode", "module_lock", "resolve_mask_seeding", "row_seeds",

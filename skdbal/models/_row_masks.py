@@ -13,7 +13,7 @@ generator give the two row-keyed seedings:
   ``torch.Generator`` per row on the model's device, drawing uniforms.
 
 The third row-keyed seeding, ``"row_philox"`` (results version 5), is
-counter-based and computed on the model's device: ``_counter_masks``.
+counter-based and computed on the model's device: ``_philox``.
 
 Either way a row's generator is consumed layer by layer, in the head's order,
 whatever path computes the passes; every sampling path draws through these

@@ -80,7 +80,7 @@ def test_dynamic_threshold_follows_the_estimated_noise_rate():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # this small, unsure model may trust too few points
         acq = noise_filter(bald, "dynamic").acquire(est, X, 2, y_pool=Y)
-    from skdbal.noise import bayes_threshold, estimate_noise_rate
+    from skdbal.noisy_labels import bayes_threshold, estimate_noise_rate
     p_label = by_hand(0)[0]
     rate = estimate_noise_rate(p_label, 2)
     assert acq.info["noise_rate"] == pytest.approx(rate)
@@ -164,7 +164,7 @@ def test_strategies_by_name_with_decorators():
 
 
 def test_quantile_threshold_distrusts_the_expected_number_of_wrong_labels():
-    from skdbal.noise import estimate_noise_rate, quantile_threshold
+    from skdbal.noisy_labels import estimate_noise_rate, quantile_threshold
 
     p_label = by_hand(0)[0]
     with warnings.catch_warnings():
@@ -181,7 +181,7 @@ def test_quantile_threshold_distrusts_the_expected_number_of_wrong_labels():
 
 
 def test_batch_rule_chooses_the_batch_worth_most():
-    from skdbal.noise import batch_threshold, estimate_noise_rate
+    from skdbal.noisy_labels import batch_threshold, estimate_noise_rate
 
     p_label, scores, order, _ = by_hand(0)
     acq = noise_filter(bald, "batch").acquire(BinaryTwoPasses(A, B), X, 2, y_pool=Y)

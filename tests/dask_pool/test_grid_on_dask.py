@@ -7,7 +7,7 @@ from _helpers import bounded
 from distributed import LocalCluster
 
 from skdbal.experiments import run_grid
-from skdbal.experiments.runner import FolderLockedError
+from skdbal.experiments.results import FolderLockedError
 
 TINY = dict(dataset="digits", n_queries=2, max_epochs=2, module_params={"kernel_size": 3}, n_samples=4,
             pool_subsample=120, n_validation=40)

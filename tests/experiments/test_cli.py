@@ -1,10 +1,11 @@
+import argparse
 import subprocess
 import sys
 
 import pytest
 
 from skdbal import __version__
-from skdbal.experiments.cli import main
+from skdbal.cli import main
 from skdbal.experiments.quickstart import format_table
 
 
@@ -48,12 +49,26 @@ def test_bad_preset_override_is_a_usage_error(setting, message, tmp_path, capsys
     assert not (tmp_path / "grid").exists()  # refused before anything is written
 
 
-@pytest.mark.parametrize("module", ["skdbal", "skdbal.experiments.cli", "skdbal.cli"])
+@pytest.mark.parametrize("module", ["skdbal", "skdbal.cli"])
 def test_python_dash_m_help(module):
     res = subprocess.run([sys.executable, "-m", module, "quickstart", "--help"],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and "--n-queries" in res.stdout
-    assert ("has moved to skdbal.experiments.cli" in res.stderr) == (module == "skdbal.cli")
+    assert res.returncode == 0 and "--n-queries" in res.stdout and res.stderr == ""
+
+
+def test_the_root_dispatches_to_each_package_s_commands():
+    """``skdbal.cli`` is the command's root: the experiment commands come from the experiments package,
+    ``label`` and ``labelstudio`` from theirs, and the experiments' module no longer builds the root."""
+    import skdbal.experiments.cli as experiments_cli
+    from skdbal.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == ["quickstart", "experiment", "report", "label", "labelstudio"]
+    homes = {name: p.get_default("func").__module__ for name, p in sub.choices.items()}
+    assert homes == {"quickstart": "skdbal.experiments.cli", "experiment": "skdbal.experiments.cli",
+                     "report": "skdbal.experiments.cli", "label": "skdbal.labelling.cli",
+                     "labelstudio": "skdbal.labelstudio.cli"}
+    assert not hasattr(experiments_cli, "main") and not hasattr(experiments_cli, "build_parser")
 
 
 def test_strategy_names_split_outside_parentheses():
@@ -76,7 +91,7 @@ def test_version_flag_and_helpful_help(capsys):
 
 
 def test_the_command_line_starts_without_torch():
-    code = ("import sys, skdbal, skdbal.experiments.cli as cli; cli.build_parser(); "
+    code = ("import sys, skdbal, skdbal.cli as cli; cli.build_parser(); "
             "print('torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.stdout.strip() == "False", res.stderr

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from skdbal.acquisition import canonical_name
+from skdbal.cli import main
 from skdbal.experiments import DamagedResultsError, RunSpec, configs, get_preset, run_grid, run_one, runner, specs
-from skdbal.experiments.cli import _parse_overrides, main
+from skdbal.experiments.cli import _parse_overrides
 
 TINY = dict(dataset="digits", n_queries=1, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,
             module_params={"kernel_size": 3})
@@ -248,6 +249,6 @@ def test_report_clean_without_noisy_runs_or_a_grid_is_a_usage_error(finished, tm
 def test_the_presets_know_the_samplers_mask_seedings():
     """presets.py imports neither torch nor numpy, so it keeps its own copy of the seedings."""
     from skdbal.experiments.presets import _MASK_SEEDINGS
-    from skdbal.models._mc_dropout import MASK_SEEDINGS
+    from skdbal.models._mc_masks import MASK_SEEDINGS
 
     assert _MASK_SEEDINGS == MASK_SEEDINGS

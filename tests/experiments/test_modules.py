@@ -1,8 +1,8 @@
 """The experiments package's modules: one home for each concept (issue 40).
 
 The runner and the report were split along their seams; these tests keep
-what that must not change: the report loads no torch, the old modules
-still offer every name they offered, no module is spelt like a public name,
+what that must not change: the report loads no torch, the runner and the
+report offer only their own names, no module is spelt like a public name,
 no module grows back into a god-module, and a grid's runs come in the order
 the runner always listed them.
 """
@@ -74,7 +74,7 @@ def test_the_report_loads_no_torch(tiny_grid):
         import sys
         import skdbal.experiments.report as report
         assert "torch" not in sys.modules, "importing the report loaded torch"
-        from skdbal.experiments.cli import main
+        from skdbal.cli import main
         assert main(["report", {str(tiny_grid)!r}, "--cost"]) == 0
         loaded = sorted(m for m in ("torch", "skorch") if m in sys.modules)
         assert not loaded, f"the report loaded {{loaded}}"
@@ -95,41 +95,25 @@ def test_torch_free_modules(module):
     assert done.returncode == 0, done.stderr
 
 
-#: The names of skdbal's own that the runner and the report offered before the split.
-RUNNER_NAMES = ["COLUMNS", "DDU_REG_COVAR", "DETERMINISTIC_BASELINE", "DamagedResultsError", "FolderLockedError",
-                "INITIAL_SETS", "LAST_LAYERS", "OPTIONAL_COLUMNS", "Preset", "RESULTS_VERSION", "RunSpec",
-                "assemble_results", "check_run_rows", "comparable_configs", "even_batch_size", "get_preset",
-                "load_data", "make_estimator", "make_last_layer", "read_results", "read_run_file", "resolve_device",
-                "run_grid", "run_one", "uses_density"]
-REPORT_NAMES = ["ANCHORS", "DamagedResultsError", "PRESETS", "SEED000_REJECTS", "assemble_results",
-                "calibration_markdown", "comparable_configs", "cost_markdown", "data_ylim", "deterministic_markdown",
-                "diversity_markdown", "group_runs", "last_layer_markdown", "legend_outside", "noise_markdown",
-                "plot_calibration", "plot_curves", "plot_diversity_weights", "plot_flipped", "plot_last_layer",
-                "plot_noise_levels", "read_results", "read_run_file", "table_markdown", "write_cost", "write_report"]
+def test_the_runner_and_the_report_offer_only_their_own_names():
+    """The runner and the report name what they define; the rest is imported from its home (the names
+    they kept for old callers are gone)."""
+    from skdbal.experiments import report, runner
 
-
-@pytest.mark.parametrize("module, names", [("runner", RUNNER_NAMES), ("report", REPORT_NAMES)])
-def test_the_split_modules_keep_their_names(module, names):
-    """Users and scripts import these from the runner and the report: each is still there, the very object
-    of its new home."""
-    old = importlib.import_module(f"skdbal.experiments.{module}")
-    assert [name for name in names if not hasattr(old, name)] == []
-    for name in names:
-        value = getattr(old, name)
-        if getattr(value, "__module__", "").startswith("skdbal.experiments."):
-            assert getattr(importlib.import_module(value.__module__), name) is value
-    assert set(old.__all__) <= set(names)
+    assert runner.__all__ == ["run_grid", "run_one"] and report.__all__ == ["write_cost", "write_report"]
+    for gone in ("comparable_configs", "read_results", "make_estimator", "COLUMNS", "LAST_LAYERS"):
+        assert not hasattr(runner, gone), gone
+    for gone in ("comparable_configs", "read_results", "group_runs", "ANCHORS", "PRESETS", "legend_outside"):
+        assert not hasattr(report, gone), gone
 
 
 def test_the_package_names_come_from_their_homes():
-    from skdbal.experiments import configs, factories, report, results, runner, specs
-
-    assert runner.read_results is results.read_results is report.read_results
-    assert runner.RunSpec is specs.RunSpec and runner.make_estimator is factories.make_estimator
-    assert runner.comparable_configs is configs.comparable_configs is report.comparable_configs
     for name in skdbal.experiments.__all__:
-        home = runner if hasattr(runner, name) else skdbal.experiments.presets
-        assert getattr(skdbal.experiments, name) is getattr(home, name)
+        home = importlib.import_module(f"skdbal.experiments.{skdbal.experiments._NAMES[name]}")
+        value = getattr(home, name)
+        assert getattr(skdbal.experiments, name) is value
+        if callable(value):  # defined there, not re-imported
+            assert value.__module__ == home.__name__, name
 
 
 def test_no_module_is_spelt_like_a_public_name():

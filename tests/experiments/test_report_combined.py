@@ -6,18 +6,13 @@ import warnings
 import matplotlib.pyplot as plt
 import pytest
 
+from skdbal.cli import main
 from skdbal.experiments import read_results, run_grid
-from skdbal.experiments.cli import main
+from skdbal.experiments.calibration import calibration_markdown, plot_calibration
+from skdbal.experiments.curves import deterministic_markdown, plot_curves, table_markdown
+from skdbal.experiments.label_noise import noise_markdown
 from skdbal.experiments.presets import get_preset
-from skdbal.experiments.report import (
-    calibration_markdown,
-    deterministic_markdown,
-    noise_markdown,
-    plot_calibration,
-    plot_curves,
-    table_markdown,
-    write_report,
-)
+from skdbal.experiments.report import write_report
 
 TINY = dict(dataset="digits", n_queries=1, max_epochs=2, n_samples=4, pool_subsample=100, n_validation=50,
             module_params={"kernel_size": 3})

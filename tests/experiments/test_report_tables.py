@@ -1,7 +1,8 @@
 """The report's tables and figures, computed by hand from rows written out in each test."""
 import numpy as np
 
-from skdbal.experiments.report import deterministic_markdown, last_layer_markdown, table_markdown
+from skdbal.experiments.curves import deterministic_markdown, table_markdown
+from skdbal.experiments.last_layer import last_layer_markdown
 
 
 def test_report_values_by_hand():
@@ -28,7 +29,7 @@ def test_noise_reports_mark_the_device_where_runs_mix_devices():
     and the cross-rate figure says, panel by panel, which runs ran where (issue 27, item 17)."""
     import matplotlib.pyplot as plt
 
-    from skdbal.experiments.report import noise_markdown, plot_noise_levels
+    from skdbal.experiments.label_noise import noise_markdown, plot_noise_levels
 
     def run(strategy, seed, rate, device, accs=(0.5, 0.6, 0.7)):
         return [dict(preset="gal2017", strategy=strategy, variant="bayesian", seed=seed, step=i, n_labels=20 + 10 * i,
@@ -92,7 +93,7 @@ def test_last_layer_markdown_with_a_run_in_progress():
     ]
 
 def test_noise_table_by_hand(tmp_path):
-    from skdbal.experiments.report import noise_markdown
+    from skdbal.experiments.label_noise import noise_markdown
 
     def run(seed, rejected, rejected_flipped, flipped_acquired, accs):
         rows = [dict(preset="gal2017", strategy="filter(bald,0.1)", variant="bayesian", seed=seed, step=0,
@@ -126,7 +127,7 @@ def test_calibration_table_spreads_label_counts_and_figure_values():
     """With no label counts given, the table takes five spread over the counts
     every run reached; the figure, like plot_curves, draws the runs that got
     furthest."""
-    from skdbal.experiments.report import calibration_markdown, plot_calibration
+    from skdbal.experiments.calibration import calibration_markdown, plot_calibration
 
     rows = [dict(preset="gal2017", strategy="bald", variant="bayesian", seed=s, step=i, n_labels=20 + 10 * i,
                  n_acquired=10 * i, accuracy=0.5, ece=0.1 * s + 0.01 * i, nll=1.0, noise_rate=None)

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from skdbal.experiments import COLUMNS, FolderLockedError, RunSpec, make_estimator, read_results, run_grid, run_one
+from skdbal.experiments.curves import table_markdown
+from skdbal.experiments.last_layer import last_layer_markdown
 from skdbal.experiments.presets import PRESETS, get_preset
-from skdbal.experiments.report import last_layer_markdown, table_markdown, write_report
+from skdbal.experiments.report import write_report
 
 TINY = dict(dataset="digits", n_queries=3, max_epochs=3, module_params={"kernel_size": 3}, n_samples=5,
             pool_subsample=150, n_validation=50)
@@ -279,7 +281,7 @@ def test_grid_json_keeps_every_invocation(tmp_path):
 def test_grid_json_records_the_full_invocation(tmp_path):
     """Every flag of the command is in grid.json (--ensemble, --device and the --set values were not), and
     the top level names every machine that made a call, not only the latest (issue 27, item 19)."""
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     out = tmp_path / "grid"
     cli = [a for a in TINY_CLI if a != "--quiet"]
@@ -381,7 +383,7 @@ def test_a_second_writer_of_a_folder_is_refused(tmp_path):
         with pytest.raises(FolderLockedError, match="another process is writing run gal2017__random"):
             run_one(RunSpec(get_preset("gal2017", **TINY), "random", 1), tmp_path)
     assert len(read_results(tmp_path / "results.csv")) == 2  # untouched by the refused calls
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     with exclusive_lock(tmp_path / ".lock", "the grid"):  # the CLI: a one-line error, exit status 1
         assert main(["experiment", "--strategies", "random", "--seeds", "1", "--out", str(tmp_path)]
@@ -711,7 +713,7 @@ def test_initial_sets_diversity_and_batch_bald_in_the_grid(tmp_path):
     assert f"| -0.2 | diverse(bald,-0.2) | 1 | {gain:+.2f} ± 0.00 |" in weights
     assert "| 0 | bald | 1 | +0.00 ± 0.00 |" in weights and (tmp_path / "g" / "diversity_weights.png").exists()
     # no sweep (a single weight, or no base run): no table, no figure, no report files
-    from skdbal.experiments.report import diversity_markdown, plot_diversity_weights
+    from skdbal.experiments.diversity_weights import diversity_markdown, plot_diversity_weights
     one_weight = [r for r in rows if r["strategy"] != "diverse(bald,-0.2)"]
     no_base = [r for r in rows if r["strategy"] != "bald"]
     for part in (one_weight, no_base, []):

@@ -2,7 +2,7 @@
 
 The model that judges a label has not seen it (it is the current model when
 the label arrives); the threshold follows the noise filter's rules
-(:func:`skdbal.noise.trust_threshold`). Every expected value here is
+(:func:`skdbal.noisy_labels.trust_threshold`). Every expected value here is
 computed independently, from a LogisticRegression fitted in the test.
 """
 import sqlite3
@@ -16,7 +16,7 @@ from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy
 from skdbal.labelling import LabellingSession, LabelStore, StoreError
 from skdbal.labelling._second_looks import choose_flags, flag_threshold
-from skdbal.noise import calibration_ratio
+from skdbal.noisy_labels import calibration_ratio
 
 INITIAL = np.arange(30)       # labelled before any model (all ten digits)
 

@@ -234,8 +234,7 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
 
     from skdbal import MCDropoutClassifier
     from skdbal.models import MLP
-    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
-    from skdbal.models._mc_masks import module_lock
+    from skdbal.models._mc_masks import _SHARED_STATE_LOCK, module_lock
 
     X, y = flat_digits
     net = MCDropoutClassifier(MLP, module__hidden_layer_sizes=(16,), classes=list(range(10)), max_epochs=2,

@@ -297,7 +297,7 @@ def test_guesses_of_the_tail_never_wait_for_the_retrain(flat_digits, tmp_path):
     by the loop with the second query, so they are answered at once (before, they waited for the fit)."""
     from skdbal import MCDropoutClassifier
     from skdbal.models import MLP
-    from skdbal.models._mc_dropout import _SHARED_STATE_LOCK
+    from skdbal.models._mc_masks import _SHARED_STATE_LOCK
 
     X, y = flat_digits
     X = X[:300].astype(np.float32)

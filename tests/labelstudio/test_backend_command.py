@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from skdbal.experiments.cli import main
+from skdbal.cli import main
 from skdbal.labelstudio.cli import connect_backend
 
 pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")

@@ -310,7 +310,7 @@ def held(self, event):
     threading.Event().wait()
 
 backend.WebhookWorker.handle = held
-from skdbal.experiments.cli import main
+from skdbal.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from skdbal.experiments.cli import main
+from skdbal.cli import main
 from skdbal.labelstudio.cli import connect, read_token
 
 pytest.importorskip("label_studio_sdk", reason="the labelstudio extra (label-studio-sdk) is not installed")

@@ -155,7 +155,7 @@ def test_pool_ids_are_logged_and_order_the_subsample(flat_digits32):
 
 # ------------------------------------------- after simulate, never a labelled row
 REGRESSION = {"predictive_variance", "egl"}
-NEEDS_A_DENSITY = {"ddu"}       # a DDUClassifier's log_density: tests/test_ddu.py runs it with the learner
+NEEDS_A_DENSITY = {"ddu"}       # a DDUClassifier's log_density: tests/models/test_ddu.py runs it with the learner
 STRATEGY_NAMES = sorted(set(STRATEGIES) - REGRESSION - NEEDS_A_DENSITY) + [
     "filter(bald,0.1)", "filter(bald,dynamic)", "filter(bald,batch)", "diverse(bald,0.1)",
     "diverse(filter(bald,0.1),0.1)", "filter(diverse(max_entropy,0.1),0.1)"]

@@ -84,7 +84,7 @@ def philox4x32(counter: Sequence, key: Sequence, rounds: int = _ROUNDS) -> Tuple
     Random123's known-answer vectors for Philox-4x32-10:
 
     >>> import torch
-    >>> from skdbal.models._counter_masks import philox4x32
+    >>> from skdbal.models._philox import philox4x32
     >>> z = torch.zeros((), dtype=torch.int64)
     >>> [f"{int(y):08x}" for y in philox4x32((z, z, z, z), (z, z))]
     ['6627e8d5', 'e169c58d', 'bc57ac4c', '9b00dbd8']
@@ -129,7 +129,7 @@ def philox_kept(keys: torch.Tensor, T: int, units: int, layer: int, keep: float)
     Examples
     --------
     >>> import torch
-    >>> from skdbal.models._counter_masks import philox_kept
+    >>> from skdbal.models._philox import philox_kept
     >>> kept = philox_kept(torch.tensor([1, 2**62]), T=100, units=1000, layer=0, keep=0.75)
     >>> kept.shape, round(kept.float().mean().item(), 2)
     (torch.Size([2, 100, 1000]), 0.75)
@@ -164,7 +164,7 @@ class PhiloxRowStreams:
     Examples
     --------
     >>> import torch
-    >>> from skdbal.models._counter_masks import PhiloxRowStreams
+    >>> from skdbal.models._philox import PhiloxRowStreams
     >>> streams = PhiloxRowStreams([7, 8], "cpu")
     >>> m = streams.masks(T=3, feat=(4,), keep=0.5, device="cpu")
     >>> m.shape, sorted(m.unique().tolist()) == [0.0, 2.0]

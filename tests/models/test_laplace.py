@@ -298,7 +298,7 @@ def test_active_learner_with_a_trained_network_refits_only_the_posterior(fitted,
 def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monkeypatch):
     import csv
 
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     args = ["experiment", "--dataset", "digits", "--strategies", "bald", "--laplace", "--seeds", "1",
             "--torch-threads", "1", "--quiet", "--out", str(tmp_path)]
@@ -309,8 +309,9 @@ def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monk
     assert {r["variant"] for r in rows} == {"laplace"} and [r["step"] for r in rows] == ["0", "1", "2"]
     # its figure draws the Laplace runs, named as such (a grid of them alone once gave an empty figure)
     import skdbal.experiments.report as report
+    from skdbal.experiments import read_results
 
-    results = report.read_results(tmp_path / "results.csv")
+    results = read_results(tmp_path / "results.csv")
     fig = report.plot_curves(results, None, variants=("laplace",))
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["BALD (laplace), 1 run(s)"]
     calls, plot = [], report.plot_curves

@@ -1,4 +1,4 @@
-"""Counter-based masks (skdbal.models._counter_masks, ``mask_seeding="row_philox"``): Philox-4x32-10 against
+"""Counter-based masks (skdbal.models._philox, ``mask_seeding="row_philox"``): Philox-4x32-10 against
 Random123's known answers and a plain-Python reference; the units' bits as specified, for every draw
 width; their rate; and the sampling paths (trunk once, factored convolution, no split, consistent masks)
 with them."""
@@ -9,7 +9,7 @@ from _helpers import philox4x32_reference
 
 import skdbal.models._mc_base as base
 from skdbal import MCDropoutClassifier, MCDropoutRegressor
-from skdbal.models._counter_masks import PhiloxRowStreams, philox4x32, philox_kept
+from skdbal.models._philox import PhiloxRowStreams, philox4x32, philox_kept
 from skdbal.models._row_masks import unit_threshold
 
 M = 0xFFFFFFFF
@@ -127,7 +127,7 @@ def test_the_full_passes_draw_what_the_trunk_once_passes_draw(philox_net, digits
 
 
 @pytest.mark.parametrize("consistent", [False, True])
-def test_factored_convolution_with_counter_masks(consistent, monkeypatch):
+def test_factored_convolution_with_philox_masks(consistent, monkeypatch):
     """KirschCNN's factored first convolution draws the channel masks of the hook (layer 0), then the
     later layers theirs: the plain passes again; consistent masks ignore the seeding."""
     from skdbal.models import KirschCNN

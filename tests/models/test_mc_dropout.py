@@ -601,49 +601,16 @@ def test_a_module_given_as_an_instance_is_pickled_as_it_was_under_the_lock(digit
                                   net.predict_proba_samples(X[:5], n_samples=3))
 
 
-def test_the_classifier_module_still_provides_the_names_that_moved_out():
-    """The engine (``_mc_masks``) and the skorch base (``_mc_base``) were split out of ``_mc_dropout``
-    (issue 40); it still provides their names, and the old path ``skdbal.mc_dropout`` with it. Each is
-    the same object as at its home: one lock, one record of checked splits, not copies."""
-    import warnings
-
-    import skdbal.models._mc_base as base
-    import skdbal.models._mc_dropout as md
-    import skdbal.models._mc_masks as engine
-
-    moved = {engine: ["MASK_SEEDINGS", "_SHARED_STATE_LOCK", "_SPLIT_CHECKED", "_SPLIT_FORWARDS", "_DROPOUT",
-                      "_CHANNEL_DROPOUT", "_CHANNEL_HOMOGENEOUS", "_FACTORED_BYTES", "mc_dropout_mode",
-                      "stochastic_head", "row_seeds", "verified_split", "_mask_kind", "_seed_from",
-                      "_torch_seeded", "_row_keyed_dropout", "_softmax", "_identity", "_factored_conv",
-                      "_channel_contributions", "_contribution_bytes", "_sum_channels", "_row_streams",
-                      "_row_keyed_factored_passes", "_row_keyed_linear_passes", "_row_keyed_passes",
-                      "_draw_masks", "_masked_head_passes"],
-             base: ["_MCDropoutNet", "_same_layout", "_sigint_watch"]}
-    for home, names in moved.items():
-        for name in names:
-            assert getattr(md, name) is getattr(home, name), name
-    assert base._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
-    with warnings.catch_warnings():  # the old path warns on its first import in the session
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import skdbal.models._mc_dropout as old
-    assert old.row_seeds is engine.row_seeds and old._SHARED_STATE_LOCK is engine._SHARED_STATE_LOCK
-
-
-def test_a_pickle_names_the_classifier_at_its_path_and_loads_from_the_old_one(fitted_net, digits):
+def test_a_pickle_names_the_classifier_at_its_path(fitted_net, digits):
     """Pickles name the classifier ``skdbal.models._mc_dropout.MCDropoutClassifier`` and nothing of the
-    engine or the base (so the split moved nothing they reference); older ones name it at
-    ``skdbal.mc_dropout``, which still loads."""
+    engine or the base (so the split moved nothing they reference)."""
     import pickle
-    import warnings
 
     X, _ = digits
     blob = pickle.dumps(fitted_net, protocol=0)  # names as text: GLOBAL "c<module>\n<name>\n"
     assert b"cskdbal.models._mc_dropout\nMCDropoutClassifier\n" in blob
     assert b"_mc_base" not in blob and b"_mc_masks" not in blob
-    old = blob.replace(b"cskdbal.models._mc_dropout\n", b"cskdbal.mc_dropout\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        loaded = pickle.loads(old)
+    loaded = pickle.loads(blob)
     assert type(loaded) is MCDropoutClassifier
     np.testing.assert_array_equal(loaded.predict_proba_samples(X[:5], n_samples=3),
                                   fitted_net.predict_proba_samples(X[:5], n_samples=3))

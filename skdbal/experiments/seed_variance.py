@@ -40,7 +40,7 @@ def first_reach(labels: Sequence[float], accuracy: Sequence[float], threshold: f
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import first_reach
+    >>> from skdbal.experiments.seed_variance import first_reach
     >>> first_reach([20, 30, 40], [0.85, 0.91, 0.95], 0.9), first_reach([20, 30], [0.5, 0.6], 0.9)
     (30.0, inf)
     """
@@ -56,7 +56,7 @@ def median_rule(not_reached: str = "not reached") -> str:
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import median_rule
+    >>> from skdbal.experiments.seed_variance import median_rule
     >>> median_rule("`> N`").split(": ")[1]
     'the median over seeds is a label count while more than half of the seeds reach the threshold, and `> N` otherwise'
     """
@@ -73,7 +73,7 @@ def median_labels(values: Iterable[float]) -> float:
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import median_labels
+    >>> from skdbal.experiments.seed_variance import median_labels
     >>> median_labels([290, 300, float("inf")]), median_labels([300, float("inf"), float("inf")])
     (300.0, inf)
     >>> median_labels([230, float("inf")]), median_labels([200, 230, 250, float("inf")])
@@ -93,7 +93,7 @@ def bootstrap_band(values: Sequence[float], n_resamples: int = N_RESAMPLES, leve
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import bootstrap_band
+    >>> from skdbal.experiments.seed_variance import bootstrap_band
     >>> bootstrap_band([80, 90, 100])
     (80.0, 100.0)
     >>> bootstrap_band([90, 90, 90])
@@ -115,7 +115,7 @@ def rerun_spread(medians: Sequence[float]) -> float:
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import rerun_spread
+    >>> from skdbal.experiments.seed_variance import rerun_spread
     >>> rerun_spread([60, 70]), rerun_spread([200])
     (10.0, 0.0)
     """
@@ -134,7 +134,7 @@ def verdict(band_a: Tuple[float, float], band_b: Tuple[float, float], widen: flo
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import verdict
+    >>> from skdbal.experiments.seed_variance import verdict
     >>> verdict((60, 90), (160, 200)), verdict((90, 90), (100, 120)), verdict((90, 90), (100, 120), widen=10)
     ('ahead', 'ahead', 'within noise')
     >>> verdict((160, 200), (60, 90))
@@ -152,7 +152,7 @@ def above_from(labels: Sequence[float], mean_a: Sequence[float], mean_b: Sequenc
 
     Examples
     --------
-    >>> from skdbal.experiments.seed_noise import above_from
+    >>> from skdbal.experiments.seed_variance import above_from
     >>> above_from([20, 30, 40, 50], [0.5, 0.7, 0.6, 0.8], [0.5, 0.6, 0.65, 0.7])
     50.0
     """

@@ -147,7 +147,7 @@ def test_clone_and_refusals():
 def test_the_runner_wraps_the_network_for_ddu(tmp_path):
     import csv
 
-    from skdbal.experiments.cli import main
+    from skdbal.cli import main
 
     tiny = ["n_queries=2", "max_epochs=2", "n_samples=4", "pool_subsample=100", "n_validation=50",
             "module_params={'kernel_size': 3}"]

@@ -3,7 +3,13 @@ import numpy as np
 import pytest
 
 from skdbal.datasets import make_noisy_labels
-from skdbal.noise import bayes_threshold, estimate_noise_rate, flip_posterior, quantile_threshold, trust_threshold
+from skdbal.noisy_labels import (
+    bayes_threshold,
+    estimate_noise_rate,
+    flip_posterior,
+    quantile_threshold,
+    trust_threshold,
+)
 
 
 def test_symmetric_flips_rate_and_uniform_targets():
@@ -109,7 +115,7 @@ def _brute_batch_threshold(s, p, rate, C, n):
 
 
 def test_batch_threshold_by_hand():
-    from skdbal.noise import batch_threshold
+    from skdbal.noisy_labels import batch_threshold
 
     s, p = np.array([1.0, 0.9, 0.5, 0.0]), np.array([0.05, 0.9, 0.9, 0.9])
     r = flip_posterior(p, 0.2, 10)
@@ -127,7 +133,7 @@ def test_batch_threshold_by_hand():
 
 
 def test_batch_threshold_matches_brute_force():
-    from skdbal.noise import batch_threshold
+    from skdbal.noisy_labels import batch_threshold
 
     rng = np.random.RandomState(0)
     for trial in range(200):
@@ -141,7 +147,7 @@ def test_batch_threshold_matches_brute_force():
 
 
 def test_batch_threshold_bad_input():
-    from skdbal.noise import batch_threshold
+    from skdbal.noisy_labels import batch_threshold
 
     with pytest.raises(ValueError, match="differ in length"):
         batch_threshold([1.0, 0.5], [0.5], 0.2, 10, 1)

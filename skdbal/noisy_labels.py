@@ -29,7 +29,7 @@ to choose and no alternative it is the per-label decision.
 
 Examples
 --------
->>> from skdbal.noise import bayes_threshold
+>>> from skdbal.noisy_labels import bayes_threshold
 >>> round(bayes_threshold(0.2, n_classes=10), 4)   # 20% symmetric noise, 10 classes
 0.027
 >>> bayes_threshold(0.0, n_classes=10)             # a clean annotator is always trusted
@@ -79,7 +79,7 @@ def flip_posterior(p_label, noise_rate: float, n_classes: int) -> np.ndarray:
 
     Examples
     --------
-    >>> from skdbal.noise import flip_posterior
+    >>> from skdbal.noisy_labels import flip_posterior
     >>> flip_posterior([0.9, 0.0], 0.2, 2).round(4).tolist()   # (0.1·0.2)/(0.1·0.2 + 0.9·0.8)
     [0.027, 1.0]
     """
@@ -117,7 +117,7 @@ def estimate_noise_rate(p_label, n_classes: int, *, init: float = 0.1, tol: floa
     Examples
     --------
     >>> import numpy as np
-    >>> from skdbal.noise import estimate_noise_rate
+    >>> from skdbal.noisy_labels import estimate_noise_rate
     >>> p = np.r_[np.full(80, 1.0), np.full(20, 0.0)]   # a perfect model, 20 wrong labels
     >>> round(estimate_noise_rate(p, n_classes=10), 6)
     0.2
@@ -154,7 +154,7 @@ def bayes_threshold(noise_rate: float, n_classes: int) -> float:
 
     Examples
     --------
-    >>> from skdbal.noise import bayes_threshold, flip_posterior
+    >>> from skdbal.noisy_labels import bayes_threshold, flip_posterior
     >>> round(bayes_threshold(0.2, n_classes=2), 4)      # 0.2 / (0.8 + 0.2)
     0.2
     >>> tau = bayes_threshold(0.2, n_classes=10)         # (0.2/9) / (0.8 + 0.2/9)
@@ -190,7 +190,7 @@ def quantile_threshold(p_label, noise_rate: float) -> float:
 
     Examples
     --------
-    >>> from skdbal.noise import quantile_threshold
+    >>> from skdbal.noisy_labels import quantile_threshold
     >>> quantile_threshold([0.9, 0.05, 0.8, 0.3, 0.7], 0.2)   # one label in five distrusted
     0.3
     """
@@ -233,7 +233,7 @@ def calibration_ratio(agree, confidence, noise_rate: float, n_classes: int) -> f
 
     Examples
     --------
-    >>> from skdbal.noise import calibration_ratio
+    >>> from skdbal.noisy_labels import calibration_ratio
     >>> # 10 guesses at confidence 0.95, half of them confirmed, no noise: (1 - 0.5) / (1 - 0.95)
     >>> round(calibration_ratio([True] * 5 + [False] * 5, [0.95] * 10, 0.0, 10), 6)
     10.0
@@ -283,7 +283,7 @@ def trust_threshold(p_label, n_classes: int, rule="dynamic"):
 
     Examples
     --------
-    >>> from skdbal.noise import trust_threshold
+    >>> from skdbal.noisy_labels import trust_threshold
     >>> p = [0.9, 0.95, 0.85, 0.9, 0.001]         # one label the model finds very unlikely
     >>> tau, rate = trust_threshold(p, 10, "dynamic")
     >>> round(rate, 3), round(tau, 4), [x < tau for x in p]
@@ -352,7 +352,7 @@ def batch_threshold(scores, p_label, noise_rate: float, n_classes: int, n_instan
 
     Examples
     --------
-    >>> from skdbal.noise import batch_threshold
+    >>> from skdbal.noisy_labels import batch_threshold
     >>> s = [1.0, 0.9, 0.5, 0.0]        # the strategy's scores
     >>> p = [0.05, 0.9, 0.9, 0.9]       # the best point's label looks wrong
     >>> # 20% noise, 10 classes: r = 0.345 for the first point, so it is worth
