@@ -41,7 +41,7 @@ def build_pool(path, n, chunk_rows, source, seed=0):
         z = zarr.open_array(path, mode="r")
         if z.shape == (n, 28, 28) and z.chunks[0] == chunk_rows:
             return z, 0.0
-    except (FileNotFoundError, zarr.errors.ArrayNotFoundError if hasattr(zarr, "errors") else OSError):
+    except (FileNotFoundError, getattr(getattr(zarr, "errors", None), "ArrayNotFoundError", OSError)):
         pass
     rng = np.random.RandomState(seed)
 

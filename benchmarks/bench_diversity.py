@@ -49,7 +49,8 @@ def main():
     for weight in (0.1, 1.0):
         for features in ("input", "embedding"):
             strategy = diversity_penalty(bald, weight, features=features)
-            t, acq = best_of(lambda: strategy.acquire(net, X_pool, args.b, random_state=0), args.repeat)
+            t, acq = best_of(lambda strategy=strategy:
+                    strategy.acquire(net, X_pool, args.b, random_state=0), args.repeat)
             name = f"diversity_penalty(bald, {weight}, features={features!r})"
             shared = len(set(acq.indices.tolist()) & set(base.indices.tolist()))
             print(f"{name:50s} {t:8.3f} {100 * (t / base_t - 1):+7.1f}% {acq.info['n_candidates']:10d}"

@@ -669,7 +669,7 @@ def summary(args, device, results):
     for what, x, y, spec in rows:
         # totals over different numbers of steps do not compare: no ratio (see the rows 'steps 0-k only')
         r = None if isinstance(x, str) or what.startswith(("final", "labels")) or not same_steps else ratio(y, x)
-        cell = (lambda v: v if isinstance(v, str) else fmt(v, spec or ".1f"))
+        cell = (lambda v, spec=spec: v if isinstance(v, str) else fmt(v, spec or ".1f"))
         log(f"| {what} | {cell(x)} | {cell(y)} | {fmt(r, '.2f') if r is not None else ''} |")
         table[what] = {"skdbal": x, "baal": y, "baal_over_skdbal": r}
     # the first k steps of both, when one stopped early: step times grow with the labelled set,

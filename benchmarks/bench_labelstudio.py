@@ -346,7 +346,7 @@ def phase(mode: str, name: str, args, ctx: dict, log) -> dict:
                     probe.active.set()             # the retrain starts with the batch's last label
                 if mode == "backend":
                     n = labels
-                    store_lag.append(wait(lambda: store_count(store) >= n, 30, f"label {n} in the store",
+                    store_lag.append(wait(lambda n=n: store_count(store) >= n, 30, f"label {n} in the store",
                                           step=0.005) - last)
             trips.append(wait_for(f"skdbal-v{b}") - last)
             if probe is not None:

@@ -214,7 +214,7 @@ def batch_bald_select(
     for _ in range(int(n_instances)):
         configs = _configurations(P, picked, M, M, rng)
 
-        def gains_of(cand):
+        def gains_of(cand, configs=configs):
             # I(y_S, y_n; w) − I(y_S; w) = H(y_n | y_S) − E_t H(P[t, n]): the estimate of H(y_S)
             # cancels, so sampled steps add no noise of their own to the gains they compare
             return _entropies(P, configs, cand, chunk_size, conditional=True) - cond[cand]

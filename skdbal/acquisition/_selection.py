@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import FrozenSet, Optional, Tuple
 
 import numpy as np
 from sklearn.utils import check_random_state

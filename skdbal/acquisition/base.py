@@ -49,11 +49,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from .._validation import (
-    pool_backend,
     check_candidates,
     check_n_instances,
     check_pool,
     check_query_result,
+    pool_backend,
     pool_kwargs,
     subset_pool_kwargs,
     take_rows,
@@ -76,8 +76,8 @@ from ._selection import (
     Acquisition,
     PoolScores,
     _keyword_names,
-    check_options,
     _top,
+    check_options,
     select_top,
 )
 

@@ -312,7 +312,7 @@ def _column_pair_substitutions(key: str, a: dict, b: dict, n_initial: int) -> Di
     subs = {}
     n = min(len(a["labels"]), len(b["labels"]))
     for column in set(a.get("seed_columns", {})) & set(b.get("seed_columns", {})):
-        def mean(g):
+        def mean(g, column=column):
             values = [[run[i] for run in g["seed_columns"][column] if run[i] is not None] for i in range(1, n)]
             return np.array([np.mean(v) if v else np.nan for v in values])
         diff = mean(a) - mean(b)

@@ -49,7 +49,7 @@ def read_grid_rows(out_dir: Path) -> List[dict]:
         except (DamagedResultsError, FileNotFoundError) as exc:
             problem = str(exc)
         if problem:
-            warnings.warn(f"{problem}; rebuilt {path} from the run files in {runs}", RuntimeWarning)
+            warnings.warn(f"{problem}; rebuilt {path} from the run files in {runs}", RuntimeWarning, stacklevel=2)
             rows = assemble_results(out_dir)
     if not rows:
         raise ValueError(f"{path} has no rows yet")
@@ -84,7 +84,7 @@ def _grid_preset(out_dir: Path) -> dict:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     warnings.warn(f"no readable grid.json or run configuration in {out_dir}; assuming 20 initial labels and "
-                  "10 per step", RuntimeWarning)
+                  "10 per step", RuntimeWarning, stacklevel=2)
     return {"n_initial_per_class": 2, "n_instances": 10}
 
 
@@ -189,7 +189,7 @@ def check_comparable(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[d
         if len(known) < 2:
             continue
         _, first_path, first = known[0]
-        for key, path, config in known[1:]:
+        for _, path, config in known[1:]:
             fields = _differing_fields({k: v for k, v in config.items() if k not in ignore},
                                        {k: v for k, v in first.items() if k not in ignore})
             if fields:
@@ -201,7 +201,7 @@ def check_comparable(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[d
     if unchecked:
         warnings.warn("no configuration file for " + ", ".join(unchecked) + "; they are reported beside the "
                       "other runs of their group without a check that they ran the same configuration",
-                      RuntimeWarning)
+                      RuntimeWarning, stacklevel=2)
     if problems:
         names = sorted({p.rsplit(" [", 1)[1][:-1] for p in problems})
         raise ValueError(

@@ -118,7 +118,7 @@ def load_weights(path: Path, step: int):
             return cache["model_state"]
     except Exception as exc:  # a cut file: torch raises RuntimeError, EOFError, pickle errors...
         warnings.warn(f"{path} cannot be read ({type(exc).__name__}: {exc}); the model of step {step} is "
-                      "refitted from its labels instead", RuntimeWarning)
+                      "refitted from its labels instead", RuntimeWarning, stacklevel=2)
     return None
 
 

@@ -108,7 +108,7 @@ def noise_markdown(rows: List[dict], n_instances: int = 10, at_labels: Sequence 
             runs = longest_runs(groups[key])
             steps = [r for run in runs for r in run if r["step"] > 0]
 
-            def total(column):
+            def total(column, steps=steps):
                 values = [r.get(column) for r in steps if r.get(column) is not None]
                 return float(np.sum(values)) if values else None
 

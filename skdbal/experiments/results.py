@@ -328,7 +328,7 @@ def read_run_file(csv_path: Path, warn: bool = False) -> list:
                                       f"{stem}.* to run it again from the start", exc.row) from None
         if warn:
             warnings.warn(f"{exc}. It is the last row, as a cut write leaves it: step {exc.row} will be "
-                          "computed again", RuntimeWarning)
+                          "computed again", RuntimeWarning, stacklevel=2)
         rows = [_parse_row(row, f"{csv_path}, line {i + 2}", i) for i, row in enumerate(raw[:-1])]
         check_run_rows(rows, csv_path)
         return rows

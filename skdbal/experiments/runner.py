@@ -113,11 +113,11 @@ def _run_one(spec, out_dir, torch_threads, data_home, verbose, warn, device="cpu
             return rows
         message = device_mismatch(spec, runs, device, rows) if warn else None
         if message:
-            warnings.warn(message, UserWarning)
+            warnings.warn(message, UserWarning, stacklevel=2)
         record_device(config_path, len(rows), device)
         message = thread_mismatch(spec, runs, run_threads, rows) if warn else None
         if message:
-            warnings.warn(message, RuntimeWarning)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
         torch.set_num_threads(run_threads)
         try:
             return _run_steps(spec, out_dir, rows, data_home, verbose, device)
@@ -179,7 +179,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
                     return keep(step, fit_step_model(spec, step, X, y, valid, device, state=state))
                 except (RuntimeError, KeyError) as exc:  # a state of another architecture
                     warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {step} is "
-                                  "refitted from its labels instead", RuntimeWarning)
+                                  "refitted from its labels instead", RuntimeWarning, stacklevel=2)
         # the same model every time: seeded by the step (and, with warm_epochs, by the earlier steps)
         return keep(step, fit_step_model(spec, step, X, y, valid, device, start=start_of(step, X, y)))
 
@@ -379,10 +379,10 @@ def run_grid(
         rows = stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
         message = thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
         if message:
-            warnings.warn(message, RuntimeWarning)
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
         message = device_mismatch(spec, out_dir / "runs", device, rows)
         if message:
-            warnings.warn(message, UserWarning)
+            warnings.warn(message, UserWarning, stacklevel=2)
         (done if finished(spec, rows) else resumed if rows else new).append((spec, len(rows)))
     if verbose:
         where = f"{n_jobs} at a time" if scheduler is None else "on the Dask cluster"
@@ -442,7 +442,7 @@ def _record_invocation(out_dir: Path, preset: Preset, invocation: dict) -> None:
             aside = path.with_name("grid.json.damaged")
             os.replace(path, aside)
             warnings.warn(f"{path} is damaged ({exc}); it is only a log of the invocations, so it was moved "
-                          f"to {aside} and a new one is started", RuntimeWarning)
+                          f"to {aside} and a new one is started", RuntimeWarning, stacklevel=2)
     invocations = meta.get("invocations", [])
     if not invocations and "strategies" in meta:  # written before invocations were recorded
         invocations = [{k: meta[k] for k in ("strategies", "seeds", "deterministic_baseline", "last_layer",

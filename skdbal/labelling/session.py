@@ -283,7 +283,7 @@ class LabellingSession:
                 model = copy.deepcopy(model)  # on its device: a GPU model's copy takes GPU memory
             except Exception as exc:  # noqa: BLE001 - the session goes on, as before copies were made
                 warnings.warn(f"the model retrained in place cannot be copied ({type(exc).__name__}: {exc}); "
-                              "people's guesses and downloads read it while it retrains", RuntimeWarning)
+                              "people's guesses and downloads read it while it retrains", RuntimeWarning, stacklevel=2)
         self._looks.recheck((int(version), model))  # before people see the model: a flag it agrees with is
         self.board.publish(version, model)         # withdrawn, never offered
 

@@ -106,7 +106,7 @@ def test_the_loop_over_a_dask_pool_writes_the_local_journal(cluster, pool, pool_
         learner = learner_of(bald, pool_subsample=pool_subsample).set_pool(X_pool)
         loop = ActiveLearningLoop(learner, KnownLabels(y), n_instances=6, verbose=False)
         loop.start(np.arange(20))
-        journals.append(bounded(lambda: loop.run(3)))
+        journals.append(bounded(lambda loop=loop: loop.run(3)))
     local, dist = journals
     assert [r["query_indices"] for r in dist] == [r["query_indices"] for r in local]
     assert all(r["dask"]["exact"] for r in dist[1:])

@@ -76,7 +76,8 @@ def test_pointwise_equals_local_and_ignores_chunking(cluster, pool, net, strateg
     path, X, _ = pool
     local = strategy.acquire(net, X, 12)
     for rows in (97, 300):  # 14 and 5 tasks, over two workers
-        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 12, client=cluster))
+        dist = bounded(lambda rows=rows:
+                query_pool(strategy, net, open_pool(path, chunk_rows=rows), 12, client=cluster))
         same(dist, local)
         assert dist.info["dask"]["exact"] and dist.info["dask"]["tasks"] == -(-len(X) // rows)
 
@@ -106,7 +107,8 @@ def test_a_strategy_of_your_own_runs_on_the_cluster(cluster, pool, net):
     rest = np.setdiff1d(np.arange(len(X)), labelled)
     for strategy in (Margin(), stochastic_batch(Margin(), "softmax", 30.0), noise_filter(Margin(), 0.3)):
         local = acquire_among(strategy, net, X, rest, 10, y_pool=y, random_state=5)
-        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=97), 10, client=cluster,
+        dist = bounded(lambda strategy=strategy:
+                query_pool(strategy, net, open_pool(path, chunk_rows=97), 10, client=cluster,
                                           exclude=labelled, y_pool=y, random_state=5))
         same(dist, local, [k for k in local.info])
         assert dist.info["dask"]["exact"] and dist.info["dask"]["tasks"] == -(-len(X) // 97)
@@ -139,7 +141,8 @@ def test_exclude_is_the_local_query_among_the_rest(cluster, pool, net):
     rest = np.setdiff1d(np.arange(len(X)), labelled)
     for strategy in (bald, random, EPIG(n_targets=30)):
         local = acquire_among(strategy, net, X, rest, 10, random_state=3)
-        dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 10, client=cluster, exclude=labelled,
+        dist = bounded(lambda strategy=strategy:
+                query_pool(strategy, net, open_pool(path), 10, client=cluster, exclude=labelled,
                                           random_state=3))
         same(dist, local)
         assert not np.isin(dist.indices, labelled).any()
@@ -156,7 +159,7 @@ def test_stochastic_batch_draws_the_local_batch(cluster, pool, net, mode, beta, 
     strategy = stochastic_batch(base, mode, beta)
     local = acquire_among(strategy, net, X, rest, 25, random_state=7)
     for rows in (97, 300):
-        dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 25, client=cluster,
+        dist = bounded(lambda rows=rows: query_pool(strategy, net, open_pool(path, chunk_rows=rows), 25, client=cluster,
                                           exclude=labelled, random_state=7))
         same(dist, local, ("mode", "beta"))
         assert dist.info["dask"]["exact"]
@@ -223,7 +226,8 @@ def test_noise_filter_fixed_threshold_with_rejects_and_fill(cluster, pool, net):
             local = strategy.acquire(net, X, n, y_pool=y_noisy)
         with warnings.catch_warnings(record=True) as w_dist:
             warnings.simplefilter("always")
-            dist = bounded(lambda: query_pool(strategy, net, open_pool(path, chunk_rows=61), n, client=cluster,
+            dist = bounded(lambda n=n, strategy=strategy:
+                    query_pool(strategy, net, open_pool(path, chunk_rows=61), n, client=cluster,
                                               y_pool=da.from_array(y_noisy, chunks=200)))
         same(dist, local, ("threshold", "n_rejected", "rejected_indices", "n_filled"))
         assert local.info["n_rejected"] > 0
@@ -241,7 +245,7 @@ def test_diversity_penalty_gathers_every_candidate(cluster, pool, net, monkeypat
     for strategy in (diversity_penalty(bald, 0.1), diversity_penalty(noise_filter(max_entropy, 0.2), 0.1),
                      diversity_penalty(bald, 0.1, n_candidates=50)):
         local = strategy.acquire(net, X, 6, y_pool=y)
-        dist = bounded(lambda: query_pool(strategy, net, open_pool(path), 6, client=cluster, y_pool=y,
+        dist = bounded(lambda strategy=strategy: query_pool(strategy, net, open_pool(path), 6, client=cluster, y_pool=y,
                                           n_candidates=5))
         same(dist, local, ("n_candidates",))
         assert dist.info["dask"]["exact"]
@@ -409,7 +413,8 @@ def test_a_failing_chunk_fails_the_query_and_leaves_no_plan(cluster, tmp_path):
     write_pool(str(tmp_path / "bad.zarr"), [X], chunk_rows=50)
     for strategy in (max_entropy, stochastic_batch(max_entropy)):
         with pytest.raises(ValueError, match="a corrupt row in this chunk"):
-            bounded(lambda: query_pool(strategy, _CorruptChunk(), open_pool(str(tmp_path / "bad.zarr")), 3,
+            bounded(lambda strategy=strategy:
+                    query_pool(strategy, _CorruptChunk(), open_pool(str(tmp_path / "bad.zarr")), 3,
                                        client=cluster))
         assert set(cluster.run(_n_plans).values()) == {0}
     X[250, 0] = 0.5  # mended: the same cluster answers as the single process

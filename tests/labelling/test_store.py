@@ -256,7 +256,7 @@ def test_kill_9_loses_no_acknowledged_event(tmp_path):
     path = tmp_path / "k.db"
     rng = random.Random(0)
     acked, start = [], 0
-    for trial in range(20):
+    for _trial in range(20):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(start), store_module.__file__],
                                 stdout=subprocess.PIPE, text=True)
         line = proc.stdout.readline()          # it is writing

@@ -118,11 +118,11 @@ def test_label_studio_drives_skdbal_as_its_ml_backend(server, tmp_path):
                 item = item_of[key]
                 annotation_of[item] = annotate(client, task_of[key], y[item]).id
                 t0 = time.perf_counter()                      # the annotation is made: the API call returned
-                wait_until(lambda: item in session.store.current_labels(), 10, f"item {item}'s label")
+                wait_until(lambda item=item: item in session.store.current_labels(), 10, f"item {item}'s label")
                 store_lag.append(time.perf_counter() - t0)
-            wait_until(lambda: sync.pushed_version == version, 120, f"version {version}'s push")
+            wait_until(lambda version=version: sync.pushed_version == version, 120, f"version {version}'s push")
             best = max(sync.predictions, key=lambda i: sync.predictions[i]["score"])
-            wait_until(lambda: head(client, project) == session.keys[best], 30, "the new head in LS")
+            wait_until(lambda best=best: head(client, project) == session.keys[best], 30, "the new head in LS")
             head_lag.append(time.perf_counter() - t0)
             order, _ = queue(client, project, 10)
             heads.append(order[0][0])
@@ -243,7 +243,7 @@ def test_the_command_serves_the_backend_until_sigterm(server, tmp_path):
             for n, (key, _) in enumerate(first, 1):
                 annotate(client, ids[key], y[int(key)], from_name="label")
                 t0 = time.perf_counter()
-                wait_until(lambda: sqlite3.connect(store).execute(count).fetchone()[0] >= n, timeout=30,
+                wait_until(lambda n=n: sqlite3.connect(store).execute(count).fetchone()[0] >= n, timeout=30,
                            what="the annotation in the store, by the webhook")
             store_lag = time.perf_counter() - t0
             wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-v0", 120, "model v0")

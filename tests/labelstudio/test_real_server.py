@@ -234,7 +234,7 @@ def test_the_command_orders_the_queue_and_resumes_after_a_restart(server, tmp_pa
         assert any("imported 200 tasks (0 were there)" in line for line in out)
         assert f"/projects/{project}/data?tab=" in out[-1]
         for expected in ("skdbal-first", "skdbal-v0", "skdbal-v1"):
-            wait_until(lambda: version() == expected, timeout=120, what=expected)
+            wait_until(lambda expected=expected: version() == expected, timeout=120, what=expected)
             top, ids = queue(client, project)
             assert len({s for _, s in top}) > 1 or expected == "skdbal-first"   # scores, not all equal
             if expected == "skdbal-v0":

@@ -316,7 +316,7 @@ def test_the_pool_attributes_are_read_from_the_one_pool_object():
     assert pool.order.tolist() == [1, 3]  # the pool before is a value, unchanged (but for the shared log)
     assert not hasattr(ActiveLearner(), "X_pool_") and not hasattr(ActiveLearner(), "labelled_idx_")
     with pytest.raises(ValueError, match="needs the learner's pool"):
-        ActiveLearner().labelled_mask_
+        _ = ActiveLearner().labelled_mask_
 
 
 def test_a_failed_retrain_loses_no_label_and_logs_nothing():

@@ -216,7 +216,7 @@ def test_trunk_cached_sampling_is_exact(fitted_net, digits):
     with torch.random.fork_rng(), torch.no_grad():
         torch.manual_seed(fitted_net.random_state + 2)  # the sampling seed
         x = torch.as_tensor(xb)
-        for t0, t in ((0, 4), (4, 4), (8, 1)):
+        for _t0, t in ((0, 4), (4, 4), (8, 1)):
             rep = x.unsqueeze(0).expand(t, *x.shape).reshape(t * 13, 8, 8)
             ref.append(torch.softmax(stochastic_head(full, rep), -1).reshape(t, 13, 10))
     np.testing.assert_allclose(P, torch.cat(ref).numpy(), atol=1e-6)

@@ -14,13 +14,16 @@ from skdbal.acquisition import egl, predictive_variance
 from skdbal.models import GaussianNLLLoss
 from skdbal.uncertainty import decompose_gaussian
 
+#: the heteroscedastic column's log variance, log 4
+LOG_4 = float(np.log(4.0))
+
 
 class Fixed(nn.Module):
     """A linear map with set weights, an optional dropout on its input, and a
     heteroscedastic column ``log σ² = log 4`` when ``n_classes`` is twice the
     number of weight rows."""
 
-    def __init__(self, n_features=2, n_classes=1, weight=(2.0, -1.0), p=0.0, log_var=np.log(4.0)):
+    def __init__(self, n_features=2, n_classes=1, weight=(2.0, -1.0), p=0.0, log_var=LOG_4):
         super().__init__()
         self.drop = nn.Dropout(p) if p else nn.Identity()
         self.lin = nn.Linear(n_features, n_classes)
