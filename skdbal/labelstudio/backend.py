@@ -334,7 +334,6 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     app.state.events = WebhookWorker(sync)
     app.state.sync = sync
     app.state.guess_timeout, app.state.max_body = guess_timeout, max_body
-    app.state.items_of_tasks = (None, {})   # (the sync's item -> task dict, its inverse), made on first need
     return app
 
 
@@ -359,17 +358,6 @@ async def _refused(request: Request, exc: Refused):
 
 async def _http_error(request: Request, exc: HTTPException):
     return JSONResponse({"error": exc.detail}, status_code=exc.status_code)
-
-
-def _item_of_task(request: Request, task: Optional[int]) -> Optional[int]:
-    """The pool item of Label Studio task ``task``, or None."""
-    state = request.app.state
-    task_of = state.sync.task_of
-    of, inverse = state.items_of_tasks
-    if of is not task_of:               # map_tasks replaces the dict as a whole
-        inverse = {t: i for i, t in task_of.items()}
-        state.items_of_tasks = (task_of, inverse)
-    return inverse.get(task)
 
 
 def _version_name(sync: LabelStudioSync) -> str:
@@ -419,7 +407,7 @@ async def predict(request: Request):
         raise Refused(400, "the body needs a list of tasks")
     name = _version_name(sync)
     predictions = sync.predictions        # replaced as a whole by each push: read once
-    items = [_item_of_task(request, _id_of(t)) for t in tasks]
+    items = [sync.item_of_task(_id_of(t)) for t in tasks]
     to_guess = [i for i in items if i is not None and i not in predictions]
     guesses: Dict[int, Optional[str]] = {}
     if to_guess:

@@ -548,7 +548,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                           flush=True)
                 connected = True
             try:
-                sync._send(None)                  # a push cut by an outage of Label Studio, if any
+                sync.resume_push()                # a push cut by an outage of Label Studio, if any
             except Exception as exc:  # noqa: BLE001
                 failure.append(exc)
                 server.should_exit = True

@@ -317,6 +317,7 @@ class LabelStudioSync:
         self.from_name, self.to_name = config["from_name"], config["to_name"]
         self._by_key = {k: i for i, k in enumerate(session.keys)}
         self._task_of: Dict[int, int] = {}       # pool item -> task id
+        self._item_of: Dict[int, int] = {}       # task id -> pool item (the inverse, made with it)
         self._lock = threading.Lock()
         self.pushed_version: Optional[int] = None
         self.head = int(head)
@@ -357,8 +358,12 @@ class LabelStudioSync:
 
     @property
     def task_of(self) -> Dict[int, int]:
-        """Pool item -> Label Studio task id (:meth:`map_tasks` replaces the dict as a whole)."""
-        return self._task_of
+        """Pool item -> Label Studio task id, as :meth:`map_tasks` last found them (a copy)."""
+        return dict(self._task_of)
+
+    def item_of_task(self, task) -> Optional[int]:
+        """The pool item of Label Studio task ``task``, as :meth:`map_tasks` last found it, or None."""
+        return self._item_of.get(task)
 
     def map_tasks(self) -> int:
         """Find the project's tasks of pool items (by ``key_of``, else ``key_field``); how many there are."""
@@ -368,8 +373,9 @@ class LabelStudioSync:
             key = self.key_of(data) if self.key_of is not None else data.get(self.key_field)
             if key is not None and str(key) in self._by_key:
                 found[self._by_key[str(key)]] = t["id"]
+        inverse = {t: i for i, t in found.items()}
         with self._lock:
-            self._task_of = found
+            self._task_of, self._item_of = found, inverse
         return len(found)
 
     def queue_view(self, title: str = "skdbal queue") -> int:
@@ -451,7 +457,7 @@ class LabelStudioSync:
         self.full_pulls += 1
         current = self.session.store.current_labels()
         tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
-        by_task = {t: i for i, t in self._task_of.items()}
+        by_task = self._item_of     # replaced as a whole by map_tasks, never changed
         seen = {by_task.get(t["id"]) for t in tasks}
         gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
                 if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
@@ -481,7 +487,7 @@ class LabelStudioSync:
         number of new events. What :meth:`pull` does with the tasks it read, and what a webhook's
         event does with the task it names. A task of no pool item is passed over."""
         session, store = self.session, self.session.store
-        by_task = {t: i for i, t in self._task_of.items()}
+        by_task = self._item_of     # replaced as a whole by map_tasks, never changed
         current = store.current_labels()
         skipped = set(store.skipped(current))
         n, last = 0, store.last_event()
@@ -584,6 +590,13 @@ class LabelStudioSync:
         current = store.current_labels()
         return set(current) | set(store.skipped(current))
 
+    def resume_push(self) -> int:
+        """Send what is left of a push that Label Studio's absence cut short; how many predictions were
+        sent now (0: nothing was left, Label Studio is still away, or the push's tail is being imported
+        by its own thread, which resumes it). :meth:`run` calls it after each pull, as does the backend's
+        keeper (``skdbal labelstudio --backend``)."""
+        return self._send(None)
+
     def _send(self, version: Optional[int], name: Optional[str] = None, request: Optional[List[dict]] = None,
               *, background: bool = False) -> int:
         """Send a push (or, with no arguments, what is left of one after a failure): import ``request``'s
@@ -648,25 +661,25 @@ class LabelStudioSync:
     def _tail_of(self, pending: dict) -> None:
         """Import what is left of ``pending`` after its head, in a thread, a request at a time, until it is
         sent, a newer push replaces it, or Label Studio cannot be reached (then :meth:`run`, or the
-        backend's keeper, sends it with :meth:`_send`)."""
+        backend's keeper, sends it with :meth:`resume_push`)."""
         def send_rest():
             try:
                 send()
             finally:
-                pending["tail"] = False              # what is left (after a failure) is _send's again
+                pending["tail"] = False              # what is left (after a failure) is resume_push's again
 
         def send():
             while True:
                 time.sleep(_BETWEEN_IMPORTS_S)        # annotators' writes get SQLite's lock between imports
                 with self._send_lock:
-                    if self._pending is not pending:  # a newer push, or all sent by a resumed _send
+                    if self._pending is not pending:  # a newer push, or all sent by resume_push
                         return
                     request = pending["request"]
                     end = pending["sent"] + self.head
                     try:
                         self.client.projects.import_predictions(id=self.project,
                                                                 request=request[pending["sent"]:end])
-                    except Exception as exc:  # noqa: BLE001 - kept for a resumed _send; any other error is
+                    except Exception as exc:  # noqa: BLE001 - kept for resume_push; any other error is
                         self.last_error = exc  # said there too, as the same request fails again
                         pending["checked"] = False
                         return
@@ -695,7 +708,7 @@ class LabelStudioSync:
                 raise RuntimeError("the session's loop failed") from self.session.error
             try:
                 self.pull()
-                self._send(None)
+                self.resume_push()
             except Exception as exc:  # noqa: BLE001
                 if not is_transient(exc):
                     raise

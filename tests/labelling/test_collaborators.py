@@ -14,8 +14,8 @@ from skdbal.labelling._offers import OfferBoard
 from skdbal.labelling._oracle import StoreJournal, StoreOracle
 
 PACKAGE = Path(skdbal.__file__).resolve().parent
-#: The modules this step made collaborators of, and the two servers whose handlers are module-level.
-MODULES = sorted((PACKAGE / "labelling").glob("*.py")) + [PACKAGE / "labelstudio" / "backend.py"]
+#: The modules scanned for reach-ins: the labelling session's collaborators and servers, and Label Studio's.
+MODULES = sorted((PACKAGE / "labelling").glob("*.py")) + sorted((PACKAGE / "labelstudio").glob("*.py"))
 
 
 def _imports(path: Path, package: str = "skdbal.labelling") -> set:

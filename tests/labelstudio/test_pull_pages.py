@@ -73,12 +73,26 @@ def test_a_pull_and_a_mapping_ask_for_each_page_once_and_none_past_the_last(n, p
     assert sync.map_tasks() == n
     assert [p for p, _, _ in server.pages] == pages
     assert server.pages == [(p, 3, None) for p in pages]
-    assert sync._task_of == {i: 100 + i for i in range(n)}
+    assert sync.task_of == {i: 100 + i for i in range(n)}
+    assert [sync.item_of_task(100 + i) for i in range(n)] == list(range(n)) and sync.item_of_task(100 + n) is None
     server.pages.clear()
     assert sync.pull() == 0                                  # no annotations: nothing new
     assert [p for p, _, _ in server.pages] == pages
     assert {size for _, size, _ in server.pages} == {3}
     assert all(json.loads(q)["filters"]["conjunction"] == "or" for _, _, q in server.pages)   # the annotated only
+
+
+def test_a_new_mapping_answers_for_the_tasks_found_then_and_task_of_is_a_copy():
+    """The backend asks the sync which item a task is (no dict handed out to compare by identity): a task
+    mapped before and gone now is no item; changing the copy changes nothing."""
+    server = FakeLabelStudio(4, default=3)
+    sync = sync_of(server, page_size=3)
+    sync.map_tasks()
+    sync.task_of[0] = 999
+    assert sync.task_of[0] == 100 and sync.item_of_task(999) is None
+    server.n = 2
+    assert sync.map_tasks() == 2
+    assert sync.task_of == {0: 100, 1: 101} and sync.item_of_task(101) == 1 and sync.item_of_task(103) is None
 
 
 def test_the_default_page_size_is_label_studios_100():

@@ -90,12 +90,12 @@ def test_a_push_cut_by_an_outage_resumes_where_it_stopped_with_nothing_twice(fai
     assert sync._send(0, "skdbal-v0", request(5)) == first_return
     # the version is the project's once switched (call 3 is the import after the switch)
     assert sync.pushed_version == (None if fail_at < 3 else 0) and isinstance(sync.last_error, httpx.ConnectError)
-    assert sync._send(None) == 5 - first_return
+    assert sync.resume_push() == 5 - first_return
     imported = [t for kind, tasks in client.calls if kind == "import" for t in tasks]
     assert [c for c in client.calls if c[0] == "list"] == [("list", "skdbal-v0")] * 2   # asked again on resuming
     assert sorted(imported) == list(range(100, 105)) and len(imported) == 5
     assert [c for c in client.calls if c[0] == "version"] == [("version", "skdbal-v0")]
-    assert sync.pushed_version == 0 and sync._send(None) == 0
+    assert sync.pushed_version == 0 and sync.resume_push() == 0
 
 
 def test_a_models_push_returns_once_the_head_is_in_and_a_newer_push_ends_the_older_tail(monkeypatch):
@@ -110,7 +110,7 @@ def test_a_models_push_returns_once_the_head_is_in_and_a_newer_push_ends_the_old
     assert sync._send(0, "skdbal-v0", request(7), background=True) == 2
     assert client.calls == [("list", "skdbal-v0"), ("import", [106, 105]), ("version", "skdbal-v0")]
     assert sync.pushed_version == 0
-    assert sync._send(None) == 0                     # the pulls' resume leaves the rest to its thread
+    assert sync.resume_push() == 0                     # the pulls' resume leaves the rest to its thread
     assert len(client.calls) == 3
     deadline = time.time() + 5
     while sync._pending is not None and time.time() < deadline:
@@ -176,7 +176,7 @@ def test_an_import_carried_out_whose_answer_was_lost_is_not_sent_again():
     client = Client(lost_at={1})
     sync = sync_of(client)
     assert sync._send(0, "skdbal-v0", request(5)) == 0
-    assert sync._send(None) == 2
+    assert sync.resume_push() == 2
     assert counts(client) == {(t, "skdbal-v0"): 1 for t in range(100, 105)}
 
 
