@@ -149,7 +149,7 @@ def next_batch_gaps(session, y, n_batches):
             session.submit(it["item"], int(y[it["item"]]), annotator="ann")
         t0 = time.perf_counter()
         session.wait_for_version(round_, timeout=600)
-        while not set(session.oracle.batch).isdisjoint({b["item"] for b in batch}):
+        while not set(session.board.batch).isdisjoint({b["item"] for b in batch}):
             if session.error is not None:
                 raise RuntimeError("the session's loop failed") from session.error
             time.sleep(0.005)

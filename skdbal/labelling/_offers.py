@@ -109,7 +109,9 @@ class OfferBoard:
     """What a labelling session offers people: the batch, the tail, the leases and the guesses.
 
     Its :attr:`changed` condition is notified on every event, batch and tail, and guards what the
-    loop's thread and people's threads share (``batch``, ``training``, ``waiting_for``, the tail).
+    loop's thread and people's threads share (``batch``, ``training``, ``waiting_for``, the tail). The
+    loop changes ``training`` and ``waiting_for`` through :meth:`start_training`, :meth:`offer`,
+    :meth:`finish_training` and :meth:`wait_for`; people's side only reads them.
 
     Parameters
     ----------
@@ -155,10 +157,8 @@ class OfferBoard:
         #: The items offered now, best first, and their acquisition scores.
         self.batch: List[int] = []
         self.scores: Dict[int, float] = {}
-        #: Whether the loop is fitting or querying now (from the first batch's last label needed to the
-        #: next batch offered); what the session waits for from people (None, or a sentence).
-        self.training = False
-        self.waiting_for: Optional[str] = None
+        self._training = False
+        self._waiting_for: Optional[str] = None
         #: The tail: the next best items under the last model (a second query excluding the batch), or
         #: while no model exists the next items of a covering order; offered once the batch runs out.
         self._tail: List[int] = []
@@ -171,11 +171,41 @@ class OfferBoard:
         #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
         self._guessed: tuple = (-1, {})
 
+    @property
+    def training(self) -> bool:
+        """Whether the loop is fitting or querying now (from the first batch's last label needed to the
+        next batch offered): :meth:`start_training` to :meth:`offer` (or :meth:`finish_training`)."""
+        return self._training
+
+    @property
+    def waiting_for(self) -> Optional[str]:
+        """What the session waits for from people (None, or a sentence): :meth:`wait_for` sets it."""
+        return self._waiting_for
+
     # ------------------------------------------------------------ the loop's side
     def notify(self) -> None:
         """Wake whoever waits on :attr:`changed` (a new event, a stop)."""
         with self.changed:
             self.changed.notify_all()
+
+    def start_training(self) -> None:
+        """The loop starts fitting (or refitting, on a resume) and querying: it waits for nothing more, and
+        people who finish the batch are offered the tail at once (they are woken)."""
+        with self.changed:
+            self._training, self._waiting_for = True, None
+            self.changed.notify_all()
+
+    def finish_training(self) -> None:
+        """The loop stopped fitting without offering a batch (it failed): nothing is being trained."""
+        with self.changed:
+            self._training = False
+            self.changed.notify_all()
+
+    def wait_for(self, what: Optional[str]) -> None:
+        """Say what the session waits for from people before it can train (e.g. :data:`TWO_CLASSES`), or
+        None: nothing; while it waits, :meth:`offer_more` offers a covering order's items."""
+        with self.changed:
+            self._waiting_for = what
 
     def offer_first(self, items: Sequence[int]) -> None:
         """Offer the first batch: people may label it from now on."""
@@ -192,7 +222,7 @@ class OfferBoard:
             self.scores.update(scores)
             self.batch = [int(i) for i in picks] + [int(i) for i in left]
             self.store.add_query(version, {int(p): scores.get(int(p), np.nan) for p in picks})
-            self.training = False
+            self._training = False
             self._tail, self._tail_scores, self._tail_next = [], {}, None
             self.changed.notify_all()
 
@@ -257,7 +287,7 @@ class OfferBoard:
         during a retrain, the second query's items; while the first model waits for a second class (or
         is trained), the next ``batch_size`` items of a covering order, again each time they run out.
         ``unavailable``: the items labelled or skipped. Called under :attr:`changed`."""
-        if not (self.training or self.waiting_for):
+        if not (self._training or self._waiting_for):
             return []
         free = [i for i in self._tail if i not in unavailable]
         if free:

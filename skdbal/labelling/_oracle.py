@@ -81,16 +81,6 @@ class StoreOracle(Oracle):
         self.judged = 0            # the model judged the labels up to this id
         self.replay_upto: Optional[int] = None
 
-    @property
-    def batch(self) -> List[int]:
-        """The items offered now, best first (the board's batch)."""
-        return self.board.batch
-
-    @property
-    def scores(self) -> dict:
-        """The acquisition scores of the items offered (the board's)."""
-        return self.board.scores
-
     def stop(self) -> None:
         """Stop: a collect waiting for labels raises :class:`SessionStopped`."""
         with self.board.changed:
@@ -173,10 +163,9 @@ class StoreOracle(Oracle):
                     first = len(board.batch) if self.first_retrain_after is None else self.first_retrain_after
                     ready = (n_labels >= first or not waiting) and enough
                     # the first batch is answered with one class: more items are offered (a covering order)
-                    board.waiting_for = TWO_CLASSES if not waiting and not enough else None
+                    board.wait_for(TWO_CLASSES if not waiting and not enough else None)
                 if ready:
-                    board.training, board.waiting_for = True, None
-                    board.changed.notify_all()   # people finishing the batch get the tail at once
+                    board.start_training()   # people finishing the batch get the tail at once
                 unjudged = [e for e in new if e["event"] > self.judged and e["kind"] == "label"]
                 if not ready and not unjudged:
                     board.changed.wait(timeout=0.5)

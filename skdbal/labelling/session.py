@@ -244,7 +244,7 @@ class LabellingSession:
         try:
             models = self.store.models()
             if models:
-                self.board.training = True   # the last model is trained again from its labels
+                self.board.start_training()   # the last model is trained again from its labels
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
                 self._publish()
@@ -261,9 +261,7 @@ class LabellingSession:
             pass
         except BaseException as exc:  # reported by status() and wait_for_version()
             self.error = exc
-            with self.board.changed:
-                self.board.training = False
-                self.board.changed.notify_all()
+            self.board.finish_training()
 
     def _publish(self) -> None:
         """Publish the learner's model and its version as one pair, from the loop's thread, for the

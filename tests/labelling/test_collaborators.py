@@ -98,7 +98,7 @@ def board_of(store, learner, **kw):
 
 def test_the_board_offers_the_picks_then_what_was_left_and_records_the_picks_only(store):
     board = board_of(store, Learner(6))
-    board.training = True
+    board.start_training()
     board.offer([4, 1], [2], {4: 0.9, 1: 0.5}, version=3)
     assert board.batch == [4, 1, 2] and not board.training                 # a new batch: the retrain is over
     assert [(q["model_version"], q["scores"], q["kind"]) for q in store.queries()] == [(3, [(4, 0.9), (1, 0.5)],
@@ -111,6 +111,36 @@ def test_the_board_offers_the_picks_then_what_was_left_and_records_the_picks_onl
     assert store.live_leases() == {4: "ann"}
     got = board.next_batch("bob")                                           # 4 is held by ann, 1 is labelled
     assert [b["item"] for b in got] == [2] and math.isnan(got[0]["score"])  # left by an earlier batch: no score
+
+
+def test_the_board_keeps_training_and_waiting_for_through_its_methods_and_wakes_waiters(store):
+    """The loop says what it does through the board's methods, which keep the pair consistent (training
+    waits for nothing) and wake people's threads; nobody writes the flags from outside."""
+    import threading
+
+    board = board_of(store, Learner(6))
+    assert (board.training, board.waiting_for) == (False, None)
+    with pytest.raises(AttributeError):
+        board.training = True
+    with pytest.raises(AttributeError):
+        board.waiting_for = "x"
+    board.wait_for("labels of at least two classes")
+    assert (board.training, board.waiting_for) == (False, "labels of at least two classes")
+    woken, waiting = [], threading.Event()
+
+    def wait():
+        with board.changed:         # the board cannot change before this thread waits: it holds the lock
+            waiting.set()
+            woken.append(board.changed.wait(timeout=5))
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert waiting.wait(5)
+    board.start_training()
+    waiter.join(5)
+    assert woken == [True] and (board.training, board.waiting_for) == (True, None)
+    board.finish_training()
+    assert (board.training, board.waiting_for) == (False, None)
 
 
 def test_the_board_guesses_with_the_published_model_only(store):
