@@ -1,7 +1,8 @@
 """Labelling with people: a session whose oracle is people, kept in a durable store (SQLite).
 
 :class:`LabellingSession` runs the one loop (:class:`skdbal.loop.ActiveLearningLoop`) in
-a background thread with the store as its oracle and journal; :class:`LabelStore` is the
+a background thread with the store as its oracle and journal (:class:`StoreOracle` and
+:class:`StoreJournal`, a session's ``oracle`` and ``journal``); :class:`LabelStore` is the
 store.
 
 The store is the journal of a labelling session: every label, skip and
@@ -13,7 +14,8 @@ are recorded beside the events, so that a session can be redone from it.
 This subpackage uses only the standard library's :mod:`sqlite3`; the
 estimators never import it.
 """
+from ._oracle import StoreJournal, StoreOracle
 from .session import LabellingSession
 from .store import LabelStore, StoreError
 
-__all__ = ["LabellingSession", "LabelStore", "StoreError"]
+__all__ = ["LabellingSession", "LabelStore", "StoreError", "StoreOracle", "StoreJournal"]

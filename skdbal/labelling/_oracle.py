@@ -5,7 +5,8 @@ session's :class:`~skdbal.labelling._offers.OfferBoard`, and the answers are the
 last collect. :class:`StoreJournal` is its journal: one row per model version, reported to the session
 through a callback before the store records it. Both take the board and the store, never the session.
 
-Private to :mod:`skdbal.labelling`: :mod:`skdbal.labelling.session` exports the classes.
+:mod:`skdbal.labelling` exports both (a session's ``oracle`` and ``journal`` are theirs);
+:class:`SessionStopped` is internal to the session's loop.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class SessionStopped(RuntimeError):
 
     Examples
     --------
-    >>> from skdbal.labelling.session import SessionStopped
+    >>> from skdbal.labelling._oracle import SessionStopped
     >>> issubclass(SessionStopped, RuntimeError)
     True
     """

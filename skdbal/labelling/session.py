@@ -1,13 +1,13 @@
 """A labelling session: the one loop with people as the oracle, kept in a durable store.
 
 :class:`LabellingSession` runs :class:`skdbal.loop.ActiveLearningLoop` in a
-background thread. Its oracle, :class:`StoreOracle`, is the store: a queried
+background thread. Its oracle, :class:`~skdbal.labelling.StoreOracle`, is the store: a queried
 batch is offered to annotators on the session's offer board
 (:class:`~skdbal.labelling._offers.OfferBoard`: leased, with a timeout),
 their labels, skips and undos are committed to the store as they arrive, in
 any order, and the loop retrains once ``retrain_after`` new labels have
 come. People never wait for the model: they label the current batch while it
-trains. The journal is the store too (:class:`StoreJournal`): each model
+trains. The journal is the store too (:class:`~skdbal.labelling.StoreJournal`): each model
 version with the last event it saw. With ``seeding="step"`` a restarted
 session trains the same model again from those labels, and queries the same
 pending batch.
@@ -32,10 +32,10 @@ from .._validation import check_query_kwargs, read_rows
 from ..loop import ActiveLearningLoop
 from ._offers import OfferBoard, covering_first_batch, strategy_name
 from ._oracle import SessionStopped, StoreJournal, StoreOracle
-from ._second_looks import MIN_JUDGED, SecondLooks
+from ._second_looks import SecondLooks
 from .store import LabelStore
 
-__all__ = ["LabellingSession", "StoreOracle", "StoreJournal", "SessionStopped", "MIN_JUDGED"]
+__all__ = ["LabellingSession"]
 
 
 class LabellingSession:
@@ -199,9 +199,11 @@ class LabellingSession:
         self.board = OfferBoard(self.store, X, self.keys, learner, batch_size=self.batch_size,
                                 lease_timeout=lease_timeout, query_kwargs=self.query_kwargs,
                                 second_looks=second_looks is not None)
+        #: The loop's oracle (a :class:`~skdbal.labelling.StoreOracle`): people's answers, read from the store.
         self.oracle = StoreOracle(self.board, self.store, learner, retrain_after=self.retrain_after,
                                   first_retrain_after=retrain_after, label_of=self._label_of,
                                   judge=self._judge, on_query=self.on_query)
+        #: The loop's journal (a :class:`~skdbal.labelling.StoreJournal`): a row per model version, in the store.
         self.journal = StoreJournal(self.store, self.oracle, on_version=self._on_version)
         self._looks = SecondLooks(self.store, X, learner, rule=second_looks, budget=second_look_budget)
 

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import skdbal
-from skdbal.labelling import LabelStore
+from skdbal.labelling import LabelStore, StoreJournal, StoreOracle
 from skdbal.labelling._offers import OfferBoard
-from skdbal.labelling._oracle import StoreJournal, StoreOracle
 
 PACKAGE = Path(skdbal.__file__).resolve().parent
 #: The modules scanned for reach-ins: the labelling session's collaborators and servers, and Label Studio's.
@@ -176,7 +175,7 @@ def test_the_journal_reports_a_new_version_through_its_callback_before_the_store
 
 
 def test_the_oracle_stops_a_collect_that_waits(store):
-    from skdbal.labelling.session import SessionStopped
+    from skdbal.labelling._oracle import SessionStopped
 
     learner = Learner(6)
     oracle = StoreOracle(board_of(store, learner), store, learner, retrain_after=2)
