@@ -439,17 +439,3 @@ def least_confidence(P) -> np.ndarray:
     P = check_samples(P)
     return 1.0 - P.mean(axis=0).max(axis=-1)
 
-
-#: Old names, kept for a deprecation period: the strategies of the same names
-#: live in :mod:`skdbal.acquisition`.
-_RENAMED = {"bald": "mutual_information", "mean_std": "mean_standard_deviation"}
-
-
-def __getattr__(name):
-    if name in _RENAMED:
-        import warnings
-
-        warnings.warn(f"skdbal.uncertainty.{name} is renamed {_RENAMED[name]} (the strategy "
-                      f"skdbal.acquisition.{name} is another object)", FutureWarning, stacklevel=2)
-        return globals()[_RENAMED[name]]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
