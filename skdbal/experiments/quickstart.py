@@ -16,13 +16,23 @@ from ..learner import ActiveLearner
 from ..models import MCDropoutClassifier
 from .data import load_digits_images  # defined there, below the runner; importable from here too
 
-__all__ = ["STRATEGIES", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]
+__all__ = ["digits_classifier", "load_digits_images", "run_quickstart", "format_table", "plot_learning_curves"]
+
 
 def digits_classifier(random_state: Optional[int] = None, **params) -> MCDropoutClassifier:
     """The Bayesian CNN configured for 8×8 digits and tiny labelled sets.
 
     3×3 kernels keep a 2×2 map before pooling (4×4 kernels leave 1×1), and
-    batches of 32 give enough optimiser steps on 20 labels.
+    batches of 32 give enough optimiser steps on 20 labels. ``params``
+    override the defaults (``device``, ``max_epochs``...).
+
+    Examples
+    --------
+    >>> from skdbal.experiments.quickstart import digits_classifier
+    >>> clf = digits_classifier(random_state=0, max_epochs=5)
+    >>> params = clf.get_params()
+    >>> params["max_epochs"], params["batch_size"], params["module__kernel_size"], params["predict_method"]
+    (5, 32, 3, 'deterministic')
     """
     defaults = dict(
         classes=np.arange(10),
