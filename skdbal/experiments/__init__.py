@@ -1,7 +1,11 @@
-"""Research tooling: experiment grids, protocols, reports, the quickstart and the CLI.
+"""Research tooling: experiment grids, protocols, reports, the quickstart and the experiment commands.
 
-Kept apart from the estimators: nothing in :mod:`skdbal` outside this
-package imports it.
+Kept apart from the estimators: the models, the strategies, the learner and
+its loop never import it. Only the commands do, at the top of the layers:
+:mod:`skdbal.cli` hands the experiment subcommands to
+:mod:`skdbal.experiments.cli`, and :mod:`skdbal.labelling.cli` takes the
+digits demo's pool and network from :mod:`~skdbal.experiments.data` and
+:mod:`~skdbal.experiments.quickstart` (``skdbal label --demo digits``).
 
 - :mod:`skdbal.experiments.runner`: resumable grids of (preset, strategy,
   seed) runs, :func:`run_grid`, with a tidy ``results.csv``; it runs them on

@@ -47,9 +47,10 @@ class LabellingSession:
         With ``seeding="step"`` (so that a restart trains the same model
         again) and an estimator whose ``classes`` are ``classes``.
     X : array-like of shape (N, ...)
-        The pool; a dask array (with :mod:`skdbal.dask` imported) is queried
-        on its cluster, and only the rows labelled or guessed are read (and,
-        to choose the first batch, at most 10,000 rows, once).
+        The pool; a dask array is queried on its cluster (through
+        :mod:`skdbal.dask`, found by the array's type), and only the rows
+        labelled or guessed are read (and, to choose the first batch, at most
+        10,000 rows, once).
     classes : sequence
         The labels people may give: two or more, distinct as text (else a
         ``ValueError``, before the store is written).

@@ -296,7 +296,7 @@ def _row_keyed_dropout(module: nn.Module, state: dict):
     multiplies its input by masks drawn row by row: the input holds
     ``len(state["streams"])`` rows, each repeated ``state["T"]`` times
     (row-major), and row ``r``'s ``T`` masks come from the row's generator in
-    ``state["streams"]`` (:mod:`skdbal._row_masks`), in layer order. Layers are
+    ``state["streams"]`` (:mod:`skdbal.models._row_masks`), in layer order. Layers are
     left in eval mode for this (any other dropout stays in train mode, drawing
     from torch's global RNG)."""
 
@@ -433,7 +433,7 @@ def _row_keyed_linear_passes(head: nn.Sequential, k: int, h: torch.Tensor, seeds
                              rows_per_call: int, link=_softmax) -> torch.Tensor:
     """:func:`_row_keyed_passes` of ``head`` on trunk outputs ``h`` with
     ``mask_seeding="row_pcg64"``, its opening dropout and linear layer fused
-    (:func:`skdbal._row_masks.fused_linear`): row ``r``'s masks of that
+    (:func:`skdbal.models._row_masks.fused_linear`): row ``r``'s masks of that
     dropout are drawn first from its generator, exactly as the dropout hook
     would draw them, and the layers after the linear one draw theirs next."""
     b, rest = h.shape[0], head[k + 1:]
