@@ -51,10 +51,11 @@ def recorded(script: str):
     ``<out>/<name>.json`` records the arguments, the exit, the time and :func:`provenance`.
 
     ``<out>`` is ``$SKDBAL_BENCH_OUT`` or ``docs/results/<name>/``; processes the
-    benchmark starts (which inherit ``SKDBAL_BENCH_RECORDING``) record nothing.
+    benchmark starts (which inherit ``SKDBAL_BENCH_RECORDING``) record nothing, and nor do
+    ``--help`` and arguments argparse refuses, so they never overwrite a committed record.
     """
-    if os.environ.get("SKDBAL_BENCH_RECORDING"):
-        yield
+    if os.environ.get("SKDBAL_BENCH_RECORDING") or {"-h", "--help"} & set(sys.argv[1:]):
+        yield   # a process the benchmark started, or a request for its usage: the committed record stays
         return
     name = Path(script).stem
     out = Path(os.environ.get("SKDBAL_BENCH_OUT") or ROOT / "docs" / "results" / name)
@@ -64,18 +65,22 @@ def recorded(script: str):
             "provenance": provenance()}
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _Tee(stdout, copy), _Tee(stderr, copy)
+    usage_error = False
     try:
         yield
     except BaseException as exc:
         exit_ = repr(exc)
+        # argparse's refusal of the arguments (exit 2 after its usage line): nothing was measured
+        usage_error = isinstance(exc, SystemExit) and exc.code == 2 and "usage:" in copy.getvalue()
         raise
     finally:
         sys.stdout, sys.stderr = stdout, stderr
         os.environ.pop("SKDBAL_BENCH_RECORDING", None)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "output.txt").write_text(copy.getvalue())
-        meta.update(exit=exit_, seconds=round(time.time() - start, 3), output="output.txt")
-        (out / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
+        if not usage_error:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "output.txt").write_text(copy.getvalue())
+            meta.update(exit=exit_, seconds=round(time.time() - start, 3), output="output.txt")
+            (out / f"{name}.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def markdown_table(header, rows) -> str:
