@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from joblib import Parallel, delayed
 
-from ..acquisition import get_strategy
+from ..acquisition import DECORATORS, STRATEGIES, get_strategy, register, unregister
 from ..learner import ActiveLearner
 from ..loop import ActiveLearningLoop
 from ..oracles import KnownLabels, NoisyAnnotator
@@ -228,7 +228,10 @@ def run_grid(
         ``"filter(bald,dynamic)"``; at least one. Each is taken in its one
         spelling (:func:`skdbal.acquisition.canonical_name`: no
         spaces, floats as ``repr``, so ``"diverse(bald, 0.10)"`` is
-        ``"diverse(bald,0.1)"``), which names its runs.
+        ``"diverse(bald,0.1)"``), which names its runs A strategy or
+        decorator registered in your own code
+        (:func:`skdbal.acquisition.register`) runs too, in parallel or on a
+        cluster as well: the runner registers it in each worker first.
     seeds : sequence of int
         Experiment seeds; each seeds one run per strategy (data split,
         initial set and every step's randomness).
@@ -400,16 +403,50 @@ def run_grid(
             **arguments, "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides,
             **({} if scheduler is None else {"scheduler": scheduler if isinstance(scheduler, str)
                                               else scheduler.scheduler_info()["address"]})})
+        own = _user_registrations()  # a worker process knows only the built-ins: it registers these first
         if scheduler is None:
-            Parallel(n_jobs=n_jobs)(delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False,
-                                                      device=device) for spec in specs)
+            Parallel(n_jobs=n_jobs)(delayed(_run_registered)(own, spec, out_dir, torch_threads, data_home, verbose,
+                                                             warn=False, device=device) for spec in specs)
         else:
             from ..dask.grid import map_runs
 
-            map_runs(scheduler, _run_one, [((spec, out_dir.resolve(), torch_threads, data_home, verbose),
-                                            {"warn": False, "device": device}) for spec in specs],
+            map_runs(scheduler, _run_registered, [((own, spec, out_dir.resolve(), torch_threads, data_home, verbose),
+                                                   {"warn": False, "device": device}) for spec in specs],
                      [spec.run_id for spec in specs])
         return assemble_results(out_dir)
+
+
+def _user_registrations() -> List[type]:
+    """The strategy and decorator classes registered beyond the package's own, in the order registered.
+
+    A grid's runs may use them by name, but a worker process (joblib's, or a Dask worker) starts with the built-ins
+    alone: the runner sends these classes with each run (cloudpickle carries a class defined in ``__main__`` or a
+    test module by value) and registers them there first. A class is the package's own when its module is in
+    ``skdbal``.
+    """
+    classes = [type(s) for s in STRATEGIES.values()] + [entry[0] for entry in DECORATORS.values()]
+    return [cls for cls in classes if not cls.__module__.startswith("skdbal.")]
+
+
+def _register_all(classes: Sequence[type]) -> None:
+    """Register ``classes`` (from :func:`_user_registrations`) in this process, as the grid's parent had them: a
+    name held by another class that is not the package's own (a reused worker's earlier grid) is given back
+    first."""
+    for cls in classes:
+        held = STRATEGIES.get(cls.name)
+        held_cls = type(held) if held is not None else DECORATORS.get(cls.name, (None,))[0]
+        if held_cls is cls:
+            continue
+        if held_cls is not None and not held_cls.__module__.startswith("skdbal."):
+            unregister(cls.name)
+        register(cls)
+
+
+def _run_registered(classes, spec, *args, **kwargs):
+    """:func:`_run_one` in a worker, after registering there the classes the parent registered beyond the
+    built-ins."""
+    _register_all(classes)
+    return _run_one(spec, *args, **kwargs)
 
 
 def _check_report_length(out_dir: Path, preset: Preset) -> None:
