@@ -32,7 +32,7 @@ import os
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -365,7 +365,7 @@ def run_grid(
         torch_threads = 1 if scheduler is not None else max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
     device = resolve_device(device)
-    seen = {}
+    seen: Dict[str, RunSpec] = {}
     for spec in specs:  # two runs of one grid must not share files
         other = seen.setdefault(spec.run_id, spec)
         if other is not spec:
@@ -377,7 +377,9 @@ def run_grid(
     for spec in specs:  # then the folder's other runs
         check_folder_config(spec, folder)
     _check_report_length(out_dir, preset)
-    done, resumed, new = [], [], []
+    done: List[Tuple[RunSpec, int]] = []
+    resumed: List[Tuple[RunSpec, int]] = []
+    new: List[Tuple[RunSpec, int]] = []
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
         rows = stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
         message = thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
@@ -416,7 +418,7 @@ def run_grid(
         return assemble_results(out_dir)
 
 
-def _user_registrations() -> List[type]:
+def _user_registrations() -> List[Any]:
     """The strategy and decorator classes registered beyond the package's own, in the order registered.
 
     A grid's runs may use them by name, but a worker process (joblib's, or a Dask worker) starts with the built-ins
@@ -424,20 +426,20 @@ def _user_registrations() -> List[type]:
     test module by value) and registers them there first. A class is the package's own when its module is in
     ``skdbal``.
     """
-    classes = [type(s) for s in STRATEGIES.values()] + [entry[0] for entry in DECORATORS.values()]
+    classes = [type(s) for s in STRATEGIES.values()] + [cls for cls, _ in DECORATORS.values()]
     return [cls for cls in classes if not cls.__module__.startswith("skdbal.")]
 
 
-def _register_all(classes: Sequence[type]) -> None:
+def _register_all(classes: Sequence[Any]) -> None:
     """Register ``classes`` (from :func:`_user_registrations`) in this process, as the grid's parent had them: a
     name held by another class that is not the package's own (a reused worker's earlier grid) is given back
     first."""
     for cls in classes:
-        held = STRATEGIES.get(cls.name)
-        held_cls = type(held) if held is not None else DECORATORS.get(cls.name, (None,))[0]
-        if held_cls is cls:
+        held: Any = STRATEGIES.get(cls.name)
+        held = type(held) if held is not None else DECORATORS[cls.name][0] if cls.name in DECORATORS else None
+        if held is cls:
             continue
-        if held_cls is not None and not held_cls.__module__.startswith("skdbal."):
+        if held is not None and not held.__module__.startswith("skdbal."):
             unregister(cls.name)
         register(cls)
 
