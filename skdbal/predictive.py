@@ -211,7 +211,23 @@ class Predictive:
         return (f"Predictive({self.name}, source={self.source!r}, stochastic={self.stochastic}, "
                 f"n_transforms={len(self.transforms)})")
 
-    def _prepare(self, X):
+    def prepare(self, X):
+        """``X`` as the model reads it: passed through the transformers (a pipeline's steps before its model).
+
+        A strategy that calls the model itself (its features, its density) passes ``X`` through this first.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from sklearn.pipeline import make_pipeline
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from skdbal.predictive import as_predictive
+        >>> X = np.array([[0.0], [2.0], [4.0], [6.0]])
+        >>> pred = as_predictive(make_pipeline(StandardScaler(), LogisticRegression()).fit(X, [0, 0, 1, 1]))
+        >>> pred.prepare(np.array([[3.0], [5.0]])).round(3).tolist()   # (x - 3) / sqrt(5)
+        [[0.0], [0.894]]
+        """
         for step in self.transforms:
             X = step.transform(X)
         return X
@@ -254,9 +270,9 @@ class Predictive:
                     f"{self.name} gives one deterministic sample (its predict_proba), so n_samples="
                     f"{self.n_samples} cannot be honoured; leave n_samples unset, or use a model with "
                     "predict_proba_samples (an MC-dropout network, an ensemble)")
-            return np.asarray(self.model.predict_proba(self._prepare(X)))[np.newaxis]
+            return np.asarray(self.model.predict_proba(self.prepare(X)))[np.newaxis]
         extra = self._consistent_kwargs(self.model.predict_proba_samples, consistent)
-        X = self._prepare(X)
+        X = self.prepare(X)
         T = self.n_samples
         if T is None and not self.stochastic:
             T = 1  # one deterministic pass, not T identical ones
@@ -276,7 +292,7 @@ class Predictive:
         if self.kind != "regressor":
             raise TypeError(f"{self.name} is a classifier: predictive_variance needs a "
                             "probabilistic regressor such as skdbal.BayesianLinearRegression")
-        X = self._prepare(X)
+        X = self.prepare(X)
         if self.source == "variance" or (self.source == "regression_samples"
                                          and hasattr(self.model, "predictive_variance")):
             return np.asarray(self.model.predictive_variance(X), dtype=np.float64).reshape(-1)
@@ -327,7 +343,7 @@ class Predictive:
             If the model has no ``predict_samples``, or cannot honour
             ``consistent=True``.
         """
-        X = self._prepare(X)
+        X = self.prepare(X)
         if keep_shape:
             return self._raw_samples(X, consistent)
         return self._samples(X, consistent)
@@ -343,7 +359,7 @@ class Predictive:
         if not hasattr(self.model, "output_gradient_gram"):
             raise TypeError(f"{self.name} has no output_gradient_gram: expected gradient length needs the "
                             "gradients of a network regressor such as skdbal.MCDropoutRegressor")
-        gram, out = self.model.output_gradient_gram(self._prepare(X), return_output=True)
+        gram, out = self.model.output_gradient_gram(self.prepare(X), return_output=True)
         out = np.asarray(out, dtype=np.float64)
         return np.asarray(gram, dtype=np.float64), out.reshape(len(out), -1)
 

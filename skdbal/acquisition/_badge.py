@@ -146,7 +146,7 @@ def features_and_proba(estimator, X, chunk_size: int = DEFAULT_CHUNK_SIZE):
     proba = getattr(model, "predict_proba_deterministic", None) or model.predict_proba
     H, P = [], []
     for start in range(0, len(X), chunk_size):
-        part = predictive._prepare(X[start:start + chunk_size])
+        part = predictive.prepare(X[start:start + chunk_size])
         H.append(np.asarray(model.transform(part)).reshape(len(part), -1))
         P.append(np.asarray(proba(part)))
     return np.concatenate(H), np.concatenate(P)

@@ -59,6 +59,6 @@ class DDU(Strategy):
         if not hasattr(model, "log_density"):
             raise TypeError(f"the ddu strategy reads a feature density, and {type(model).__name__} has no "
                             f"log_density: wrap the network in skdbal.models.DDUClassifier")
-        out = [model.log_density(predictive._prepare(X_pool[s:s + self.chunk_size]))
+        out = [model.log_density(predictive.prepare(X_pool[s:s + self.chunk_size]))
                for s in range(0, len(X_pool), self.chunk_size)]
         return -np.concatenate(out)

@@ -192,7 +192,7 @@ def _embedding(estimator, X) -> np.ndarray:
     if not hasattr(model, "transform"):
         raise TypeError(f"features='embedding' needs a model with transform (the network's features); "
                         f"{type(model).__name__} has none: use features='input' or a callable")
-    return np.asarray(model.transform(predictive._prepare(X)))
+    return np.asarray(model.transform(predictive.prepare(X)))
 
 
 class DiversityPenalty(StrategyDecorator):

@@ -5,10 +5,13 @@ rows, on a disk or object store every worker reaches; :func:`query_pool`
 queries it on a ``dask.distributed`` cluster, sending the model to each
 worker once and bringing back only each chunk's best candidates;
 :func:`acquire_among` is the driver through which a learner whose pool is a
-dask array queries it there. Behind the ``dask`` extra (``pip install
-'skdbal[dask]'``); the estimators never import this subpackage, and the
-learner imports it only when it meets a dask array (no ``import skdbal.dask``
-is needed first).
+dask array queries it there. Behind the ``dask`` extra
+(``pip install 'skdbal[dask]'``); the estimators never import this
+subpackage. Whatever meets a dask array pool imports it then:
+:func:`skdbal.acquisition.base.acquire_among`, through which the learner
+queries and the decorators filter, and the learner's pool when it is given
+one. No ``import skdbal.dask`` is needed
+first, and ``import skdbal`` imports no dask.
 """
 from .pool import open_pool, write_pool
 from .scoring import acquire_among, query_pool

@@ -4,9 +4,11 @@ Each run is one task. The run files stay in the grid's output folder, which
 every worker must reach (a shared file system): the same per-run locks
 (``flock`` on the run's lock file; on NFS, Linux maps it to a POSIX record
 lock the server arbitrates) and the same resume from the last finished step
-as a local run, because the task is the local run's own code. A worker that
-dies loses only the step it was computing: Dask gives the task to another
-worker, which resumes the run from its files.
+as a local run, because the task is the local run's own code. The strategies
+and decorators registered in the user's code travel with each task and are
+registered on the worker before it runs. A worker that dies loses only the
+step it was computing: Dask gives the task to another worker, which resumes
+the run from its files.
 """
 from __future__ import annotations
 

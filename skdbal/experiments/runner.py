@@ -32,13 +32,13 @@ import os
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 from joblib import Parallel, delayed
 
-from ..acquisition import get_strategy
+from ..acquisition import DECORATORS, STRATEGIES, get_strategy, register, unregister
 from ..learner import ActiveLearner
 from ..loop import ActiveLearningLoop
 from ..oracles import KnownLabels, NoisyAnnotator
@@ -228,7 +228,10 @@ def run_grid(
         ``"filter(bald,dynamic)"``; at least one. Each is taken in its one
         spelling (:func:`skdbal.acquisition.canonical_name`: no
         spaces, floats as ``repr``, so ``"diverse(bald, 0.10)"`` is
-        ``"diverse(bald,0.1)"``), which names its runs.
+        ``"diverse(bald,0.1)"``), which names its runs A strategy or
+        decorator registered in your own code
+        (:func:`skdbal.acquisition.register`) runs too, in parallel or on a
+        cluster as well: the runner registers it in each worker first.
     seeds : sequence of int
         Experiment seeds; each seeds one run per strategy (data split,
         initial set and every step's randomness).
@@ -362,7 +365,7 @@ def run_grid(
         torch_threads = 1 if scheduler is not None else max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)
     device = resolve_device(device)
-    seen = {}
+    seen: Dict[str, RunSpec] = {}
     for spec in specs:  # two runs of one grid must not share files
         other = seen.setdefault(spec.run_id, spec)
         if other is not spec:
@@ -374,7 +377,9 @@ def run_grid(
     for spec in specs:  # then the folder's other runs
         check_folder_config(spec, folder)
     _check_report_length(out_dir, preset)
-    done, resumed, new = [], [], []
+    done: List[Tuple[RunSpec, int]] = []
+    resumed: List[Tuple[RunSpec, int]] = []
+    new: List[Tuple[RunSpec, int]] = []
     for spec in specs:  # warned here: warnings raised in joblib's worker processes are lost
         rows = stored_rows(spec, out_dir / "runs", warn=True)  # raises here if a run is damaged beyond repair
         message = thread_mismatch(spec, out_dir / "runs", torch_threads, rows)
@@ -400,16 +405,50 @@ def run_grid(
             **arguments, "n_jobs": n_jobs, "torch_threads": torch_threads, "device": device, "overrides": overrides,
             **({} if scheduler is None else {"scheduler": scheduler if isinstance(scheduler, str)
                                               else scheduler.scheduler_info()["address"]})})
+        own = _user_registrations()  # a worker process knows only the built-ins: it registers these first
         if scheduler is None:
-            Parallel(n_jobs=n_jobs)(delayed(_run_one)(spec, out_dir, torch_threads, data_home, verbose, warn=False,
-                                                      device=device) for spec in specs)
+            Parallel(n_jobs=n_jobs)(delayed(_run_registered)(own, spec, out_dir, torch_threads, data_home, verbose,
+                                                             warn=False, device=device) for spec in specs)
         else:
             from ..dask.grid import map_runs
 
-            map_runs(scheduler, _run_one, [((spec, out_dir.resolve(), torch_threads, data_home, verbose),
-                                            {"warn": False, "device": device}) for spec in specs],
+            map_runs(scheduler, _run_registered, [((own, spec, out_dir.resolve(), torch_threads, data_home, verbose),
+                                                   {"warn": False, "device": device}) for spec in specs],
                      [spec.run_id for spec in specs])
         return assemble_results(out_dir)
+
+
+def _user_registrations() -> List[Any]:
+    """The strategy and decorator classes registered beyond the package's own, in the order registered.
+
+    A grid's runs may use them by name, but a worker process (joblib's, or a Dask worker) starts with the built-ins
+    alone: the runner sends these classes with each run (cloudpickle carries a class defined in ``__main__`` or a
+    test module by value) and registers them there first. A class is the package's own when its module is in
+    ``skdbal``.
+    """
+    classes = [type(s) for s in STRATEGIES.values()] + [cls for cls, _ in DECORATORS.values()]
+    return [cls for cls in classes if not cls.__module__.startswith("skdbal.")]
+
+
+def _register_all(classes: Sequence[Any]) -> None:
+    """Register ``classes`` (from :func:`_user_registrations`) in this process, as the grid's parent had them: a
+    name held by another class that is not the package's own (a reused worker's earlier grid) is given back
+    first."""
+    for cls in classes:
+        held: Any = STRATEGIES.get(cls.name)
+        held = type(held) if held is not None else DECORATORS[cls.name][0] if cls.name in DECORATORS else None
+        if held is cls:
+            continue
+        if held is not None and not held.__module__.startswith("skdbal."):
+            unregister(cls.name)
+        register(cls)
+
+
+def _run_registered(classes, spec, *args, **kwargs):
+    """:func:`_run_one` in a worker, after registering there the classes the parent registered beyond the
+    built-ins."""
+    _register_all(classes)
+    return _run_one(spec, *args, **kwargs)
 
 
 def _check_report_length(out_dir: Path, preset: Preset) -> None:

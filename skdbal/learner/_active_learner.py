@@ -6,6 +6,7 @@ pool is a :class:`~skdbal.learner.LabelledPool` it owns (``pool_``).
 """
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from typing import Callable, Optional
 
@@ -20,6 +21,7 @@ from .._validation import (
     check_pool,
     check_positive_int,
     concat_rows,
+    is_lazy,
     pool_kwargs,
     read_rows,
     take_rows,
@@ -28,7 +30,7 @@ from ..acquisition import bald
 from ..acquisition.base import as_strategy
 from ._delegation import PredictiveMixin
 from ._inputs import check_like_labelled, copy_rows, validate_Xy
-from ._labelled_pool import POOL_ATTRIBUTES, LabelledPool, has_missing, merge_labels
+from ._labelled_pool import LabelledPool, has_missing, merge_labels
 from ._query import acquire
 from ._simulation import SimulationMixin
 from ._training import check_warm, make_template, train_fresh, train_further
@@ -337,7 +339,8 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
         if has_missing(y, self.missing_label):
             self._check_params()
             with self._unchanged_on_error():  # a failed fit changes nothing
-                return self._reset_pool(X, y, None, template)._refit_checked(None, fit_params)
+                self._reset_pool(X, y, None, template)
+                return self._refit_checked(None, fit_params)
         return self._fit(X, y, template, **fit_params)
 
     def _fit(self, X, y, template, **fit_params):
@@ -463,10 +466,26 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
                              "with missing labels (missing_label), or run simulate(); or pass X_pool")
         return pool
 
+    #: The attributes that hold the pool (and the hash of a simulated one), dropped with it.
+    _POOL_ATTRIBUTES = ("pool_", "_pool_hash")
+
     def _forget_pool(self) -> None:
         """Drop the pool (the labelled set and the model stay)."""
-        for name in POOL_ATTRIBUTES:
+        for name in self._POOL_ATTRIBUTES:
             self.__dict__.pop(name, None)
+
+    def _without_pool(self) -> "ActiveLearner":
+        """A shallow copy without the pool and its bookkeeping (``O(N)`` of them): what a query on a
+        cluster sends to every worker with the strategy, whose predictions are the learner's.
+
+        >>> learner = ActiveLearner(verbose=False).set_pool(np.zeros((4, 2)))
+        >>> hasattr(learner._without_pool(), "X_pool_"), hasattr(learner, "X_pool_")
+        (False, True)
+        """
+        lean = copy.copy(self)
+        for name in self._POOL_ATTRIBUTES:
+            lean.__dict__.pop(name, None)
+        return lean
 
     def _reset_pool(self, X, y, ids, template) -> "ActiveLearner":
         """Own the pool ``X`` with labels ``y`` (``missing_label`` where unknown) and no model, the
@@ -720,7 +739,8 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
         pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords (y_pool) must match the pool
         self._ensure_initial_fit()
         # on any error the learner's random state is restored: a failed query changes nothing
-        acq = acquire(self._strategy(), self, X_pool, candidates, n_instances, self._get_rng(), ids, subsample,
+        scored = self._without_pool() if is_lazy(X_pool) else self  # a cluster's workers get no pool
+        acq = acquire(self._strategy(), scored, X_pool, candidates, n_instances, self._get_rng(), ids, subsample,
                       kwargs)
         self.last_acquisition_ = acq
         X_query = read_rows(X_pool, acq.indices)  # of a pool on a cluster, only the rows chosen are read

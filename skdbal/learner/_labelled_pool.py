@@ -22,11 +22,6 @@ from ._inputs import check_X, copy_rows, validate_Xy
 
 __all__ = ["LabelledPool"]
 
-#: The learner's attributes that hold its pool, dropped when it forgets the pool (or sends itself
-#: to a cluster's workers without it).
-POOL_ATTRIBUTES = ("pool_", "_pool_hash")
-
-
 def missing_mask(y, missing_label) -> np.ndarray:
     """Which rows of ``y`` are unlabelled: equal to ``missing_label`` (NaN and None match NaN and
     None). A 2-d row is unlabelled when all its entries are.

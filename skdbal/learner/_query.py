@@ -2,14 +2,11 @@
 ``random_state``), undone if anything fails. Functions of :mod:`skdbal.learner`."""
 from __future__ import annotations
 
-import copy
 from typing import Optional
 
 import numpy as np
 
-from .._validation import is_lazy
 from ..acquisition.base import Acquisition, acquire_among
-from ._labelled_pool import POOL_ATTRIBUTES
 
 
 def subsample(candidates: np.ndarray, size: int, rng: np.random.RandomState, ids=None) -> np.ndarray:
@@ -29,29 +26,15 @@ def subsample(candidates: np.ndarray, size: int, rng: np.random.RandomState, ids
     return candidates[rows[np.argsort(key, kind="stable")]]
 
 
-def without_pool(learner):
-    """A shallow copy of ``learner`` without its pool and its bookkeeping (``O(N)`` of them): what a
-    query on a cluster sends to every worker with the strategy, whose predictions are the learner's.
-
-    >>> from skdbal import ActiveLearner
-    >>> learner = ActiveLearner(verbose=False).set_pool(np.zeros((4, 2)))
-    >>> hasattr(without_pool(learner), "X_pool_"), hasattr(learner, "X_pool_")
-    (False, True)
-    """
-    lean = copy.copy(learner)
-    for name in POOL_ATTRIBUTES:
-        lean.__dict__.pop(name, None)
-    return lean
-
-
 def acquire(strategy, learner, X_pool, candidates: np.ndarray, n_instances: int, rng: np.random.RandomState,
             ids=None, pool_subsample: Optional[int] = None, kwargs: Optional[dict] = None) -> Acquisition:
     """Query ``strategy`` for ``learner`` among ``candidates`` (indices into ``X_pool``), scoring
     a subsample of ``pool_subsample`` of them when there are more; a strategy that takes a
     ``random_state`` gets one drawn from ``rng`` unless ``kwargs`` (its keywords, changed in
     place) give one. On any error ``rng`` is put back as it was, so a failed query draws nothing.
-    A pool on a cluster (a dask array) is queried there by its driver (``acquire_among``), with the
-    learner sent to the workers without its pool (:func:`without_pool`).
+    ``learner`` is what the strategy scores: for a pool on a cluster (a dask array), which its
+    driver (``acquire_among``) queries there, the learner's copy without its pool, which is sent to
+    every worker.
 
     Its input is the learner's query's, checked there once: ``X_pool``, ``candidates`` (unique
     positions in it), ``n_instances`` (at most the candidates, and ``pool_subsample``) and the
@@ -64,8 +47,7 @@ def acquire(strategy, learner, X_pool, candidates: np.ndarray, n_instances: int,
             candidates = subsample(candidates, pool_subsample, rng, ids)
         if strategy.takes_random_state and "random_state" not in kwargs:
             kwargs["random_state"] = rng.randint(2**31 - 1)
-        return acquire_among(strategy, without_pool(learner) if is_lazy(X_pool) else learner, X_pool,
-                             candidates, n_instances, check_input=False, **kwargs)
+        return acquire_among(strategy, learner, X_pool, candidates, n_instances, check_input=False, **kwargs)
     except BaseException:
         rng.set_state(state)
         raise

@@ -1,12 +1,13 @@
 """A learner's simulation, :class:`SimulationMixin`: the one loop (:class:`~skdbal.loop.ActiveLearningLoop`)
 run on a pool against known labels or an oracle, from a checked start.
 
-The functions after the mixin check what :meth:`~SimulationMixin.simulate` is given, in the order it
-checks them, before anything changes. This module never imports the learner.
+Its private methods after :meth:`~SimulationMixin.simulate` check what it is given, in the order it
+checks them, before anything changes. This module never imports the learner: the mixin declares
+what it needs of the class it is mixed into.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, List, Optional
 
 import joblib
 import numpy as np
@@ -21,13 +22,80 @@ from ._inputs import check_y
 
 
 class SimulationMixin:
-    """Mixin of :class:`~skdbal.ActiveLearner`: :meth:`simulate`, the loop run against known labels.
+    """Mixin for a learner that simulates active learning: :meth:`simulate`, the loop run against known labels.
 
-    The class it is mixed into provides its parameters (``random_state``, ``verbose``), the
-    checks ``_check_params()``, ``_template()`` and ``_make_template(y)``, the guard
-    ``_unchanged_on_error()``, and ``_reset_pool(X, y, ids, template)``, which gives it a pool
-    (:class:`~skdbal.learner.LabelledPool`) and forgets its labels.
+    It gives :class:`~skdbal.ActiveLearner` its :meth:`simulate`: the pool becomes the learner's own,
+    and the one loop (:class:`~skdbal.loop.ActiveLearningLoop`) queries, labels and retrains against
+    an oracle, after every input is checked. Public, as scikit-learn's mixins are, so that a learner
+    of one's own with the same members simulates the same way.
+
+    The class it is mixed into drives the loop (``query``, ``label`` and ``refit``, as
+    :class:`~skdbal.loop.ActiveLearningLoop` calls them) and provides the members declared below.
+
+    Attributes
+    ----------
+    random_state : int, RandomState instance or None
+        The host's parameter: seeds the initial set (and, through ``rng_``, the queries).
+    verbose : bool
+        The host's parameter: show a progress bar.
+    rng_ : numpy.random.RandomState
+        Set here: the generator the initial set was drawn from, which the queries continue.
+    history_ : list of dict
+        Set here: one row per step of the simulation, grown by a warm start.
+    labelled_idx_ : ndarray of int
+        The host's: every pool index labelled, in order (read by a warm start).
+    n_pool_ : int
+        The host's: the number of rows of its pool (read by a warm start).
+    _pool_hash : str
+        Set here: a hash of the simulated pool and labels, which a warm start must match.
+    _check_params : callable () -> None
+        The host's check of its parameters.
+    _template : callable () -> estimator
+        The host's model that the next retrain clones.
+    _make_template : callable (y=None) -> estimator
+        The host's model made anew, its classes taken from ``y`` when given.
+    _unchanged_on_error : callable () -> context manager
+        The host's guard that puts every attribute back if its block raises.
+    _reset_pool : callable (X, y, ids, template) -> learner
+        The host's: own the pool ``X`` (labels ``y``, ``missing_label`` where unknown), forgetting
+        every label and the model.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal.acquisition import max_entropy
+    >>> from skdbal.learner import ActiveLearner, SimulationMixin
+    >>> issubclass(ActiveLearner, SimulationMixin)
+    True
+    >>> X, y = load_iris(return_X_y=True)
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0, verbose=False)
+    >>> history = learner.simulate(X, y, n_queries=2, n_instances=5)
+    >>> [(row["step"], row["n_labels"], len(row["query_indices"])) for row in history]
+    [(0, 6, 6), (1, 11, 5), (2, 16, 5)]
+    >>> more = learner.simulate(X, y, n_queries=1, n_instances=5, warm_start=True)   # continues it
+    >>> [row["n_labels"] for row in more], len(learner.labelled_idx_)
+    ([6, 11, 16, 21], 21)
     """
+
+    random_state: Any
+    verbose: bool
+    rng_: np.random.RandomState
+    history_: List[dict]
+    _pool_hash: str
+    _check_params: Callable[[], None]
+    _template: Callable[[], Any]
+    _make_template: Callable[..., Any]
+    _unchanged_on_error: Callable[[], ContextManager[None]]
+    _reset_pool: Callable[..., Any]
+    if TYPE_CHECKING:  # the host's read-only properties
+
+        @property
+        def labelled_idx_(self) -> np.ndarray: ...
+
+        @property
+        def n_pool_(self) -> int: ...
 
     def simulate(
         self,
@@ -124,8 +192,8 @@ class SimulationMixin:
                             "start(initial_idx) and run(n_queries)")
         X_pool = check_pool(X_pool)
         n_pool = len(X_pool)
-        y_pool, oracle = check_answers(self, n_pool, y_pool, oracle)
-        X_test, y_test = check_test_set(self, X_pool, y_pool, X_test, y_test)
+        y_pool, oracle = self._check_answers(n_pool, y_pool, oracle)
+        X_test, y_test = self._check_test_set(X_pool, y_pool, X_test, y_test)
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)
@@ -138,8 +206,8 @@ class SimulationMixin:
         rng_state = rng.get_state()
         pool_hash = joblib.hash((X_pool, y_pool))
         try:
-            already, initial_idx = check_start(self, n_pool, y_pool, initial_idx, n_initial_per_class,
-                                               warm_start, rng, pool_hash)
+            already, initial_idx = self._check_start(n_pool, y_pool, initial_idx, n_initial_per_class,
+                                                     warm_start, rng, pool_hash)
             left = n_pool - len(already)
             if n_queries * n_instances > left:
                 raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
@@ -170,92 +238,92 @@ class SimulationMixin:
         return loop.history
 
 
-def check_answers(learner, n_pool: int, y_pool, oracle):
-    """``(y_pool, oracle)``: the known labels (or the oracle's, if it knows them; else None) and
-    who answers (:class:`~skdbal.oracles.KnownLabels` of ``y_pool`` unless an oracle is given)."""
-    if oracle is None:
-        if y_pool is None:
-            raise ValueError("pass y_pool (the known labels) or an oracle")
-        y_pool = check_y(y_pool, learner._template(), "y_pool")
-        if len(y_pool) != n_pool:
-            raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
-        return y_pool, KnownLabels(y_pool)
-    if not (callable(getattr(oracle, "request", None)) and callable(getattr(oracle, "collect", None))):
-        raise TypeError(f"oracle must have request() and collect() (skdbal.oracles.Oracle); "
-                        f"got {type(oracle).__name__}")
-    if y_pool is not None:
-        raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
-    known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
-    if known is not None:
-        y_pool = check_y(known, learner._template(), "the oracle's pool_labels()")
-        if len(y_pool) != n_pool:
-            raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
-    return y_pool, oracle
+    def _check_answers(self, n_pool: int, y_pool, oracle):
+        """``(y_pool, oracle)``: the known labels (or the oracle's, if it knows them; else None) and
+        who answers (:class:`~skdbal.oracles.KnownLabels` of ``y_pool`` unless an oracle is given)."""
+        if oracle is None:
+            if y_pool is None:
+                raise ValueError("pass y_pool (the known labels) or an oracle")
+            y_pool = check_y(y_pool, self._template(), "y_pool")
+            if len(y_pool) != n_pool:
+                raise ValueError(f"X_pool and y_pool have inconsistent lengths: {n_pool} and {len(y_pool)}")
+            return y_pool, KnownLabels(y_pool)
+        if not (callable(getattr(oracle, "request", None)) and callable(getattr(oracle, "collect", None))):
+            raise TypeError(f"oracle must have request() and collect() (skdbal.oracles.Oracle); "
+                            f"got {type(oracle).__name__}")
+        if y_pool is not None:
+            raise ValueError("pass y_pool or an oracle, not both: the oracle gives the labels")
+        known = oracle.pool_labels() if callable(getattr(oracle, "pool_labels", None)) else None
+        if known is not None:
+            y_pool = check_y(known, self._template(), "the oracle's pool_labels()")
+            if len(y_pool) != n_pool:
+                raise ValueError(f"the oracle knows {len(y_pool)} labels, but X_pool has {n_pool} rows")
+        return y_pool, oracle
 
 
-def check_test_set(learner, X_pool, y_pool, X_test, y_test):
-    """``(X_test, y_test)``, both or neither, checked against the pool: the same per-sample
-    shape, and for a classifier no label that ``y_pool`` (when known) lacks."""
-    if (X_test is None) != (y_test is None):
-        raise ValueError("pass both X_test and y_test, or neither")
-    if X_test is None:
+    def _check_test_set(self, X_pool, y_pool, X_test, y_test):
+        """``(X_test, y_test)``, both or neither, checked against the pool: the same per-sample
+        shape, and for a classifier no label that ``y_pool`` (when known) lacks."""
+        if (X_test is None) != (y_test is None):
+            raise ValueError("pass both X_test and y_test, or neither")
+        if X_test is None:
+            return X_test, y_test
+        X_test = check_pool(X_test, "X_test")
+        y_test = check_y(y_test, self._template(), "y_test")
+        if len(X_test) != len(y_test):
+            raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
+        if np.shape(X_test)[1:] != X_pool.shape[1:]:
+            raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
+                             f"but X_pool has {X_pool.shape[1:]}")
+        if y_pool is not None and not is_regressor(self._make_template()) and y_test.ndim == 1:
+            numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
+            if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
+                raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
+                                 f"{y_pool.dtype}; accuracy against them would be meaningless")
+            unknown = np.setdiff1d(np.unique(y_test), np.unique(y_pool))
+            if len(unknown):
+                raise ValueError(f"y_test contains labels that y_pool does not: {unknown[:10].tolist()}; "
+                                 "accuracy against them would be meaningless")
         return X_test, y_test
-    X_test = check_pool(X_test, "X_test")
-    y_test = check_y(y_test, learner._template(), "y_test")
-    if len(X_test) != len(y_test):
-        raise ValueError(f"X_test and y_test have inconsistent lengths: {len(X_test)} and {len(y_test)}")
-    if np.shape(X_test)[1:] != X_pool.shape[1:]:
-        raise ValueError(f"X_test has per-sample shape {np.shape(X_test)[1:]}, "
-                         f"but X_pool has {X_pool.shape[1:]}")
-    if y_pool is not None and not is_regressor(learner._make_template()) and y_test.ndim == 1:
-        numeric = {y_test.dtype.kind, y_pool.dtype.kind} <= set("biuf")
-        if not numeric and y_test.dtype.kind != y_pool.dtype.kind:
-            raise ValueError(f"y_test has labels of dtype {y_test.dtype}, but y_pool of dtype "
-                             f"{y_pool.dtype}; accuracy against them would be meaningless")
-        unknown = np.setdiff1d(np.unique(y_test), np.unique(y_pool))
-        if len(unknown):
-            raise ValueError(f"y_test contains labels that y_pool does not: {unknown[:10].tolist()}; "
-                             "accuracy against them would be meaningless")
-    return X_test, y_test
 
 
-def check_start(learner, n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng, pool_hash=None):
-    """Validate the start of a simulation; return (labelled, initial_idx): the rows labelled
-    before it and the initial set to label (None when ``warm_start`` continues the last one)."""
-    if warm_start:
-        if not hasattr(learner, "labelled_idx_") or getattr(learner, "n_pool_", None) != n_pool:
-            raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
-                             "this learner has none for a pool of this size")
-        if getattr(learner, "_pool_hash", None) != pool_hash:
-            raise ValueError("warm_start=True continues a previous simulate() on the same pool, but X_pool "
-                             "or y_pool differ from that simulation's (same size, other rows or labels)")
-        if initial_idx is not None:
-            raise ValueError("initial_idx cannot be given with warm_start=True")
-        if n_initial_per_class is not None:
-            raise ValueError("n_initial_per_class cannot be given with warm_start=True: the labelled set "
-                             "is the previous simulation's")
-        return learner.labelled_idx_, None
-    if initial_idx is not None and n_initial_per_class is not None:
-        raise ValueError("give initial_idx or n_initial_per_class, not both: n_initial_per_class draws "
-                         "the initial set that initial_idx names")
-    n_initial_per_class = 2 if n_initial_per_class is None else n_initial_per_class
-    if initial_idx is None:
-        if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
-            initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
-        elif y_pool.dtype.kind == "f" and is_regressor(learner._make_template()):
-            raise ValueError("a regressor with continuous 1-d targets has no classes to "
-                             "balance the initial set; pass initial_idx")
-        else:
-            initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
-    initial_idx = np.asarray(initial_idx).reshape(-1)
-    if not len(initial_idx):
-        raise ValueError("initial_idx is empty: the initial model needs labels")
-    if initial_idx.dtype.kind not in "iu":
-        raise TypeError(f"initial_idx must hold integer indices; got dtype {initial_idx.dtype}")
-    initial_idx = initial_idx.astype(np.intp)
-    if initial_idx.min() < 0 or initial_idx.max() >= n_pool:
-        raise ValueError(f"initial_idx must lie in [0, {n_pool}); got "
-                         f"[{initial_idx.min()}, {initial_idx.max()}]")
-    if len(np.unique(initial_idx)) != len(initial_idx):
-        raise ValueError("initial_idx contains duplicates")
-    return initial_idx, initial_idx
+    def _check_start(self, n_pool, y_pool, initial_idx, n_initial_per_class, warm_start, rng, pool_hash=None):
+        """Validate the start of a simulation; return (labelled, initial_idx): the rows labelled
+        before it and the initial set to label (None when ``warm_start`` continues the last one)."""
+        if warm_start:
+            if not hasattr(self, "labelled_idx_") or getattr(self, "n_pool_", None) != n_pool:
+                raise ValueError("warm_start=True continues a previous simulate() on the same pool; "
+                                 "this learner has none for a pool of this size")
+            if getattr(self, "_pool_hash", None) != pool_hash:
+                raise ValueError("warm_start=True continues a previous simulate() on the same pool, but X_pool "
+                                 "or y_pool differ from that simulation's (same size, other rows or labels)")
+            if initial_idx is not None:
+                raise ValueError("initial_idx cannot be given with warm_start=True")
+            if n_initial_per_class is not None:
+                raise ValueError("n_initial_per_class cannot be given with warm_start=True: the labelled set "
+                                 "is the previous simulation's")
+            return self.labelled_idx_, None
+        if initial_idx is not None and n_initial_per_class is not None:
+            raise ValueError("give initial_idx or n_initial_per_class, not both: n_initial_per_class draws "
+                             "the initial set that initial_idx names")
+        n_initial_per_class = 2 if n_initial_per_class is None else n_initial_per_class
+        if initial_idx is None:
+            if y_pool.ndim == 2:  # one-hot (or score) targets: classes by argmax
+                initial_idx = balanced_random(y_pool.argmax(axis=1), n_initial_per_class, rng)
+            elif y_pool.dtype.kind == "f" and is_regressor(self._make_template()):
+                raise ValueError("a regressor with continuous 1-d targets has no classes to "
+                                 "balance the initial set; pass initial_idx")
+            else:
+                initial_idx = balanced_random(y_pool, n_initial_per_class, rng)
+        initial_idx = np.asarray(initial_idx).reshape(-1)
+        if not len(initial_idx):
+            raise ValueError("initial_idx is empty: the initial model needs labels")
+        if initial_idx.dtype.kind not in "iu":
+            raise TypeError(f"initial_idx must hold integer indices; got dtype {initial_idx.dtype}")
+        initial_idx = initial_idx.astype(np.intp)
+        if initial_idx.min() < 0 or initial_idx.max() >= n_pool:
+            raise ValueError(f"initial_idx must lie in [0, {n_pool}); got "
+                             f"[{initial_idx.min()}, {initial_idx.max()}]")
+        if len(np.unique(initial_idx)) != len(initial_idx):
+            raise ValueError("initial_idx contains duplicates")
+        return initial_idx, initial_idx

@@ -431,7 +431,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
     def _chunks(self, Xt):
         import torch
 
-        device = self.laplace_._device
+        device = next(self.laplace_.model.parameters()).device  # the network's: where its inputs go
         for start in range(0, len(Xt), int(self.batch_size)):
             yield torch.as_tensor(Xt[start:start + int(self.batch_size)], device=device)
 
@@ -493,13 +493,14 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
                             "samples (BatchBALD)")
         Xt = self._fitted_inputs(X)
         la = self.laplace_
+        device = next(la.model.parameters()).device
         seed = self._sampling_seed()
         out = []
         with _SAMPLING_LOCK:
             la.model.eval()
             try:
                 for xb in self._chunks(Xt):
-                    gen = torch.Generator(device=la._device).manual_seed(seed)
+                    gen = torch.Generator(device=device).manual_seed(seed)
                     p = la.predictive_samples(xb, pred_type=self.pred_type, n_samples=T, generator=gen)
                     out.append(p.detach().cpu())
             finally:  # the library restores the MAP weights itself, but not if it raised in between

@@ -290,8 +290,7 @@ def test_no_module_of_the_learner_imports_it_back():
 
 
 def test_every_method_is_defined_in_a_class_not_bound_from_a_module_function():
-    from skdbal.learner._delegation import PredictiveMixin
-    from skdbal.learner._simulation import SimulationMixin
+    from skdbal.learner import PredictiveMixin, SimulationMixin
 
     assert ActiveLearner.__mro__[1:3] == (PredictiveMixin, SimulationMixin)
     for cls in (ActiveLearner, PredictiveMixin, SimulationMixin):
@@ -326,3 +325,43 @@ def test_a_failed_retrain_loses_no_label_and_logs_nothing():
         learner.label([0], [1], bogus=1)  # a fit parameter the model refuses: the retrain fails
     assert learner.pool_ is before[0] and learner.label_log_ == before[1]
     np.testing.assert_array_equal(learner.y_training_, before[2])
+
+
+def test_no_module_of_the_learner_reaches_into_another_objects_private_members():
+    """``self._x`` (and ``cls._x``) only: no ``learner._template()``, ``getattr(learner, "_pool_hash")`` or
+    ``lean.__dict__`` of another object in a module function."""
+    import ast
+    from pathlib import Path
+
+    import skdbal.learner
+
+    found = []
+    for path in sorted(Path(skdbal.learner.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.endswith("__"):
+                owner = node.value.id if isinstance(node.value, ast.Name) else None
+                if owner not in ("self", "cls"):
+                    found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")
+                    and not (isinstance(node.args[0], ast.Name) and node.args[0].id == "self")):
+                found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert found == []
+
+
+def test_the_mixins_declare_what_they_need_of_their_host():
+    from typing import get_type_hints
+
+    from skdbal.learner import PredictiveMixin, SimulationMixin
+
+    assert {"estimator_", "_ensure_initial_fit", "_model_or_template"} <= set(get_type_hints(PredictiveMixin))
+    assert {"random_state", "verbose", "_check_params", "_template", "_make_template", "_unchanged_on_error",
+            "_reset_pool", "_pool_hash"} <= set(get_type_hints(SimulationMixin))
+    for cls in (PredictiveMixin, SimulationMixin):   # declared, not defined: the host's own are found
+        for name in get_type_hints(cls):
+            assert name not in vars(cls), (cls.__name__, name)
+        for name in get_type_hints(cls):
+            if name not in ("estimator_", "n_features_in_", "rng_", "history_", "_pool_hash"):
+                assert hasattr(ActiveLearner(verbose=False), name), name   # ActiveLearner provides each
