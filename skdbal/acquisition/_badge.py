@@ -20,11 +20,11 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool, pool_kwargs
-from ._diversity import model_with
-from ._scoring import DEFAULT_CHUNK_SIZE
+from ._registry import register
+from ._scoring import DEFAULT_CHUNK_SIZE, model_with
 from .base import Acquisition, Strategy, check_options
 
-__all__ = ['badge_select', 'gradient_embedding', 'BADGE']
+__all__ = ['badge_select', 'gradient_embedding', 'BADGE', 'badge']
 
 
 
@@ -217,3 +217,6 @@ class BADGE(Strategy):
         G = gradient_embedding(H, P)
         picks = badge_select(G, n_instances, random_state=random_state)
         return Acquisition(picks, np.linalg.norm(G[picks].astype(np.float64), axis=1))
+
+
+badge = register(BADGE)

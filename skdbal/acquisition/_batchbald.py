@@ -53,10 +53,11 @@ from .._validation import check_n_instances, check_pool, check_positive_int, poo
 from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._pointwise import BALD
+from ._registry import register
 from ._scoring import DegenerateScoreWarning
 from .base import Acquisition, Strategy, check_options
 
-__all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
+__all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD', 'batch_bald']
 
 
 _TINY = np.finfo(np.float64).tiny
@@ -446,10 +447,13 @@ class BatchBALD(Strategy):
         if type(self).acquire is not BatchBALD.acquire:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         bald = BALD(n_samples=self.n_samples)
-        scores = bald._samples_plan(estimator, n_instances, {k: v for k, v in options.items() if k == "n_samples"},
+        scores = bald.samples_plan(estimator, n_instances, {k: v for k, v in options.items() if k == "n_samples"},
                                     row_keyed=False)
         m = n_candidates if n_candidates is not None else max(100 * n_instances, 1000)
         return _PreselectedPlan(self, scores, estimator, n_instances, m, random_state, options)
+
+
+batch_bald = register(BatchBALD)
 
 
 class _PreselectedPlan(ChunkPlan):

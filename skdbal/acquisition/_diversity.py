@@ -33,9 +33,10 @@ from typing import Callable, Optional, Tuple, Union
 import numpy as np
 
 from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
-from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
+from ._registry import register
+from ._scoring import model_with
 from .base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
 
 __all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
@@ -174,17 +175,6 @@ def greedy_cosine_batch(scores, features, n_instances: int, weight: float = 0.1,
 _FEATURES = ("input", "embedding")
 
 
-def model_with(estimator, method: str):
-    """``(predictive, model)``: the predictive view of ``estimator`` and the model behind it that has
-    ``method`` (a learner's fitted ``estimator_`` when the learner itself has none); ``model`` lacks
-    ``method`` if neither has it, for the caller to say why it needs it."""
-    predictive = as_predictive(estimator)
-    model = predictive.model
-    if not hasattr(model, method) and hasattr(getattr(model, "estimator_", None), method):
-        model = model.estimator_  # a learner: its fitted model
-    return predictive, model
-
-
 def _embedding(estimator, X) -> np.ndarray:
     """The model's own features of ``X``: its ``transform`` (a network's
     penultimate layer), after a pipeline's earlier steps."""
@@ -277,7 +267,7 @@ class DiversityPenalty(StrategyDecorator):
         self.features = features
         self.n_candidates = n_candidates
 
-    def _check_params(self):
+    def check_params(self):
         w = self.weight
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
             raise ValueError(f"weight must be a finite float; got {w!r}")
@@ -301,7 +291,7 @@ class DiversityPenalty(StrategyDecorator):
         return F
 
     def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
-        self._check_params()
+        self.check_params()
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         base = as_strategy(self.strategy)
@@ -328,7 +318,7 @@ class DiversityPenalty(StrategyDecorator):
         """Exact over a pointwise plan (a noise filter's included): its chunks send their best
         ``n_candidates`` (this penalty's, else the query's, else ``max(10 k, 1000)``; at least ``k``), and
         more where the candidate bound needs them."""
-        self._check_params()
+        self.check_params()
         base = as_strategy(self.strategy)
         inner = base.plan_chunks(estimator, n_instances, pool, **options)
         if not inner.pointwise:
@@ -354,6 +344,9 @@ class DiversityPenalty(StrategyDecorator):
         pos, _ = greedy_cosine_batch(s, F, n_instances, self.weight)
         info = {**acq.info, "n_candidates": int(len(cand))}
         return Acquisition(cand[pos], None if acq.scores is None else np.asarray(acq.scores)[pos], info)
+
+
+register(DiversityPenalty)
 
 
 class _DiversityPlan(ChunkPlan):

@@ -55,10 +55,11 @@ from sklearn.utils import check_random_state
 from .._validation import check_pool, check_positive_int, concat_rows, is_frame, take_rows
 from ..predictive import Predictive, as_predictive
 from ..uncertainty import check_samples
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
 from .base import SamplesStrategy
 
-__all__ = ['epig_from_probs', 'EPIG']
+__all__ = ['epig_from_probs', 'EPIG', 'epig']
 
 
 #: Elements of the ``(n, M, C, C)`` joint held at once when ``chunk_size`` is None (about 32 MB each in float64).
@@ -328,7 +329,7 @@ class EPIG(SamplesStrategy):
             X_target = pool.rows(pool.positions_to_indices(np.sort(rows)))
         if X_target is not None:
             options["X_target"] = X_target
-        return self._samples_plan(estimator, n_instances, options, measure=False)
+        return self.samples_plan(estimator, n_instances, options, measure=False)
 
     def acquisition_scores(self, estimator, X_pool, *, X_target=None, n_targets: Optional[int] = None,
               chunk_size: Optional[int] = None, n_jobs: Optional[int] = None, n_samples: Optional[int] = None,
@@ -365,3 +366,6 @@ class EPIG(SamplesStrategy):
         return map_chunks(_EPIGChunkScorer(predictive, targets), X_pool,
                           chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                           n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+
+
+epig = register(EPIG)

@@ -11,6 +11,7 @@ from .._validation import check_n_instances, check_pool, label_columns, pool_kwa
 from ..predictive import as_predictive
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
 from ._messages import chunk_refusal
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, map_chunks
 from .base import (
     Acquisition,
@@ -159,7 +160,7 @@ class NoiseFilter(StrategyDecorator):
         self.chunk_size = chunk_size
         self.n_samples = n_samples
 
-    def _check_threshold(self):
+    def check_params(self):
         t = self.threshold
         message = "threshold must be a float in (0, 1), 'dynamic', 'batch', 'quantile' or a callable; got {!r}"
         if isinstance(t, str):
@@ -193,7 +194,7 @@ class NoiseFilter(StrategyDecorator):
 
     def _setup(self, estimator, X_pool, n_instances, y_pool, kwargs):
         check_options(self, kwargs)
-        self._check_threshold()
+        self.check_params()
         X_pool = check_pool(X_pool)
         n_instances = check_n_instances(n_instances, len(X_pool))
         if y_pool is None:
@@ -323,6 +324,9 @@ class NoiseFilter(StrategyDecorator):
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
         return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
+
+
+register(NoiseFilter)
 
 
 class _FilterPlan(PointwisePlan):

@@ -44,10 +44,11 @@ import numpy as np
 
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
 from .base import Strategy
 
-__all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength']
+__all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength', 'predictive_variance', 'egl']
 
 
 
@@ -200,6 +201,9 @@ class PredictiveVariance(Strategy):
         return _warn_if_constant(scores, predictive, f"the {self.part} predictive variance")
 
 
+predictive_variance = register(PredictiveVariance)
+
+
 def _warn_if_constant(scores, predictive, what: str):
     """``scores``, after a :class:`DegenerateScoreWarning` if they are one value for the whole pool
     (a regressor without dropout, the aleatoric part of a homoscedastic one): the picks are then
@@ -302,4 +306,7 @@ class ExpectedGradientLength(Strategy):
                             chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                             n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         return _warn_if_constant(scores, predictive, "the expected gradient length")
+
+
+egl = register(ExpectedGradientLength)
 

@@ -70,6 +70,7 @@ from ._chunks import (
 )
 from ._messages import chunk_refusal
 from ._modal_view import _ModalView
+from ._registry import STRATEGIES
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, _ChunkScorer, _unbound, map_chunks
 from ._selection import (
     _PROTOCOL_KEYWORDS,
@@ -158,18 +159,13 @@ class Strategy(BaseEstimator):
             (``bald``, ...), which every other user of the name would see
             changed: ``clone`` it first.
         """
-        shared = self.__dict__.get("_shared_name")
-        if shared is not None and params:
+        if params and any(shared is self for shared in STRATEGIES.values()):
+            name, cls = type(self).name, type(self).__name__
             raise ValueError(
-                f"{shared} is the package's shared instance, and set_params would change it for every user of "
-                f"skdbal.acquisition.{shared} (and the runner's strategy names); clone it first "
-                f"(sklearn.base.clone({shared}).set_params(...)) or make your own, e.g. {type(self).__name__}(...)")
+                f"{name} is the package's shared instance (STRATEGIES[{name!r}]), and set_params would change it "
+                f"for every user of the name {name!r} (get_strategy, the runner's strategy names); clone it first "
+                f"(sklearn.base.clone(...).set_params(...)) or make your own, e.g. {cls}(...)")
         return super().set_params(**params)
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())  # object.__getstate__ returns __dict__ itself
-        state.pop("_shared_name", None)  # a copy (pickle, deepcopy) is no longer the shared instance
-        return state
 
     def call_options(self) -> Optional[FrozenSet[str]]:
         """The per-call options this strategy takes, besides ``random_tie_break``,
@@ -386,6 +382,14 @@ class StrategyDecorator(Strategy):
 
     def __init__(self, strategy):
         self.strategy = strategy
+
+    def check_params(self) -> None:
+        """Refuse a bad parameter of this decorator with a ``ValueError``; this base has none to check.
+
+        Called when a name is read (:func:`~skdbal.acquisition.get_strategy`: ``"filter(bald,2)"`` is refused
+        there, not at the first query) and by a subclass's :meth:`acquire`. A decorator of your own with
+        parameters overrides it.
+        """
 
     def call_options(self) -> Optional[FrozenSet[str]]:
         """The wrapped strategy's options and this decorator's own (None if the
@@ -727,11 +731,16 @@ class SamplesStrategy(Strategy):
         """
         if type(self).select is not Strategy.select or type(self).acquire is not Strategy.acquire:
             return super().plan_chunks(estimator, n_instances, pool, **options)
-        return self._samples_plan(estimator, n_instances, options)
+        return self.samples_plan(estimator, n_instances, options)
 
-    def _samples_plan(self, estimator, n_instances, options, *, row_keyed=True, measure=True) -> PointwisePlan:
-        """The plan that scores chunks with :meth:`acquisition_scores` and ``options``; its warnings said once, here:
-        a constant score (``measure``), and samples that are not row-keyed (``row_keyed``)."""
+    def samples_plan(self, estimator, n_instances: int, options: dict, *, row_keyed: bool = True,
+                     measure: bool = True) -> PointwisePlan:
+        """The top ``n_instances`` of :meth:`acquisition_scores` over a pool read in chunks, scored with
+        ``options`` (per-call options; ``n_jobs`` dropped, a chunk being one worker's), whatever this class's
+        ``select`` or ``acquire``: what :meth:`plan_chunks` returns, and the pre-selection of a strategy that
+        chooses among the best of these scores (BatchBALD's, among the best BALD). Its warnings are said once,
+        here: a constant score (``measure``), samples that are not row-keyed (``row_keyed``: the plan is then
+        not exact). Returns a :class:`~skdbal.acquisition.base.PointwisePlan`."""
         predictive = as_predictive(estimator, n_samples=options["n_samples"] if "n_samples" in options
                                    else self.n_samples)
         if measure:
