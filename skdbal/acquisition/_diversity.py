@@ -276,7 +276,9 @@ class DiversityPenalty(StrategyDecorator):
         if self.n_candidates is not None:
             check_positive_int(self.n_candidates, "n_candidates")
 
-    def _features_of(self, estimator, X) -> np.ndarray:
+    def features_of(self, estimator, X) -> np.ndarray:
+        """The features whose cosines the penalty compares, one row per row of ``X``: ``X`` itself, the model's
+        embedding or the callable's (read where the rows live, on a pool read in chunks)."""
         if callable(self.features):
             F = np.asarray(self.features(X))
         elif self.features == "embedding":
@@ -308,7 +310,7 @@ class DiversityPenalty(StrategyDecorator):
             if self.n_candidates is not None:
                 keep &= np.arange(len(ranked)) < max(int(self.n_candidates), n_instances)
             cand = ranked[keep]
-            F = self._features_of(estimator, take_rows(X_pool, cand))
+            F = self.features_of(estimator, take_rows(X_pool, cand))
             pos, _ = greedy_cosine_batch(s[keep], F, n_instances, self.weight)
             picks = cand[pos]
             info["n_candidates"] = int(len(cand))
@@ -340,7 +342,7 @@ class DiversityPenalty(StrategyDecorator):
             s = normalize_scores(acq.scores)
         else:  # bare indices, best first: by rank
             s = np.linspace(1.0, 0.0, len(cand)) if len(cand) > 1 else np.ones(len(cand))
-        F = self._features_of(estimator, take_rows(X_pool, cand))
+        F = self.features_of(estimator, take_rows(X_pool, cand))
         pos, _ = greedy_cosine_batch(s, F, n_instances, self.weight)
         info = {**acq.info, "n_candidates": int(len(cand))}
         return Acquisition(cand[pos], None if acq.scores is None else np.asarray(acq.scores)[pos], info)
@@ -372,7 +374,7 @@ class _DiversityPlan(ChunkPlan):
 
     def features(self, X):
         """The diversity features of the rows ``X`` (on the worker that holds them)."""
-        return self.strategy._features_of(self.estimator, X)
+        return self.strategy.features_of(self.estimator, X)
 
     def merge(self, pool):
         k, inner, weight = self.n_instances, self.inner, self.strategy.weight
