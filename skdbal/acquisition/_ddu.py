@@ -49,6 +49,7 @@ class DDU(Strategy):
     """
 
     name = "ddu"
+    model_kind = "density"
     display_name = "DDU"
 
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):

@@ -175,6 +175,7 @@ class PredictiveVariance(Strategy):
     """
 
     name = "predictive_variance"
+    model_kind = "regressor"
     display_name = "predictive variance"
 
     def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
@@ -289,6 +290,7 @@ class ExpectedGradientLength(Strategy):
     """
 
     name = "egl"
+    model_kind = "network_regressor"
     display_name = "EGL"
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):

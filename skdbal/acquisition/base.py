@@ -147,6 +147,12 @@ class Strategy(BaseEstimator):
 
     takes_random_state = True
     name: Optional[str] = None  # its registered name, "bald" (skdbal.acquisition.register)
+    #: The model the scores read: "classifier" (class probabilities), "regressor" (a predictive Gaussian: a
+    #: Bayesian last layer, an MC-dropout regressor), "network_regressor" (a network regressor's output gradients
+    #: too, as skdbal.MCDropoutRegressor's) or "density" (a feature density, skdbal.models.DDUClassifier's). The
+    #: runner builds a model of this kind, and its grid refuses a kind it cannot build; a decorator's is the
+    #: wrapped strategy's.
+    model_kind: str = "classifier"
     display_name: Optional[str] = None  # as people read it, "max entropy"; None: name with spaces
 
     def set_params(self, **params):
@@ -382,6 +388,11 @@ class StrategyDecorator(Strategy):
 
     def __init__(self, strategy):
         self.strategy = strategy
+
+    @property
+    def model_kind(self) -> str:  # type: ignore[override]
+        """The wrapped strategy's :attr:`Strategy.model_kind`: a decorator reads the model it reads."""
+        return as_strategy(self.strategy).model_kind
 
     def check_params(self) -> None:
         """Refuse a bad parameter of this decorator with a ``ValueError``; this base has none to check.
