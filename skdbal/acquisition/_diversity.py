@@ -32,12 +32,12 @@ from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
+from .._validation import check_positive_int, take_rows
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
 from ._registry import register
 from ._scoring import model_with
-from .base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from .base import Acquisition, StrategyDecorator, as_strategy
 
 __all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
            "diversity_penalty"]
@@ -292,12 +292,11 @@ class DiversityPenalty(StrategyDecorator):
             raise TypeError(f"the features must be numeric; got dtype {F.dtype}")
         return F
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
+    def acquire_checked(self, estimator, X_pool, n_instances: int, **kwargs) -> Acquisition:
+        """The greedy diverse batch among the wrapped strategy's best (on checked input)."""
         self.check_params()
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
         base = as_strategy(self.strategy)
-        ps = pool_scores_of(base, estimator, X_pool, n_instances, **kwargs)
+        ps = base.pool_scores_checked(estimator, X_pool, n_instances, **kwargs)
         if ps is None:
             return self._among_top(base, estimator, X_pool, n_instances, kwargs)
         ranked = ps.order if ps.eligible is None else ps.order[ps.eligible[ps.order]]  # eligible, best first
@@ -336,7 +335,7 @@ class DiversityPenalty(StrategyDecorator):
     def _among_top(self, base, estimator, X_pool, n_instances, kwargs) -> Acquisition:
         k = self.n_candidates if self.n_candidates is not None else max(10 * n_instances, 100)
         k = min(max(int(k), n_instances), len(X_pool))
-        acq = base.acquire(estimator, X_pool, k, **kwargs)
+        acq = base.acquire_checked(estimator, X_pool, k, **kwargs)
         cand = np.asarray(acq.indices, dtype=np.intp)
         if acq.scores is not None:
             s = normalize_scores(acq.scores)

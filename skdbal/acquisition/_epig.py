@@ -308,7 +308,10 @@ class EPIG(SamplesStrategy):
             If the targets are empty or their rows do not have the pool's
             shape (or columns), or ``n_targets`` is not an int >= 1.
         """
-        X_pool = check_pool(X_pool)
+        return self._targets(check_pool(X_pool), X_target, n_targets, random_state)
+
+    def _targets(self, X_pool, X_target, n_targets, random_state):
+        """:meth:`target_inputs` of a checked pool."""
         X_target = self.target if X_target is None else X_target
         if X_target is not None:
             return _check_target(X_target, X_pool)
@@ -319,7 +322,8 @@ class EPIG(SamplesStrategy):
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
         """Each chunk's best ``k`` against target inputs drawn on the client as a local query draws them
         (``n_targets`` of the rows not excluded, with ``random_state``) and sent with the model."""
-        if type(self).select is not SamplesStrategy.select or type(self).acquire is not SamplesStrategy.acquire:
+        if (type(self).select is not SamplesStrategy.select or type(self).acquire is not SamplesStrategy.acquire
+                or type(self).acquire_checked is not SamplesStrategy.acquire_checked):
             return super().plan_chunks(estimator, n_instances, pool, **options)
         options = dict(options)
         X_target, n_targets = options.pop("X_target", None), options.pop("n_targets", None)
@@ -355,7 +359,7 @@ class EPIG(SamplesStrategy):
         -------
         scores : ndarray of shape (N,), float64
         """
-        targets = self.target_inputs(X_pool, X_target=X_target, n_targets=n_targets, random_state=random_state)
+        targets = self._targets(X_pool, X_target, n_targets, random_state)  # the pool is checked
         n_samples = self.n_samples if n_samples is None else n_samples
         predictive = as_predictive(estimator, n_samples=n_samples)
         if predictive.kind != "classifier":

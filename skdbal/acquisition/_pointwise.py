@@ -232,7 +232,8 @@ class RandomSampling(Strategy):
         the top ``k``: no chunk is read."""
         cls = type(self)
         own = cls.acquisition_scores is RandomSampling.acquisition_scores and cls.select is RandomSampling.select
-        if not own or type(self).acquire is not Strategy.acquire:
+        if not own or type(self).acquire is not Strategy.acquire or \
+                type(self).acquire_checked is not Strategy.acquire_checked:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         return _RandomPlan(n_instances, random_state)
 

@@ -24,11 +24,10 @@ from typing import Optional, Tuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan, _ranked
 from ._messages import chunk_refusal, strategy_names
 from ._registry import register
-from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy, pool_scores_of
+from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
 
@@ -240,13 +239,12 @@ class StochasticBatch(StrategyDecorator):
     def check_params(self):
         _check(self.mode, self.beta)
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_state=None, **kwargs) -> Acquisition:
+    def acquire_checked(self, estimator, X_pool, n_instances: int, *, random_state=None, **kwargs) -> Acquisition:
+        """A batch drawn by the wrapped strategy's pool scores (on checked input)."""
         self.check_params()
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
         base = as_strategy(self.strategy)
         score_seed, draw_seed = _score_and_draw_seeds(random_state)
-        ps = pool_scores_of(base, estimator, X_pool, n_instances, random_state=score_seed, **kwargs)
+        ps = base.pool_scores_checked(estimator, X_pool, n_instances, random_state=score_seed, **kwargs)
         if ps is None:
             raise TypeError(f"stochastic batch acquisition samples from pointwise pool scores, and "
                             f"{type(base).__name__} has none (it chooses its batch jointly, or is a plain "

@@ -95,7 +95,8 @@ def test_indices_and_scores(name, make, kind, data, fitted):
     assert idx.shape == (K,) and scores.shape == (K,) and np.issubdtype(idx.dtype, np.integer)
     assert len(set(idx.tolist())) == K and 0 <= idx.min() and idx.max() < len(X)
     assert np.isfinite(scores).all()
-    if type(strategy).acquire is Strategy.acquire and type(strategy).select is Strategy.select:
+    if (type(strategy).acquire is Strategy.acquire and type(strategy).acquire_checked is Strategy.acquire_checked
+            and type(strategy).select is Strategy.select):
         # plain top-k: the scores are the acquisition scores of the picks, best first, and none left out beat them
         every = strategy.acquisition_scores(fitted[kind], X, random_state=0)
         np.testing.assert_allclose(scores, every[idx], rtol=1e-6)
