@@ -29,22 +29,22 @@ Examples
 >>> max_entropy
 MaxEntropy()
 
-A strategy class declares its own name (``name = "bald"``); :func:`register`
-files it, and every place that reads names (:func:`get_strategy`, the
-experiment runner, the command line, the labelling page) then knows it.
+A strategy class declares its own name (``name = "bald"``); :func:`register`,
+called in the strategy's module, files it and returns its shared instance
+(``bald = register(BALD)``), and every place that reads names
+(:func:`get_strategy`, the experiment runner, the command line, the labelling
+page) then knows it. This package imports each module of strategies in one
+line, and exports what the registry holds.
 
 The bases for writing your own strategy are in :mod:`skdbal.acquisition.base`,
 and the strategies' numeric routines, as plain functions over arrays, in
 :mod:`skdbal.acquisition.functional`.
 """
-from ._badge import BADGE
-from ._batchbald import BatchBALD
-from ._ddu import DDU
-from ._diversity import DiversityPenalty, diversity_penalty
-from ._epig import EPIG
-from ._modal import to_modal
-from ._noise_filter import NoiseFilter, noise_filter
-from ._pointwise import BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios, score_pool
+# One line per module of strategies: each module registers its classes and binds their shared instances by name
+# (``bald = register(BALD)``), so the order of these lines is the order of STRATEGIES and DECORATORS (the command's
+# help and the docs list them so). Adding a strategy: its module, and its line here.
+# isort: off
+# ruff: noqa: F401  (what these lines import is exported by __all__, which reads the registry)
 from ._registry import (
     DECORATORS,
     STRATEGIES,
@@ -55,29 +55,24 @@ from ._registry import (
     register,
     unregister,
 )
-from ._regression import ExpectedGradientLength, PredictiveVariance
+from ._pointwise import (BALD, MaxEntropy, MeanStd, RandomSampling, VariationRatios, bald, max_entropy, mean_std,
+                         random, score_pool, variation_ratios)
+from ._regression import ExpectedGradientLength, PredictiveVariance, egl, predictive_variance
+from ._batchbald import BatchBALD, batch_bald
+from ._badge import BADGE, badge
+from ._ddu import DDU, ddu
+from ._epig import EPIG, epig
+from ._noise_filter import NoiseFilter, noise_filter
+from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch
-
-# The package's strategies and decorators, in the order the command line lists them. Adding one: its module,
-# and its class here.
-for _cls in (BALD, MaxEntropy, VariationRatios, MeanStd, RandomSampling, PredictiveVariance, ExpectedGradientLength,
-             BatchBALD, BADGE, DDU, EPIG, NoiseFilter, DiversityPenalty, StochasticBatch):
-    register(_cls)
-del _cls
-
-# The shared instances, under their registered names (STRATEGIES[name]), called like modAL's functions.
-(bald, max_entropy, variation_ratios, mean_std, random, predictive_variance, egl, batch_bald, badge, ddu,
- epig) = STRATEGIES.values()
+# isort: on
+from ._modal import to_modal
 
 __all__ = [
-    # strategies, as instances (modAL-style callables), named as in the registry
-    "bald", "max_entropy", "variation_ratios", "mean_std", "random", "predictive_variance", "egl", "batch_bald",
-    "badge", "ddu", "epig",
-    # their classes
-    "BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "PredictiveVariance",
-    "ExpectedGradientLength", "BatchBALD", "BADGE", "DDU", "EPIG",
-    # decorators
-    "noise_filter", "NoiseFilter", "diversity_penalty", "DiversityPenalty", "stochastic_batch", "StochasticBatch",
+    # strategies, as instances (modAL-style callables) named as in the registry, and their classes
+    *STRATEGIES, *(type(strategy).__name__ for strategy in STRATEGIES.values()),
+    # decorators: their classes, and the functions that make them
+    *(cls.__name__ for cls, _ in DECORATORS.values()), "noise_filter", "diversity_penalty", "stochastic_batch",
     # the registry
     "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister",
     "display_name",

@@ -19,12 +19,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool, pool_kwargs
-from ._diversity import model_with
-from ._scoring import DEFAULT_CHUNK_SIZE
-from .base import Acquisition, Strategy, check_options
+from ._registry import register
+from ._scoring import DEFAULT_CHUNK_SIZE, model_with
+from .base import Acquisition, Strategy
 
-__all__ = ['badge_select', 'gradient_embedding', 'BADGE']
+__all__ = ['badge_select', 'gradient_embedding', 'BADGE', 'badge']
 
 
 
@@ -207,13 +206,14 @@ class BADGE(Strategy):
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
         self.chunk_size = chunk_size
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_tie_break: bool = False,
-                random_state=None, **kwargs) -> Acquisition:
-        check_options(self, kwargs)
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
-        pool_kwargs(kwargs, len(X_pool))
+    def acquire_checked(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
+                        random_state=None, **kwargs) -> Acquisition:
+        """The batch of k-means++ seeds among the gradient embeddings (on the input
+        :meth:`~skdbal.acquisition.base.Strategy.acquire` checked)."""
         H, P = features_and_proba(estimator, X_pool, self.chunk_size)
         G = gradient_embedding(H, P)
         picks = badge_select(G, n_instances, random_state=random_state)
         return Acquisition(picks, np.linalg.norm(G[picks].astype(np.float64), axis=1))
+
+
+badge = register(BADGE)

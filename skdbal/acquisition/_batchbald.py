@@ -49,14 +49,15 @@ import numpy as np
 from scipy.special import xlogy
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool, check_positive_int, pool_kwargs
+from .._validation import check_positive_int
 from ..predictive import as_predictive
 from ._chunks import ChunkPlan, _merged
 from ._pointwise import BALD
+from ._registry import register
 from ._scoring import DegenerateScoreWarning
-from .base import Acquisition, Strategy, check_options
+from .base import Acquisition, Strategy
 
-__all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD']
+__all__ = ['batch_bald_select', 'joint_entropy_exact', 'conditional_entropy', 'BatchBALD', 'batch_bald']
 
 
 _TINY = np.finfo(np.float64).tiny
@@ -387,10 +388,10 @@ class BatchBALD(Strategy):
         self.n_samples = n_samples
         self.chunk_size = chunk_size
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_tie_break: bool = False,
-                random_state=None, n_joint_samples: Optional[int] = None, n_samples: Optional[int] = None,
-                chunk_size: Optional[int] = None, **kwargs) -> Acquisition:
-        """Choose the batch greedily.
+    def acquire_checked(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
+                        random_state=None, n_joint_samples: Optional[int] = None, n_samples: Optional[int] = None,
+                        chunk_size: Optional[int] = None, **kwargs) -> Acquisition:
+        """Choose the batch greedily (on the input :meth:`~skdbal.acquisition.base.Strategy.acquire` checked).
 
         Parameters
         ----------
@@ -412,10 +413,6 @@ class BatchBALD(Strategy):
         -------
         Acquisition
         """
-        check_options(self, kwargs)
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
-        pool_kwargs(kwargs, len(X_pool))
         predictive = as_predictive(estimator, n_samples=self.n_samples if n_samples is None else n_samples)
         if predictive.kind != "classifier":
             raise TypeError(f"batch_bald needs a classifier's probability samples; {predictive.name} is a regressor")
@@ -443,13 +440,16 @@ class BatchBALD(Strategy):
         highest BALD (default ``max(100 k, 1000)``), and the client chooses the batch among the best
         ``n_candidates`` of them with this strategy. Exact only when they are the whole pool, whatever the
         model's samples (BatchBALD itself samples the candidates in one call)."""
-        if type(self).acquire is not BatchBALD.acquire:
+        if type(self).acquire is not Strategy.acquire or type(self).acquire_checked is not BatchBALD.acquire_checked:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         bald = BALD(n_samples=self.n_samples)
-        scores = bald._samples_plan(estimator, n_instances, {k: v for k, v in options.items() if k == "n_samples"},
+        scores = bald.samples_plan(estimator, n_instances, {k: v for k, v in options.items() if k == "n_samples"},
                                     row_keyed=False)
         m = n_candidates if n_candidates is not None else max(100 * n_instances, 1000)
         return _PreselectedPlan(self, scores, estimator, n_instances, m, random_state, options)
+
+
+batch_bald = register(BatchBALD)
 
 
 class _PreselectedPlan(ChunkPlan):

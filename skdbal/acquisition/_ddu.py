@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._diversity import model_with
-from ._scoring import DEFAULT_CHUNK_SIZE
+from ._registry import register
+from ._scoring import DEFAULT_CHUNK_SIZE, model_with
 from .base import Strategy
 
-__all__ = ["DDU"]
+__all__ = ["DDU", "ddu"]
 
 
 class DDU(Strategy):
@@ -49,6 +49,7 @@ class DDU(Strategy):
     """
 
     name = "ddu"
+    model_kind = "density"
     display_name = "DDU"
 
     def __init__(self, chunk_size: int = DEFAULT_CHUNK_SIZE):
@@ -62,3 +63,6 @@ class DDU(Strategy):
         out = [model.log_density(predictive.prepare(X_pool[s:s + self.chunk_size]))
                for s in range(0, len(X_pool), self.chunk_size)]
         return -np.concatenate(out)
+
+
+ddu = register(DDU)

@@ -32,11 +32,12 @@ from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from .._validation import check_n_instances, check_pool, check_positive_int, take_rows
-from ..predictive import as_predictive
+from .._validation import check_positive_int, take_rows
 from ._chunks import ChunkPlan, _merged
 from ._messages import chunk_refusal
-from .base import Acquisition, StrategyDecorator, as_strategy, pool_scores_of
+from ._registry import register
+from ._scoring import model_with
+from .base import Acquisition, StrategyDecorator, as_strategy
 
 __all__ = ["normalize_scores", "unit_rows", "greedy_cosine_batch", "candidate_bound", "DiversityPenalty",
            "diversity_penalty"]
@@ -174,17 +175,6 @@ def greedy_cosine_batch(scores, features, n_instances: int, weight: float = 0.1,
 _FEATURES = ("input", "embedding")
 
 
-def model_with(estimator, method: str):
-    """``(predictive, model)``: the predictive view of ``estimator`` and the model behind it that has
-    ``method`` (a learner's fitted ``estimator_`` when the learner itself has none); ``model`` lacks
-    ``method`` if neither has it, for the caller to say why it needs it."""
-    predictive = as_predictive(estimator)
-    model = predictive.model
-    if not hasattr(model, method) and hasattr(getattr(model, "estimator_", None), method):
-        model = model.estimator_  # a learner: its fitted model
-    return predictive, model
-
-
 def _embedding(estimator, X) -> np.ndarray:
     """The model's own features of ``X``: its ``transform`` (a network's
     penultimate layer), after a pipeline's earlier steps."""
@@ -277,7 +267,7 @@ class DiversityPenalty(StrategyDecorator):
         self.features = features
         self.n_candidates = n_candidates
 
-    def _check_params(self):
+    def check_params(self):
         w = self.weight
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
             raise ValueError(f"weight must be a finite float; got {w!r}")
@@ -286,7 +276,9 @@ class DiversityPenalty(StrategyDecorator):
         if self.n_candidates is not None:
             check_positive_int(self.n_candidates, "n_candidates")
 
-    def _features_of(self, estimator, X) -> np.ndarray:
+    def features_of(self, estimator, X) -> np.ndarray:
+        """The features whose cosines the penalty compares, one row per row of ``X``: ``X`` itself, the model's
+        embedding or the callable's (read where the rows live, on a pool read in chunks)."""
         if callable(self.features):
             F = np.asarray(self.features(X))
         elif self.features == "embedding":
@@ -300,12 +292,11 @@ class DiversityPenalty(StrategyDecorator):
             raise TypeError(f"the features must be numeric; got dtype {F.dtype}")
         return F
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
-        self._check_params()
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
+    def acquire_checked(self, estimator, X_pool, n_instances: int, **kwargs) -> Acquisition:
+        """The greedy diverse batch among the wrapped strategy's best (on checked input)."""
+        self.check_params()
         base = as_strategy(self.strategy)
-        ps = pool_scores_of(base, estimator, X_pool, n_instances, **kwargs)
+        ps = base.pool_scores_checked(estimator, X_pool, n_instances, **kwargs)
         if ps is None:
             return self._among_top(base, estimator, X_pool, n_instances, kwargs)
         ranked = ps.order if ps.eligible is None else ps.order[ps.eligible[ps.order]]  # eligible, best first
@@ -318,7 +309,7 @@ class DiversityPenalty(StrategyDecorator):
             if self.n_candidates is not None:
                 keep &= np.arange(len(ranked)) < max(int(self.n_candidates), n_instances)
             cand = ranked[keep]
-            F = self._features_of(estimator, take_rows(X_pool, cand))
+            F = self.features_of(estimator, take_rows(X_pool, cand))
             pos, _ = greedy_cosine_batch(s[keep], F, n_instances, self.weight)
             picks = cand[pos]
             info["n_candidates"] = int(len(cand))
@@ -328,7 +319,7 @@ class DiversityPenalty(StrategyDecorator):
         """Exact over a pointwise plan (a noise filter's included): its chunks send their best
         ``n_candidates`` (this penalty's, else the query's, else ``max(10 k, 1000)``; at least ``k``), and
         more where the candidate bound needs them."""
-        self._check_params()
+        self.check_params()
         base = as_strategy(self.strategy)
         inner = base.plan_chunks(estimator, n_instances, pool, **options)
         if not inner.pointwise:
@@ -344,16 +335,19 @@ class DiversityPenalty(StrategyDecorator):
     def _among_top(self, base, estimator, X_pool, n_instances, kwargs) -> Acquisition:
         k = self.n_candidates if self.n_candidates is not None else max(10 * n_instances, 100)
         k = min(max(int(k), n_instances), len(X_pool))
-        acq = base.acquire(estimator, X_pool, k, **kwargs)
+        acq = base.acquire_checked(estimator, X_pool, k, **kwargs)
         cand = np.asarray(acq.indices, dtype=np.intp)
         if acq.scores is not None:
             s = normalize_scores(acq.scores)
         else:  # bare indices, best first: by rank
             s = np.linspace(1.0, 0.0, len(cand)) if len(cand) > 1 else np.ones(len(cand))
-        F = self._features_of(estimator, take_rows(X_pool, cand))
+        F = self.features_of(estimator, take_rows(X_pool, cand))
         pos, _ = greedy_cosine_batch(s, F, n_instances, self.weight)
         info = {**acq.info, "n_candidates": int(len(cand))}
         return Acquisition(cand[pos], None if acq.scores is None else np.asarray(acq.scores)[pos], info)
+
+
+register(DiversityPenalty)
 
 
 class _DiversityPlan(ChunkPlan):
@@ -379,7 +373,7 @@ class _DiversityPlan(ChunkPlan):
 
     def features(self, X):
         """The diversity features of the rows ``X`` (on the worker that holds them)."""
-        return self.strategy._features_of(self.estimator, X)
+        return self.strategy.features_of(self.estimator, X)
 
     def merge(self, pool):
         k, inner, weight = self.n_instances, self.inner, self.strategy.weight

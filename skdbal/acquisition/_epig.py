@@ -55,10 +55,11 @@ from sklearn.utils import check_random_state
 from .._validation import check_pool, check_positive_int, concat_rows, is_frame, take_rows
 from ..predictive import Predictive, as_predictive
 from ..uncertainty import check_samples
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
 from .base import SamplesStrategy
 
-__all__ = ['epig_from_probs', 'EPIG']
+__all__ = ['epig_from_probs', 'EPIG', 'epig']
 
 
 #: Elements of the ``(n, M, C, C)`` joint held at once when ``chunk_size`` is None (about 32 MB each in float64).
@@ -307,7 +308,10 @@ class EPIG(SamplesStrategy):
             If the targets are empty or their rows do not have the pool's
             shape (or columns), or ``n_targets`` is not an int >= 1.
         """
-        X_pool = check_pool(X_pool)
+        return self._targets(check_pool(X_pool), X_target, n_targets, random_state)
+
+    def _targets(self, X_pool, X_target, n_targets, random_state):
+        """:meth:`target_inputs` of a checked pool."""
         X_target = self.target if X_target is None else X_target
         if X_target is not None:
             return _check_target(X_target, X_pool)
@@ -318,7 +322,8 @@ class EPIG(SamplesStrategy):
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, n_candidates=None, **options):
         """Each chunk's best ``k`` against target inputs drawn on the client as a local query draws them
         (``n_targets`` of the rows not excluded, with ``random_state``) and sent with the model."""
-        if type(self).select is not SamplesStrategy.select or type(self).acquire is not SamplesStrategy.acquire:
+        if (type(self).select is not SamplesStrategy.select or type(self).acquire is not SamplesStrategy.acquire
+                or type(self).acquire_checked is not SamplesStrategy.acquire_checked):
             return super().plan_chunks(estimator, n_instances, pool, **options)
         options = dict(options)
         X_target, n_targets = options.pop("X_target", None), options.pop("n_targets", None)
@@ -328,7 +333,7 @@ class EPIG(SamplesStrategy):
             X_target = pool.rows(pool.positions_to_indices(np.sort(rows)))
         if X_target is not None:
             options["X_target"] = X_target
-        return self._samples_plan(estimator, n_instances, options, measure=False)
+        return self.samples_plan(estimator, n_instances, options, measure=False)
 
     def acquisition_scores(self, estimator, X_pool, *, X_target=None, n_targets: Optional[int] = None,
               chunk_size: Optional[int] = None, n_jobs: Optional[int] = None, n_samples: Optional[int] = None,
@@ -354,7 +359,7 @@ class EPIG(SamplesStrategy):
         -------
         scores : ndarray of shape (N,), float64
         """
-        targets = self.target_inputs(X_pool, X_target=X_target, n_targets=n_targets, random_state=random_state)
+        targets = self._targets(X_pool, X_target, n_targets, random_state)  # the pool is checked
         n_samples = self.n_samples if n_samples is None else n_samples
         predictive = as_predictive(estimator, n_samples=n_samples)
         if predictive.kind != "classifier":
@@ -365,3 +370,6 @@ class EPIG(SamplesStrategy):
         return map_chunks(_EPIGChunkScorer(predictive, targets), X_pool,
                           chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                           n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+
+
+epig = register(EPIG)

@@ -23,9 +23,11 @@ def strategy_names(which) -> str:
 
 
 def _reduces_over_chunks(cls) -> bool:
-    """Whether a strategy class says how its query reduces over chunks: it overrides the default
-    ``Strategy.plan_chunks``, which refuses (read by name: the bases import this module)."""
-    return cls.plan_chunks.__qualname__ != "Strategy.plan_chunks"
+    """Whether a strategy class says how its query reduces over chunks: its ``plan_chunks`` is not the default,
+    the one its base-most class defines (``Strategy.plan_chunks``, which refuses). Compared by identity, the
+    default found on the class's own bases, since the bases import this module."""
+    default = [k.__dict__["plan_chunks"] for k in cls.__mro__ if "plan_chunks" in k.__dict__][-1]
+    return cls.plan_chunks is not default
 
 
 def chunk_refusal(strategy, why: str = "") -> str:

@@ -7,10 +7,11 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from .. import noisy_labels as noise
-from .._validation import check_n_instances, check_pool, label_columns, pool_kwargs, take_rows
+from .._validation import label_columns, take_rows
 from ..predictive import as_predictive
 from ._chunks import ChunkScores, PointwisePlan, check_row_keyed
 from ._messages import chunk_refusal
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, map_chunks
 from .base import (
     Acquisition,
@@ -20,9 +21,6 @@ from .base import (
     StrategyDecorator,
     acquire_among,
     as_strategy,
-    check_options,
-    pool_scores_of,
-    select_top,
 )
 
 __all__ = ["NoiseFilter", "noise_filter"]
@@ -159,7 +157,7 @@ class NoiseFilter(StrategyDecorator):
         self.chunk_size = chunk_size
         self.n_samples = n_samples
 
-    def _check_threshold(self):
+    def check_params(self):
         t = self.threshold
         message = "threshold must be a float in (0, 1), 'dynamic', 'batch', 'quantile' or a callable; got {!r}"
         if isinstance(t, str):
@@ -192,13 +190,10 @@ class NoiseFilter(StrategyDecorator):
         return self.n_samples if self.n_samples is not None else inner
 
     def _setup(self, estimator, X_pool, n_instances, y_pool, kwargs):
-        check_options(self, kwargs)
-        self._check_threshold()
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
+        """What a query reads besides the wrapped strategy's scores, from checked input."""
+        self.check_params()
         if y_pool is None:
             raise ValueError("noise_filter needs y_pool: the annotator's labels of X_pool, row by row")
-        pool_kwargs({"y_pool": y_pool, **kwargs}, len(X_pool))
         y_pool = np.asarray(y_pool).reshape(-1)
         predictive = as_predictive(estimator, n_samples=self._n_samples(kwargs))
         if predictive.kind != "classifier":
@@ -208,8 +203,8 @@ class NoiseFilter(StrategyDecorator):
             int(predictive.proba_samples(take_rows(X_pool, slice(0, 1))).shape[-1])
         return X_pool, n_instances, y_pool, predictive, y_idx, n_classes
 
-    def pool_scores(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
-                    random_state=None, **kwargs) -> Optional[PoolScores]:
+    def pool_scores_checked(self, estimator, X_pool, n_instances: int, *, y_pool=None,
+                            random_tie_break: bool = False, random_state=None, **kwargs) -> Optional[PoolScores]:
         """The wrapped strategy's pool scores, with the untrusted points made
         ineligible; None if it has no pool scores.
 
@@ -229,11 +224,11 @@ class NoiseFilter(StrategyDecorator):
             chunk_size = self._chunk_size(kwargs)
             n_jobs = kwargs["n_jobs"] if kwargs.get("n_jobs") is not None else getattr(base, "n_jobs", None)
             scores, p_label = map_chunks(scorer, X_pool, chunk_size=chunk_size, n_jobs=n_jobs, aligned={"y": y_idx})
-            order, _ = select_top(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
+            order, _ = base.select(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
             inner = PoolScores(scores, order)
         else:
-            inner = pool_scores_of(base, estimator, X_pool, n_instances, y_pool=y_pool,
-                                   random_tie_break=random_tie_break, random_state=random_state, **kwargs)
+            inner = base.pool_scores_checked(estimator, X_pool, n_instances, y_pool=y_pool,
+                                             random_tie_break=random_tie_break, random_state=random_state, **kwargs)
             if inner is None:
                 return None
             p_label = self._p_label(predictive, X_pool, y_idx, kwargs)
@@ -256,8 +251,9 @@ class NoiseFilter(StrategyDecorator):
         return map_chunks(_FilterChunk(predictive, None), X_pool, chunk_size=self._chunk_size(kwargs),
                           aligned={"y": y_idx})
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, y_pool=None, random_tie_break: bool = False,
-                random_state=None, **kwargs) -> Acquisition:
+    def acquire_checked(self, estimator, X_pool, n_instances: int, *, y_pool=None, random_tie_break: bool = False,
+                        random_state=None, **kwargs) -> Acquisition:
+        """The wrapped strategy's choice among the trusted points (on checked input)."""
         setup = self._setup(estimator, X_pool, n_instances, y_pool, kwargs)
         ps = self._pool_scores(estimator, setup, random_tie_break, random_state, kwargs)
         if ps is None:
@@ -306,12 +302,14 @@ class NoiseFilter(StrategyDecorator):
         tau = self._tau(p_label, n_classes, info)
         trusted = p_label >= tau
         call = dict(kwargs, y_pool=y_pool, random_tie_break=random_tie_break, random_state=random_state)
-        unfiltered = acquire_among(base, estimator, X_pool, np.arange(len(X_pool)), n_instances, **call)
+        unfiltered = acquire_among(base, estimator, X_pool, np.arange(len(X_pool)), n_instances, check_input=False,
+                                   **call)
         rejected = unfiltered.indices[~trusted[unfiltered.indices]]
         candidates = np.flatnonzero(trusted)
         picks, pick_scores = np.arange(0, dtype=np.intp), None
         if len(candidates):
-            acq = acquire_among(base, estimator, X_pool, candidates, min(n_instances, len(candidates)), **call)
+            acq = acquire_among(base, estimator, X_pool, candidates, min(n_instances, len(candidates)),
+                                check_input=False, **call)
             picks, pick_scores = acq.indices, acq.scores
         # too few trusted points: the untrusted ones whose labels the model finds most likely
         by_p_label = np.argsort(-p_label, kind="stable")
@@ -323,6 +321,9 @@ class NoiseFilter(StrategyDecorator):
         info.update({"threshold": tau, "n_rejected": int(len(rejected)),
                      "rejected_indices": np.asarray(rejected, dtype=np.intp), "n_filled": int(n_filled)})
         return Acquisition(np.asarray(picks, dtype=np.intp), pick_scores, info)
+
+
+register(NoiseFilter)
 
 
 class _FilterPlan(PointwisePlan):

@@ -10,10 +10,12 @@ from sklearn.utils import check_random_state
 from .. import uncertainty
 from .._validation import check_pool
 from ._chunks import ChunkPlan, _ranked
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE
 from .base import Acquisition, MeasureStrategy, SamplesStrategy, Strategy
 
-__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "score_pool"]
+__all__ = ["BALD", "MaxEntropy", "VariationRatios", "MeanStd", "RandomSampling", "bald", "max_entropy",
+           "variation_ratios", "mean_std", "random", "score_pool"]
 
 
 class BALD(SamplesStrategy):
@@ -65,6 +67,9 @@ class BALD(SamplesStrategy):
     measure = staticmethod(uncertainty.mutual_information)
 
 
+bald = register(BALD)
+
+
 class MaxEntropy(SamplesStrategy):
     """Max entropy: the largest entropy ``H[p̄]`` of the averaged prediction.
 
@@ -101,6 +106,9 @@ class MaxEntropy(SamplesStrategy):
 
     measure = staticmethod(uncertainty.predictive_entropy)
     needs_stochastic = False
+
+
+max_entropy = register(MaxEntropy)
 
 
 class VariationRatios(SamplesStrategy):
@@ -147,6 +155,9 @@ class VariationRatios(SamplesStrategy):
     deterministic_measure = staticmethod(uncertainty.least_confidence)
 
 
+variation_ratios = register(VariationRatios)
+
+
 class MeanStd(SamplesStrategy):
     """Mean standard deviation of the class probabilities over the passes.
 
@@ -186,6 +197,9 @@ class MeanStd(SamplesStrategy):
     measure = staticmethod(uncertainty.mean_standard_deviation)
 
 
+mean_std = register(MeanStd)
+
+
 class RandomSampling(Strategy):
     """Uniform random acquisition, the baseline.
 
@@ -218,9 +232,13 @@ class RandomSampling(Strategy):
         the top ``k``: no chunk is read."""
         cls = type(self)
         own = cls.acquisition_scores is RandomSampling.acquisition_scores and cls.select is RandomSampling.select
-        if not own or type(self).acquire is not Strategy.acquire:
+        if not own or type(self).acquire is not Strategy.acquire or \
+                type(self).acquire_checked is not Strategy.acquire_checked:
             return super().plan_chunks(estimator, n_instances, pool, **options)
         return _RandomPlan(n_instances, random_state)
+
+
+random = register(RandomSampling)
 
 
 class _RandomPlan(ChunkPlan):

@@ -1,24 +1,27 @@
 """The strategies and decorators by name, and the grammar of names: ``"bald"``, ``"filter(bald,dynamic)"``.
 
 A strategy class declares its own name (``name = "bald"``, and a ``display_name`` people read); one call of
-:func:`register` files it here, after which :func:`get_strategy`, the command line, the experiment runner, the
+:func:`register`, in the strategy's own module, files it here and returns its shared instance
+(``bald = register(BALD)``), after which :func:`get_strategy`, the command line, the experiment runner, the
 labelling page and the refusals that list strategies all know it. A decorator class
 (:class:`~skdbal.acquisition.base.StrategyDecorator`) registers the same way, with the parameters its names take
-(``name_params``).
+(``name_params``). The registry's order is the order in which the strategies' modules are imported
+(``skdbal/acquisition/__init__.py``, one line per module).
 """
 from __future__ import annotations
 
 import re
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
-from sklearn.base import BaseEstimator as Strategy  # the bases import this module's readers: typed by their base
+from sklearn.base import BaseEstimator  # the bases import this module: its values are typed by the bases' base
 
 __all__ = ["get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister", "display_name",
            "DECORATORS", "STRATEGIES"]
 
 #: Strategies by name, as used by the command line and the experiment runner: each is the package's shared
-#: instance of its class (its ``set_params`` refuses: clone it first). Filled by :func:`register`.
-STRATEGIES: Dict[str, Strategy] = {}
+#: instance of its class (its ``set_params`` refuses: clone it first). Filled by :func:`register`, in the order
+#: the strategies' modules register them.
+STRATEGIES: Dict[str, BaseEstimator] = {}
 
 #: Decorators by name: the class, and the names of the parameters a name gives after the wrapped strategy.
 DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {}
@@ -26,14 +29,16 @@ DECORATORS: Dict[str, Tuple[Callable, Tuple[str, ...]]] = {}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def register(cls: type) -> type:
+def register(cls: type):
     """File a strategy class (or a decorator class) under the name it declares.
 
     A strategy is then known by its name everywhere names are read: :func:`get_strategy` (and so the experiment
     runner and ``skdbal experiment``), the command's help, the labelling page's labels and the refusals that list
-    strategies. Its shared instance, ``cls()``, becomes ``STRATEGIES[cls.name]``. A decorator
+    strategies. Its shared instance, ``cls()``, becomes ``STRATEGIES[cls.name]`` and is returned, so that the
+    strategy's module binds it by name: ``bald = register(BALD)``. A decorator
     (a :class:`~skdbal.acquisition.base.StrategyDecorator`) becomes ``DECORATORS[cls.name]``, reading the
-    parameters ``cls.name_params`` after the strategy. Returns ``cls``, so it is also a class decorator.
+    parameters ``cls.name_params`` after the strategy; it has no shared instance, and ``cls`` is returned.
+    Registering a class again changes nothing (its shared instance stays the one returned before).
 
     Parameters
     ----------
@@ -43,8 +48,8 @@ def register(cls: type) -> type:
 
     Returns
     -------
-    type
-        ``cls``.
+    Strategy or type
+        The strategy's shared instance; a decorator's class.
 
     Raises
     ------
@@ -61,8 +66,9 @@ def register(cls: type) -> type:
     ...     name = "first_feature"
     ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return X_pool[:, 0]
-    >>> register(FirstFeature)                   # doctest: +ELLIPSIS
-    <class '...FirstFeature'>
+    >>> first_feature = register(FirstFeature)
+    >>> first_feature, get_strategy("first_feature") is first_feature   # the shared one; get_strategy clones
+    (FirstFeature(), False)
     >>> get_strategy("filter(first_feature,0.2)")
     NoiseFilter(strategy=FirstFeature(), threshold=0.2)
     >>> unregister("first_feature")              # doctest: +ELLIPSIS
@@ -83,11 +89,10 @@ def register(cls: type) -> type:
         raise ValueError(f"the name {name!r} is already {owner.__name__}'s; choose another name for {cls.__name__}")
     if table is DECORATORS:
         DECORATORS[name] = (cls, tuple(cls.name_params))
-    elif known is None:
-        instance = cls()
-        instance._shared_name = name  # the package's shared instance: its set_params refuses (clone it first)
-        STRATEGIES[name] = instance
-    return cls
+        return cls
+    if known is None:
+        STRATEGIES[name] = cls()  # the package's shared instance: its set_params refuses (clone it first)
+    return STRATEGIES[name]
 
 
 def unregister(name: str) -> type:
@@ -106,7 +111,7 @@ def unregister(name: str) -> type:
     ...     name = "last"
     ...     def acquisition_scores(self, estimator, X_pool, **kwargs):
     ...         return X_pool[:, -1]
-    >>> "last" in STRATEGIES, "last" in STRATEGIES if register(Last) else None
+    >>> "last" in STRATEGIES, register(Last) is STRATEGIES["last"]
     (False, True)
     >>> unregister("last").__name__, "last" in STRATEGIES
     ('Last', False)
@@ -258,7 +263,7 @@ def parse_strategy_name(name: str) -> Tuple[Optional[str], str, Tuple[Union[int,
     return tree.word, "".join(tokens[tree.inner.start:tree.inner.end]), tuple(_value(t) for t in tree.params)
 
 
-def get_strategy(name: str, strategies=None) -> Strategy:
+def get_strategy(name: str, strategies=None) -> BaseEstimator:
     """The strategy a name stands for, decorators included.
 
     A name is a strategy of :data:`skdbal.acquisition.STRATEGIES`, or a
@@ -306,9 +311,7 @@ def get_strategy(name: str, strategies=None) -> Strategy:
         if len(args) > len(params):
             raise ValueError(f"{node.word}() takes at most {len(params)} parameter(s) {list(params)}; got {args}")
         decorated = make(build(node.inner), **dict(zip(params, args)))
-        for check in ("_check_threshold", "_check_params"):
-            if hasattr(decorated, check):
-                getattr(decorated, check)()
+        decorated.check_params()  # a bad parameter is refused when the name is read, not at the first query
         return decorated
 
     return build(_parse(name)[1])

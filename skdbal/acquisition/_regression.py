@@ -44,10 +44,11 @@ import numpy as np
 
 from ..predictive import as_predictive
 from ..uncertainty import decompose_gaussian
+from ._registry import register
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, map_chunks
 from .base import Strategy
 
-__all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength']
+__all__ = ['egl_scores', 'PredictiveVariance', 'ExpectedGradientLength', 'predictive_variance', 'egl']
 
 
 
@@ -174,6 +175,7 @@ class PredictiveVariance(Strategy):
     """
 
     name = "predictive_variance"
+    model_kind = "regressor"
     display_name = "predictive variance"
 
     def __init__(self, *, part: str = "total", chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
@@ -198,6 +200,9 @@ class PredictiveVariance(Strategy):
                             chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                             n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         return _warn_if_constant(scores, predictive, f"the {self.part} predictive variance")
+
+
+predictive_variance = register(PredictiveVariance)
 
 
 def _warn_if_constant(scores, predictive, what: str):
@@ -285,6 +290,7 @@ class ExpectedGradientLength(Strategy):
     """
 
     name = "egl"
+    model_kind = "network_regressor"
     display_name = "EGL"
 
     def __init__(self, *, chunk_size: int = DEFAULT_CHUNK_SIZE, n_jobs: Optional[int] = None):
@@ -302,4 +308,7 @@ class ExpectedGradientLength(Strategy):
                             chunk_size=self.chunk_size if chunk_size is None else chunk_size,
                             n_jobs=self.n_jobs if n_jobs is None else n_jobs)
         return _warn_if_constant(scores, predictive, "the expected gradient length")
+
+
+egl = register(ExpectedGradientLength)
 

@@ -1,4 +1,5 @@
-"""Scoring a pool in chunks: :func:`map_chunks`, the chunk size and the warning of scores that say nothing.
+"""Scoring a pool in chunks: :func:`map_chunks`, the chunk size and the warning of scores that say nothing; and
+:func:`model_with`, the model behind an estimator that has the method a strategy reads.
 
 Private: public from :mod:`skdbal.acquisition.base`."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 from .._validation import check_positive_int, take_rows
-from ..predictive import Predictive
+from ..predictive import Predictive, as_predictive
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "DegenerateScoreWarning", "map_chunks"]
 
@@ -105,3 +106,14 @@ class _ChunkScorer:
 
     def __call__(self, X_chunk) -> np.ndarray:
         return np.asarray(self.measure(self.predictive.proba_samples(X_chunk)), dtype=np.float64)
+
+
+def model_with(estimator, method: str):
+    """``(predictive, model)``: the predictive view of ``estimator`` and the model behind it that has
+    ``method`` (a learner's fitted ``estimator_`` when the learner itself has none); ``model`` lacks
+    ``method`` if neither has it, for the caller to say why it needs it."""
+    predictive = as_predictive(estimator)
+    model = predictive.model
+    if not hasattr(model, method) and hasattr(getattr(model, "estimator_", None), method):
+        model = model.estimator_  # a learner: its fitted model
+    return predictive, model

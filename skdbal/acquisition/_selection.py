@@ -12,10 +12,10 @@ from typing import FrozenSet, Optional, Tuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances
+from .._validation import check_n_instances, check_pool, pool_kwargs
 from ._messages import warn_fill
 
-__all__ = ["Acquisition", "PoolScores", "select_top", "check_options"]
+__all__ = ["Acquisition", "PoolScores", "select_top", "check_options", "check_call"]
 
 @dataclass
 class Acquisition:
@@ -238,3 +238,11 @@ def check_options(strategy, kwargs) -> None:
                         "*_pool keywords")
 
 
+def check_call(strategy, X_pool, n_instances, kwargs: dict):
+    """The checks of a strategy's public entry (``acquire``, ``pool_scores``): its options, the pool,
+    ``n_instances`` and the pool-aligned keywords; returns the checked pool and ``n_instances``."""
+    check_options(strategy, kwargs)
+    X_pool = check_pool(X_pool)
+    n_instances = check_n_instances(n_instances, len(X_pool))
+    pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
+    return X_pool, n_instances

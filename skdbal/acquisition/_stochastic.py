@@ -24,10 +24,10 @@ from typing import Optional, Tuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._validation import check_n_instances, check_pool
 from ._chunks import ChunkPlan, _ranked
 from ._messages import chunk_refusal, strategy_names
-from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy, pool_scores_of
+from ._registry import register
+from .base import Acquisition, SamplesStrategy, StrategyDecorator, as_strategy
 
 __all__ = ['MODES', 'log_weights', 'sample_batch', 'StochasticBatch', 'stochastic_batch']
 
@@ -236,16 +236,15 @@ class StochasticBatch(StrategyDecorator):
         self.mode = mode
         self.beta = beta
 
-    def _check_params(self):
+    def check_params(self):
         _check(self.mode, self.beta)
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, *, random_state=None, **kwargs) -> Acquisition:
-        self._check_params()
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
+    def acquire_checked(self, estimator, X_pool, n_instances: int, *, random_state=None, **kwargs) -> Acquisition:
+        """A batch drawn by the wrapped strategy's pool scores (on checked input)."""
+        self.check_params()
         base = as_strategy(self.strategy)
         score_seed, draw_seed = _score_and_draw_seeds(random_state)
-        ps = pool_scores_of(base, estimator, X_pool, n_instances, random_state=score_seed, **kwargs)
+        ps = base.pool_scores_checked(estimator, X_pool, n_instances, random_state=score_seed, **kwargs)
         if ps is None:
             raise TypeError(f"stochastic batch acquisition samples from pointwise pool scores, and "
                             f"{type(base).__name__} has none (it chooses its batch jointly, or is a plain "
@@ -261,7 +260,7 @@ class StochasticBatch(StrategyDecorator):
         """The local draw, exact over a pointwise plan without a filter, in modes ``"power"`` and
         ``"softmax"``: each chunk sends its top ``k`` perturbed log weights, with the local query's
         Gumbel noise drawn on the client in pool order."""
-        self._check_params()
+        self.check_params()
         if self.mode == "softrank":
             raise ValueError("on a pool read in chunks (a distributed pool) stochastic batches take mode 'power' "
                              "or 'softmax': 'softrank' weighs a point by its rank in the whole pool")
@@ -276,6 +275,9 @@ class StochasticBatch(StrategyDecorator):
                 f"filter the draw's noise would follow the trusted points of earlier chunks, known only after "
                 f"scoring them all")))
         return _StochasticPlan(inner, self.mode, self.beta, n_instances, draw_seed)
+
+
+register(StochasticBatch)
 
 
 class _StochasticPlan(ChunkPlan):

@@ -1,7 +1,7 @@
 """The bases for writing a strategy, defined here, and the helpers strategies share.
 
 Everything a strategy of your own needs: subclass :class:`Strategy` (a score
-per pool point, or ``acquire`` for a joint batch), :class:`SamplesStrategy`
+per pool point, or ``acquire_checked`` for a joint batch), :class:`SamplesStrategy`
 (a score from predictive samples ``(T, n, C)``, chunked for you) or
 :class:`StrategyDecorator` (wraps another strategy, as the noise filter
 does). :class:`Acquisition` and :class:`PoolScores` are what they return;
@@ -11,15 +11,11 @@ the built-in strategies are made of. The strategies themselves are in
 measure's scores, the functional form of :class:`MeasureStrategy`) and
 :func:`~skdbal.acquisition.to_modal`.
 
-A strategy says how its query reduces over a pool read in chunks (a pool on
-a cluster, :func:`skdbal.dask.query_pool`) through
-:meth:`Strategy.plan_chunks`: a :class:`ChunkPlan` scores a chunk where it
-lives (:meth:`~ChunkPlan.score_chunk`), keeps the chunk's candidates
-(:meth:`~ChunkPlan.keep`) and merges theirs on the client
-(:meth:`~ChunkPlan.merge`), asking the :class:`ChunkedPool` for more where
-the exact answer needs it. Every :class:`SamplesStrategy` has one (the top
-``k`` of each chunk, :class:`PointwisePlan`), so a strategy of your own runs
-on a cluster unchanged; :func:`acquire_in_chunks` runs a plan in this process.
+A strategy says how its query reduces over a pool read in chunks (a cluster's,
+:func:`skdbal.dask.query_pool`) through :meth:`Strategy.plan_chunks`, a
+:class:`ChunkPlan` (:mod:`skdbal.acquisition._chunks` tells the protocol); every
+:class:`SamplesStrategy` has one, so a strategy of your own runs on a cluster
+unchanged; :func:`acquire_in_chunks` runs a plan in this process.
 
 Examples
 --------
@@ -50,11 +46,8 @@ from sklearn.base import BaseEstimator
 
 from .._validation import (
     check_candidates,
-    check_n_instances,
-    check_pool,
     check_query_result,
     pool_backend,
-    pool_kwargs,
     subset_pool_kwargs,
     take_rows,
 )
@@ -70,6 +63,7 @@ from ._chunks import (
 )
 from ._messages import chunk_refusal
 from ._modal_view import _ModalView
+from ._registry import STRATEGIES
 from ._scoring import DEFAULT_CHUNK_SIZE, DegenerateScoreWarning, _ChunkScorer, _unbound, map_chunks
 from ._selection import (
     _PROTOCOL_KEYWORDS,
@@ -77,6 +71,7 @@ from ._selection import (
     PoolScores,
     _keyword_names,
     _top,
+    check_call,
     check_options,
     select_top,
 )
@@ -101,7 +96,12 @@ class Strategy(BaseEstimator):
     so it works wherever a function strategy does, inside modAL's learner
     included. Subclasses implement :meth:`acquisition_scores` (one value per pool point,
     larger is better) and may override :meth:`select` (top-k by default) or
-    :meth:`acquire` as a whole (joint selections, decorators).
+    :meth:`acquire_checked` as a whole (joint selections, decorators).
+
+    **Validate once.** :meth:`acquire` and :meth:`pool_scores` check their
+    input, then call :meth:`acquire_checked` and :meth:`pool_scores_checked`,
+    which a subclass overrides, and a decorator (and the learner's query)
+    calls on checked values: a query checks each thing once.
 
     :meth:`acquire` is the richer form used by :class:`skdbal.ActiveLearner`:
     it returns an :class:`Acquisition`, whose ``info`` carries what the
@@ -146,6 +146,10 @@ class Strategy(BaseEstimator):
 
     takes_random_state = True
     name: Optional[str] = None  # its registered name, "bald" (skdbal.acquisition.register)
+    #: The model the scores read: "classifier", "regressor" (a predictive Gaussian: a Bayesian last layer),
+    #: "network_regressor" (output gradients too: skdbal.MCDropoutRegressor) or "density" (DDUClassifier's); the
+    #: runner builds it, its grid refuses what it cannot build. A decorator's is the wrapped strategy's.
+    model_kind: str = "classifier"
     display_name: Optional[str] = None  # as people read it, "max entropy"; None: name with spaces
 
     def set_params(self, **params):
@@ -158,18 +162,13 @@ class Strategy(BaseEstimator):
             (``bald``, ...), which every other user of the name would see
             changed: ``clone`` it first.
         """
-        shared = self.__dict__.get("_shared_name")
-        if shared is not None and params:
+        if params and any(shared is self for shared in STRATEGIES.values()):
+            name, cls = type(self).name, type(self).__name__
             raise ValueError(
-                f"{shared} is the package's shared instance, and set_params would change it for every user of "
-                f"skdbal.acquisition.{shared} (and the runner's strategy names); clone it first "
-                f"(sklearn.base.clone({shared}).set_params(...)) or make your own, e.g. {type(self).__name__}(...)")
+                f"{name} is the package's shared instance (STRATEGIES[{name!r}]), and set_params would change it "
+                f"for every user of the name {name!r} (get_strategy, the runner's strategy names); clone it first "
+                f"(sklearn.base.clone(...).set_params(...)) or make your own, e.g. {cls}(...)")
         return super().set_params(**params)
-
-    def __getstate__(self):
-        state = dict(super().__getstate__())  # object.__getstate__ returns __dict__ itself
-        state.pop("_shared_name", None)  # a copy (pickle, deepcopy) is no longer the shared instance
-        return state
 
     def call_options(self) -> Optional[FrozenSet[str]]:
         """The per-call options this strategy takes, besides ``random_tie_break``,
@@ -177,7 +176,7 @@ class Strategy(BaseEstimator):
         (anything is then passed on).
 
         By default the named keyword parameters of :meth:`acquisition_scores` when the
-        strategy scores points one by one, else of :meth:`acquire`: declare an
+        strategy scores points one by one, and of :meth:`acquire_checked` (or :meth:`acquire`): declare an
         option as a parameter and it is accepted; ``**kwargs`` accepts no name.
 
         Returns
@@ -192,7 +191,7 @@ class Strategy(BaseEstimator):
         >>> sorted(batch_bald.call_options())
         ['chunk_size', 'n_joint_samples', 'n_samples']
         """
-        names = _keyword_names(type(self).acquire)
+        names = _keyword_names(type(self).acquire) | _keyword_names(type(self).acquire_checked)
         if type(self).acquisition_scores is not Strategy.acquisition_scores:
             names |= _keyword_names(type(self).acquisition_scores)
         return frozenset(names - _PROTOCOL_KEYWORDS)
@@ -211,7 +210,7 @@ class Strategy(BaseEstimator):
         random_state=None,
         **kwargs,
     ) -> Acquisition:
-        """Score ``X_pool`` and select ``n_instances`` of it.
+        """Score ``X_pool`` and select ``n_instances`` of it: check the input, then :meth:`acquire_checked`.
 
         Parameters
         ----------
@@ -239,71 +238,72 @@ class Strategy(BaseEstimator):
         TypeError
             For a keyword that is neither an option nor pool-aligned.
         """
-        check_options(self, kwargs)
-        X_pool = check_pool(X_pool)
-        n_instances = check_n_instances(n_instances, len(X_pool))
-        pool_kwargs(kwargs, len(X_pool))  # pool-aligned keywords must match the pool
-        return self._score_and_select(estimator, X_pool, n_instances, random_tie_break=random_tie_break,
-                                      random_state=random_state, **kwargs)
+        X_pool, n_instances = check_call(self, X_pool, n_instances, kwargs)
+        call = dict(kwargs, random_tie_break=random_tie_break, random_state=random_state)
+        if type(self).acquire_checked is Strategy.acquire_checked:  # also for a subclass's acquire calling this one
+            return self._choose(estimator, X_pool, n_instances, **call)
+        return self.acquire_checked(estimator, X_pool, n_instances, **call)
 
-    def _score_and_select(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
-                          random_state=None, **kwargs) -> Acquisition:
-        """:meth:`acquire` on a checked pool, ``n_instances`` and keywords: :meth:`acquisition_scores`,
-        then :meth:`select`."""
+    def acquire_checked(self, estimator, X_pool, n_instances: int, **kwargs) -> Acquisition:
+        """:meth:`acquire` on checked values (the pool checked, ``n_instances`` in range, ``*_pool`` keywords
+        aligned, options this strategy's or its decorator's): what a subclass overrides to choose its batch
+        otherwise, and what a decorator (and the learner's query) calls. By default :meth:`acquisition_scores`,
+        then :meth:`select`; a subclass that overrides :meth:`acquire` itself is called through it."""
+        if type(self).acquire is not Strategy.acquire:
+            return self.acquire(estimator, X_pool, n_instances, **kwargs)
+        return self._choose(estimator, X_pool, n_instances, **kwargs)
+
+    def _scores(self, estimator, X_pool, random_state, kwargs) -> np.ndarray:
         scores = np.asarray(self.acquisition_scores(estimator, X_pool, random_state=random_state, **kwargs),
                             dtype=np.float64).reshape(-1)
         if len(scores) != len(X_pool):
             raise ValueError(f"{type(self).__name__}.acquisition_scores gave {len(scores)} scores for "
                              f"{len(X_pool)} pool rows")
+        return scores
+
+    def _choose(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
+                random_state=None, **kwargs) -> Acquisition:
+        """This base's choice on checked input: :meth:`acquisition_scores`, then :meth:`select`."""
+        scores = self._scores(estimator, X_pool, random_state, kwargs)
         idx, top = self.select(scores, n_instances, random_tie_break=random_tie_break,
                                random_state=random_state)
         return Acquisition(idx, top)
 
-    def pool_scores(self, estimator, X_pool, n_instances: int = 1, *, random_tie_break: bool = False,
-                    random_state=None, **kwargs) -> Optional[PoolScores]:
-        """Every pool point's score and the ranking, for decorators; None if
-        the strategy chooses its batch jointly.
-
-        A strategy that implements :meth:`acquisition_scores` and keeps the default
-        :meth:`acquire` has pool scores: ``order`` is :meth:`select` over the
-        whole pool. One that overrides :meth:`acquire` has none, unless it
-        overrides this method too.
+    def pool_scores(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
+        """Every pool point's score and the ranking, for decorators (None if the strategy chooses its batch
+        jointly): check the input, then :meth:`pool_scores_checked`. A strategy that implements
+        :meth:`acquisition_scores` and keeps :meth:`acquire_checked` has them: ``order`` is :meth:`select`
+        over the whole pool. One that overrides it has none, unless it overrides :meth:`pool_scores_checked`.
 
         Returns
         -------
         PoolScores or None
         """
-        if type(self).acquire is not Strategy.acquire or type(self).acquisition_scores is Strategy.acquisition_scores:
+        X_pool, n_instances = check_call(self, X_pool, n_instances, kwargs)
+        if type(self).pool_scores_checked is Strategy.pool_scores_checked:  # as acquire's
+            return self._pool_scores(estimator, X_pool, n_instances, **kwargs)
+        return self.pool_scores_checked(estimator, X_pool, n_instances, **kwargs)
+
+    def pool_scores_checked(self, estimator, X_pool, n_instances: int, **kwargs) -> Optional[PoolScores]:
+        """:meth:`pool_scores` on checked values (as :meth:`acquire_checked` takes them): what a decorator
+        calls on the strategy it wraps, and what a subclass with pool scores of its own overrides."""
+        if type(self).pool_scores is not Strategy.pool_scores:  # a subclass's own, which checks its input
+            return self.pool_scores(estimator, X_pool, n_instances, **kwargs)
+        return self._pool_scores(estimator, X_pool, n_instances, **kwargs)
+
+    def _pool_scores(self, estimator, X_pool, n_instances: int, *, random_tie_break: bool = False,
+                     random_state=None, **kwargs) -> Optional[PoolScores]:
+        if _own_selection(self) or type(self).acquisition_scores is Strategy.acquisition_scores:
             return None
-        check_options(self, kwargs)
-        X_pool = check_pool(X_pool)
-        check_n_instances(n_instances, len(X_pool))
-        pool_kwargs(kwargs, len(X_pool))
-        scores = np.asarray(self.acquisition_scores(estimator, X_pool, random_state=random_state, **kwargs),
-                            dtype=np.float64).reshape(-1)
-        if len(scores) != len(X_pool):
-            raise ValueError(f"{type(self).__name__}.acquisition_scores gave {len(scores)} scores for "
-                             f"{len(X_pool)} pool rows")
+        scores = self._scores(estimator, X_pool, random_state, kwargs)
         order, _ = self.select(scores, len(scores), random_tie_break=random_tie_break, random_state=random_state)
         return PoolScores(scores, np.asarray(order, dtype=np.intp))
 
     def acquisition_scores(self, estimator, X_pool, **kwargs) -> np.ndarray:
-        """One score per pool row, larger is more informative.
-
-        Parameters
-        ----------
-        estimator : estimator
-            A fitted model.
-        X_pool : ndarray of shape (N, ...)
-            The (validated) pool.
-        **kwargs :
-            ``random_state`` and the options of :meth:`acquire`.
-
-        Returns
-        -------
-        scores : ndarray of shape (N,)
-        """
-        raise NotImplementedError(f"{type(self).__name__} must implement acquisition_scores() or acquire()")
+        """One score per row of the (checked) pool ``X_pool``, larger is more informative, from the fitted
+        ``estimator``; ``**kwargs`` are ``random_state`` and the options of :meth:`acquire`. Returns an
+        ndarray of shape (N,)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement acquisition_scores() or acquire_checked()")
 
     def select(self, scores, n_instances: int, *, random_tie_break: bool = False,
                random_state=None) -> Tuple[np.ndarray, np.ndarray]:
@@ -363,9 +363,10 @@ class StrategyDecorator(Strategy):
     A decorator takes any strategy (one of ours, a plain callable such as
     modAL's, or another decorator) and is itself a strategy with the same
     protocol, so decorators stack in any order. This base passes every call
-    through unchanged; a subclass overrides :meth:`acquire` (to filter the
-    candidates, it calls :func:`acquire_among`; to change the selection, it
-    scores with the wrapped strategy and selects itself). The wrapped
+    through unchanged; a subclass overrides :meth:`~Strategy.acquire_checked` (to filter the
+    candidates, it calls :func:`acquire_among` with ``check_input=False``; to change the selection, it
+    scores with the wrapped strategy's :meth:`~Strategy.pool_scores_checked` and selects itself), and is
+    given checked input: the wrapped strategy is not checked again. The wrapped
     strategy's parameters are nested in ``get_params`` as
     ``strategy__<name>``.
 
@@ -387,31 +388,45 @@ class StrategyDecorator(Strategy):
     def __init__(self, strategy):
         self.strategy = strategy
 
+    @property
+    def model_kind(self) -> str:  # type: ignore[override]
+        """The wrapped strategy's :attr:`Strategy.model_kind`: a decorator reads the model it reads."""
+        return as_strategy(self.strategy).model_kind
+
+    def check_params(self) -> None:
+        """Refuse a bad parameter of this decorator with a ``ValueError``; this base has none to check.
+
+        Called when a name is read (:func:`~skdbal.acquisition.get_strategy`: ``"filter(bald,2)"`` is refused
+        there, not at the first query) and by a subclass's :meth:`~Strategy.acquire_checked`. A decorator of
+        your own with parameters overrides it.
+        """
+
     def call_options(self) -> Optional[FrozenSet[str]]:
         """The wrapped strategy's options and this decorator's own (None if the
         wrapped strategy's are unknown)."""
         inner = as_strategy(self.strategy).call_options()
         if inner is None:
             return None
-        own = _keyword_names(type(self).acquire) - {"y_pool"}
+        own = (_keyword_names(type(self).acquire) | _keyword_names(type(self).acquire_checked)) - {"y_pool"}
         return frozenset((own | inner) - _PROTOCOL_KEYWORDS)
 
-    def acquire(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Acquisition:
-        return as_strategy(self.strategy).acquire(estimator, X_pool, n_instances, **kwargs)
+    def _choose(self, estimator, X_pool, n_instances: int, **kwargs) -> Acquisition:
+        """This base's choice on checked input: the wrapped strategy's (it changes nothing)."""
+        return as_strategy(self.strategy).acquire_checked(estimator, X_pool, n_instances, **kwargs)
 
-    def pool_scores(self, estimator, X_pool, n_instances: int = 1, **kwargs) -> Optional[PoolScores]:
-        """The wrapped strategy's pool scores, for a decorator that keeps its
-        selection (this base, :func:`~skdbal.acquisition.to_modal`'s); None for one that
-        overrides :meth:`acquire` without overriding this method."""
-        if type(self).acquire is not StrategyDecorator.acquire:
+    def _pool_scores(self, estimator, X_pool, n_instances: int, **kwargs) -> Optional[PoolScores]:
+        """The wrapped strategy's pool scores, for a decorator that keeps its selection (this base,
+        :func:`~skdbal.acquisition.to_modal`'s); None for one that overrides
+        :meth:`~Strategy.acquire_checked` without overriding :meth:`~Strategy.pool_scores_checked`."""
+        if _own_selection(self):
             return None
-        return pool_scores_of(as_strategy(self.strategy), estimator, X_pool, n_instances, **kwargs)
+        return as_strategy(self.strategy).pool_scores_checked(estimator, X_pool, n_instances, **kwargs)
 
     def plan_chunks(self, estimator, n_instances: int, pool, **kwargs):
         """The wrapped strategy's plan, for a decorator that keeps its selection
         (this base, :func:`~skdbal.acquisition.to_modal`'s); refused for one that overrides
-        :meth:`acquire` without overriding this method."""
-        if type(self).acquire is not StrategyDecorator.acquire:
+        :meth:`~Strategy.acquire_checked` without overriding this method."""
+        if _own_selection(self):
             raise TypeError(chunk_refusal(self))
         return as_strategy(self.strategy).plan_chunks(estimator, n_instances, pool, **kwargs)
 
@@ -561,8 +576,9 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
         How many to choose.
     check_input : bool, default=True
         False for a caller that has checked the pool, ``candidates``,
-        ``n_instances`` and the ``*_pool`` keywords (the learner's query):
-        a strategy keeping :meth:`Strategy.acquire` is then not checked again.
+        ``n_instances`` and the ``*_pool`` keywords (the learner's query, a
+        decorator): the strategy is then called on checked values
+        (:meth:`Strategy.acquire_checked`), its options only checked.
     **kwargs :
         Passed to the strategy; ``*_pool`` keywords must be aligned with
         ``X_pool``.
@@ -599,20 +615,18 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
     else:
         kwargs = {k: np.asarray(v)[candidates] if k.endswith("_pool") and v is not None else v
                   for k, v in kwargs.items()}
-        acq = _acquire_checked(strategy, estimator, take_rows(X_pool, candidates), n_instances, kwargs)
+        check_options(strategy, kwargs)
+        acq = strategy.acquire_checked(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
     info = {k: candidates[np.asarray(v, dtype=np.intp)] if k.endswith("_indices") else v
             for k, v in acq.info.items()}
     return Acquisition(candidates[idx], acq.scores, info)
 
 
-def _acquire_checked(strategy: "Strategy", estimator, X_pool, n_instances: int, kwargs: dict) -> Acquisition:
-    """``strategy.acquire(...)`` on checked input: without the checks of :meth:`Strategy.acquire` (but
-    its options'), for a strategy that keeps it; any other checks its own."""
-    if type(strategy).acquire is Strategy.acquire:
-        check_options(strategy, kwargs)
-        return strategy._score_and_select(estimator, X_pool, n_instances, **kwargs)
-    return strategy.acquire(estimator, X_pool, n_instances, **kwargs)
+def _own_selection(strategy) -> bool:
+    """Whether ``strategy``'s class chooses its batch itself: it overrides either entry of :class:`Strategy`."""
+    cls = type(strategy)
+    return cls.acquire is not Strategy.acquire or cls.acquire_checked is not Strategy.acquire_checked
 
 
 class SamplesStrategy(Strategy):
@@ -725,13 +739,18 @@ class SamplesStrategy(Strategy):
         it (not row-keyed, :mod:`skdbal.predictive`) gives picks that change
         with the chunking: the plan is not ``exact``, with a warning.
         """
-        if type(self).select is not Strategy.select or type(self).acquire is not Strategy.acquire:
+        if type(self).select is not Strategy.select or _own_selection(self):
             return super().plan_chunks(estimator, n_instances, pool, **options)
-        return self._samples_plan(estimator, n_instances, options)
+        return self.samples_plan(estimator, n_instances, options)
 
-    def _samples_plan(self, estimator, n_instances, options, *, row_keyed=True, measure=True) -> PointwisePlan:
-        """The plan that scores chunks with :meth:`acquisition_scores` and ``options``; its warnings said once, here:
-        a constant score (``measure``), and samples that are not row-keyed (``row_keyed``)."""
+    def samples_plan(self, estimator, n_instances: int, options: dict, *, row_keyed: bool = True,
+                     measure: bool = True) -> PointwisePlan:
+        """The top ``n_instances`` of :meth:`acquisition_scores` over a pool read in chunks, scored with
+        ``options`` (per-call options; ``n_jobs`` dropped, a chunk being one worker's), whatever this class's
+        ``select`` or ``acquire``: what :meth:`plan_chunks` returns, and the pre-selection of a strategy that
+        chooses among the best of these scores (BatchBALD's, among the best BALD). Its warnings are said once,
+        here: a constant score (``measure``), samples that are not row-keyed (``row_keyed``: the plan is then
+        not exact). Returns a :class:`~skdbal.acquisition.base.PointwisePlan`."""
         predictive = as_predictive(estimator, n_samples=options["n_samples"] if "n_samples" in options
                                    else self.n_samples)
         if measure:

@@ -333,8 +333,8 @@ DDU_REG_COVAR = 1e-2
 
 
 def uses_density(strategy: str) -> bool:
-    """Whether a strategy name reads a feature density (``ddu``, decorated or not): its runs wrap the
-    network in :class:`~skdbal.models.DDUClassifier`.
+    """Whether a strategy name reads a feature density (its ``model_kind``, a decorator's that of the strategy it
+    wraps: ``ddu``, decorated or not): its runs wrap the network in :class:`~skdbal.models.DDUClassifier`.
 
     Examples
     --------
@@ -342,10 +342,9 @@ def uses_density(strategy: str) -> bool:
     >>> uses_density("ddu"), uses_density("stochastic(ddu,softmax,1)"), uses_density("bald")
     (True, True, False)
     """
-    from ..acquisition import parse_strategy_name
+    from ..acquisition import get_strategy
 
-    decorator, inner, _ = parse_strategy_name(strategy)
-    return inner == "ddu" if decorator is None else uses_density(inner)
+    return get_strategy(strategy).model_kind == "density"
 
 
 def _fit_ensemble(spec, step, X, y, states, device, valid, n_train):

@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from ..acquisition import STRATEGIES, display_name
 from .curve_facts import curve_substitutions, range_text, seed_curves, two_figures
 from .grid_reading import grid_rows
 from .grouping import LABELS, noise_rate_of
@@ -67,8 +68,9 @@ VERDICT_RULE = ("A is ahead of B (fewer labels) when A's bootstrap band of the m
                 "within noise.")
 _THRESHOLDS = (0.90, 0.95)
 _COST = {"query_s": "query_time", "train_s": "train_time", "eval_s": "eval_time", "step_s": "time"}
-#: A strategy's name on a page: the tables' names, and those of the methods after 2019 as their papers write them.
-_NAMES = {**LABELS, "batch_bald": "BatchBALD", "badge": "BADGE", "epig": "EPIG", "ddu": "DDU",
+#: A strategy's name on a page: its display name (the registry's: "BatchBALD", "EPIG"), the paper label where the
+#: tables and figures have one (grouping.LABELS), and the one decorated name a paper named.
+_NAMES = {**{name: display_name(s) for name, s in STRATEGIES.items()}, **LABELS,
           "stochastic(bald,power,1)": "power-BALD"}
 
 

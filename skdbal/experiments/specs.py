@@ -228,8 +228,14 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
     specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, **variant)
              for group in (variants, baseline) for i in initial_sets for r in noise_rates for variant in group
              for seed in seeds for s in strategies if group is variants or s in DETERMINISTIC_BASELINE]
-    if "predictive_variance" in strategies and not last_layer:
-        raise ValueError("the predictive_variance strategy needs a regressor: pass last_layer")
+    for name in strategies:  # the model a strategy reads (its model_kind), which the runner must build
+        kind = get_strategy(name).model_kind
+        if kind == "network_regressor":
+            raise ValueError(f"the {name} strategy needs a network regressor (its output gradients, as "
+                             "skdbal.MCDropoutRegressor has); the runner trains classifiers, and with last_layer a "
+                             "Bayesian last layer, which has none")
+        if kind == "regressor" and not last_layer:
+            raise ValueError(f"the {name} strategy needs a regressor: pass last_layer")
     if deterministic_baseline:
         without = [s for s in strategies if s not in DETERMINISTIC_BASELINE]
         if len(without) == len(strategies):

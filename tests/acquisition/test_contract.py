@@ -11,8 +11,8 @@ user's own pass the same checks.
 - bad input (``n_instances`` of 0 or over the pool, rows of the wrong width) is a ``ValueError`` saying so.
 
 A new strategy joins by being registered: the cases are read from :data:`~skdbal.acquisition.STRATEGIES` and
-:data:`~skdbal.acquisition.DECORATORS`; one that needs another model than a classifier says so in
-``NEEDS`` below.
+:data:`~skdbal.acquisition.DECORATORS`; one that needs another model than a classifier says so in its
+``model_kind``, which picks the test's model (``MODEL`` below).
 """
 import pickle
 
@@ -48,14 +48,15 @@ class Features(LogisticRegression):
         return np.asarray(X, dtype=np.float64)
 
 
-#: The model each strategy needs, where it is not an MC-dropout classifier.
-NEEDS = {"predictive_variance": "regressor", "egl": "regressor", "ddu": "density"}
+#: The test's model for each ``model_kind`` a strategy declares (an MC-dropout regressor is a network regressor).
+MODEL = {"classifier": "classifier", "regressor": "regressor", "network_regressor": "regressor", "density": "density"}
 #: Strategies that never read the model or the pool's rows (so rows of the wrong width are theirs to pick).
 READS_NO_ROWS = {"random"}
 
-CASES = ([(name, lambda name=name: get_strategy(name), NEEDS.get(name, "classifier")) for name in STRATEGIES]
-         + [(f"{word}(bald)", lambda word=word: get_strategy(f"{word}(bald)"), "classifier") for word in DECORATORS]
-         + [("user's own", Margin, "classifier")])
+CASES = ([(name, lambda name=name: get_strategy(name), MODEL[s.model_kind]) for name, s in STRATEGIES.items()]
+         + [(f"{word}(bald)", lambda word=word: get_strategy(f"{word}(bald)"),
+             MODEL[get_strategy(f"{word}(bald)").model_kind]) for word in DECORATORS]
+         + [("user's own", Margin, MODEL[Margin.model_kind])])
 IDS = [case[0] for case in CASES]
 
 
@@ -94,7 +95,8 @@ def test_indices_and_scores(name, make, kind, data, fitted):
     assert idx.shape == (K,) and scores.shape == (K,) and np.issubdtype(idx.dtype, np.integer)
     assert len(set(idx.tolist())) == K and 0 <= idx.min() and idx.max() < len(X)
     assert np.isfinite(scores).all()
-    if type(strategy).acquire is Strategy.acquire and type(strategy).select is Strategy.select:
+    if (type(strategy).acquire is Strategy.acquire and type(strategy).acquire_checked is Strategy.acquire_checked
+            and type(strategy).select is Strategy.select):
         # plain top-k: the scores are the acquisition scores of the picks, best first, and none left out beat them
         every = strategy.acquisition_scores(fitted[kind], X, random_state=0)
         np.testing.assert_allclose(scores, every[idx], rtol=1e-6)

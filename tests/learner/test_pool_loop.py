@@ -154,9 +154,9 @@ def test_pool_ids_are_logged_and_order_the_subsample(flat_digits32):
 
 
 # ------------------------------------------- after simulate, never a labelled row
-REGRESSION = {"predictive_variance", "egl"}
-NEEDS_A_DENSITY = {"ddu"}       # a DDUClassifier's log_density: tests/models/test_ddu.py runs it with the learner
-STRATEGY_NAMES = sorted(set(STRATEGIES) - REGRESSION - NEEDS_A_DENSITY) + [
+# by the model each reads (model_kind); a DDUClassifier's density: tests/models/test_ddu.py runs ddu with the learner
+REGRESSION = sorted(name for name, s in STRATEGIES.items() if s.model_kind in ("regressor", "network_regressor"))
+CLASSIFIER_STRATEGIES = sorted(name for name, s in STRATEGIES.items() if s.model_kind == "classifier") + [
     "filter(bald,0.1)", "filter(bald,dynamic)", "filter(bald,batch)", "diverse(bald,0.1)",
     "diverse(filter(bald,0.1),0.1)", "filter(diverse(max_entropy,0.1),0.1)"]
 
@@ -173,7 +173,7 @@ def simulated(flat_digits32):
     return learners
 
 
-@pytest.mark.parametrize("name", STRATEGY_NAMES)
+@pytest.mark.parametrize("name", CLASSIFIER_STRATEGIES)
 @pytest.mark.parametrize("subsample", [None, 60])
 def test_after_simulate_query_never_returns_a_labelled_row(flat_digits32, simulated, name, subsample):
     X, y = flat_digits32
@@ -190,7 +190,7 @@ def test_after_simulate_query_never_returns_a_labelled_row(flat_digits32, simula
             assert not set(np.asarray(info["rejected_indices"]).tolist()) & labelled
 
 
-@pytest.mark.parametrize("name", sorted(REGRESSION) + ["diverse(predictive_variance,0.1)"])
+@pytest.mark.parametrize("name", REGRESSION + ["diverse(predictive_variance,0.1)"])
 def test_after_simulate_a_regressor_never_queries_a_labelled_row(flat_digits32, name):
     from skdbal import MCDropoutRegressor
 
