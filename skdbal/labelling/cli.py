@@ -15,7 +15,7 @@ import numpy as np
 from .._validation import is_loopback
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
-           "set_torch_threads", "DEMO_INITIAL"]
+           "set_torch_threads", "DEMO_INITIAL", "pool_learner", "RETRAIN_DRAWS"]
 
 _DESCRIPTION = """\
 Serve a page on this machine where people label a pool (a folder of images, a table, an array, or
@@ -229,6 +229,44 @@ def demo_initial(X, random_state: int = 0) -> np.ndarray:
     return kmeans_representative(X.reshape(len(X), -1), n_clusters=DEMO_INITIAL, random_state=random_state)
 
 
+#: Labelled items drawn (with repeats) in each retrain of the network :func:`pool_learner` builds: 100
+#: gradient steps in batches of 32, whatever the number of labels up to 3,200 (one epoch over them
+#: beyond). 50 epochs over the labelled set before took 50 steps at 10 labels and 350 at 200, and
+#: the retrain's time grew with them (``docs/results/bench_labelling_retrain``).
+RETRAIN_DRAWS = 3200
+
+
+def pool_learner(classes, X, *, images: bool, random_state: int = 0):
+    """The learner ``skdbal label`` builds for a pool of one's own (not ``--demo``).
+
+    A Bayesian CNN for images (3×3 kernels below 16 pixels a side), else an MLP, with MC dropout
+    (T=20 for the query), BALD, and ``seeding="step"``. Each retrain trains a fresh network on one
+    epoch of :data:`RETRAIN_DRAWS` draws of the labelled items in batches of 32
+    (:class:`skdbal.models.FixedLengthLoader`): the same 100 gradient steps at 10 labels as at 200, so
+    that a retrain's time does not grow with the labels (up to 3,200 of them, beyond which it is one
+    epoch over them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.labelling.cli import pool_learner
+    >>> learner = pool_learner(["cat", "dog"], np.zeros((5, 28, 28), np.float32), images=True)
+    >>> net = learner.estimator
+    >>> net.max_epochs, net.batch_size, net.get_params()["iterator_train__n_samples"], learner.seeding
+    (1, 32, 3200, 'step')
+    """
+    from ..acquisition import bald
+    from ..learner import ActiveLearner
+    from ..models import MLP, FixedLengthLoader, MCDropoutClassifier
+
+    net = MCDropoutClassifier(classes=np.array(classes), max_epochs=1, batch_size=32, n_samples=20,
+                              iterator_train=FixedLengthLoader, iterator_train__n_samples=RETRAIN_DRAWS,
+                              random_state=random_state,
+                              **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
+                              **({} if images else {"module": MLP}))
+    return ActiveLearner(net, bald, random_state=random_state, seeding="step", verbose=False)
+
+
 def make_session(args):
     """The session, the pool and the store's path that ``args`` name (the pool options of ``skdbal label``,
     shared by ``skdbal labelstudio``).
@@ -243,9 +281,6 @@ def make_session(args):
     >>> pool.kind, len(pool), session.batch_size
     ('images', 1297, 10)
     """
-    from ..acquisition import bald
-    from ..learner import ActiveLearner
-    from ..models import MLP, MCDropoutClassifier
     from .pools import load_pool
     from .session import LabellingSession
 
@@ -277,11 +312,7 @@ def make_session(args):
     if args.demo:
         learner, initial = demo_learner(0), demo_initial(X, 0)
     else:
-        net = MCDropoutClassifier(classes=np.array(classes), max_epochs=50, batch_size=32, n_samples=20,
-                                  random_state=0,
-                                  **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
-                                  **({} if images else {"module": MLP}))
-        learner = ActiveLearner(net, bald, random_state=0, seeding="step", verbose=False)
+        learner = pool_learner(classes, X, images=images)
     store = args.store or f"skdbal-{name}.db"
     if getattr(args, "keys", None) is not None:
         from ._page import class_keys
