@@ -127,7 +127,7 @@ def out_folder(pools, labels: int, think: float) -> Path:
     """Where a run's record goes (see the module's description)."""
     if os.environ.get("SKDBAL_BENCH_OUT"):
         return Path(os.environ["SKDBAL_BENCH_OUT"])
-    if set(pools) <= {"demo", "folder"} and labels == 200 and think == 2.0:
+    if sorted(pools) == ["demo", "folder"] and labels == 200 and think == 2.0:   # the committed record's
         return ROOT / "docs" / "results" / "labelling_wait"
     return ROOT / "docs" / "results" / (f"labelling_wait_{'_'.join(pools)}_think{think:g}" +
                                         (f"_{labels}" if labels != 200 else ""))
