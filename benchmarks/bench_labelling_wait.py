@@ -21,7 +21,7 @@ Three pools, each its own run:
 
 Writes its whole output to ``docs/results/<name>/output.txt`` and the figures with the machine, the
 versions and the commit to ``docs/results/<name>/labelling_wait.json``: ``<name>`` is
-``labelling_wait`` for the default pools, labels and pace, else ``labelling_wait_<pools>_think<s>``
+``labelling_wait`` for the default pools, labels and pace, else ``labelling_wait_<pools>_think<ms>ms``
 (and ``_<labels>`` for another count), or ``$SKDBAL_BENCH_OUT`` names the folder; so a run of another
 configuration never overwrites the committed record of one.
 """
@@ -129,7 +129,7 @@ def out_folder(pools, labels: int, think: float) -> Path:
         return Path(os.environ["SKDBAL_BENCH_OUT"])
     if sorted(pools) == ["demo", "folder"] and labels == 200 and think == 2.0:   # the committed record's
         return ROOT / "docs" / "results" / "labelling_wait"
-    return ROOT / "docs" / "results" / (f"labelling_wait_{'_'.join(pools)}_think{think:g}" +
+    return ROOT / "docs" / "results" / (f"labelling_wait_{'_'.join(pools)}_think{round(think * 1000)}ms" +
                                         (f"_{labels}" if labels != 200 else ""))
 
 
