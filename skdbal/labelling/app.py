@@ -479,4 +479,6 @@ def _script_json(value) -> str:
 def _status_of(session: LabellingSession) -> dict:
     s = session.status()
     s["pending"] = len(s["pending"])
+    # who holds items now: the page says when no one but its annotator is there to give second looks
+    s["annotators"] = sorted(set(session.store.live_leases().values()))
     return s
