@@ -7,9 +7,11 @@ It needs Debian's chromium and chromium-driver, and the tests' helpers (``tests/
 loopback server, the browser that opens loopback pages only). The labels are given as a truthful
 annotator would give them (the demo's own digits), through the session, and by key presses on the page.
 The demo's first retrain is held for the "training…" shot, while the
-tail (the items offered while the model trains) is on the page.
+tail (the items offered while the model trains) is on the page. The header alone
+(``labelling_header.png``) is shot while one annotator's flagged labels wait for another.
 """
 import argparse
+import base64
 import os
 import sqlite3
 import sys
@@ -72,6 +74,15 @@ def main(out: str) -> None:
 
     def press(key):
         ActionChains(driver).send_keys(key).perform()
+
+    def header_shot(name):   # the page's header alone, 1280 pixels wide
+        time.sleep(0.5)
+        height = driver.execute_script("return document.querySelector('header').getBoundingClientRect().bottom")
+        png = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
+            "x": 0, "y": 0, "width": 1280, "height": height + 1, "scale": 1}})
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(base64.b64decode(png["data"]))
+        print("wrote", os.path.join(out, name))
 
     def shown():
         return [int(i.split("-")[1]) for i in
@@ -151,6 +162,11 @@ def main(out: str) -> None:
         driver.find_element(By.ID, f"item-{item}").click()
         press(str(int(P[k].argmin())))
         _wait(lambda: any(c["item"] == item and c["flagged"] for c in session.store.checks()), what="the flag")
+        # alice alone: her flagged labels wait for another annotator, and the header says nobody else is here
+        driver.execute_script("refreshStatus()")
+        _wait(lambda: "nobody else" in driver.execute_script("return document.getElementById('looks').textContent"),
+              what="the second looks in the header")
+        header_shot("labelling_header.png")
         driver.get(f"{base}/?annotator=carol&n=6")
         _wait(lambda: driver.execute_script("return document.querySelectorAll('.item.look').length") > 0,
               what="the second look")
