@@ -135,8 +135,8 @@ def main(out: str) -> None:
             release.set()
 
         # 4. labelled on, by keys, to model version 2; the page with scores, guesses and the curve
-        def label_on(until):
-            while session.status()["model_version"] < until:
+        def label_while(condition):
+            while condition():
                 current = driver.execute_script(
                     "const c = document.querySelector('.item.current:not(.done):not(.saving)'); "
                     "return c ? c.id : null")
@@ -147,7 +147,12 @@ def main(out: str) -> None:
                 press(str(y_pool[item]))
                 _wait(lambda item=item: item in session.store.current_labels(), what=f"item {item}")
 
-        label_on(2)
+        label_while(lambda: session.status()["model_version"] < 2)
+        # and on, while the page shows fewer than five items to label (the rest of a page done): its
+        # next page comes once these are done, before model 3 (fewer than a retrain's worth of labels)
+        label_while(lambda: driver.execute_script(
+            "return document.querySelectorAll('.item:not(.done):not(.saving)').length") < 5
+            and session.status()["model_version"] == 2)
         _wait(lambda: driver.execute_script("return document.querySelectorAll('#curve-svg circle').length") >= 3
               and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") >= 5)
         shot("labelling_page.png")
