@@ -39,7 +39,8 @@ class StoreOracle(Oracle):
     learner : ActiveLearner
         The loop's learner (read for its version, labels and last acquisition).
     retrain_after : int
-        New labels after which the model retrains.
+        New labels after which the model retrains (counted by :func:`new_labels`: an undo and a new label
+        of one item count once).
     first_retrain_after : int, optional
         Labels the first model waits for; by default the first batch's size.
     label_of : callable
