@@ -7,9 +7,11 @@ It needs Debian's chromium and chromium-driver, and the tests' helpers (``tests/
 loopback server, the browser that opens loopback pages only). The labels are given as a truthful
 annotator would give them (the demo's own digits), through the session, and by key presses on the page.
 The demo's first retrain is held for the "training…" shot, while the
-tail (the items offered while the model trains) is on the page.
+tail (the items offered while the model trains) is on the page. The header alone
+(``labelling_header.png``) is shot while one annotator's flagged labels wait for another.
 """
 import argparse
+import base64
 import os
 import sqlite3
 import sys
@@ -73,6 +75,15 @@ def main(out: str) -> None:
     def press(key):
         ActionChains(driver).send_keys(key).perform()
 
+    def header_shot(name):   # the page's header alone, 1280 pixels wide
+        time.sleep(0.5)
+        height = driver.execute_script("return document.querySelector('header').getBoundingClientRect().bottom")
+        png = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
+            "x": 0, "y": 0, "width": 1280, "height": height + 1, "scale": 1}})
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(base64.b64decode(png["data"]))
+        print("wrote", os.path.join(out, name))
+
     def shown():
         return [int(i.split("-")[1]) for i in
                 driver.execute_script("return [...document.querySelectorAll('.item')].map(e => e.id)")]
@@ -124,8 +135,8 @@ def main(out: str) -> None:
             release.set()
 
         # 4. labelled on, by keys, to model version 2; the page with scores, guesses and the curve
-        def label_on(until):
-            while session.status()["model_version"] < until:
+        def label_while(condition):
+            while condition():
                 current = driver.execute_script(
                     "const c = document.querySelector('.item.current:not(.done):not(.saving)'); "
                     "return c ? c.id : null")
@@ -136,7 +147,12 @@ def main(out: str) -> None:
                 press(str(y_pool[item]))
                 _wait(lambda item=item: item in session.store.current_labels(), what=f"item {item}")
 
-        label_on(2)
+        label_while(lambda: session.status()["model_version"] < 2)
+        # and on, while the page shows fewer than five items to label (the rest of a page done): its
+        # next page comes once these are done, before model 3 (fewer than a retrain's worth of labels)
+        label_while(lambda: driver.execute_script(
+            "return document.querySelectorAll('.item:not(.done):not(.saving)').length") < 5
+            and session.status()["model_version"] == 2)
         _wait(lambda: driver.execute_script("return document.querySelectorAll('#curve-svg circle').length") >= 3
               and driver.execute_script("return document.querySelectorAll('.item:not(.done)').length") >= 5)
         shot("labelling_page.png")
@@ -151,6 +167,11 @@ def main(out: str) -> None:
         driver.find_element(By.ID, f"item-{item}").click()
         press(str(int(P[k].argmin())))
         _wait(lambda: any(c["item"] == item and c["flagged"] for c in session.store.checks()), what="the flag")
+        # alice alone: her flagged labels wait for another annotator, and the header says nobody else is here
+        driver.execute_script("refreshStatus()")
+        _wait(lambda: "nobody else" in driver.execute_script("return document.getElementById('looks').textContent"),
+              what="the second looks in the header")
+        header_shot("labelling_header.png")
         driver.get(f"{base}/?annotator=carol&n=6")
         _wait(lambda: driver.execute_script("return document.querySelectorAll('.item.look').length") > 0,
               what="the second look")

@@ -39,7 +39,8 @@ class StoreOracle(Oracle):
     learner : ActiveLearner
         The loop's learner (read for its version, labels and last acquisition).
     retrain_after : int
-        New labels after which the model retrains.
+        New labels after which the model retrains (counted by :func:`new_labels`: an undo and a new label
+        of one item count once).
     first_retrain_after : int, optional
         Labels the first model waits for; by default the first batch's size.
     label_of : callable
@@ -146,15 +147,14 @@ class StoreOracle(Oracle):
             self.cursor = upto
             self.judged = max([upto] + [c["event"] for c in store.checks()])
             return answers
-        new, answered, n_labels = [], set(), 0   # the events since the cursor, read as they come
+        new: List[dict] = []   # the events since the cursor, read as they come
         while True:
             with board.changed:
                 if self.stopping:
                     raise SessionStopped("the session stopped")
                 more = store.events(after=new[-1]["event"] if new else self.cursor)
                 new += more
-                n_labels += sum(e["kind"] != "skip" for e in more)
-                answered.update(e["item"] for e in more)
+                n_labels, answered = new_labels(new), answered_items(new)
                 waiting = [p for p in pending if p not in answered]
                 if getattr(self.learner, "step_", -1) >= 0:
                     ready = bool(new) and (n_labels >= self.retrain_after or not waiting)
@@ -183,6 +183,46 @@ class StoreOracle(Oracle):
         """A first model needs two classes among its labels: those of the events up to ``upto``, which
         it will be trained on (a label that came after them is not counted)."""
         return len({r["label"] for r in self.store.current_labels(upto=upto).values()}) >= 2
+
+
+def _last_kinds(events: Sequence[dict]) -> dict:
+    """Each item's last event kind (``"label"``, ``"skip"`` or ``"undo"``) among ``events``."""
+    return {e["item"]: e["kind"] for e in events}
+
+
+def new_labels(events: Sequence[dict]) -> int:
+    """The new labels among ``events`` (the store's events since the last retrain), towards the next one:
+    the items labelled there whose last label or undo is a label. An item labelled, undone and labelled again
+    counts once; one labelled and undone counts none; a skip or an undo alone counts none (a skip leaves a
+    label as it was).
+
+    Examples
+    --------
+    >>> from skdbal.labelling._oracle import new_labels
+    >>> ev = lambda item, kind: {"item": item, "kind": kind}
+    >>> new_labels([ev(1, "label"), ev(2, "label"), ev(2, "undo"), ev(2, "label")])
+    2
+    >>> new_labels([ev(1, "label"), ev(1, "undo"), ev(3, "skip"), ev(4, "undo")])
+    0
+    >>> new_labels([ev(5, "undo"), ev(5, "label")])    # a label of an earlier window taken back, then changed
+    1
+    >>> new_labels([ev(6, "label"), ev(6, "skip")])
+    1
+    """
+    return sum(kind == "label" for kind in _last_kinds([e for e in events if e["kind"] != "skip"]).values())
+
+
+def answered_items(events: Sequence[dict]) -> set:
+    """The items that ``events`` answer: their last word is a label or a skip (an undo leaves one open).
+
+    Examples
+    --------
+    >>> from skdbal.labelling._oracle import answered_items
+    >>> sorted(answered_items([{"item": 1, "kind": "label"}, {"item": 2, "kind": "label"},
+    ...                        {"item": 2, "kind": "undo"}, {"item": 3, "kind": "skip"}]))
+    [1, 3]
+    """
+    return {item for item, kind in _last_kinds(events).items() if kind != "undo"}
 
 
 class StoreJournal:

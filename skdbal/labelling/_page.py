@@ -111,8 +111,11 @@ PAGE = r"""<!doctype html>
   font-size:.9em;color:#555;white-space:nowrap}
  #state{flex:0 0 7em;padding:.1em .7em;border-radius:1em;background:#e8f1e8;color:#2a6a2a;font-weight:600;
   text-align:center}
- #progress{flex:0 0 38em;font-variant-numeric:tabular-nums;overflow:hidden;text-overflow:ellipsis;color:#333}
- #looks{flex:1 1 0;min-width:0;overflow:hidden;text-overflow:ellipsis}
+ #progress{flex:1 1 0;min-width:0;font-variant-numeric:tabular-nums;overflow:hidden;text-overflow:ellipsis;
+  color:#333}
+ #looks{grid-column:1/-1;height:1.6em;line-height:1.6em;font-size:.9em;color:#555;white-space:nowrap;
+  overflow:hidden;text-overflow:ellipsis}
+ #looks b{font-weight:600;color:#8a5a00}
  #state.training{background:#fff3d6;color:#8a5a00;animation:pulse 1.2s ease-in-out infinite}
  #state.waiting{background:#eceff3;color:#555}
  @keyframes pulse{50%{opacity:.55}}
@@ -145,8 +148,8 @@ PAGE = r"""<!doctype html>
  <label>annotator <input id="annotator" value="" size="14" maxlength="64"></label>
  <span class="meta"><a id="csv" href="#" download="labels.csv">labels.csv</a> ·
  <a id="model" href="#" download>model (save_params)</a></span></span>
- <div id="statusline"><span id="state">starting</span><span id="progress">starting…</span>
-  <span id="looks"></span></div>
+ <div id="statusline"><span id="state">starting</span><span id="progress">starting…</span></div>
+ <div id="looks"></div>
  <div id="error" role="alert" hidden><span id="error-text"></span>
   <button id="error-close" title="dismiss">×</button></div>
 </header>
@@ -229,18 +232,30 @@ function showStatus(s){
     (s.model_version < 0 ? 'no model yet' : `model version ${s.model_version}`) +
     (s.last_retrain ? ` · last retrain ${new Date(s.last_retrain * 1000).toLocaleTimeString([], {hour12: false})}`
                     : '');
-  const l = s.second_looks || {};
-  $('looks').textContent = l.flagged ? `${l.flagged} label${l.flagged > 1 ? 's' : ''} flagged for a second ` +
-    `look: ${l.pending} waiting, ${l.confirmed} confirmed, ${l.changed} changed` +
-    (l.withdrawn ? `, ${l.withdrawn} withdrawn` : '') : 'no label flagged for a second look';
-  $('looks').title = 'labels the model found unlikely, offered to another annotator';
   if(s.error) showError('the learning loop stopped: ' + s.error, 'loop'); else clearError('loop');
   showState();
   if(s.model_version !== shownVersion){ shownVersion = s.model_version; drawCurve(); }
   clearTimeout(statusTimer);   // while it trains or nothing is left, the state is asked for every second
   statusTimer = setTimeout(refreshStatus, s.training || !left() ? 1000 : 5000);
 }
+function showLooks(){   // the second looks: those this page holds, and those waiting for someone else
+  const l = status.second_looks || {}, box = $('looks');
+  box.title = "labels the model found unlikely, each offered to an annotator other than the label's";
+  if(!l.flagged){ box.textContent = 'second looks: no label flagged'; return; }
+  const here = page.filter(it => it.second_look && !it.done).length + queue.filter(it => it.second_look).length;
+  const elsewhere = Math.max((l.pending || 0) - here, 0);
+  const alone = elsewhere && !(status.annotators || []).some(n => n !== annotator());
+  const parts = [`${l.flagged} flagged`];
+  if(here) parts.push(`${here} on this page`);
+  if(elsewhere) parts.push(`${elsewhere} waiting for another annotator` +
+                           (alone ? ' (<b>nobody else is labelling now</b>)' : ''));
+  parts.push(`${l.confirmed} confirmed`, `${l.changed} changed`);
+  if(l.withdrawn) parts.push(`${l.withdrawn} withdrawn`);
+  box.innerHTML = 'second looks: ' + parts.join(' · ');   // numbers and fixed words only
+  if(alone) box.title += ': they wait until someone else opens the page (another browser, or ?annotator=NAME)';
+}
 function showState(){
+  showLooks();
   const box = $('state'), idle = !left();
   box.className = status.training ? 'training' : (idle ? 'waiting' : '');
   box.textContent = status.training ? 'training…' : (idle ? 'waiting' : 'ready');

@@ -25,10 +25,15 @@ server is bound to another interface, only with ``?token=``:
 - ``POST /api/submit`` ``{"item", "label", "annotator", "request_id"}``,
   ``POST /api/skip`` ``{"item", "annotator"}`` and ``POST /api/undo``
   ``{"item", "annotator", "request_id"}`` (a retried undo with the same id takes back one label only);
-- ``GET /api/status``; ``GET /api/versions`` (each model version with its
+- ``GET /api/status`` (:meth:`LabellingSession.status`, with ``pending`` as a
+  count and ``annotators``, the names holding items now);
+  ``GET /api/versions`` (each model version with its
   test accuracy, if a test set was given, and its guess accuracy);
 - ``GET /api/labels.csv`` (the labels, with the second looks), ``GET
   /api/model.pt`` (the current model, with skorch's ``save_params``).
+
+The guide's "The page's HTTP API" (``docs/guide/labelling.md``) documents every route, its fields and
+its errors; ``tests/labelling/test_api_doc.py`` checks it against these routes and their answers.
 
 Bodies larger than ``max_body`` bytes are refused (413), unknown items and
 classes with 4xx and a message, JSON nested too deeply with 400; any other
@@ -402,7 +407,8 @@ async def undo(request: Request) -> Response:
 
 
 async def status(request: Request) -> Response:
-    """``GET /api/status``."""
+    """``GET /api/status``: the session's status, the batch's pending items counted, and the annotators
+    holding items now (the page says when nobody but its annotator is there for the second looks)."""
     return JSONResponse(await run_in_threadpool(_status_of, request.app.state.session))
 
 
@@ -479,4 +485,6 @@ def _script_json(value) -> str:
 def _status_of(session: LabellingSession) -> dict:
     s = session.status()
     s["pending"] = len(s["pending"])
+    # who holds items now: the page says when no one but its annotator is there to give second looks
+    s["annotators"] = sorted(set(session.store.live_leases().values()))
     return s

@@ -125,7 +125,7 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--demo", choices=["digits"], help="scikit-learn's digits: the whole loop, no data to bring "
                      "(one of --demo, --images, --table and --npy is required)")
     src.add_argument("--images", metavar="DIR", help="a folder of images (png, jpg, bmp, gif, tif, webp; "
-                     "recursive; the keys are the file names in it)")
+                     "recursive; each image's key is its path relative to DIR, /-separated: cats/tom.jpg)")
     src.add_argument("--table", metavar="FILE", help="a .csv or .parquet table of numeric features")
     src.add_argument("--npy", metavar="FILE", help="a .npy array of images (N, H, W) or rows (N, D), or a .npz "
                      "with an array X")

@@ -64,6 +64,9 @@ class LabellingSession:
     retrain_after : int, optional
         New labels after which the model retrains; by default a batch
         (``batch_size``, and for the first model the first batch's size).
+        A new label is an item labelled since the last retrain: one labelled,
+        undone and labelled again counts once, one labelled and undone not at
+        all (:func:`skdbal.labelling._oracle.new_labels`).
     initial : array-like of int, optional
         The first batch, labelled before any model exists; by default
         ``batch_size`` rows that cover the pool: those nearest the centroids

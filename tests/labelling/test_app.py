@@ -167,11 +167,14 @@ def test_the_page_in_headless_chromium(digits64, tmp_path):
         labels = {i: r["label"] for i, r in session.store.current_labels().items()}
         assert labels == {i: str(y[i]) for i in [items[0]] + items[2:]}
         session.wait_for_version(0, timeout=60)
-        # the page loads the next batch, queried by model 0, with scores and guesses
+        # the page loads the next items with model 0's guesses: those of a batch it queried with their
+        # scores, those of the covering order offered while it trained (the batch's last label started it)
+        # without
         wait.until(lambda d: "model version 0" in d.find_element(By.ID, "progress").text and
                    len(shown()) == 10 and set(shown()).isdisjoint(items))
-        text = driver.execute_script("return document.querySelector('.item').innerText")
-        assert "score" in text and "guess" in text
+        drawn = driver.execute_script("return [...document.querySelectorAll('.item')].map(e => [e.id, e.innerText])")
+        scored = {i for q in session.store.queries() if q["model_version"] == 0 for i, _ in q["scores"]}
+        assert all("guess" in t and ("score" in t) == (int(i.split("-")[1]) in scored) for i, t in drawn)
         driver.save_screenshot(os.path.join(shots, "labelling_next_batch.png"))
 
         # the second batch by keys alone; the label model 0 finds least likely given to one item
@@ -195,7 +198,8 @@ def test_the_page_in_headless_chromium(digits64, tmp_path):
         # model 0's guesses on this batch, drawn as the learning curve
         wait.until(lambda d: "model version 1" in d.find_element(By.ID, "progress").text and
                    len(d.find_elements(By.CSS_SELECTOR, "#curve-svg circle")) >= 1)
-        assert "flagged for a second look" in driver.find_element(By.ID, "looks").text
+        looks = driver.find_element(By.ID, "looks").text   # the flagged label is this page's: not for it
+        assert looks.startswith("second looks: ") and "waiting for another annotator" in looks
 
         # another annotator, on a server that needs the token on every request: the page, its images and
         # its batch all work, and the wrong label comes first, marked as a second look
@@ -314,3 +318,11 @@ def test_a_retried_undo_takes_back_one_label_only(client):
     assert str(labels[5]) == "3"                                    # the first label stands
     bad = client.post("/api/undo", headers=H, json={"item": 5, "annotator": "ann", "request_id": 7})
     assert bad.status_code == 400 and "request_id" in bad.json()["error"]
+
+
+def test_the_status_names_the_annotators_who_hold_items_now(client):
+    """The page tells its annotator when nobody else is there to give the second looks waiting."""
+    assert client.get("/api/status", headers=H).json()["annotators"] == []
+    client.get("/api/batch?annotator=bob&n=2&wait=5", headers=H)
+    client.get("/api/batch?annotator=alice&n=1&wait=5", headers=H)
+    assert client.get("/api/status", headers=H).json()["annotators"] == ["alice", "bob"]

@@ -416,3 +416,45 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         driver.quit()
         stop()
         session.stop()
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_header_fits_at_1280_px_and_says_who_the_second_looks_wait_for(digits64, tmp_path):
+    """At 1280 px the second-look line was cut ("0 changed,…"), and "6 waiting" looks that only another
+    annotator could give sat there with one annotator: now they wait "for another annotator", the page
+    says when nobody else is labelling, and nothing in the header is cut."""
+    X, _ = digits64
+    session = new_session(X, tmp_path / "s.db").start()
+    real_status = session.status
+
+    def status():
+        s = real_status()
+        s.update(labelled=181, model_version=12, last_retrain=time.time(),
+                 second_looks={"flagged": 18, "pending": 6, "confirmed": 9, "changed": 2, "withdrawn": 1})
+        return s
+
+    session.status = status
+    base, stop = serve(make_app(session, token="secret"))
+    driver = chromium_driver(tmp_path / "chrome")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        shown, _, wait = _page_helpers(driver)
+        driver.get(f"{base}/?annotator=alice&n=5")
+        wait.until(lambda d: len(shown()) == 5 and "flagged" in d.find_element("id", "looks").text)
+        looks = driver.find_element("id", "looks").text
+        assert looks == ("second looks: 18 flagged · 6 waiting for another annotator (nobody else is labelling "
+                         "now) · 9 confirmed · 2 changed · 1 withdrawn")
+        cut = driver.execute_script("return [...document.querySelectorAll('header *')].filter(e => "
+                                    "e.scrollWidth > e.clientWidth + 1).map(e => e.id)")
+        assert cut == []
+        assert session.next_batch("bob", n=1)          # bob holds an item: someone else is labelling
+        driver.execute_script("refreshStatus()")
+        wait.until(lambda d: "nobody" not in d.find_element("id", "looks").text)
+        assert driver.find_element("id", "looks").text == ("second looks: 18 flagged · 6 waiting for another "
+                                                           "annotator · 9 confirmed · 2 changed · 1 withdrawn")
+    finally:
+        driver.quit()
+        stop()
+        session.stop()

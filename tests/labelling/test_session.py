@@ -275,3 +275,44 @@ def test_guesses_of_what_people_are_offered_never_wait_for_a_retrain(flat_digits
         late.join(10)
         assert out["other"] == [str(s.board.published[1].predict(X[[other]].astype(np.float32))[0])]
     s.store.close()
+
+
+def test_an_undo_then_a_new_label_of_the_same_item_counts_once_towards_the_retrain(flat_digits, tmp_path):
+    # batch_size=10, retrain_after=10 (a batch): model 0 after the first 10 labels; then 9 of the second
+    # batch labelled, the 9th undone and labelled again: 11 label and undo events, 9 new labels, so no
+    # retrain (the tenth item is still waiting); the tenth label makes 10, and model 1 trains on 20 labels.
+    X, y = flat_digits
+    with session_of(X, y, tmp_path / "s.db", second_looks=None) as s:
+        assert (s.batch_size, s.retrain_after) == (10, 10)
+        label_all(s, y)
+        s.wait_for_version(0, timeout=30)
+        second = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
+        assert len(second) == 10
+        for i in second[:9]:
+            s.submit(i, int(y[i]), annotator="ann")
+        s.undo(second[8], annotator="ann")
+        s.submit(second[8], int(y[second[8]]), annotator="ann")
+        time.sleep(1.5)              # model 0 fits in milliseconds: a retrain counted 11 would have started
+        assert not s.status()["training"] and s.status()["model_version"] == 0
+        assert [m["n_labels"] for m in s.store.models()] == [10]
+        s.submit(second[9], int(y[second[9]]), annotator="ann")
+        s.wait_for_version(1, timeout=30)
+        assert [m["n_labels"] for m in s.store.models()] == [10, 20]
+
+
+def test_a_label_taken_back_leaves_its_item_waiting(flat_digits, tmp_path):
+    # the second batch's first label undone, then the other 9 labelled: 9 labels, one item waiting, no retrain
+    X, y = flat_digits
+    with session_of(X, y, tmp_path / "s.db", second_looks=None) as s:
+        label_all(s, y)
+        s.wait_for_version(0, timeout=30)
+        second = [b["item"] for b in s.next_batch(annotator="ann", timeout=10)]
+        s.submit(second[0], int(y[second[0]]), annotator="ann")
+        s.undo(second[0], annotator="ann")
+        for i in second[1:]:
+            s.submit(i, int(y[i]), annotator="ann")
+        time.sleep(1.5)
+        assert s.status()["model_version"] == 0 and s.status()["pending"] == [second[0]]
+        s.submit(second[0], int(y[second[0]]), annotator="ann")
+        s.wait_for_version(1, timeout=30)
+        assert [m["n_labels"] for m in s.store.models()] == [10, 20]
