@@ -234,6 +234,9 @@ def demo_initial(X, random_state: int = 0) -> np.ndarray:
 #: beyond). 50 epochs over the labelled set before took 50 steps at 10 labels and 350 at 200, and
 #: the retrain's time grew with them (``docs/results/bench_labelling_retrain``).
 RETRAIN_DRAWS = 3200
+#: Items scored per query on a pool of one's own: a seeded random subset of the unlabelled items, as Gal et
+#: al. score 2,000 of MNIST's pool, so that a query's time does not grow with the pool.
+POOL_SUBSAMPLE = 1000
 
 
 def pool_learner(classes, X, *, images: bool, random_state: int = 0):
@@ -244,7 +247,8 @@ def pool_learner(classes, X, *, images: bool, random_state: int = 0):
     epoch of :data:`RETRAIN_DRAWS` draws of the labelled items in batches of 32
     (:class:`skdbal.models.FixedLengthLoader`): the same 100 gradient steps at 10 labels as at 200, so
     that a retrain's time does not grow with the labels (up to 3,200 of them, beyond which it is one
-    epoch over them).
+    epoch over them). Each query scores a seeded random subset of :data:`POOL_SUBSAMPLE` unlabelled
+    items (all of them in a smaller pool), so that its time does not grow with the pool.
 
     Examples
     --------
@@ -254,6 +258,8 @@ def pool_learner(classes, X, *, images: bool, random_state: int = 0):
     >>> net = learner.estimator
     >>> net.max_epochs, net.batch_size, net.get_params()["iterator_train__n_samples"], learner.seeding
     (1, 32, 3200, 'step')
+    >>> learner.pool_subsample
+    1000
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
@@ -264,7 +270,8 @@ def pool_learner(classes, X, *, images: bool, random_state: int = 0):
                               random_state=random_state,
                               **({"module__kernel_size": 3} if images and min(X.shape[-2:]) < 16 else {}),
                               **({} if images else {"module": MLP}))
-    return ActiveLearner(net, bald, random_state=random_state, seeding="step", verbose=False)
+    return ActiveLearner(net, bald, random_state=random_state, seeding="step", verbose=False,
+                         pool_subsample=POOL_SUBSAMPLE)
 
 
 def make_session(args):

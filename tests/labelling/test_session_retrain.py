@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from skdbal.labelling.cli import RETRAIN_DRAWS, add_parser, make_session, pool_learner
+from skdbal.labelling.cli import POOL_SUBSAMPLE, RETRAIN_DRAWS, add_parser, make_session, pool_learner
 
 
 def steps(net) -> int:
@@ -70,3 +70,27 @@ def test_skdbal_label_builds_it(tmp_path):
         assert session.learner.seeding == "step"
     finally:
         session.store.close()
+
+
+def test_a_query_scores_a_bounded_subset_of_the_pool():
+    """A query scores at most POOL_SUBSAMPLE = 1,000 unlabelled items (a seeded random subset), so that its
+    time does not grow with the pool: 1,000 of a 1,204-item pool with 4 labels; all 46 of a 50-item pool."""
+    assert POOL_SUBSAMPLE == 1000
+    for n, scored in ((1204, 1000), (50, 46)):
+        X = np.random.RandomState(0).rand(n, 8, 8).astype(np.float32)
+        y = np.array([None] * n, dtype=object)
+        y[:4] = ["a", "b", "a", "b"]
+        learner = pool_learner(["a", "b"], X, images=True)
+        learner.fit(X, y)
+        model = learner.estimator_
+        seen = []
+        samples = model.predict_proba_samples
+
+        def counting(X_rows, *args, seen=seen, samples=samples, **kwargs):
+            seen.append(len(X_rows))
+            return samples(X_rows, *args, **kwargs)
+
+        model.predict_proba_samples = counting
+        idx, _ = learner.query(n_instances=5)
+        assert sum(seen) == scored and len(set(idx.tolist())) == 5
+        assert not set(idx.tolist()) & {0, 1, 2, 3}
