@@ -118,7 +118,8 @@ def test_the_help_explains_the_command_and_shows_every_default():
         name = block.split()[0].rstrip(",")
         options[name] = " ".join(block.split())
     assert set(options) == {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--id-column",
-                            "--image-size", "--mode", "--store", "--batch-size", "--retrain-after",
+                            "--columns", "--drop-columns", "--image-size", "--mode", "--store", "--batch-size",
+                            "--retrain-after",
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
                             "--annotators", "--keys"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show
