@@ -105,7 +105,7 @@ def _experiment(args) -> int:
                 raise ValueError(f"--dataset {args.dataset} and --set dataset={overrides['dataset']!r} disagree; "
                                  "give one of them")
             overrides["dataset"] = args.dataset
-        get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
+        preset = get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
         raise ValueError(f"--set: {exc}") from None
     except ValueError as exc:
@@ -114,17 +114,24 @@ def _experiment(args) -> int:
         raise
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
-    # the preset by name and the --set values as overrides, so that grid.json records them as given
-    try:
-        run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
-                 last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
-                 ensemble=args.ensemble, laplace=args.laplace, n_jobs=args.n_jobs,
-                 torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device,
-                 scheduler=args.scheduler, **overrides)
+    from .factories import resolve_device
+    from .specs import grid_specs
+
+    try:   # the grid's arguments and device checked before its folder is made
+        grid_specs(preset, strategies, args.seeds, deterministic_baseline=args.deterministic_baseline,
+                   last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
+                   ensemble=args.ensemble, laplace=args.laplace)
     except ValueError as exc:   # a strategy name refused: said as --strategies'
         if str(exc).startswith(("unknown strategy", "unknown decorator", "cannot read strategy name")):
             raise ValueError(f"--strategies: {exc}") from None
         raise
+    resolve_device(args.device)
+    # the preset by name and the --set values as overrides, so that grid.json records them as given
+    run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
+             last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
+             ensemble=args.ensemble, laplace=args.laplace, n_jobs=args.n_jobs,
+             torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device,
+             scheduler=args.scheduler, **overrides)
     from .report import write_report
 
     paths = write_report(args.out)
