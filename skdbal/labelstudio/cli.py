@@ -52,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """
     p = sub.add_parser("labelstudio", help="order a Label Studio project's queue by the model, retrained as "
                        "its annotations come in", allow_abbrev=False)
-    from ..labelling.cli import _port, add_pool_arguments
+    from ..labelling.cli import add_pool_arguments
 
     add_pool_arguments(p)
     p.add_argument("--url", required=True, help="Label Studio's address, e.g. https://label.example.org")
@@ -96,6 +96,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
     backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
                          "Model does) unless one with its address is there")
     return p
+
+
+def _port(text: str) -> int:
+    """``--backend-port``: a TCP port, 0..65535 (0 takes a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
+    return value
 
 
 def _seconds(text: str) -> float:
