@@ -95,8 +95,11 @@ def in_flags(message: str, parser: argparse.ArgumentParser) -> str:
         flags = [o for o in action.option_strings if o.startswith("--")]
         if not flags or "_" not in action.dest and action.dest != "device":
             continue
-        message = re.sub(rf"(?<![\w'-]){re.escape(action.dest)}(?![\w'])(=?)",
-                         lambda m, flag=flags[0]: flag + (" " if m.group(1) else ""), message, count=1)
+        name = rf"(?<![\w'-]){re.escape(action.dest)}(?![\w'])"
+        if re.search(name + "=", message):
+            message = re.sub(name + "=", flags[0] + " ", message, count=1)
+        else:
+            message = re.sub(name, flags[0], message, count=1)
     return message
 
 
@@ -177,8 +180,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if said:
             command.error(said)
     args, extras = parser.parse_known_args(argv)
+    said_by: argparse.ArgumentParser = command if command is not None else parser   # the one whose words
     if extras:   # a stray value
-        (command or parser).error(f"unrecognized argument {extras[0]}")
+        said_by.error(f"unrecognized argument {extras[0]}")
     try:
         return args.func(args)
     except KeyboardInterrupt:  # the run files are written atomically after each step
@@ -186,14 +190,14 @@ def main(argv: Optional[List[str]] = None) -> int:
               else "\ninterrupted", file=sys.stderr)
         return 130
     except ValueError as exc:
-        command.error(in_flags(str(exc), command))
+        said_by.error(in_flags(str(exc), said_by))
         return 2
     except Exception as exc:
         from .experiments import FolderLockedError
 
         if not isinstance(exc, FolderLockedError):
             raise
-        print(f"{command.prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{said_by.prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
 
 
