@@ -9,9 +9,22 @@ __all__ = ["add_parsers", "split_names"]
 
 
 def _quickstart(args) -> int:
+    from ..acquisition import STRATEGIES
+    from .factories import resolve_device
     from .quickstart import format_table, plot_learning_curves, run_quickstart
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    # refused before the run's header: a strategy name, a repeat, a device
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        raise ValueError(f"--strategies: unknown {', '.join(map(repr, unknown))}; choose from "
+                         f"{', '.join(sorted(STRATEGIES))}" if unknown else "--strategies names no strategy")
+    for flag, values in (("--strategies", strategies), ("--seeds", list(args.seeds))):
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:
+            raise ValueError(f"{flag} repeats {', '.join(map(str, repeated))}: each run would be counted more "
+                             "than once")
+    resolve_device(args.device)
     print(f"skdbal quickstart: {', '.join(strategies)} on digits, seeds {args.seeds}, "
           f"{args.n_queries} queries of {args.n_instances}", flush=True)
     t0 = time.perf_counter()
@@ -92,11 +105,27 @@ def _experiment(args) -> int:
                 raise ValueError(f"--dataset {args.dataset} and --set dataset={overrides['dataset']!r} disagree; "
                                  "give one of them")
             overrides["dataset"] = args.dataset
-        get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
+        preset = get_preset(args.preset, **overrides)  # a bad --set value is a usage error before anything runs
     except TypeError as exc:  # a --set value of the wrong type: a usage error like a bad choice
-        raise ValueError(str(exc)) from None
+        raise ValueError(f"--set: {exc}") from None
+    except ValueError as exc:
+        if "preset field" in str(exc):   # a --set key the preset does not have
+            raise ValueError(f"--set: {exc}") from None
+        raise
     t0 = time.perf_counter()
     last_layer = [s.strip() for s in (args.last_layer or "").split(",") if s.strip()]
+    from .factories import resolve_device
+    from .specs import grid_specs
+
+    try:   # the grid's arguments and device checked before its folder is made
+        grid_specs(preset, strategies, args.seeds, deterministic_baseline=args.deterministic_baseline,
+                   last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
+                   ensemble=args.ensemble, laplace=args.laplace)
+    except ValueError as exc:   # a strategy name refused: said as --strategies'
+        if str(exc).startswith(("unknown strategy", "unknown decorator", "cannot read strategy name")):
+            raise ValueError(f"--strategies: {exc}") from None
+        raise
+    resolve_device(args.device)
     # the preset by name and the --set values as overrides, so that grid.json records them as given
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
@@ -180,6 +209,41 @@ class _ExperimentHelp(argparse.RawDescriptionHelpFormatter):
         return super()._format_text(_experiment_epilog() if text == _LAZY_EPILOG else text)
 
 
+def _whole(low: int, what: str = ""):
+    """An argparse type: a whole number of at least ``low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}{what}; got {value}")
+        return value
+    return parse
+
+
+def _jobs(text: str) -> int:
+    """``--n-jobs``: a whole number other than 0 (-1: one per CPU core, as joblib's)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 runs nothing: give 1 or more (or -1 for one per CPU core)")
+    return value
+
+
+def _rate(text: str) -> float:
+    """``--noise-rates``: a share in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"a noise rate lies in [0, 1); got {text}")
+    return value
+
+
 def add_parsers(sub) -> None:
     """Add ``quickstart``, ``experiment`` and ``report`` to the subcommands ``sub`` of the
     ``skdbal`` command (:func:`skdbal.cli.build_parser`), each with its ``func``.
@@ -196,11 +260,11 @@ def add_parsers(sub) -> None:
     qs = sub.add_parser("quickstart", help="BALD against random on scikit-learn's digits (default)")
     qs.add_argument("--strategies", default="bald,random",
                     help="comma-separated: bald, max_entropy, variation_ratios, mean_std, random")
-    qs.add_argument("--n-queries", type=int, default=12, help="acquisition rounds (default 12)")
-    qs.add_argument("--n-instances", type=int, default=10, help="points per round (default 10)")
+    qs.add_argument("--n-queries", type=_whole(0), default=12, help="acquisition rounds (default 12)")
+    qs.add_argument("--n-instances", type=_whole(1), default=10, help="points per round (default 10)")
     qs.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     qs.add_argument("--out", default="quickstart.png", help="learning-curve PNG (default quickstart.png)")
-    qs.add_argument("--n-jobs", type=int, default=None,
+    qs.add_argument("--n-jobs", type=_jobs, default=None,
                     help="runs in parallel, each on one torch thread (default: one per CPU core)")
     qs.add_argument("--quiet", action="store_true", help="no progress bar")
     qs.add_argument("--device", default="auto",
@@ -214,7 +278,7 @@ def add_parsers(sub) -> None:
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
                          "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")
     ex.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
-    ex.add_argument("--noise-rates", type=float, nargs="+", default=[0.0], metavar="RATE",
+    ex.add_argument("--noise-rates", type=_rate, nargs="+", default=[0.0], metavar="RATE",
                     help="label noise of the annotator, each in [0, 1) (default 0): the pool's labels are "
                          "flipped symmetrically, once per point")
     ex.add_argument("--initial-sets", nargs="+", default=["balanced_random"], metavar="NAME",
@@ -222,15 +286,15 @@ def add_parsers(sub) -> None:
                     help="initial labelled sets, each a run of its own: balanced_random (default; Gal et al.), "
                          "kmeans_per_class (the points nearest k-means centroids within each class; needs the "
                          "pool's labels) or kmeans (label-free, over the whole pool)")
-    ex.add_argument("--ensemble", type=int, default=0, metavar="M",
+    ex.add_argument("--ensemble", type=_whole(0, " (0: none)"), default=0, metavar="M",
                     help="run a deep ensemble of M of the preset's networks instead of MC dropout (variant "
                          "ensembleM): the members, with dropout off at prediction, are the samples; M times "
                          "the training cost")
     ex.add_argument("--dataset", default=None, choices=["mnist", "repeated_mnist", "digits"],
                     help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
                          "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise")
-    ex.add_argument("--n-jobs", type=int, default=1, help="runs in parallel (default 1)")
-    ex.add_argument("--torch-threads", type=int, default=None,
+    ex.add_argument("--n-jobs", type=_jobs, default=1, help="runs in parallel (default 1)")
+    ex.add_argument("--torch-threads", type=_whole(1), default=None,
                     help="torch threads per run (default cpus/n-jobs; 1 with --scheduler)")
     ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="run the grid on a Dask cluster (tcp://host:8786; the dask extra): one task per run on "

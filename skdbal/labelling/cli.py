@@ -75,7 +75,7 @@ def _one_line_error(parser: argparse.ArgumentParser):
     """``parser.error`` as one line on stderr (``skdbal label: error: ...``, exit status 2), without
     the usage, which ``--help`` shows."""
     def error(message):
-        parser.exit(2, f"{parser.prog}: error: {message}\n")
+        parser.exit(2, f"{parser.prog}: error: {' '.join(str(message).split())}\n")
     return error
 
 
@@ -133,6 +133,11 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    "0-9)")
     p.add_argument("--id-column", help="the table's column of item names: the keys, not a feature (default: "
                    "none, the keys are the row numbers)")
+    columns = p.add_mutually_exclusive_group()
+    columns.add_argument("--columns", type=_names, metavar="A,B,...", help="the table's feature columns, "
+                         "comma-separated (default: all but --id-column)")
+    columns.add_argument("--drop-columns", type=_names, metavar="A,B,...", help="the table's columns that are "
+                         "not features, comma-separated: text columns, say (default: none)")
     p.add_argument("--image-size", type=_positive_int, default=28, help="side of the square images the model "
                    "sees, with --images (default: 28)")
     p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L) or colour (RGB) "
@@ -148,11 +153,29 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (the "
                    "noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
                    "threshold in (0, 1), or 'off' (default: dynamic)")
-    p.add_argument("--second-look-budget", type=float, default=0.1, metavar="SHARE",
+    p.add_argument("--second-look-budget", type=_share, default=0.1, metavar="SHARE",
                    help="at most this share of the labels is flagged, the least likely first (default: 0.1)")
     p.add_argument("--torch-threads", type=_positive_int, default=1, metavar="N",
                    help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
                    "0.16-1.64 s on one thread, 0.22-12.88 s on two)")
+
+
+def _names(text: str) -> List[str]:
+    """``--columns a,b,c`` as a list of names, none empty."""
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty column name in {text!r}: give names separated by commas")
+    return names
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a share lies in (0, 1]; got {text}")
+    return value
 
 
 def _second_looks(text: str):
@@ -292,6 +315,9 @@ def make_session(args):
     from .session import LabellingSession
 
     X_test = y_test = None
+    for option in ("columns", "drop_columns"):
+        if getattr(args, option, None) is not None and not args.table:
+            raise ValueError(f"--{option.replace('_', '-')} chooses a table's columns: it goes with --table")
     if args.demo:
         X, X_test, y_test, classes = _demo()
         pool = load_pool(X)
@@ -300,19 +326,26 @@ def make_session(args):
         if not args.classes:
             raise ValueError("--classes is required with --images, --table and --npy")
         classes = [c.strip() for c in args.classes.split(",") if c.strip()]
+        repeated = sorted({c for c in classes if classes.count(c) > 1})
+        if repeated:
+            raise ValueError(f"--classes names {', '.join(repeated)} more than once")
+        if len(classes) < 2:
+            raise ValueError(f"--classes must name at least two classes (a model learns from two or more); "
+                             f"got {args.classes!r}")
         if args.images:
             pool = load_pool(args.images, image_size=args.image_size, mode=args.mode)
             name = Path(args.images).resolve().name
         elif args.table:
             if Path(args.table).suffix.lower() not in (".csv", ".parquet", ".pq"):
                 raise ValueError(f"--table reads .csv or .parquet files; got {args.table!r}")
-            pool = load_pool(args.table, id_column=args.id_column)
+            pool = _load_table(args)
             name = Path(args.table).stem
         else:
             if Path(args.npy).suffix.lower() not in (".npy", ".npz"):
                 raise ValueError(f"--npy reads .npy or .npz files; got {args.npy!r}")
             pool = load_pool(args.npy)
             name = Path(args.npy).stem
+    _check_batch_size(args, len(pool))
     X = pool.X
     images = pool.kind == "images"
     initial = None   # the session's own: a first batch that covers the pool
@@ -324,11 +357,66 @@ def make_session(args):
     if getattr(args, "keys", None) is not None:
         from ._page import class_keys
 
-        class_keys(classes, args.keys)   # keys that cannot work are refused before the store is made
+        try:
+            class_keys(classes, args.keys)   # keys that cannot work are refused before the store is made
+        except ValueError as exc:
+            raise ValueError(f"--keys: {exc}") from None
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget)
     return session, pool, store
+
+
+def _load_table(args):
+    """The pool of ``--table``, its columns refused in the command's words (``--id-column``,
+    ``--columns``, ``--drop-columns``)."""
+    from .pools import ColumnsError, load_pool
+
+    try:
+        return load_pool(args.table, id_column=args.id_column, columns=getattr(args, "columns", None),
+                         drop_columns=getattr(args, "drop_columns", None))
+    except ColumnsError as exc:
+        listed = ", ".join(exc.columns)
+        where = f"--table {args.table}"
+        if exc.problem == "id":
+            raise ValueError(f"--id-column {args.id_column}: {where} has no such column; its columns are "
+                             f"{', '.join(exc.names)}") from None
+        if exc.problem == "repeated ids":
+            raise ValueError(f"--id-column {args.id_column}: the item names repeat; they must be distinct") from None
+        if exc.problem == "unknown":
+            raise ValueError(f"{where} has no column {listed}; its columns are {', '.join(exc.names)}") from None
+        if exc.problem == "text":
+            hint = ("name the item names' column with --id-column, " if args.id_column is None else "")
+            raise ValueError(f"{where}: the columns {listed} are not numbers, and the model's features must be; "
+                             f"{hint}leave them out with --drop-columns {','.join(exc.columns)}, or choose the "
+                             f"features with --columns") from None
+        if exc.problem == "missing":
+            raise ValueError(f"{where}: the columns {listed} have missing values; fill them, or leave them out "
+                             f"with --drop-columns {','.join(exc.columns)}") from None
+        raise ValueError(f"{where} has no feature column or no row") from None
+
+
+def _check_batch_size(args, n: int) -> None:
+    """Refuse a pool too small for ``--batch-size`` (the first batch would leave the model nothing to
+    choose), saying how many items it holds and how many it needs."""
+    size = args.batch_size
+    if size < n:
+        return
+    if args.demo:
+        what, noun = "the digits demo", "items"
+    elif args.images:
+        what, noun = f"the folder {args.images}", "images"
+    elif args.table:
+        what, noun = f"the table {args.table}", "rows"
+    else:
+        what, noun = f"the array {args.npy}", "items"
+    held = f"{n} {noun[:-1] if n == 1 else noun}"
+    if n < 2:
+        raise ValueError(f"{what} holds {held}, too few to label: the model chooses among what the first batch "
+                         f"(--batch-size {size}) leaves, so it needs at least {size + 1} {noun}")
+    raise ValueError(f"{what} holds {held}, too few for --batch-size {size}: the first batch would leave the "
+                     f"model nothing to choose; it needs at least {size + 1} {noun}, or give --batch-size "
+                     f"{n - 1} or less")
 
 
 def build(args):

@@ -36,7 +36,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Pool", "load_pool", "IMAGE_EXTENSIONS", "DISPLAY_SIZE"]
+__all__ = ["ColumnsError", "Pool", "load_pool", "IMAGE_EXTENSIONS", "DISPLAY_SIZE"]
 
 #: Extensions (lower case) of the files read from a folder of images.
 IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -222,7 +222,7 @@ class Pool:
 
 def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, mode: str = "L",
               id_column: Optional[str] = None, columns: Optional[Sequence[str]] = None,
-              display_size: int = DISPLAY_SIZE) -> Pool:
+              drop_columns: Optional[Sequence[str]] = None, display_size: int = DISPLAY_SIZE) -> Pool:
     """Read a pool: a folder of images, a ``.npy``/``.npz`` array, a ``.csv``/``.parquet`` table, or arrays.
 
     Parameters
@@ -247,7 +247,11 @@ def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, 
     id_column : str, optional
         A table's column of item names, used as keys and not as a feature.
     columns : sequence of str, optional
-        A table's feature columns (default: all but ``id_column``).
+        A table's feature columns (default: all but ``id_column`` and
+        ``drop_columns``).
+    drop_columns : sequence of str, optional
+        A table's columns that are not features (text, say), when
+        ``columns`` is not given.
     display_size : int, default=DISPLAY_SIZE
         Longest side of the images drawn for people.
 
@@ -290,6 +294,8 @@ def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, 
     >>> pool = load_pool(path, id_column="name")
     >>> pool.keys, pool.columns, pool.row(1)
     (['rose', 'tulip'], ['petal', 'sepal'], [('petal', 3.0), ('sepal', 4.0)])
+    >>> load_pool(path, id_column="name", drop_columns=["sepal"]).columns
+    ['petal']
 
     Arrays in memory:
 
@@ -299,7 +305,8 @@ def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, 
     if isinstance(source, Pool):
         return source
     if hasattr(source, "columns") and hasattr(source, "dtypes"):   # a DataFrame in memory
-        return _from_frame(source, keys=keys, id_column=id_column, columns=columns, display_size=display_size)
+        return _from_frame(source, keys=keys, id_column=id_column, columns=columns, drop_columns=drop_columns,
+                           display_size=display_size)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_dir():
@@ -313,7 +320,7 @@ def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, 
             return _from_numpy(path, keys=keys, columns=columns, display_size=display_size)
         if suffix in (".csv", ".parquet", ".pq"):
             return _from_frame(_read_table(path), keys=keys, id_column=id_column, columns=columns,
-                               display_size=display_size)
+                               drop_columns=drop_columns, display_size=display_size)
         raise ValueError(f"cannot read a pool from {path.name!r}: give a folder of images, a .npy/.npz array "
                          f"or a .csv/.parquet table")
     return Pool(source, keys, columns=columns, display_size=display_size)
@@ -322,8 +329,9 @@ def load_pool(source, *, keys: Optional[Sequence] = None, image_size: int = 28, 
 def _from_numpy(path: Path, *, keys, columns, display_size) -> Pool:
     try:
         data = np.load(path, allow_pickle=False)
-    except ValueError as exc:   # object arrays are pickles: never loaded
-        raise ValueError(f"cannot read {path.name!r} without unpickling ({exc}); save a numeric array") from None
+    except ValueError:   # object arrays are pickles: never loaded
+        raise ValueError(f"cannot read {path.name!r} as a numeric array without unpickling: it is not a .npy "
+                         f"file, or it holds objects; save a numeric array") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:
             names = list(data.files)
@@ -337,8 +345,9 @@ def _from_numpy(path: Path, *, keys, columns, display_size) -> Pool:
             try:
                 X = data[name]
                 stored = data["keys"] if "keys" in names else None
-            except ValueError as exc:
-                raise ValueError(f"cannot read {path.name!r} without unpickling ({exc})") from None
+            except ValueError:
+                raise ValueError(f"cannot read {path.name!r} without unpickling: its arrays hold objects; save "
+                                 f"numeric arrays") from None
         if keys is None and stored is not None:
             if stored.dtype.kind not in "UiS":
                 raise ValueError(f"the keys in {path.name!r} must be strings or ints; got dtype {stored.dtype}")
@@ -359,32 +368,63 @@ def _read_table(path: Path):
     return pd.read_parquet(path, engine="pyarrow")
 
 
-def _from_frame(frame, *, keys, id_column, columns, display_size) -> Pool:
+class ColumnsError(ValueError):
+    """A table's columns refused by :func:`load_pool`: ``problem`` says how (``"id"``: no such id
+    column; ``"repeated ids"``; ``"unknown"``: no such columns; ``"empty"``: no feature column or no
+    row; ``"text"``: columns that are not numeric; ``"missing"``: columns with missing values),
+    ``columns`` the columns at fault and ``names`` all the table's columns, so that a caller (the
+    ``skdbal label`` command) can say it in its own words.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from skdbal.labelling.pools import ColumnsError, load_pool
+    >>> try:
+    ...     load_pool(pd.DataFrame({"name": ["rose", "tulip"], "petal": [1.5, 3.0]}))
+    ... except ColumnsError as exc:
+    ...     print(exc.problem, exc.columns, exc.names)
+    text ['name'] ['name', 'petal']
+    """
+
+    def __init__(self, message: str, problem: str, columns: Sequence[str], names: Sequence[str]):
+        super().__init__(message)
+        self.problem, self.columns, self.names = problem, list(columns), list(names)
+
+
+def _from_frame(frame, *, keys, id_column, columns, drop_columns=None, display_size) -> Pool:
     import pandas as pd
 
     names = [str(c) for c in frame.columns]
     frame = frame.set_axis(names, axis=1)
     if id_column is not None:
         if id_column not in names:
-            raise ValueError(f"no id column {id_column!r}; the columns are {names}")
+            raise ColumnsError(f"no id column {id_column!r}; the columns are {names}", "id", [id_column], names)
         if keys is None:
             keys = [str(k) for k in frame[id_column].tolist()]
             repeated = sorted(set(pd.Series(keys)[pd.Series(keys).duplicated()]))
             if repeated:
-                raise ValueError(f"the id column {id_column!r} repeats {repeated[:5]}: ids must be distinct")
-    features = [c for c in names if c != id_column] if columns is None else [str(c) for c in columns]
-    unknown = [c for c in features if c not in names]
+                raise ColumnsError(f"the id column {id_column!r} repeats {repeated[:5]}: ids must be distinct",
+                                   "repeated ids", [id_column], names)
+    if columns is not None and drop_columns is not None:
+        raise ValueError("give the feature columns (columns) or the columns to drop (drop_columns), not both")
+    dropped = [str(c) for c in drop_columns or ()]
+    features = ([c for c in names if c != id_column and c not in dropped] if columns is None
+                else [str(c) for c in columns])
+    unknown = [c for c in features + dropped if c not in names]
     if unknown:
-        raise ValueError(f"unknown columns {unknown}; the columns are {names}")
+        raise ColumnsError(f"unknown columns {unknown}; the columns are {names}", "unknown", unknown, names)
     if not features or not len(frame):
-        raise ValueError(f"the table has no feature columns or no rows (shape {frame.shape})")
+        raise ColumnsError(f"the table has no feature columns or no rows (shape {frame.shape})", "empty", features,
+                           names)
     text = [c for c in features if not pd.api.types.is_numeric_dtype(frame[c])]
     if text:
-        raise ValueError(f"the columns {text} are not numeric: the features must be numbers "
-                         f"(give the item names as id_column, choose the feature columns with columns=)")
+        raise ColumnsError(f"the columns {text} are not numeric: the features must be numbers "
+                           f"(give the item names as id_column, choose the feature columns with columns= "
+                           f"or leave some out with drop_columns=)", "text", text, names)
     missing = [c for c in features if frame[c].isna().any()]
     if missing:
-        raise ValueError(f"the columns {missing} have missing values: fill or drop them first")
+        raise ColumnsError(f"the columns {missing} have missing values: fill or drop them first", "missing",
+                           missing, names)
     return Pool(frame[features].to_numpy(dtype=np.float32), keys, kind="table", columns=features,
                 display_size=display_size)
 

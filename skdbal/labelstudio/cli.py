@@ -70,7 +70,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "importing the pool")
     p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
                    "skdbal imports (default skdbal_key)")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
+    p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between pulls of annotations (default 2)")
     p.add_argument("--sampling", choices=("queue", "uncertainty"), default="queue",
                    help="how annotators are served: 'queue' (default), the best scored highest, for one annotator "
                    "who labels the 'skdbal queue' tab as displayed; 'uncertainty', the best scored lowest and the "
@@ -88,7 +88,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "pulling every --interval seconds")
     backend.add_argument("--backend-host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1; "
                          "another needs --backend-token-env)")
-    backend.add_argument("--backend-port", type=int, default=9090, help="the port to serve on (default 9090)")
+    backend.add_argument("--backend-port", type=_port, default=9090, help="the port to serve on (default 9090)")
     backend.add_argument("--backend-token-env", metavar="VAR", help="the environment variable that holds the "
                          "backend's token: Label Studio sends it as Basic Auth's password")
     backend.add_argument("--backend-url", metavar="URL", help="the address at which Label Studio reaches the "
@@ -96,6 +96,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
     backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
                          "Model does) unless one with its address is there")
     return p
+
+
+def _port(text: str) -> int:
+    """``--backend-port``: a TCP port, 0..65535 (0 takes a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """``--interval``: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0; got {text}")
+    return value
 
 
 def labels_csv_path(labels_csv: Optional[str], store) -> str:
@@ -181,12 +203,16 @@ def read_token(env: Optional[str] = None, file: Optional[str] = None, *, environ
         if not token:
             raise ValueError(f"the environment variable {env} (--token-env) is not set or empty")
         return token
-    mode = os.stat(file).st_mode
-    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ValueError(f"the token file {file} can be read by others (mode {stat.S_IMODE(mode):o}); "
-                         f"chmod 600 {file}")
-    with open(file, encoding="utf-8") as f:
-        token = f.read().strip()
+    try:
+        mode = os.stat(file).st_mode
+        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ValueError(f"the token file {file} can be read by others (mode {stat.S_IMODE(mode):o}); "
+                             f"chmod 600 {file}")
+        with open(file, encoding="utf-8") as f:
+            token = f.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:   # said without the file's contents
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"cannot read the token file {file} (--token-file): {reason}") from None
     if not token:
         raise ValueError(f"the token file {file} is empty")
     return token

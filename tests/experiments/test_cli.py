@@ -33,7 +33,7 @@ def test_unknown_strategy_is_a_clear_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["quickstart", "--strategies", "nope"])
     assert exc.value.code == 2
-    assert "unknown strategies" in capsys.readouterr().err
+    assert "skdbal quickstart: error: --strategies: unknown 'nope'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("setting, message", [

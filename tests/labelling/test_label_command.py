@@ -74,21 +74,21 @@ def test_a_busy_port_is_one_line_before_the_address_and_the_store(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    pytest.param(["--classes", "cat,cat"], "classes must be distinct as text", marks=pytest.mark.slow),
-    pytest.param(["--classes", "cat,dog", "--second-look-budget", "2"],
-                 "second_look_budget must be a share in (0, 1] or None; got 2.0", marks=pytest.mark.slow),
+    pytest.param(["--classes", "cat,cat"], "--classes names cat more than once", marks=pytest.mark.slow),
+    (["--classes", "cat,dog", "--second-look-budget", "2"], "argument --second-look-budget: a share lies in (0, 1]; "
+     "got 2"),
     ([], "--classes is required with --images, --table and --npy"),
     (["--classes", "cat,dog", "--batch-size", "0"], "argument --batch-size: must be at least 1; got 0"),
     (["--classes", "cat,dog", "--torch-threads", "none"], "argument --torch-threads: 'none' is not a whole number"),
     (["--classes", "cat,dog", "--port", "70000"], "argument --port: a port lies in 0..65535; got 70000"),
     # found in review: the store (and its -wal, -shm) was made before the keys were refused
-    pytest.param(["--classes", "cat,dog", "--keys", "a"], "1 keys for 2 classes: give one key per class, in the "
-                 "classes' order", marks=pytest.mark.slow),
+    pytest.param(["--classes", "cat,dog", "--keys", "a"], "--keys: 1 keys for 2 classes: give one key per class, "
+                 "in the classes' order", marks=pytest.mark.slow),
 ])
 def test_a_bad_setting_is_one_line_and_no_store(tmp_path, small_npy, args, message):
     """A setting the session refuses (a ValueError when it is built) is one line, and no store is made:
     before, the store was made first, and the error came with the usage (two lines and more). The two
-    that build a session (a model: torch's import) take seconds, and are slow."""
+    that load the pool (torch's import) take seconds, and are slow."""
     store = tmp_path / "s.db"
     status, out, err = skdbal_label("--npy", small_npy, "--store", store, "--port", 0, *args)
     assert (status, out) == (2, "")
@@ -118,7 +118,8 @@ def test_the_help_explains_the_command_and_shows_every_default():
         name = block.split()[0].rstrip(",")
         options[name] = " ".join(block.split())
     assert set(options) == {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--id-column",
-                            "--image-size", "--mode", "--store", "--batch-size", "--retrain-after",
+                            "--columns", "--drop-columns", "--image-size", "--mode", "--store", "--batch-size",
+                            "--retrain-after",
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
                             "--annotators", "--keys"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show

@@ -17,8 +17,9 @@ def test_a_backend_off_loopback_needs_a_token(monkeypatch, capsys):
     monkeypatch.setenv("SKDBAL_TEST_LS_TOKEN", "not-a-real-token")
     with pytest.raises(SystemExit) as e:
         main(BASE + ["--backend-host", "0.0.0.0"])
-    err = capsys.readouterr().err.strip().splitlines()[-1]      # after the usage, as any refused option
-    assert e.value.code == 2 and err.startswith("skdbal: error: --backend-host 0.0.0.0 serves other machines")
+    err = capsys.readouterr().err.strip()      # one line, no usage before it
+    assert e.value.code == 2
+    assert err.startswith("skdbal labelstudio: error: --backend-host 0.0.0.0 serves other machines")
     assert "--backend-token-env" in err
 
 
@@ -32,8 +33,8 @@ def test_a_backend_port_in_use_is_one_line(monkeypatch, capsys):
             main(BASE + ["--backend-port", str(busy.getsockname()[1])])
     finally:
         busy.close()
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert e.value.code == 2 and err.startswith("skdbal: error: cannot serve the backend on 127.0.0.1")
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and err.startswith("skdbal labelstudio: error: cannot serve the backend on 127.0.0.1")
 
 
 def test_connect_backend_adds_it_with_basic_auth_and_gives_its_webhook_the_header():
