@@ -20,8 +20,8 @@ from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "connect", "connect_backend", "label_config", "labels_csv_path", "read_token", "run",
-           "task_data"]
+__all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
+           "run", "task_data"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """
     p = sub.add_parser("labelstudio", help="order a Label Studio project's queue by the model, retrained as "
                        "its annotations come in", allow_abbrev=False)
-    from ..labelling.cli import add_pool_arguments
+    from ..labelling.cli import _keys, add_pool_arguments
 
     add_pool_arguments(p)
     p.add_argument("--url", required=True, help="Label Studio's address, e.g. https://label.example.org")
@@ -70,6 +70,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "importing the pool")
     p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
                    "skdbal imports (default skdbal_key)")
+    p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
+                   "class in --classes' order, as the choices' hotkeys in a --new-project (default: classes 0-9 "
+                   "their own digit, others 1-9 then 0)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
     p.add_argument("--sampling", choices=("queue", "uncertainty"), default="queue",
                    help="how annotators are served: 'queue' (default), the best scored highest, for one annotator "
@@ -230,22 +233,90 @@ unencrypted; use https, or --allow-http
     return LabelStudio(base_url=url.rstrip("/"), api_key=token, httpx_client=http)
 
 
-def label_config(kind: str, classes) -> str:
+#: The side, in screen pixels, that a small image is drawn at, at most: the largest whole multiple of its size
+#: that fits (an 8 x 8 digit at 40 x, a 28 x 28 one at 11 x); an image larger than it is drawn as Label Studio
+#: draws any (fitted to the page, smoothed).
+DRAWN_SIDE = 320
+
+
+def label_config(kind: str, classes, *, keys=None, image_size=None) -> str:
     """A labelling config for a pool of ``kind`` ("images": an image, "table": its row as text) and one
     single choice among ``classes``.
+
+    Each ``<Choice>`` gets the key that labels its class on ``skdbal label``'s page
+    (:func:`skdbal.labelling._page.class_keys`: classes named by the digits take their own digit, others
+    1-9 then 0, or one of ``keys`` each) as its ``hotkey``, so that Label Studio does not number the
+    choices itself (it would give ``"0"`` the key 1). A class past the tenth with no key is left to Label
+    Studio.
+
+    ``image_size``, ``(width, height)`` in pixels of the pool's images as drawn (:meth:`Pool.png
+    <skdbal.labelling.pools.Pool.png>`), when they share one: an image of :data:`DRAWN_SIDE` pixels or
+    fewer on its long side is drawn without smoothing (``smoothing="false"``: each pixel a sharp square),
+    at the largest whole multiple of its size that fits in :data:`DRAWN_SIDE` (``width`` and ``maxWidth``
+    in pixels; Label Studio fits the image to that width).
 
     Examples
     --------
     >>> from skdbal.labelstudio.cli import label_config
     >>> print(label_config("images", ["cat", "dog & co"]))   # doctest: +NORMALIZE_WHITESPACE
     <View><Image name="image" value="$image"/><Choices name="label" toName="image" choice="single"
-    showInLine="true"><Choice value="cat"/><Choice value="dog &amp; co"/></Choices></View>
+    showInLine="true"><Choice value="cat" hotkey="1"/><Choice value="dog &amp; co" hotkey="2"/></Choices></View>
+
+    The demo's digits, 8 x 8: each digit its own key, drawn sharp at 40 times its size:
+
+    >>> config = label_config("images", [str(d) for d in range(10)], image_size=(8, 8))
+    >>> config[config.index("<Image"):config.index("/>") + 2]
+    '<Image name="image" value="$image" smoothing="false" width="320px" maxWidth="320px"/>'
+    >>> config.count("hotkey="), '<Choice value="7" hotkey="7"/>' in config
+    (10, True)
+    >>> label_config("images", ["0", "1"], keys="a,b").count('hotkey="a"')
+    1
     """
-    source = '<Image name="image" value="$image"/>' if kind == "images" else '<Text name="item" value="$item"/>'
+    from ..labelling._page import class_keys
+
+    hotkeys = class_keys(classes, keys)
+    if kind == "images":
+        drawn = ""
+        if image_size is not None and 0 < max(image_size) <= DRAWN_SIDE:
+            width = int(image_size[0]) * (DRAWN_SIDE // max(int(image_size[0]), int(image_size[1])))
+            drawn = f' smoothing="false" width="{width}px" maxWidth="{width}px"'
+        source = f'<Image name="image" value="$image"{drawn}/>'
+    else:
+        source = '<Text name="item" value="$item"/>'
     to_name = "image" if kind == "images" else "item"
-    choices = "".join(f"<Choice value={quoteattr(str(c))}/>" for c in classes)
+    choices = "".join(f"<Choice value={quoteattr(str(c))}" + ("" if k is None else f" hotkey={quoteattr(k)}") + "/>"
+                      for c, k in zip(classes, hotkeys))
     return (f'<View>{source}<Choices name="label" toName="{to_name}" choice="single" showInLine="true">'
             f"{choices}</Choices></View>")
+
+
+def image_size(pool, sample: int = 5):
+    """``(width, height)`` of the pool's images as drawn for Label Studio (:meth:`Pool.png
+    <skdbal.labelling.pools.Pool.png>`) when the first ``sample`` share one, else None (a table, or
+    images of several sizes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.labelling.pools import Pool
+    >>> from skdbal.labelstudio.cli import image_size
+    >>> image_size(Pool(np.zeros((3, 8, 8)))), image_size(Pool(np.zeros((2, 3)))) is None
+    ((8, 8), True)
+    """
+    import io
+
+    from PIL import Image
+
+    if pool.kind != "images" or not len(pool):
+        return None
+    sizes = set()
+    for i in range(min(sample, len(pool))):
+        try:
+            with Image.open(io.BytesIO(pool.png(i))) as im:
+                sizes.add(im.size)
+        except ValueError:        # an unreadable file: said when its task is imported
+            return None
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def task_data(pool, field: str) -> Callable[[int], dict]:
@@ -347,7 +418,9 @@ unencrypted; use https, or --allow-http
     try:
         if args.new_project:
             project = client.projects.create(title=args.new_project,
-                                             label_config=label_config(pool.kind, session.classes)).id
+                                             label_config=label_config(pool.kind, session.classes,
+                                                                       keys=getattr(args, "keys", None),
+                                                                       image_size=image_size(pool))).id
             print(f"made project {project}, {args.new_project!r}")
         else:
             project = args.project
