@@ -52,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """
     p = sub.add_parser("labelstudio", help="order a Label Studio project's queue by the model, retrained as "
                        "its annotations come in", allow_abbrev=False)
-    from ..labelling.cli import _keys, add_pool_arguments
+    from ..labelling.cli import add_pool_arguments
 
     add_pool_arguments(p)
     p.add_argument("--url", required=True, help="Label Studio's address, e.g. https://label.example.org")
@@ -70,7 +70,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "importing the pool")
     p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
                    "skdbal imports (default skdbal_key)")
-    p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
+    p.add_argument("--keys", metavar="K1,K2,...", help="comma-separated keys, one character per "
                    "class in --classes' order, as the choices' hotkeys in a --new-project (default: classes 0-9 "
                    "their own digit, others 1-9 then 0)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
@@ -272,7 +272,7 @@ def label_config(kind: str, classes, *, keys=None, image_size=None) -> str:
     >>> label_config("images", ["0", "1"], keys="a,b").count('hotkey="a"')
     1
     """
-    from ..labelling._page import class_keys
+    from ..labelling import class_keys
 
     hotkeys = class_keys(classes, keys)
     if kind == "images":
