@@ -21,7 +21,7 @@ from xml.sax.saxutils import quoteattr
 from .._validation import is_loopback
 
 __all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
-           "run", "task_data"]
+           "run", "task_data", "which_button"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:8080", "--token-env", "LS_TOKEN",
     ...                           "--new-project", "digits"])
     >>> args.url, args.token_env, args.new_project, args.interval, args.key_field, args.sampling
-    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key', 'queue')
+    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key', 'uncertainty')
 
     The token itself is refused on the command line (without echoing it):
 
@@ -74,11 +74,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "class in --classes' order, as the choices' hotkeys in a --new-project (default: classes 0-9 "
                    "their own digit, others 1-9 then 0)")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between pulls of annotations (default 2)")
-    p.add_argument("--sampling", choices=("queue", "uncertainty"), default="queue",
-                   help="how annotators are served: 'queue' (default), the best scored highest, for one annotator "
-                   "who labels the 'skdbal queue' tab as displayed; 'uncertainty', the best scored lowest and the "
-                   "project set to Label Studio's Uncertainty sampling, for annotators who use Label All Tasks "
-                   "(each is served a different task, the best left)")
+    p.add_argument("--sampling", choices=("uncertainty", "queue"), default="uncertainty",
+                   help="how annotators are served: 'uncertainty' (default), the project set to Label Studio's "
+                   "Uncertainty sampling and the best task scored lowest, so that Label All Tasks serves each "
+                   "annotator the best task left; 'queue', the best scored highest, for one annotator who labels "
+                   "the 'skdbal queue' tab with Label Tasks As Displayed (Label All Tasks then goes by task id)")
     p.add_argument("--ca-bundle", metavar="FILE", help="verify the server's certificate against this CA bundle")
     p.add_argument("--allow-http", action="store_true", help="send the token over plain HTTP to another machine")
     p.add_argument("--labels-csv", metavar="FILE", help="keep the labels as CSV here, rewritten atomically when "
@@ -340,6 +340,24 @@ def task_data(pool, field: str) -> Callable[[int], dict]:
     return lambda i: {field: ", ".join(f"{name} = {value:g}" for name, value in pool.row(i))}
 
 
+def which_button(sampling: str) -> str:
+    """The line ``skdbal labelstudio`` prints at start: which of Label Studio's buttons serves the model's
+    order in ``sampling``, and why.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import which_button
+    >>> print(which_button("uncertainty"))
+    annotators: press Label All Tasks: the project is in Uncertainty sampling, which serves each annotator \
+the model's best task left (scored lowest), one at a time
+    """
+    if sampling == "uncertainty":
+        return ("annotators: press Label All Tasks: the project is in Uncertainty sampling, which serves each "
+                "annotator the model's best task left (scored lowest), one at a time")
+    return ("annotator: open the 'skdbal queue' tab and press Label Tasks As Displayed: it serves the model's "
+            "best task first (Label All Tasks goes by task id; for a team, --sampling uncertainty)")
+
+
 def _refusal(args, exc: BaseException) -> str:
     """What went wrong on the first request, in words (the token is in no exception's message)."""
     status = getattr(exc, "status_code", None)
@@ -426,7 +444,7 @@ unencrypted; use https, or --allow-http
             project = args.project
         key_of = file_key(args.attach, session.keys) if args.attach else None
         sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
-                               sampling=getattr(args, "sampling", "queue"))
+                               sampling=getattr(args, "sampling", "uncertainty"))
         if args.attach:
             attached = sync.map_tasks()
             print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")
@@ -440,6 +458,7 @@ unencrypted; use https, or --allow-http
         csv_path = labels_csv_path(args.labels_csv, store)
         print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, labels {csv_path}, torch threads "
               f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
+        print(which_button(sync.sampling), flush=True)
         if backend is not None:
             return _serve_backend(args, sync, backend, store, csv_path)
         print(f"pulled {_pull_before_start(sync)} new annotation events before starting", flush=True)
