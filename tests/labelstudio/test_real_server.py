@@ -52,9 +52,10 @@ def session_of(X, store):
     return LabellingSession(learner, X, classes=range(10), store=store, batch_size=10, initial=INITIAL)
 
 
-def queue(client, project, n=10):
-    """The Data Manager's order by prediction score, best first: (key, score) of the unlabelled tasks."""
-    query = json.dumps({"ordering": ["-tasks:predictions_score"]})
+def queue(client, project, n=10, sampling="queue"):
+    """The Data Manager's order by prediction score, best first (the highest in ``"queue"`` sampling, the
+    lowest in ``"uncertainty"``, the command's default): (key, score) of the unlabelled tasks."""
+    query = json.dumps({"ordering": ["-tasks:predictions_score" if sampling == "queue" else "tasks:predictions_score"]})
     tasks = [t for t in list_tasks(client, project, query=query, fields="all")   # none past the last page
              if not t["total_annotations"]]
     return ([(t["data"]["skdbal_key"], t["predictions_score"]) for t in tasks[:n]],

@@ -291,7 +291,7 @@ def test_the_command_restarted_pulls_first_and_sends_each_prediction_once(server
             time.sleep(0.2)
 
     def queue():
-        tasks = list_tasks(client, project, fields="all", query=json.dumps({"ordering": ["-tasks:predictions_score"]}))
+        tasks = list_tasks(client, project, fields="all", query=json.dumps({"ordering": ["tasks:predictions_score"]}))
         return [t for t in tasks if not t["total_annotations"]]
 
     def held(version):
