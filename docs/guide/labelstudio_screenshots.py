@@ -79,14 +79,16 @@ def label_batches(client, project: int, y_pool, n_batches: int) -> None:
         print(f"labelled batch {b + 1}; the project's model version is skdbal-v{b}", flush=True)
 
 
-#: The drawn size and smoothing of the task's image, and the choices checked, as the page has them.
+#: The size of the largest canvas (the task's image, as Label Studio draws it), the choices checked, and the
+#: choices' labels with their keys, as the page has them.
 _IMAGE = """
-const img = [...document.querySelectorAll('img')].find(e => e.naturalWidth === 8 && e.naturalHeight === 8);
-if (!img) return null;
-const box = img.getBoundingClientRect();
-return {width: box.width, height: box.height, rendering: getComputedStyle(img).imageRendering,
+const canvas = [...document.querySelectorAll('canvas')].map(e => e.getBoundingClientRect())
+                .sort((a, b) => b.width * b.height - a.width * a.height)[0] || {};
+return {drawn: [canvas.width, canvas.height],
         checked: [...document.querySelectorAll('input[type=checkbox]')].filter(e => e.checked)
-                 .map(e => e.closest('label').innerText.trim())};
+                 .map(e => e.closest('label').innerText.replace(/\\s+/g, '').split('[')[0]),
+        keys: [...document.querySelectorAll('label')].map(e => e.innerText.replace(/\\s+/g, ''))
+              .filter(t => /^.+\\[.\\]$/.test(t))};
 """
 
 
@@ -165,16 +167,19 @@ def main(out: Path) -> None:
                                         ".some(e => e.checked)"), 90, "the labelling view with the guess")
         drawn = driver.execute_script(_IMAGE)
         print(f"the task's image: {drawn}", flush=True)
-        # the digit's own key selects it (Label Studio's hotkey, as the page's): the truth, or another digit
-        # if the model's guess is the truth already (pressing it again would clear it)
+        # the digit's own key selects it (Label Studio's hotkey, as the page's): pressed once more after
+        # clearing the model's guess if the guess is the digit already (a press toggles the choice)
         truth = str(y_pool[int(head.data["skdbal_key"])])
-        key = truth if [truth] != drawn["checked"] else str((int(truth) + 1) % 10)
         from selenium.webdriver.common.action_chains import ActionChains
 
         driver.find_element(By.TAG_NAME, "body").click()
-        ActionChains(driver).send_keys(key).perform()
-        _wait(lambda: driver.execute_script(_IMAGE)["checked"] == [f"{key}[{key}]"], 30, f"key {key} selecting {key}")
-        print(f"pressed {key}: checked {driver.execute_script(_IMAGE)['checked']}", flush=True)
+        if drawn["checked"] == [truth]:
+            ActionChains(driver).send_keys(truth).perform()
+            _wait(lambda: driver.execute_script(_IMAGE)["checked"] == [], 30, f"key {truth} clearing the guess")
+        ActionChains(driver).send_keys(truth).perform()
+        _wait(lambda: driver.execute_script(_IMAGE)["checked"] == [truth], 30, f"key {truth} selecting {truth}")
+        print(f"pressed {truth} (the guess was {drawn['checked']}): checked {driver.execute_script(_IMAGE)['checked']}",
+              flush=True)
         shot("labelstudio_task.png")
 
         # (c) the "skdbal queue" tab, sorted by prediction score
