@@ -97,6 +97,13 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
         assert not errors, errors
         assert process.poll() is None, "".join(seen)
         final = version()
+        # the "skdbal queue" tab holds the unlabelled tasks only (Label Studio's Data Manager, filtered by the view)
+        from skdbal.labelstudio.sync import list_tasks
+
+        tab = int(next(line for line in seen if "the queue:" in line).rsplit("tab=", 1)[1])
+        in_tab = list_tasks(client, project, view=tab, fields="all")
+        assert len(in_tab) == 300 - len({task for _, task, _, _ in annotated})
+        assert not any(t["total_annotations"] or t["cancelled_annotations"] for t in in_tab)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
