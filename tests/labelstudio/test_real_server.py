@@ -127,10 +127,13 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
     assert _view_ordering(client, project, view) == ["-tasks:predictions_score"]
     session.start()
     try:
-        # the first batch, before any model: on top of the queue, score 1
-        wait_until(lambda: queue(client, project)[0][0][1] == 1.0, what="the first batch's predictions")
+        # before any model, every task is scored by the cold-start order: the first batch on top, scored
+        # 1 - rank / 199 (ranks 0..9 of 200), then the covering order
+        wait_until(lambda: all(s is not None for _, s in queue(client, project, 200)[0]), 60,
+                   "every task scored by the cold start")
         top, ids = queue(client, project)
-        assert sorted(int(k) for k, _ in top) == INITIAL.tolist() and all(s == 1.0 for _, s in top)
+        assert sorted(int(k) for k, _ in top) == INITIAL.tolist()
+        np.testing.assert_allclose([s for _, s in top], [1 - r / 199 for r in range(10)], atol=1e-6)
         for key, _ in top:
             annotate(client, ids[key], y[int(key)])
         assert sync.pull() == 10 and sync.pull() == 0                             # each annotation once
