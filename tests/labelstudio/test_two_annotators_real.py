@@ -1,5 +1,6 @@
 """Issue 52 against a real Label Studio on 127.0.0.1 (slow): two annotators label through Label Studio's API
-as its labelling stream does (*Label All Tasks*: ``GET /api/projects/{id}/next/``, then the annotation),
+as its labelling stream does (*Label All Tasks*: ``POST /api/dm/actions?id=next_task`` with an empty body, as
+Label Studio 1.23.2's Data Manager sends it in its "all" stream, then the annotation),
 at a person's pace, while ``skdbal labelstudio`` runs with its defaults, and every task served to either
 is the model's choice: the best scored unlabelled task of the project's model version at that moment (the
 cold-start order's before the first model), leaving out the one the other annotator holds."""
@@ -51,6 +52,7 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
         seen = lines_until(process, "the queue:", timeout=180)
         project = int(next(line for line in seen if line.startswith("made project")).split()[2].rstrip(","))
         seen += lines_until(process, "Label All Tasks", timeout=30)
+        tab = int(next(line for line in seen if "the queue:" in line).rsplit("tab=", 1)[1])
         threading.Thread(target=lambda: [seen.append(line) for line in process.stdout], daemon=True).start()
         http = httpx.Client(base_url=server.url, timeout=60)
 
@@ -70,7 +72,10 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
             try:
                 for _ in range(LABELS_EACH):
                     before, t0 = version(), time.monotonic()
-                    r = http.get(f"/api/projects/{project}/next/", headers=headers)
+                    # Label All Tasks, as the Data Manager asks (its "all" label stream, nothing selected: no
+                    # filters, ordering or selection in the body; the tab's id, which the action does not read)
+                    r = http.post("/api/dm/actions", params={"id": "next_task", "project": project, "tabID": tab},
+                                  headers=headers, json={})
                     t1, after = time.monotonic(), version()
                     assert r.status_code == 200, r.text
                     task = r.json()
@@ -100,7 +105,6 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
         # the "skdbal queue" tab holds the unlabelled tasks only (Label Studio's Data Manager, filtered by the view)
         from skdbal.labelstudio.sync import list_tasks
 
-        tab = int(next(line for line in seen if "the queue:" in line).rsplit("tab=", 1)[1])
         in_tab = list_tasks(client, project, view=tab, fields="all")
         assert len(in_tab) == 300 - len({task for _, task, _, _ in annotated})
         assert not any(t["total_annotations"] or t["cancelled_annotations"] for t in in_tab)
