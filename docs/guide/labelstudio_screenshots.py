@@ -12,12 +12,14 @@ machine), then runs the command as a user would::
         --backend --connect --backend-port PORT --torch-threads 1
 
 labels two batches truthfully through Label Studio's API (the demo's own digits: its first batch,
-then the top 10 of the "skdbal queue" tab; the webhooks bring them to skdbal), waits for the second model's push,
-logs in through ``/user/login`` and takes:
+then the top 10 of the "skdbal queue" tab, lowest score first; the webhooks bring them to skdbal),
+waits for the second model's push, logs in through ``/user/login`` and takes:
 
 - ``labelstudio_model.png``: the project's Settings -> Model page, the skdbal backend connected;
-- ``labelstudio_task.png``: the queue's top task opened in the labelling view, skdbal's guess
-  pre-selected, its prediction's score beside the model version;
+- ``labelstudio_task.png``: the queue's top task opened in the labelling view, its 8 x 8 digit drawn
+  sharp at 40 times its size, each choice with its digit as its key, after pressing a digit's key (the
+  choice of that digit is selected; the guess was pre-selected), its prediction's score beside the model
+  version;
 - ``labelstudio_queue.png``: the "skdbal queue" tab, sorted by prediction score.
 
 It needs Debian's chromium and chromium-driver (``tests/_helpers.py``: the browser that opens loopback
@@ -60,21 +62,34 @@ def _text(driver) -> str:
 
 def label_batches(client, project: int, y_pool, n_batches: int) -> None:
     """Label the queue's first batch, then its top 10, truthfully, ``n_batches`` times in all, each time until
-    the next model is pushed."""
+    the next model is pushed. The queue is the "skdbal queue" tab's order: the lowest score first (the
+    command's default, Uncertainty sampling)."""
+    from skdbal.labelling.cli import DEMO_INITIAL
     from skdbal.labelstudio.sync import list_tasks
 
-    query = json.dumps({"ordering": ["-tasks:predictions_score"]})
+    query = json.dumps({"ordering": ["tasks:predictions_score"]})
     for b in range(n_batches):
         tasks = [t for t in list_tasks(client, project, query=query, fields="all") if not t["total_annotations"]]
-        # the first batch is the tasks with a prediction of skdbal-first (the demo's covers the pool: 20)
-        n = sum(t.get("predictions_score") is not None for t in tasks) if b == 0 else 10
-        for t in tasks[:n]:
+        for t in tasks[:DEMO_INITIAL if b == 0 else 10]:      # the demo's first batch: 20 that cover the pool
             client.annotations.create(id=t["id"], result=[{
                 "from_name": "label", "to_name": "image", "type": "choices",
                 "value": {"choices": [str(y_pool[int(t["data"]["skdbal_key"])])]}}])
         _wait(lambda b=b: client.projects.get(id=project).model_version == f"skdbal-v{b}", 300,
               f"model skdbal-v{b}")
         print(f"labelled batch {b + 1}; the project's model version is skdbal-v{b}", flush=True)
+
+
+#: The size of the largest canvas (the task's image, as Label Studio draws it), the choices checked, and the
+#: choices' labels with their keys, as the page has them.
+_IMAGE = """
+const canvas = [...document.querySelectorAll('canvas')].map(e => e.getBoundingClientRect())
+                .sort((a, b) => b.width * b.height - a.width * a.height)[0] || {};
+return {drawn: [canvas.width, canvas.height],
+        checked: [...document.querySelectorAll('input[type=checkbox]')].filter(e => e.checked)
+                 .map(e => e.closest('label').innerText.replace(/\\s+/g, '').split('[')[0]),
+        keys: [...document.querySelectorAll('label')].map(e => e.innerText.replace(/\\s+/g, ''))
+              .filter(t => /^.+\\[.\\]$/.test(t))};
+"""
 
 
 def main(out: Path) -> None:
@@ -119,7 +134,11 @@ def main(out: Path) -> None:
         _wait(lambda: http.get(f"/api/projects/{project}/model-versions/").json().get("skdbal-v1", 0) >= unlabelled,
               300, "the push of skdbal-v1")
         head = client.tasks.list(project=project, page=1, page_size=1, fields="task_only",
-                                 query=json.dumps({"ordering": ["-tasks:predictions_score"]})).items[0]
+                                 query=json.dumps({"ordering": ["tasks:predictions_score"],
+                                                   "filters": {"conjunction": "and", "items": [
+                                                       {"filter": "filter:tasks:total_annotations",
+                                                        "operator": "equal", "type": "Number", "value": 0}]}})
+                                 ).items[0]
 
         driver = chromium_driver(str(work / "chrome"))
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -146,6 +165,21 @@ def main(out: Path) -> None:
         _wait(lambda: "skdbal-v1" in _text(driver) and "Submit" in _text(driver)
               and driver.execute_script("return [...document.querySelectorAll('input[type=checkbox]')]"
                                         ".some(e => e.checked)"), 90, "the labelling view with the guess")
+        drawn = driver.execute_script(_IMAGE)
+        print(f"the task's image: {drawn}", flush=True)
+        # the digit's own key selects it (Label Studio's hotkey, as the page's): pressed once more after
+        # clearing the model's guess if the guess is the digit already (a press toggles the choice)
+        truth = str(y_pool[int(head.data["skdbal_key"])])
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        driver.find_element(By.TAG_NAME, "body").click()
+        if drawn["checked"] == [truth]:
+            ActionChains(driver).send_keys(truth).perform()
+            _wait(lambda: driver.execute_script(_IMAGE)["checked"] == [], 30, f"key {truth} clearing the guess")
+        ActionChains(driver).send_keys(truth).perform()
+        _wait(lambda: driver.execute_script(_IMAGE)["checked"] == [truth], 30, f"key {truth} selecting {truth}")
+        print(f"pressed {truth} (the guess was {drawn['checked']}): checked {driver.execute_script(_IMAGE)['checked']}",
+              flush=True)
         shot("labelstudio_task.png")
 
         # (c) the "skdbal queue" tab, sorted by prediction score

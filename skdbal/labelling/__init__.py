@@ -14,8 +14,11 @@ are recorded beside the events, so that a session can be redone from it.
 This subpackage uses only the standard library's :mod:`sqlite3`; the
 estimators never import it.
 """
+from ._offers import CoveringOrder
 from ._oracle import StoreJournal, StoreOracle
+from ._page import class_keys
 from .session import LabellingSession
 from .store import LabelStore, StoreError
 
-__all__ = ["LabellingSession", "LabelStore", "StoreError", "StoreOracle", "StoreJournal"]
+__all__ = ["CoveringOrder", "LabellingSession", "LabelStore", "StoreError", "StoreOracle", "StoreJournal",
+           "class_keys"]

@@ -398,7 +398,8 @@ async def versions(request: Request):
 
 
 async def predict(request: Request):
-    """``POST /predict``: a prediction per task: the pushed one, else the model's guess, else empty."""
+    """``POST /predict``: a prediction per task: the pushed one, else the model's guess, else empty (these two
+    scored as the worst task, for the sync's sampling)."""
     sync = request.app.state.sync
     data = await _body(request)
     _check_project(sync, data)
@@ -417,6 +418,8 @@ async def predict(request: Request):
             guesses = dict(zip(to_guess, found))
         except asyncio.TimeoutError:    # the model is held by a retrain: no guess this time
             pass
+    # a task skdbal did not score, should Label Studio keep this answer as its prediction, is served last
+    worst = 1.0 if sync.sampling == "uncertainty" else 0.0
     results = []
     for item in items:
         if item in predictions:
@@ -426,7 +429,7 @@ async def predict(request: Request):
         guess = guesses.get(item)
         result = [] if guess is None else [{"from_name": sync.from_name, "to_name": sync.to_name,
                                             "type": "choices", "value": {"choices": [str(guess)]}}]
-        results.append({"model_version": name, "score": 0.0, "result": result})
+        results.append({"model_version": name, "score": worst, "result": result})
     return JSONResponse({"results": results, "model_version": name})
 
 

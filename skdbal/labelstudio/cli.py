@@ -20,8 +20,8 @@ from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback
 
-__all__ = ["add_parser", "connect", "connect_backend", "label_config", "labels_csv_path", "read_token", "run",
-           "task_data"]
+__all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
+           "run", "task_data", "which_button"]
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     >>> args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:8080", "--token-env", "LS_TOKEN",
     ...                           "--new-project", "digits"])
     >>> args.url, args.token_env, args.new_project, args.interval, args.key_field, args.sampling
-    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key', 'queue')
+    ('http://127.0.0.1:8080', 'LS_TOKEN', 'digits', 2.0, 'skdbal_key', 'uncertainty')
 
     The token itself is refused on the command line (without echoing it):
 
@@ -70,12 +70,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "importing the pool")
     p.add_argument("--key-field", default="skdbal_key", help="the task data field of the pool key, on tasks "
                    "skdbal imports (default skdbal_key)")
+    p.add_argument("--keys", metavar="K1,K2,...", help="comma-separated keys, one character per "
+                   "class in --classes' order, as the choices' hotkeys in a --new-project (default: classes 0-9 "
+                   "their own digit, others 1-9 then 0)")
     p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between pulls of annotations (default 2)")
-    p.add_argument("--sampling", choices=("queue", "uncertainty"), default="queue",
-                   help="how annotators are served: 'queue' (default), the best scored highest, for one annotator "
-                   "who labels the 'skdbal queue' tab as displayed; 'uncertainty', the best scored lowest and the "
-                   "project set to Label Studio's Uncertainty sampling, for annotators who use Label All Tasks "
-                   "(each is served a different task, the best left)")
+    p.add_argument("--sampling", choices=("uncertainty", "queue"), default="uncertainty",
+                   help="how annotators are served: 'uncertainty' (default), the project set to Label Studio's "
+                   "Uncertainty sampling and the best task scored lowest, so that Label All Tasks serves each "
+                   "annotator the best task left; 'queue', the best scored highest, for one annotator who labels "
+                   "the 'skdbal queue' tab with Label Tasks As Displayed (Label All Tasks then goes by task id)")
     p.add_argument("--ca-bundle", metavar="FILE", help="verify the server's certificate against this CA bundle")
     p.add_argument("--allow-http", action="store_true", help="send the token over plain HTTP to another machine")
     p.add_argument("--labels-csv", metavar="FILE", help="keep the labels as CSV here, rewritten atomically when "
@@ -256,22 +259,90 @@ unencrypted; use https, or --allow-http
     return LabelStudio(base_url=url.rstrip("/"), api_key=token, httpx_client=http)
 
 
-def label_config(kind: str, classes) -> str:
+#: The side, in screen pixels, that a small image is drawn at, at most: the largest whole multiple of its size
+#: that fits (an 8 x 8 digit at 40 x, a 28 x 28 one at 11 x); an image larger than it is drawn as Label Studio
+#: draws any (fitted to the page, smoothed).
+DRAWN_SIDE = 320
+
+
+def label_config(kind: str, classes, *, keys=None, image_size=None) -> str:
     """A labelling config for a pool of ``kind`` ("images": an image, "table": its row as text) and one
     single choice among ``classes``.
+
+    Each ``<Choice>`` gets the key that labels its class on ``skdbal label``'s page
+    (:func:`skdbal.labelling._page.class_keys`: classes named by the digits take their own digit, others
+    1-9 then 0, or one of ``keys`` each) as its ``hotkey``, so that Label Studio does not number the
+    choices itself (it would give ``"0"`` the key 1). A class past the tenth with no key is left to Label
+    Studio.
+
+    ``image_size``, ``(width, height)`` in pixels of the pool's images as drawn (:meth:`Pool.png
+    <skdbal.labelling.pools.Pool.png>`), when they share one: an image of :data:`DRAWN_SIDE` pixels or
+    fewer on its long side is drawn without smoothing (``smoothing="false"``: each pixel a sharp square),
+    at the largest whole multiple of its size that fits in :data:`DRAWN_SIDE` (``width`` and ``maxWidth``
+    in pixels; Label Studio fits the image to that width).
 
     Examples
     --------
     >>> from skdbal.labelstudio.cli import label_config
     >>> print(label_config("images", ["cat", "dog & co"]))   # doctest: +NORMALIZE_WHITESPACE
     <View><Image name="image" value="$image"/><Choices name="label" toName="image" choice="single"
-    showInLine="true"><Choice value="cat"/><Choice value="dog &amp; co"/></Choices></View>
+    showInLine="true"><Choice value="cat" hotkey="1"/><Choice value="dog &amp; co" hotkey="2"/></Choices></View>
+
+    The demo's digits, 8 x 8: each digit its own key, drawn sharp at 40 times its size:
+
+    >>> config = label_config("images", [str(d) for d in range(10)], image_size=(8, 8))
+    >>> config[config.index("<Image"):config.index("/>") + 2]
+    '<Image name="image" value="$image" smoothing="false" width="320px" maxWidth="320px"/>'
+    >>> config.count("hotkey="), '<Choice value="7" hotkey="7"/>' in config
+    (10, True)
+    >>> label_config("images", ["0", "1"], keys="a,b").count('hotkey="a"')
+    1
     """
-    source = '<Image name="image" value="$image"/>' if kind == "images" else '<Text name="item" value="$item"/>'
+    from ..labelling import class_keys
+
+    hotkeys = class_keys(classes, keys)
+    if kind == "images":
+        drawn = ""
+        if image_size is not None and 0 < max(image_size) <= DRAWN_SIDE:
+            width = int(image_size[0]) * (DRAWN_SIDE // max(int(image_size[0]), int(image_size[1])))
+            drawn = f' smoothing="false" width="{width}px" maxWidth="{width}px"'
+        source = f'<Image name="image" value="$image"{drawn}/>'
+    else:
+        source = '<Text name="item" value="$item"/>'
     to_name = "image" if kind == "images" else "item"
-    choices = "".join(f"<Choice value={quoteattr(str(c))}/>" for c in classes)
+    choices = "".join(f"<Choice value={quoteattr(str(c))}" + ("" if k is None else f" hotkey={quoteattr(k)}") + "/>"
+                      for c, k in zip(classes, hotkeys))
     return (f'<View>{source}<Choices name="label" toName="{to_name}" choice="single" showInLine="true">'
             f"{choices}</Choices></View>")
+
+
+def image_size(pool, sample: int = 5):
+    """``(width, height)`` of the pool's images as drawn for Label Studio (:meth:`Pool.png
+    <skdbal.labelling.pools.Pool.png>`) when the first ``sample`` share one, else None (a table, or
+    images of several sizes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.labelling.pools import Pool
+    >>> from skdbal.labelstudio.cli import image_size
+    >>> image_size(Pool(np.zeros((3, 8, 8)))), image_size(Pool(np.zeros((2, 3)))) is None
+    ((8, 8), True)
+    """
+    import io
+
+    from PIL import Image
+
+    if pool.kind != "images" or not len(pool):
+        return None
+    sizes = set()
+    for i in range(min(sample, len(pool))):
+        try:
+            with Image.open(io.BytesIO(pool.png(i))) as im:
+                sizes.add(im.size)
+        except ValueError:        # an unreadable file: said when its task is imported
+            return None
+    return sizes.pop() if len(sizes) == 1 else None
 
 
 def task_data(pool, field: str) -> Callable[[int], dict]:
@@ -293,6 +364,24 @@ def task_data(pool, field: str) -> Callable[[int], dict]:
     if pool.kind == "images":
         return lambda i: {field: "data:image/png;base64," + base64.b64encode(pool.png(i)).decode("ascii")}
     return lambda i: {field: ", ".join(f"{name} = {value:g}" for name, value in pool.row(i))}
+
+
+def which_button(sampling: str) -> str:
+    """The line ``skdbal labelstudio`` prints at start: which of Label Studio's buttons serves the model's
+    order in ``sampling``, and why.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.cli import which_button
+    >>> print(which_button("uncertainty"))
+    annotators: press Label All Tasks: the project is in Uncertainty sampling, which serves each annotator \
+the model's best task left (scored lowest), one at a time
+    """
+    if sampling == "uncertainty":
+        return ("annotators: press Label All Tasks: the project is in Uncertainty sampling, which serves each "
+                "annotator the model's best task left (scored lowest), one at a time")
+    return ("annotator: open the 'skdbal queue' tab and press Label Tasks As Displayed: it serves the model's "
+            "best task first (Label All Tasks goes by task id; for a team, --sampling uncertainty)")
 
 
 def _refusal(args, exc: BaseException) -> str:
@@ -373,13 +462,15 @@ unencrypted; use https, or --allow-http
     try:
         if args.new_project:
             project = client.projects.create(title=args.new_project,
-                                             label_config=label_config(pool.kind, session.classes)).id
+                                             label_config=label_config(pool.kind, session.classes,
+                                                                       keys=getattr(args, "keys", None),
+                                                                       image_size=image_size(pool))).id
             print(f"made project {project}, {args.new_project!r}")
         else:
             project = args.project
         key_of = file_key(args.attach, session.keys) if args.attach else None
         sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
-                               sampling=getattr(args, "sampling", "queue"))
+                               sampling=getattr(args, "sampling", "uncertainty"))
         if args.attach:
             attached = sync.map_tasks()
             print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")
@@ -393,6 +484,7 @@ unencrypted; use https, or --allow-http
         csv_path = labels_csv_path(args.labels_csv, store)
         print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, labels {csv_path}, torch threads "
               f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
+        print(which_button(sync.sampling), flush=True)
         if backend is not None:
             return _serve_backend(args, sync, backend, store, csv_path)
         print(f"pulled {_pull_before_start(sync)} new annotation events before starting", flush=True)

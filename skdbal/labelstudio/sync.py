@@ -157,6 +157,10 @@ def list_tasks(client, project: int, *, page_size: int = 100, **params) -> List[
 _ANNOTATED = json.dumps({"filters": {"conjunction": "or", "items": [
     {"filter": f"filter:tasks:{field}", "operator": "greater", "type": "Number", "value": 0}
     for field in ("total_annotations", "cancelled_annotations")]}})
+#: The Data Manager's filter of the tasks with no annotation, cancelled or not: the queue tab's.
+_UNLABELLED = {"conjunction": "and", "items": [
+    {"filter": f"filter:tasks:{field}", "operator": "equal", "type": "Number", "value": 0}
+    for field in ("total_annotations", "cancelled_annotations")]}
 #: Label Studio's format of a Data Manager filter's time (``data_manager.managers.DATETIME_FORMAT``; UTC).
 _DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
@@ -256,10 +260,13 @@ class LabelStudioSync:
         ``"uncertainty"``: for Label Studio's own *Uncertainty sampling*,
         which serves the lowest score first and locks each served task to its
         annotator: the score pushed is ``1 - unit score`` (:func:`unit_scores`;
-        the first batch scores 0), :meth:`queue_view` sets the project's
-        sampling to ``"Uncertainty sampling"`` and sorts the tab lowest first;
-        annotators use *Label All Tasks*, and two of them are served different
-        tasks, each the best one left. In ``"queue"`` mode a project left in
+        before the first model, the cold-start order's best scores 0),
+        :meth:`queue_view` sets the project's sampling to ``"Uncertainty
+        sampling"`` and sorts the tab lowest first; annotators use *Label All
+        Tasks* (Label Studio serves only tasks with a prediction of the
+        project's version, the lowest score first, each to one annotator at
+        a time), and two of them are served different tasks, each the best
+        one left: ``skdbal labelstudio``'s default. In ``"queue"`` mode a project left in
         Uncertainty sampling (which would serve the worst first) is set back
         to ``"Sequential sampling"``.
 
@@ -379,21 +386,22 @@ class LabelStudioSync:
         return len(found)
 
     def queue_view(self, title: str = "skdbal queue") -> int:
-        """A Data Manager tab of the project sorted by prediction score, best first (made once; found by
-        its title after, and its ordering set to the ``sampling``'s direction); its id. Annotators open
-        it, or sort any tab by *Prediction score*. It also sets the project's sampling for ``sampling``
-        (see the class's parameters)."""
-        ordering = ["-tasks:predictions_score" if self.sampling == "queue" else "tasks:predictions_score"]
+        """A Data Manager tab of the project's unlabelled tasks (no annotation, none skipped) sorted by
+        prediction score, best first (made once; found by its title after, its filter and ordering set
+        to the ``sampling``'s direction); its id. Annotators open it, or sort any tab by *Prediction
+        score*. It also sets the project's sampling for ``sampling`` (see the class's parameters)."""
+        wanted = {"ordering": ["-tasks:predictions_score" if self.sampling == "queue" else "tasks:predictions_score"],
+                  "filters": _UNLABELLED}
         self._set_sampling()
         for view in self.client.views.list(project=self.project):
             view = _plain(view)
             data = view.get("data") or {}
             if data.get("title") == title:
-                if data.get("ordering") != ordering:
-                    self.client.views.update(id=view["id"], project=self.project, data={**data, "ordering": ordering})
+                if any(data.get(k) != v for k, v in wanted.items()):
+                    self.client.views.update(id=view["id"], project=self.project, data={**data, **wanted})
                 return view["id"]
         view = self.client.views.create(project=self.project, data={
-            "title": title, "ordering": ordering,
+            "title": title, **wanted,
             "hiddenColumns": {"explore": ["tasks:inner_id", "tasks:annotations_results", "tasks:predictions_results",
                                           "tasks:file_upload", "tasks:storage_filename", "tasks:created_at",
                                           "tasks:updated_at", "tasks:updated_by", "tasks:avg_lead_time",
@@ -538,15 +546,24 @@ class LabelStudioSync:
             self.push()
 
     def push_first_batch(self, positions) -> int:
-        """Before any model: the first batch's tasks get a prediction with no label and score 1 (0 in
-        ``"uncertainty"`` sampling), the others none, so that sorting by score puts the first batch on
-        top. Sent once per task, across restarts (see :meth:`push`)."""
+        """Before any model: every task gets a prediction of ``skdbal-first`` with no label, scored by the
+        order the session offers the pool in before its first model (:func:`cold_start_order
+        <skdbal.labelstudio._cold_start.cold_start_order>`: the first batch, ``positions``, then a covering
+        order), best first, so that Label Studio serves no task unscored, nor by its id, after the first
+        batch. Sent once per task, across restarts (see :meth:`push`); the head first, then the rest in a
+        thread of its own, as a model's push."""
+        from ._cold_start import cold_start_order, rank_scores
+
+        session = self.session
         name = f"{self.model_version_prefix}-first"
-        best = 1.0 if self.sampling == "queue" else 0.0
         answered = self._answered()
-        request = [{"task": self._task_of[int(i)], "model_version": name, "score": best, "result": []}
-                   for i in positions if int(i) in self._task_of and int(i) not in answered]
-        return self._send(-1, name, request)
+        order = [i for i in cold_start_order(session.X, positions, session.batch_size, session.board.seed())
+                 if i in self._task_of and i not in answered]
+        unit = rank_scores(len(order)) if order else np.zeros(0)
+        unit = unit if self.sampling == "queue" else 1.0 - unit
+        request = [{"task": self._task_of[i], "model_version": name, "score": float(u), "result": []}
+                   for i, u in zip(order, unit)]
+        return self._send(-1, name, request, background=True)
 
     def push(self) -> int:
         """Give every unlabelled task a prediction of the current model version: its guess, and the

@@ -111,6 +111,9 @@ def test_predict_before_the_first_model_is_empty_and_unknown_tasks_too(setup):
     assert r.json() == {"model_version": "skdbal-first", "results": [
         {"model_version": "skdbal-first", "score": 0.0, "result": []},
         {"model_version": "skdbal-first", "score": 0.0, "result": []}]}
+    setup.sync.sampling = "uncertainty"       # the lowest score is served first: a task not scored by skdbal, last
+    r = setup.http.post("/predict", json={"tasks": [{"id": 1003}], "project": "1.1"})
+    assert r.json()["results"] == [{"model_version": "skdbal-first", "score": 1.0, "result": []}]
 
 
 def test_webhooks_label_relabel_and_undo_each_once(setup):

@@ -225,7 +225,7 @@ def test_the_command_serves_the_backend_until_sigterm(server, tmp_path):
         backends = [b for b in client.ml.list(project=project)]
         assert len(backends) == 1 and backends[0].url == f"http://127.0.0.1:{port}"
         wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", 120, "the first batch")
-        first, ids = queue(client, project, 10)       # the first batch: score 1, the others none
+        first, ids = queue(client, project, 10, "uncertainty")   # the first batch: the cold-start order's best
         count = "SELECT COUNT(*) FROM events"
         latencies, busy_done = [], threading.Event()
 
@@ -356,7 +356,7 @@ def test_a_kill_between_a_webhooks_ack_and_its_record_loses_no_label(server, tmp
         seen = lines_until(process, "connected the backend to project", timeout=180)
         project = int(next(line for line in seen if line.startswith("made project")).split()[2].rstrip(","))
         wait_until(lambda: client.projects.get(id=project).model_version == "skdbal-first", 120, "the first batch")
-        first, ids = queue(client, project, 10)
+        first, ids = queue(client, project, 10, "uncertainty")
         key = first[0][0]
         made = annotate(client, ids[key], y[int(key)], from_name="label")   # Label Studio waits for the webhook
         seen = lines_until(process, "webhook held before its record: ANNOTATION_CREATED", timeout=30)

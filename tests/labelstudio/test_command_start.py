@@ -32,7 +32,8 @@ def run_with(monkeypatch, pull, sampling=None):
         label_config = '<View><Text name="item" value="$item"/><Choices name="c" toName="item"/></View>'
 
         def __init__(self, session, client, project, **kw):
-            done.append(("sync", kw.get("sampling")))
+            self.sampling = kw.get("sampling")
+            done.append(("sync", self.sampling))
 
         def import_tasks(self, data):
             done.append("import")
@@ -69,8 +70,21 @@ def run_with(monkeypatch, pull, sampling=None):
 
 def test_the_command_pulls_before_the_session_starts(monkeypatch, capsys):
     done = run_with(monkeypatch, lambda: 3)
-    assert done == [("sync", "queue"), "import", "view", "pull", "session starts", "run", "session stops", "close"]
-    assert "pulled 3 new annotation events before starting" in capsys.readouterr().out
+    assert done == [("sync", "uncertainty"), "import", "view", "pull", "session starts", "run", "session stops",
+                    "close"]
+    out = capsys.readouterr().out
+    assert "pulled 3 new annotation events before starting" in out
+    # by default Label All Tasks serves the model's order, and the command says so in one line
+    assert [line for line in out.splitlines() if "Label All Tasks" in line] == [
+        "annotators: press Label All Tasks: the project is in Uncertainty sampling, which serves each annotator "
+        "the model's best task left (scored lowest), one at a time"]
+
+
+def test_in_queue_mode_the_command_names_the_tabs_button(monkeypatch, capsys):
+    done = run_with(monkeypatch, lambda: 0, sampling="queue")
+    assert done[0] == ("sync", "queue")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "Label Tasks As Displayed" in line]
+    assert len(lines) == 1 and "skdbal queue" in lines[0] and "goes by task id" in lines[0]
 
 
 def test_label_studio_away_at_the_first_pull_leaves_it_to_the_loop(monkeypatch, capsys):

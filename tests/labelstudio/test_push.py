@@ -199,12 +199,19 @@ def test_uncertainty_sampling_sends_the_lowest_score_first():
     assert client.calls[1:] == [("import", [100, 101, 102]), ("version", "skdbal-v0"), ("import", [103, 104])]
 
 
-def test_uncertainty_sampling_scores_the_first_batch_0_and_the_best_item_lowest():
+def test_uncertainty_sampling_scores_the_cold_start_order_lowest_first_and_the_best_item_lowest():
     client = Client()
-    sync = sync_of(client, sampling="uncertainty")
+    sync = sync_of(client, sampling="uncertainty", head=10)
     sync._task_of = {i: 100 + i for i in range(4)}
+    sent = []
+    client.projects.import_predictions = lambda id, request: sent.extend(request)
     sync.push_first_batch([2, 0])
-    assert sorted(client.held) == [(100, "skdbal-first"), (102, "skdbal-first")]
+    # every task: the first batch as given, then the covering order (rows 1 and 3 are as far from 2 and 0:
+    # the lower first); ranks 0..3 of 4 scored 1 - (1 - rank / 3), the best lowest
+    assert [(r["task"], r["model_version"], r["result"]) for r in sent] == [
+        (102, "skdbal-first", []), (100, "skdbal-first", []), (101, "skdbal-first", []), (103, "skdbal-first", [])]
+    np.testing.assert_allclose([r["score"] for r in sent], [0.0, 1 / 3, 2 / 3, 1.0])
+    assert client.calls[-1] == ("version", "skdbal-first")
     got = {}
     sync._send = lambda version, name, req, **kw: got.update(version=version, req=req) or len(req)
     guess = SimpleNamespace(predict=lambda X: np.array(["a"] * len(X)))
@@ -238,3 +245,52 @@ def test_a_push_never_scores_an_item_the_store_has_answered():
 def test_an_unknown_sampling_is_refused():
     with pytest.raises(ValueError, match="sampling must be one of"):
         sync_of(Client(), sampling="lowest")
+
+
+def test_before_the_first_model_every_task_is_scored_by_the_cold_start_order_and_none_answered():
+    """The first push scores every task Label Studio can serve, the first batch best, then the covering
+    order the session continues with, so that none is served unscored (nor by its id) after the first
+    batch; a task answered already (labelled, or skipped) gets none."""
+    client = Client()
+    sync = sync_of(client, head=10)
+    sync._task_of = {i: 100 + i for i in range(4)}
+    sent = []
+    client.projects.import_predictions = lambda id, request: sent.extend(request)
+    sync._answered = lambda: {1}
+    assert sync.push_first_batch([3]) == 3
+    # from row 3 of the identity, rows 0, 1, 2 are as far: the lower first; row 1 is answered
+    assert [(r["task"], r["score"]) for r in sent] == [(103, 1.0), (100, 0.5), (102, 0.0)]
+
+
+def test_the_cold_start_order_is_the_covering_order_greedy_then_by_distance(monkeypatch):
+    from skdbal.labelstudio import _cold_start
+
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 0.0], [0.0, 4.0], [6.0, 0.0]])
+    # greedy from row 0: row 4 (36 away), then row 3 (16 from row 0, 52 from row 4), then rows 1 and 2 (1 from
+    # the nearest chosen each: the lower first)
+    assert _cold_start.cold_start_order(X, [0], batch_size=1, seed=0) == [0, 4, 3, 1, 2]
+    monkeypatch.setattr(_cold_start, "GREEDY_BATCHES", 1)       # one greedy pick, then by distance, farthest first
+    assert _cold_start.cold_start_order(X, [0], batch_size=1, seed=0) == [0, 4, 3, 1, 2]
+    # from rows 2 and 1: row 3 (17 from row 1); then rows 0 and 4 are 1 from the nearest chosen: the lower first
+    assert _cold_start.cold_start_order(X, [2, 1], batch_size=1, seed=0) == [2, 1, 3, 0, 4]
+
+
+def test_the_queue_tab_holds_the_unlabelled_tasks_only():
+    """The tab is filtered to tasks with no annotation, done or skipped (a task labelled after a push
+    left its head), sorted by the sampling's direction; a tab found without the filter gets it."""
+    made, updated = [], []
+    views = [{"id": 7, "data": {"title": "skdbal queue", "ordering": ["-tasks:predictions_score"]}}]
+    client = Client()
+    client.views = SimpleNamespace(list=lambda project: views, update=lambda id, project, data: updated.append(data),
+                                   create=lambda project, data: made.append(data) or {"id": 8})
+    client.projects.get = lambda id: {"label_config": CONFIG, "sampling": "Sequential sampling"}
+    client.projects.update = lambda id, **kw: None
+    sync = sync_of(client, sampling="uncertainty")
+    unlabelled = {"conjunction": "and", "items": [
+        {"filter": "filter:tasks:total_annotations", "operator": "equal", "type": "Number", "value": 0},
+        {"filter": "filter:tasks:cancelled_annotations", "operator": "equal", "type": "Number", "value": 0}]}
+    assert sync.queue_view() == 7
+    assert updated == [{"title": "skdbal queue", "ordering": ["tasks:predictions_score"], "filters": unlabelled}]
+    views.clear()
+    assert sync.queue_view() == 8
+    assert made[0]["filters"] == unlabelled and made[0]["ordering"] == ["tasks:predictions_score"]

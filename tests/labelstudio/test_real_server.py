@@ -52,9 +52,10 @@ def session_of(X, store):
     return LabellingSession(learner, X, classes=range(10), store=store, batch_size=10, initial=INITIAL)
 
 
-def queue(client, project, n=10):
-    """The Data Manager's order by prediction score, best first: (key, score) of the unlabelled tasks."""
-    query = json.dumps({"ordering": ["-tasks:predictions_score"]})
+def queue(client, project, n=10, sampling="queue"):
+    """The Data Manager's order by prediction score, best first (the highest in ``"queue"`` sampling, the
+    lowest in ``"uncertainty"``, the command's default): (key, score) of the unlabelled tasks."""
+    query = json.dumps({"ordering": ["-tasks:predictions_score" if sampling == "queue" else "tasks:predictions_score"]})
     tasks = [t for t in list_tasks(client, project, query=query, fields="all")   # none past the last page
              if not t["total_annotations"]]
     return ([(t["data"]["skdbal_key"], t["predictions_score"]) for t in tasks[:n]],
@@ -126,10 +127,13 @@ def test_label_studio_orders_the_queue_by_our_scores_and_loses_nothing(server, t
     assert _view_ordering(client, project, view) == ["-tasks:predictions_score"]
     session.start()
     try:
-        # the first batch, before any model: on top of the queue, score 1
-        wait_until(lambda: queue(client, project)[0][0][1] == 1.0, what="the first batch's predictions")
+        # before any model, every task is scored by the cold-start order: the first batch on top, scored
+        # 1 - rank / 199 (ranks 0..9 of 200), then the covering order
+        wait_until(lambda: all(s is not None for _, s in queue(client, project, 200)[0]), 60,
+                   "every task scored by the cold start")
         top, ids = queue(client, project)
-        assert sorted(int(k) for k, _ in top) == INITIAL.tolist() and all(s == 1.0 for _, s in top)
+        assert sorted(int(k) for k, _ in top) == INITIAL.tolist()
+        np.testing.assert_allclose([s for _, s in top], [1 - r / 199 for r in range(10)], atol=1e-6)
         for key, _ in top:
             annotate(client, ids[key], y[int(key)])
         assert sync.pull() == 10 and sync.pull() == 0                             # each annotation once

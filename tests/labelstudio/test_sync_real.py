@@ -291,7 +291,7 @@ def test_the_command_restarted_pulls_first_and_sends_each_prediction_once(server
             time.sleep(0.2)
 
     def queue():
-        tasks = list_tasks(client, project, fields="all", query=json.dumps({"ordering": ["-tasks:predictions_score"]}))
+        tasks = list_tasks(client, project, fields="all", query=json.dumps({"ordering": ["tasks:predictions_score"]}))
         return [t for t in tasks if not t["total_annotations"]]
 
     def held(version):
@@ -334,5 +334,5 @@ def test_the_command_restarted_pulls_first_and_sends_each_prediction_once(server
     assert set(counts.values()) == {1}
     labelled = {t["id"] for t in list_tasks(client, project, fields="task_only") if t["total_annotations"]}
     assert len(labelled) == 20 and not labelled & set(held("skdbal-v1"))
-    assert {v for t, v in counts if t in {a["id"] for a in away}} == {"skdbal-v0"}
-    assert len(held("skdbal-v0")) == 190
+    assert {v for t, v in counts if t in {a["id"] for a in away}} == {"skdbal-first", "skdbal-v0"}
+    assert len(held("skdbal-v0")) == 190 and len(held("skdbal-first")) == 200     # the cold start scored them all
