@@ -101,7 +101,10 @@ def command_argv(mode: str, npy: Path, store: Path, url: str, interval: float, p
     base = [sys.executable, "-u", "-m", "skdbal", "labelstudio", "--npy", str(npy),
             "--classes", ",".join(str(c) for c in range(10)), "--url", url, "--token-env", TOKEN_VAR,
             "--store", str(store), "--interval", str(interval), "--torch-threads", str(THREADS["torch_threads"]),
-            "--new-project", f"bench {store.parent.name}"]
+            "--new-project", f"bench {store.parent.name}",
+            # the queue sorted highest score first, as this benchmark reads it (the command's default is now
+            # Label Studio's Uncertainty sampling, which wants the scores the other way round)
+            "--sampling", "queue"]
     if mode == "client":
         return base
     if mode == "backend":
