@@ -71,6 +71,17 @@ class CoveringOrder:
     Each next row is the one farthest (in Euclidean distance over the flattened rows) from every row
     chosen so far, so that a class not met yet, unlike what was labelled, comes soon. A pool on a
     over 10,000 rows (in memory or on a cluster) is measured over a seeded sample of 10,000 rows.
+
+    Examples
+    --------
+    Five points on a line, the first chosen: the farthest from it (11), then the farthest from both
+    (2), then, of two at distance 1 from a chosen point, the lower row (1); then the one left.
+
+    >>> import numpy as np
+    >>> from skdbal.labelling import CoveringOrder
+    >>> order = CoveringOrder(np.array([[0.0], [1.0], [2.0], [10.0], [11.0]]), [0], random_state=0)
+    >>> order.next(3), order.next(5)
+    ([4, 2, 1], [3])
     """
 
     def __init__(self, X, chosen: Sequence[int], random_state: int):
