@@ -1,6 +1,7 @@
 """Input checks shared by the strategies and the learner (package-internal)."""
 from __future__ import annotations
 
+import argparse
 import importlib
 import ipaddress
 from typing import Callable, Dict, Optional
@@ -11,7 +12,8 @@ from sklearn.utils.validation import check_array
 
 __all__ = ["is_frame", "is_lazy", "read_rows", "take_rows", "concat_rows", "check_pool", "check_n_instances",
            "check_positive_int", "check_bool", "check_candidates", "check_query_result", "label_columns",
-           "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback", "pool_backend"]
+           "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback", "pool_backend",
+           "whole_number", "port_number"]
 
 #: The drivers of pools that live elsewhere: the module of a lazy pool's type -> the module whose
 #: ``acquire_among`` queries it where it lives, imported only when such a pool is met.
@@ -310,3 +312,50 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: served beyond loopback, so the token is required everywhere
         return False
+
+
+def whole_number(low: int, what: str = ""):
+    """An argparse type for the commands' flags: a whole number of at least ``low`` (``what`` follows
+    the bound in the refusal).
+
+    Examples
+    --------
+    >>> from skdbal._validation import whole_number
+    >>> whole_number(1)("3")
+    3
+    >>> whole_number(0, " (0: none)")("-1")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: must be at least 0 (0: none); got -1
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}{what}; got {value}")
+        return value
+    return parse
+
+
+def port_number(text: str) -> int:
+    """An argparse type for the commands' flags: a TCP port, 0..65535 (0 takes a free one).
+
+    Examples
+    --------
+    >>> from skdbal._validation import port_number
+    >>> port_number("8765")
+    8765
+    >>> port_number("70000")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: a port lies in 0..65535; got 70000
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
+    return value

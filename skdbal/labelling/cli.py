@@ -12,7 +12,7 @@ from typing import List
 
 import numpy as np
 
-from .._validation import is_loopback
+from .._validation import is_loopback, port_number, whole_number
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
            "set_torch_threads", "DEMO_INITIAL", "pool_learner", "RETRAIN_DRAWS"]
@@ -59,7 +59,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_pool_arguments(p)
     p.add_argument("--host", default="127.0.0.1", help="interface to serve on (default: 127.0.0.1, this machine "
                    "only; any other needs the token printed at start on every request)")
-    p.add_argument("--port", type=_port, default=8765, help="TCP port to serve on, checked free before anything "
+    p.add_argument("--port", type=port_number, default=8765, help="TCP port to serve on, checked free before anything "
                    "else starts (default: 8765; 0 takes a free one)")
     p.add_argument("--annotators", type=_annotator_names, metavar="NAMES",
                    help="comma-separated names, each given a link with a token of their own (printed once at "
@@ -77,26 +77,6 @@ def _one_line_error(parser: argparse.ArgumentParser):
     def error(message):
         parser.exit(2, f"{parser.prog}: error: {' '.join(str(message).split())}\n")
     return error
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
-    return value
 
 
 def _keys(text: str) -> List[str]:
@@ -138,16 +118,16 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                          "comma-separated (default: all but --id-column)")
     columns.add_argument("--drop-columns", type=_names, metavar="A,B,...", help="the table's columns that are "
                          "not features, comma-separated: text columns, say (default: none)")
-    p.add_argument("--image-size", type=_positive_int, default=28, help="side of the square images the model "
+    p.add_argument("--image-size", type=whole_number(1), default=28, help="side of the square images the model "
                    "sees, with --images (default: 28)")
     p.add_argument("--mode", choices=["L", "RGB"], default="L", help="images as grey-scale (L) or colour (RGB) "
                    "features, with --images (default: L)")
     p.add_argument("--store", metavar="FILE", help="the SQLite store; resumed if it exists, refused if it is "
                    "not a store of this pool and classes (default: skdbal-<name>.db in this folder, <name> "
                    "the folder's or file's name, or digits)")
-    p.add_argument("--batch-size", type=_positive_int, default=10, help="items the model chooses at a time "
+    p.add_argument("--batch-size", type=whole_number(1), default=10, help="items the model chooses at a time "
                    "(default: 10)")
-    p.add_argument("--retrain-after", type=_positive_int, default=None, help="new labels before a retrain "
+    p.add_argument("--retrain-after", type=whole_number(1), default=None, help="new labels before a retrain "
                    "(default: the batch size)")
     p.add_argument("--second-looks", type=_second_looks, default="dynamic", metavar="RULE",
                    help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (the "
@@ -155,7 +135,7 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    "threshold in (0, 1), or 'off' (default: dynamic)")
     p.add_argument("--second-look-budget", type=_share, default=0.1, metavar="SHARE",
                    help="at most this share of the labels is flagged, the least likely first (default: 0.1)")
-    p.add_argument("--torch-threads", type=_positive_int, default=1, metavar="N",
+    p.add_argument("--torch-threads", type=whole_number(1), default=1, metavar="N",
                    help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
                    "0.16-1.64 s on one thread, 0.22-12.88 s on two)")
 

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from urllib.parse import urlparse
 from xml.sax.saxutils import quoteattr
 
-from .._validation import is_loopback
+from .._validation import is_loopback, port_number
 
 __all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
            "run", "task_data", "which_button"]
@@ -91,7 +91,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "pulling every --interval seconds")
     backend.add_argument("--backend-host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1; "
                          "another needs --backend-token-env)")
-    backend.add_argument("--backend-port", type=_port, default=9090, help="the port to serve on (default 9090)")
+    backend.add_argument("--backend-port", type=port_number, default=9090, help="the port to serve on (default 9090)")
     backend.add_argument("--backend-token-env", metavar="VAR", help="the environment variable that holds the "
                          "backend's token: Label Studio sends it as Basic Auth's password")
     backend.add_argument("--backend-url", metavar="URL", help="the address at which Label Studio reaches the "
@@ -99,17 +99,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
                          "Model does) unless one with its address is there")
     return p
-
-
-def _port(text: str) -> int:
-    """``--backend-port``: a TCP port, 0..65535 (0 takes a free one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port lies in 0..65535; got {value}")
-    return value
 
 
 def _seconds(text: str) -> float:
