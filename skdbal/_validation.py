@@ -271,13 +271,18 @@ def check_query_result(result, n_pool: int, name: str = "query_strategy"):
     return idx.astype(np.intp), (None if scores is None else np.asarray(scores).reshape(-1))
 
 
+def _aligned(kwargs: Dict) -> Dict:
+    """The keywords of ``kwargs`` named ``*_pool`` and given (not None), unchecked."""
+    return {k: v for k, v in kwargs.items() if k.endswith("_pool") and v is not None}
+
+
 def pool_kwargs(kwargs: Dict, n_pool: int) -> Dict:
     """The pool-aligned keywords of ``kwargs``: those named ``*_pool``, checked for length.
 
     By design, a keyword named like ``y_pool`` holds one entry per pool row,
     and whoever subsets the pool subsets these with the same indices.
     """
-    aligned = {k: v for k, v in kwargs.items() if k.endswith("_pool") and v is not None}
+    aligned = _aligned(kwargs)
     for k, v in aligned.items():
         if not hasattr(v, "__len__") or len(v) != n_pool:
             got = len(v) if hasattr(v, "__len__") else type(v).__name__
@@ -285,9 +290,10 @@ def pool_kwargs(kwargs: Dict, n_pool: int) -> Dict:
     return aligned
 
 
-def subset_pool_kwargs(kwargs: Dict, indices, n_pool: int) -> Dict:
-    """``kwargs`` with every pool-aligned keyword (``*_pool``) taken at ``indices``."""
-    aligned = pool_kwargs(kwargs, n_pool)
+def subset_pool_kwargs(kwargs: Dict, indices, n_pool: Optional[int] = None) -> Dict:
+    """``kwargs`` with every pool-aligned keyword (``*_pool``) taken at ``indices``; their lengths are
+    checked against ``n_pool`` (:func:`pool_kwargs`) unless it is None (keywords a public entry checked)."""
+    aligned = pool_kwargs(kwargs, n_pool) if n_pool is not None else _aligned(kwargs)
     out = dict(kwargs)
     for k, v in aligned.items():
         out[k] = np.asarray(v)[indices]

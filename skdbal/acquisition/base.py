@@ -613,8 +613,7 @@ def acquire_among(strategy, estimator, X_pool, candidates, n_instances: int = 1,
         kwargs = subset_pool_kwargs(kwargs, candidates, len(X_pool))
         acq = strategy.acquire(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
     else:
-        kwargs = {k: np.asarray(v)[candidates] if k.endswith("_pool") and v is not None else v
-                  for k, v in kwargs.items()}
+        kwargs = subset_pool_kwargs(kwargs, candidates)   # checked by the caller
         check_options(strategy, kwargs)
         acq = strategy.acquire_checked(estimator, take_rows(X_pool, candidates), n_instances, **kwargs)
     idx, _ = check_query_result((acq.indices, None), len(candidates))
