@@ -1,9 +1,10 @@
-"""Data sets: the MNIST loader, shaped like scikit-learn's fetchers, a noisy annotator and Repeated-MNIST.
+"""Data sets: the MNIST and Fashion-MNIST loaders, shaped like scikit-learn's fetchers, a noisy annotator and
+Repeated-MNIST.
 
 Files are looked up in ``data_home``, then ``$SKDBAL_DATA``, then the default
-cache ``~/skdbal_data``, each holding an ``mnist/`` folder with the four
-standard IDX ``.gz`` files. A missing file is downloaded (when
-``download=True``) from the usual public mirrors into the first of those
+cache ``~/skdbal_data``, each holding an ``mnist/`` (or ``fashion-mnist/``)
+folder with the four standard IDX ``.gz`` files. A missing file is downloaded
+(when ``download=True``) from the usual public mirrors into the first of those
 folders. Every file is verified by the SHA-256 of its *decompressed* IDX
 content, so re-compressed copies are accepted and corrupted ones rejected.
 """
@@ -16,7 +17,7 @@ import shutil
 import tempfile
 import urllib.request
 from pathlib import Path
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
@@ -24,7 +25,8 @@ from sklearn.utils.validation import column_or_1d
 
 from ._validation import check_positive_int, label_columns
 
-__all__ = ["get_data_home", "load_mnist", "make_noisy_labels", "make_repeated", "MNIST_FILES", "MNIST_MIRRORS"]
+__all__ = ["get_data_home", "load_mnist", "load_fashion_mnist", "make_noisy_labels", "make_repeated",
+           "MNIST_FILES", "MNIST_MIRRORS", "FASHION_MNIST_FILES", "FASHION_MNIST_MIRRORS", "FASHION_MNIST_CLASSES"]
 
 #: SHA-256 of the decompressed IDX content of each file.
 MNIST_FILES = {
@@ -40,6 +42,28 @@ MNIST_MIRRORS = (
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
     "http://yann.lecun.com/exdb/mnist/",
 )
+
+#: SHA-256 of the decompressed IDX content of each Fashion-MNIST file (Xiao, Rasul & Vollgraf, 2017).
+FASHION_MNIST_FILES = {
+    "train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+    "train-labels-idx1-ubyte.gz": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    "t10k-images-idx3-ubyte.gz": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+    "t10k-labels-idx1-ubyte.gz": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+}
+
+#: Fashion-MNIST's public mirrors, tried in order (the upstream bucket, then the upstream repository).
+FASHION_MNIST_MIRRORS = (
+    "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+    "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+)
+
+#: Fashion-MNIST's class names, by label.
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
+                         "Bag", "Ankle boot")
+
+#: Which data set a decompressed file's SHA-256 belongs to, to say so when one is found in the other's place.
+_KNOWN = {**{sha: "MNIST" for sha in MNIST_FILES.values()},
+          **{sha: "Fashion-MNIST" for sha in FASHION_MNIST_FILES.values()}}
 
 _SUBSETS = {"train": "train", "test": "t10k"}
 
@@ -82,7 +106,7 @@ def get_data_home(data_home: Optional[Union[str, os.PathLike]] = None) -> Path:
     return Path("~/skdbal_data").expanduser()
 
 
-def _candidates(data_home) -> list:
+def _candidates(data_home, subfolder: str = "mnist") -> list:
     homes = []
     if data_home is not None:
         homes.append(Path(data_home).expanduser())
@@ -90,20 +114,24 @@ def _candidates(data_home) -> list:
         homes.append(Path(os.environ["SKDBAL_DATA"]).expanduser())
     homes.append(Path("~/skdbal_data").expanduser())
     out = []
-    for home in homes:  # data_home may point at the mnist folder itself
-        for folder in (home / "mnist", home):
+    for home in homes:  # data_home may point at the data set's folder itself
+        for folder in (home / subfolder, home):
             if folder not in out:
                 out.append(folder)
     return out
 
 
-def _read_verified(path: Path, sha256: str) -> bytes:
+def _read_verified(path: Path, sha256: str, dataset: str = "MNIST") -> bytes:
     try:
         with gzip.open(path, "rb") as f:
             content = f.read()
     except (OSError, EOFError) as exc:
         raise OSError(f"{path} is not a readable gzip file ({exc}); delete it and retry") from None
     digest = hashlib.sha256(content).hexdigest()
+    other = _KNOWN.get(digest)
+    if digest != sha256 and other is not None and other != dataset:
+        raise OSError(f"{path} is {other}'s file of that name, not {dataset}'s: put {dataset}'s files in a folder "
+                      f"of their own")
     if digest != sha256:
         raise OSError(
             f"checksum mismatch for {path}: SHA-256 of the decompressed content is "
@@ -112,17 +140,18 @@ def _read_verified(path: Path, sha256: str) -> bytes:
     return content
 
 
-def _download(name: str, folder: Path, sha256: str, timeout: float) -> Path:
+def _download(name: str, folder: Path, sha256: str, timeout: float, mirrors: Sequence[str],
+              dataset: str = "MNIST") -> Path:
     created = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     errors = []
-    for mirror in MNIST_MIRRORS:
+    for mirror in mirrors:
         url = mirror + name
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
         try:
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
                 shutil.copyfileobj(resp, out)
-            _read_verified(Path(tmp), sha256)
+            _read_verified(Path(tmp), sha256, dataset)
             target = folder / name
             os.replace(tmp, target)  # atomic: a killed download leaves no half file
             return target
@@ -197,32 +226,8 @@ def load_mnist(
     >>> X.shape, y[:5]  # doctest: +SKIP
     ((10000, 28, 28), array([7, 2, 1, 0, 4]))
     """
-    if subset not in ("train", "test", "all"):
-        raise ValueError(f"subset must be 'train', 'test' or 'all'; got {subset!r}")
-    prefixes = ["train", "t10k"] if subset == "all" else [_SUBSETS[subset]]
-    folders = _candidates(data_home)
-    arrays = {}
-    for prefix in prefixes:
-        for kind in ("images-idx3", "labels-idx1"):
-            name = f"{prefix}-{kind}-ubyte.gz"
-            path = next((f / name for f in folders if (f / name).is_file()), None)
-            if path is None:
-                where = (f"Put the four IDX files ({', '.join(MNIST_FILES)}) in {folders[0]} (or set "
-                         f"SKDBAL_DATA / data_home to a folder with an mnist/ subfolder). "
-                         f"Looked in: {', '.join(map(str, folders))}")
-                if not download:
-                    raise FileNotFoundError(
-                        f"MNIST file {name} not found and download=False. {where}; or pass download=True."
-                    )
-                try:
-                    path = _download(name, get_data_home(data_home) / "mnist", MNIST_FILES[name], timeout)
-                except OSError as exc:
-                    raise OSError(f"{exc}\nOffline? {where}.") from None
-            arrays[(prefix, kind)] = _parse_idx(_read_verified(path, MNIST_FILES[name]), name)
-    images = np.concatenate([arrays[(p, "images-idx3")] for p in prefixes])
-    target = np.concatenate([arrays[(p, "labels-idx1")] for p in prefixes]).astype(np.int64)
-    if len(images) != len(target):
-        raise OSError(f"MNIST images and labels disagree: {len(images)} vs {len(target)}")
+    images, target = _load_idx_set("MNIST", "mnist", MNIST_FILES, MNIST_MIRRORS, data_home, download, subset,
+                                   timeout)
     if return_X_y:
         return images, target
     return Bunch(
@@ -232,6 +237,106 @@ def load_mnist(
         target_names=np.arange(10),
         DESCR=f"MNIST handwritten digits, subset={subset!r}: {len(target)} uint8 28x28 images.",
     )
+
+
+def load_fashion_mnist(
+    data_home: Optional[Union[str, os.PathLike]] = None,
+    download: bool = True,
+    subset: str = "train",
+    return_X_y: bool = False,
+    timeout: float = 60.0,
+):
+    """Load Fashion-MNIST (Xiao, Rasul & Vollgraf, 2017) from the standard IDX files.
+
+    Zalando's article images: 10 classes of clothing (:data:`FASHION_MNIST_CLASSES`), 28 × 28 grey-scale,
+    the same IDX format and split sizes as MNIST (:func:`load_mnist`), and read the same way: the files are
+    looked up in ``fashion-mnist/`` under ``data_home``, ``$SKDBAL_DATA`` and ``~/skdbal_data`` (or in
+    those folders themselves), downloaded when missing, and verified by the SHA-256 of their decompressed
+    content (:data:`FASHION_MNIST_FILES`), so any re-compression of the same files is accepted. Debian's
+    package ``dataset-fashion-mnist`` installs the four files under ``/usr/share/datasets/fashion-mnist/``:
+    pass that folder as ``data_home`` to read them offline.
+
+    Parameters
+    ----------
+    data_home : str or path-like, optional
+        Folder holding ``fashion-mnist/`` (or the four files directly). Looked up first; then
+        ``$SKDBAL_DATA``; then ``~/skdbal_data``.
+    download : bool, default=True
+        Download missing files into ``<data_home>/fashion-mnist`` (the first folder above), from
+        :data:`FASHION_MNIST_MIRRORS`. With False, a missing file raises :class:`FileNotFoundError`.
+    subset : {"train", "test", "all"}, default="train"
+        60,000 training images, 10,000 test images, or both (train first).
+    return_X_y : bool, default=False
+        Return ``(images, target)`` instead of a Bunch.
+    timeout : float, default=60
+        Seconds per download attempt.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``images`` uint8 ``(N, 28, 28)``; ``data`` the same, flat ``(N, 784)``; ``target`` int64 ``(N,)``;
+        ``target_names``, the class names by label; ``DESCR``.
+    (images, target) : tuple, with ``return_X_y=True``
+
+    Raises
+    ------
+    FileNotFoundError
+        Offline (``download=False``) with no copy; the message says where to put the files.
+    OSError
+        On a checksum mismatch (a corrupted file, or MNIST's file of the same name in Fashion-MNIST's
+        place), or when the download fails (the message also says where to put the files by hand).
+
+    Examples
+    --------
+    >>> from skdbal.datasets import load_fashion_mnist
+    >>> fashion = load_fashion_mnist(subset="test")  # doctest: +SKIP
+    >>> fashion.images.shape, fashion.target[:3], fashion.target_names[fashion.target[0]]  # doctest: +SKIP
+    ((10000, 28, 28), array([9, 2, 1]), 'Ankle boot')
+    """
+    images, target = _load_idx_set("Fashion-MNIST", "fashion-mnist", FASHION_MNIST_FILES, FASHION_MNIST_MIRRORS,
+                                   data_home, download, subset, timeout)
+    if return_X_y:
+        return images, target
+    return Bunch(
+        images=images,
+        data=images.reshape(len(images), -1),
+        target=target,
+        target_names=np.asarray(FASHION_MNIST_CLASSES),
+        DESCR=f"Fashion-MNIST article images, subset={subset!r}: {len(target)} uint8 28x28 images.",
+    )
+
+
+def _load_idx_set(dataset: str, subfolder: str, files: dict, mirrors: Sequence[str], data_home, download: bool,
+                  subset: str, timeout: float):
+    """``(images, target)`` of an MNIST-shaped data set: its four IDX files found (or downloaded) and verified."""
+    if subset not in ("train", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'test' or 'all'; got {subset!r}")
+    prefixes = ["train", "t10k"] if subset == "all" else [_SUBSETS[subset]]
+    folders = _candidates(data_home, subfolder)
+    arrays = {}
+    for prefix in prefixes:
+        for kind in ("images-idx3", "labels-idx1"):
+            name = f"{prefix}-{kind}-ubyte.gz"
+            path = next((f / name for f in folders if (f / name).is_file()), None)
+            if path is None:
+                where = (f"Put the four IDX files ({', '.join(files)}) in {folders[0]} (or set "
+                         f"SKDBAL_DATA / data_home to a folder holding {subfolder}/). "
+                         f"Looked in: {', '.join(map(str, folders))}")
+                if not download:
+                    raise FileNotFoundError(
+                        f"{dataset} file {name} not found and download=False. {where}; or pass download=True."
+                    )
+                try:
+                    path = _download(name, get_data_home(data_home) / subfolder, files[name], timeout, mirrors,
+                                     dataset)
+                except OSError as exc:
+                    raise OSError(f"{exc}\nOffline? {where}.") from None
+            arrays[(prefix, kind)] = _parse_idx(_read_verified(path, files[name], dataset), name)
+    images = np.concatenate([arrays[(p, "images-idx3")] for p in prefixes])
+    target = np.concatenate([arrays[(p, "labels-idx1")] for p in prefixes]).astype(np.int64)
+    if len(images) != len(target):
+        raise OSError(f"{dataset} images and labels disagree: {len(images)} vs {len(target)}")
+    return images, target
 
 
 def make_noisy_labels(y, noise_rate: float, *, classes=None, transition_matrix=None, random_state=None):

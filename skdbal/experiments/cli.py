@@ -290,9 +290,10 @@ def add_parsers(sub) -> None:
                     help="run a deep ensemble of M of the preset's networks instead of MC dropout (variant "
                          "ensembleM): the members, with dropout off at prediction, are the samples; M times "
                          "the training cost")
-    ex.add_argument("--dataset", default=None, choices=["mnist", "repeated_mnist", "digits"],
+    ex.add_argument("--dataset", default=None, choices=["mnist", "repeated_mnist", "fashion_mnist", "digits"],
                     help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
-                         "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise")
+                         "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise; "
+                         "fashion_mnist is Zalando's Fashion-MNIST (skdbal.datasets.load_fashion_mnist)")
     ex.add_argument("--n-jobs", type=_jobs, default=1, help="runs in parallel (default 1)")
     ex.add_argument("--torch-threads", type=_whole(1), default=None,
                     help="torch threads per run (default cpus/n-jobs; 1 with --scheduler)")

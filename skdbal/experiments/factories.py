@@ -47,6 +47,12 @@ def load_data(dataset: str, data_home: Optional[str] = None):
         X_train, y_train = load_mnist(data_home, subset="train", return_X_y=True)
         X_test, y_test = load_mnist(data_home, subset="test", return_X_y=True)
         return X_train, y_train, X_test, y_test
+    if dataset == "fashion_mnist":
+        from ..datasets import load_fashion_mnist
+
+        X_train, y_train = load_fashion_mnist(data_home, subset="train", return_X_y=True)
+        X_test, y_test = load_fashion_mnist(data_home, subset="test", return_X_y=True)
+        return X_train, y_train, X_test, y_test
     if dataset == "repeated_mnist":
         from ..datasets import make_repeated
 
@@ -61,7 +67,7 @@ def load_data(dataset: str, data_home: Optional[str] = None):
 
         X_pool, X_test, y_pool, y_test = load_digits_images()
         return X_pool, y_pool, X_test, y_test
-    raise ValueError(f"unknown dataset {dataset!r}; choose 'mnist', 'repeated_mnist' or 'digits'")
+    raise ValueError(f"unknown dataset {dataset!r}; choose 'mnist', 'repeated_mnist', 'fashion_mnist' or 'digits'")
 
 
 def split_indices(preset: Preset, seed: int, y_train, n_test_total: int, X_train=None,

@@ -114,7 +114,8 @@ def anchors_apply(rows: List[dict], files: Dict[tuple, Tuple[Path, Optional[dict
 
 
 #: How the report's titles name each data set (and each network, below).
-DATASET_LABELS = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "digits": "digits"}
+DATASET_LABELS = {"mnist": "MNIST", "repeated_mnist": "Repeated-MNIST", "fashion_mnist": "Fashion-MNIST",
+                  "digits": "digits"}
 _NETWORK_LABEL = {"BayesianCNN": "Bayesian CNN", "KirschCNN": "Kirsch et al.'s CNN"}
 
 

@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 __all__ = ["Preset", "PRESETS", "get_preset"]
 
 
-_DATASETS = ("mnist", "repeated_mnist", "digits")
+_DATASETS = ("mnist", "repeated_mnist", "fashion_mnist", "digits")
 #: Optimizer names a preset accepts, and the ``torch.optim`` class each names
 #: (by name: this module does not import torch).
 OPTIMIZER_CLASSES = {"adam": "Adam", "adamw": "AdamW"}
@@ -86,11 +86,12 @@ class Preset:
     Attributes
     ----------
     name : str
-    dataset : {"mnist", "repeated_mnist", "digits"}
+    dataset : {"mnist", "repeated_mnist", "fashion_mnist", "digits"}
         ``"repeated_mnist"`` is Kirsch et al.'s Repeated-MNIST: every training
         image 3 times with Gaussian noise of std ``0.1 · 0.3081`` on pixels
         in [0, 1] (:func:`skdbal.datasets.make_repeated`; the test set is
-        MNIST's). ``"digits"`` (scikit-learn's 8×8, 500 test images) is for
+        MNIST's). ``"fashion_mnist"`` is Fashion-MNIST, the same sizes as
+        MNIST (:func:`skdbal.datasets.load_fashion_mnist`). ``"digits"`` (scikit-learn's 8×8, 500 test images) is for
         smoke tests.
     module : str
         A network in :mod:`skdbal.models`.

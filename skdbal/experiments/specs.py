@@ -114,7 +114,8 @@ class RunSpec:
 
 #: Sizes of the training and test sets of each data set (load_data's), for the
 #: checks made before a run starts.
-_DATA_SIZES = {"mnist": (60000, 10000), "repeated_mnist": (180000, 10000), "digits": (1297, 500)}
+_DATA_SIZES = {"mnist": (60000, 10000), "repeated_mnist": (180000, 10000), "fashion_mnist": (60000, 10000),
+               "digits": (1297, 500)}
 #: Classes of every data set: the initial set holds n_initial_per_class of each.
 _N_CLASSES = 10
 
