@@ -62,6 +62,8 @@ from ._batchbald import BatchBALD, batch_bald
 from ._badge import BADGE, badge
 from ._ddu import DDU, ddu
 from ._epig import EPIG, epig
+from ._typiclust import TypiClust, typiclust
+from ._probcover import ProbCover, probcover
 from ._noise_filter import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch

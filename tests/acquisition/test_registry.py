@@ -141,7 +141,7 @@ def test_register_refuses_what_it_cannot_file():
     assert register(type(STRATEGIES["bald"])) is acquisition.bald   # the same class again: nothing changes
     assert register(acquisition.NoiseFilter) is acquisition.NoiseFilter   # a decorator: its class
     assert list(STRATEGIES) == ["bald", "max_entropy", "variation_ratios", "mean_std", "random",
-                                "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig"]
+                                "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig", "typiclust", "probcover"]
 
 
 def test_the_shared_instances_are_the_registry_s():
@@ -151,7 +151,7 @@ def test_the_shared_instances_are_the_registry_s():
         "filter": ("threshold",), "diverse": ("weight", "features"), "stochastic": ("mode", "beta")}
     assert [display_name(s) for s in STRATEGIES.values()] == [
         "BALD", "max entropy", "variation ratio", "mean std", "random", "predictive variance", "EGL", "BatchBALD",
-        "BADGE", "DDU", "EPIG"]
+        "BADGE", "DDU", "EPIG", "TypiClust", "ProbCover"]
 
 
 def test_the_package_exports_every_registered_strategy_and_decorator():
