@@ -59,7 +59,7 @@ def probcover_graph(embedding, delta: float):
     from scipy import sparse
 
     E = _as_embedding(embedding)
-    r2 = _check_delta(delta) ** 2
+    radius = _check_delta(delta)
     n = len(E)
     sq = np.einsum("ij,ij->i", E, E)
     rows, cols = [], []
@@ -67,7 +67,7 @@ def probcover_graph(embedding, delta: float):
     for s in range(0, n, step):
         d = _sq_distances(E[s:s + step], E, sq[s:s + step], sq)
         d[np.arange(len(d)), np.arange(s, s + len(d))] = 0.0          # a centre is in its ball, round-off aside
-        x, y = np.nonzero(d < r2)
+        x, y = np.nonzero(np.sqrt(d, out=d) < radius)     # distances as probcover_delta computes them
         rows.append(x + s)
         cols.append(y)
     x, y = np.concatenate(rows), np.concatenate(cols)
