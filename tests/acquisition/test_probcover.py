@@ -15,8 +15,13 @@ from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
 from skdbal.acquisition import ProbCover, probcover
-from skdbal.acquisition.functional import (ball_purity, probcover_delta, probcover_graph, probcover_select,
-                                           typiclust_clusters)
+from skdbal.acquisition.functional import (
+    ball_purity,
+    probcover_delta,
+    probcover_graph,
+    probcover_select,
+    typiclust_clusters,
+)
 
 
 # ------------------------------------------------------------------ the authors' algorithm, transcribed
@@ -38,7 +43,7 @@ def ref_select(graph_df, n_lSet, n_relevant, budgetSize):
     edge_from_seen = np.isin(graph_df.x, np.arange(n_lSet))
     covered_samples = graph_df.y[edge_from_seen].unique()
     cur_df = graph_df[(~np.isin(graph_df.y, covered_samples))]
-    for i in range(budgetSize):
+    for _ in range(budgetSize):
         degrees = np.bincount(cur_df.x, minlength=n_relevant)
         assert degrees.max() > 0, "everything is covered: the authors' code would pick row 0 again"
         cur = degrees.argmax()

@@ -141,7 +141,8 @@ def test_register_refuses_what_it_cannot_file():
     assert register(type(STRATEGIES["bald"])) is acquisition.bald   # the same class again: nothing changes
     assert register(acquisition.NoiseFilter) is acquisition.NoiseFilter   # a decorator: its class
     assert list(STRATEGIES) == ["bald", "max_entropy", "variation_ratios", "mean_std", "random",
-                                "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig", "typiclust", "probcover"]
+                                "predictive_variance", "egl", "batch_bald", "badge", "ddu", "epig", "typiclust",
+                                "probcover"]
 
 
 def test_the_shared_instances_are_the_registry_s():
