@@ -280,10 +280,11 @@ class ProbCover(Strategy):
     -----
     The batch is chosen jointly: ProbCover has no pool scores, and the scores returned are the rows each
     pick newly covered. ``info`` holds the radius (``delta``) and the fraction of the rows covered after
-    the batch (``coverage``). Differences from the authors' code, none of which changes a batch it
-    completes: the graph takes every row (theirs leaves out the rows after the last whole block of 500);
-    once everything is covered the batch is completed at random (theirs picks row 0 again); the radius is
-    the exact one of purity ``alpha`` (the paper's, on a grid). The graph holds one entry per pair of rows
+    the batch (``coverage``). Given the same embedding and radius, the batch is the authors' code's
+    wherever its graph is whole and the batch leaves rows uncovered. The differences: the graph takes
+    every row (theirs leaves out the rows after the last whole block of 500); once everything is covered
+    the batch is completed at random (theirs picks row 0 again); the radius is the exact one of purity
+    ``alpha`` (the paper's, on a grid of step 0.05). The graph holds one entry per pair of rows
     closer than ``delta``: a radius that puts much of the pool in every ball makes it large.
 
     References

@@ -340,13 +340,13 @@ class TypiClust(Strategy):
     Notes
     -----
     The batch is chosen jointly: TypiClust has no pool scores, and the scores returned are the picks'
-    typicalities. Differences from the authors' code, none of which changes a batch it completes: the
-    k-means runs on the labelled rows and the pool given (theirs on the whole training set, scikit-learn's
-    k-means with the same switch to MiniBatchKMeans above 50 clusters, seeded by ``random_state``); the
-    neighbours are exact, computed in NumPy, where theirs are faiss's on a GPU; labelled counts are
-    per cluster label (theirs assume every label occurs); and a batch it could not complete (a cluster
-    with no row left, or no cluster above ``min_cluster_size``) is completed as
-    :func:`~skdbal.acquisition.functional.typiclust_select` says. The k-means holds the whole embedding in
+    typicalities. Given the same clusters, the batch is the authors' code's wherever that code completes
+    it. The differences: the k-means runs on the labelled rows and the pool given (theirs on the whole
+    training set; scikit-learn's k-means both, with the same switch to MiniBatchKMeans above 50
+    clusters, seeded here by ``random_state``); the neighbours are exact, computed in NumPy, where theirs
+    are faiss's on a GPU; labelled rows are counted per cluster label (theirs assume every label
+    occurs); and a batch their code could not complete (a cluster with no row left, or no cluster above
+    ``min_cluster_size``) is completed as :func:`~skdbal.acquisition.functional.typiclust_select` says. The k-means holds the whole embedding in
     memory; ``pool_subsample`` bounds it.
 
     References
