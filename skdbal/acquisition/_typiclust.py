@@ -346,8 +346,8 @@ class TypiClust(Strategy):
     clusters, seeded here by ``random_state``); the neighbours are exact, computed in NumPy, where theirs
     are faiss's on a GPU; labelled rows are counted per cluster label (theirs assume every label
     occurs); and a batch their code could not complete (a cluster with no row left, or no cluster above
-    ``min_cluster_size``) is completed as :func:`~skdbal.acquisition.functional.typiclust_select` says. The k-means holds the whole embedding in
-    memory; ``pool_subsample`` bounds it.
+    ``min_cluster_size``) is completed as :func:`~skdbal.acquisition.functional.typiclust_select` says.
+    The k-means holds the whole embedding in memory; ``pool_subsample`` bounds it.
 
     References
     ----------
