@@ -54,8 +54,8 @@ labelling page served beyond loopback); ``hosts=["*"]`` lets any name pass.
 - the numbers read from a body (task, annotation and project ids) must be whole numbers from 0 to
   2**63 - 1: ``Infinity``, ``NaN``, ``1.5``, ``true`` or ``1e400`` there is a 400 that names the
   field; the rest of a body (a task's data) is not read;
-- a webhook names at most 1,000 tasks (:data:`MAX_EVENT_TASKS`, 1,000) or deleted annotations to be read
-  one by one; a larger one is answered 200 and makes a pull instead (one read of every task);
+- a webhook names at most 1,000 annotations, made or deleted (:data:`MAX_EVENT_TASKS`, 1,000), to be
+  read one by one; a larger one is answered 200 and makes a pull instead (one read of every task);
 - the webhook queue holds at most 5,000 tasks waiting (:data:`MAX_QUEUE`, 5,000): a task named again while
   it waits is read once for all its events, and an event that would go past the cap is refused
   (503), and makes a pull, so that no annotation is lost;
@@ -105,7 +105,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 8 * 1024 * 1024
 #: Most tasks in one ``/predict``.
 MAX_TASKS = 5000
-#: Most tasks (or deleted annotations) one webhook names to be read one by one; more make a pull.
+#: Most annotations (made or deleted) one webhook names to be read one by one; more make a pull.
 MAX_EVENT_TASKS = 1000
 #: Most tasks waiting in the webhook queue; an event that would go past it is refused (503).
 MAX_QUEUE = 5000
@@ -172,7 +172,7 @@ class WebhookWorker:
     max_queue : int, default=MAX_QUEUE
         Most tasks waiting; :meth:`put` refuses (503) an event that would go past it.
     max_event_tasks : int, default=MAX_EVENT_TASKS
-        Most tasks (or deleted annotations) of one event read one by one; a larger event sets
+        Most annotations (made or deleted) of one event read one by one; a larger event sets
         :attr:`missed` (a pull) instead.
 
     Examples
@@ -221,14 +221,17 @@ class WebhookWorker:
             if action == "START_TRAINING":
                 return "skdbal retrains after each label by itself: nothing to start"
             return f"{action} is not an annotation event: nothing to do"
+        key = "annotations" if action == "ANNOTATIONS_DELETED" else "annotation"
+        given = event.get(key)
+        given = [given] if isinstance(given, dict) else _listed(given or [], key)
+        if len(given) > self.max_event_tasks:        # not even looked at one by one
+            self.missed.set()
+            return f"{len(given)} annotations named (more than {self.max_event_tasks}): a pull will be made"
         if action == "ANNOTATIONS_DELETED":
-            given = event.get("annotations") or []
             named: Dict[int, Dict[int, str]] = {}
-            deleted = {_id_in(a, f"annotations[{k}]") for k, a in enumerate(_listed(given, "annotations"))}
+            deleted = {_id_in(a, f"annotations[{k}]") for k, a in enumerate(given)}
             deleted.discard(None)
         else:
-            given = event.get("annotation")
-            given = [given] if isinstance(given, dict) else _listed(given or [], "annotation")
             named, deleted = {}, set()
             default = _id_in(event.get("task"), "task")
             for k, a in enumerate(given):
@@ -239,10 +242,6 @@ class WebhookWorker:
                 task = default if task is None else task
                 if task is not None and annotation is not None:
                     named.setdefault(task, {})[annotation] = str(a.get("updated_at") or "")[:64]
-        if len(named) + len(deleted) > self.max_event_tasks:
-            self.missed.set()
-            return f"{len(named) + len(deleted)} tasks or annotations named (more than {self.max_event_tasks}): " \
-                   f"a pull will be made"
         return self._queue(named, deleted)
 
     def _queue(self, named: Dict[int, dict], deleted: Set[int]) -> str:

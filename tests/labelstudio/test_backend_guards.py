@@ -283,7 +283,7 @@ def test_an_event_naming_more_tasks_than_the_cap_asks_for_a_pull_and_reads_nothi
     tasks = [setup.fake.annotate(1000 + i, i, annotation=700 + i) for i in range(3)]
     r = setup.http.post("/webhook", json={"action": "ANNOTATIONS_CREATED", "annotation": tasks, "project": {"id": 1}})
     assert r.status_code == 200
-    assert r.json()["note"] == "3 tasks or annotations named (more than 2): a pull will be made"
+    assert r.json()["note"] == "3 annotations named (more than 2): a pull will be made"
     assert worker.drain() and worker.missed.is_set() and setup.fake.reads == []
 
 
