@@ -140,7 +140,9 @@ class _Wait:
     __slots__ = ("source", "want", "drop", "deadline", "due", "reads", "away", "changed")
 
     def __init__(self, source: int, now: float, settle: float):
-        self.source, self.want, self.drop = source, {}, set()
+        self.source = source
+        self.want: Dict[int, str] = {}      # annotation -> the newest updated_at an event gave it
+        self.drop: Set[int] = set()         # deleted annotations
         self.deadline, self.due, self.reads, self.away, self.changed = now + settle, now, 0, 0, 0
 
 
@@ -229,8 +231,8 @@ class WebhookWorker:
             return f"{len(given)} annotations named (more than {self.max_event_tasks}): a pull will be made"
         if action == "ANNOTATIONS_DELETED":
             named: Dict[int, Dict[int, str]] = {}
-            deleted = {_id_in(a, f"annotations[{k}]") for k, a in enumerate(given)}
-            deleted.discard(None)
+            ids = (_id_in(a, f"annotations[{k}]") for k, a in enumerate(given))
+            deleted = {i for i in ids if i is not None}
         else:
             named, deleted = {}, set()
             default = _id_in(event.get("task"), "task")
@@ -321,8 +323,9 @@ class WebhookWorker:
                 else:
                     self._work(task)
             except Exception as exc:  # noqa: BLE001 - the thread goes on whatever Label Studio answered
-                with self._cv:
-                    self._waiting.pop(task, None)
+                if task is not None:
+                    with self._cv:
+                        self._waiting.pop(task, None)
                 self._failed("" if task is None else f"for task {task}", exc)
             task = None
 
@@ -380,7 +383,8 @@ class WebhookWorker:
         with self._cv:
             wait.reads += 1
             for a in annotations:
-                self._task_of_annotation[a] = task
+                if isinstance(a, int):
+                    self._task_of_annotation[a] = task
             # what shows is recorded now; what does not is waited for (another event may have named this
             # task with an annotation Label Studio never had: that holds up no other's record)
             shown = {i for i, when in wait.want.items()
@@ -677,7 +681,7 @@ async def predict(request: Request):
             p = predictions[item]
             results.append({"model_version": p["model_version"], "score": p["score"], "result": p["result"]})
             continue
-        guess = guesses.get(item)
+        guess = None if item is None else guesses.get(item)
         result = [] if guess is None else [{"from_name": sync.from_name, "to_name": sync.to_name,
                                             "type": "choices", "value": {"choices": [str(guess)]}}]
         results.append({"model_version": name, "score": worst, "result": result})
