@@ -96,6 +96,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                          "backend's token: Label Studio sends it as Basic Auth's password")
     backend.add_argument("--backend-url", metavar="URL", help="the address at which Label Studio reaches the "
                          "backend (default http://HOST:PORT)")
+    backend.add_argument("--backend-allowed-hosts", metavar="NAMES", help="more host names the backend answers "
+                         "to, comma-separated: the name by which Label Studio reaches it (a Docker network's); '*' "
+                         "for any. Without a backend token it answers 127.0.0.1, localhost, ::1 and the host of "
+                         "--backend-url only; with one, any name unless these are given")
     backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
                          "Model does) unless one with its address is there")
     return p
@@ -537,7 +541,11 @@ def _backend_settings(args) -> dict:
                          f"be there; choose another --backend-port") from None
     bound = sock.getsockname()[1]
     url = (args.backend_url or f"http://{'[' + host + ']' if ':' in host else host}:{bound}").rstrip("/")
-    return {"socket": sock, "token": token, "host": host, "port": bound, "url": url}
+    hosts = [h.strip() for h in (args.backend_allowed_hosts or "").split(",") if h.strip()]
+    named = urlparse(url).hostname or ""
+    if token is None and args.backend_url and not is_loopback(named) and named not in hosts:
+        hosts.append(named)           # the name Label Studio is given for the backend (a rebound name is not)
+    return {"socket": sock, "token": token, "host": host, "port": bound, "url": url, "hosts": hosts or None}
 
 
 def connect_backend(client, project: int, url: str, *, token: Optional[str] = None,
@@ -607,7 +615,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
     from .sync import is_transient
 
     session = sync.session
-    app = backend_app(sync, token=backend["token"])
+    app = backend_app(sync, token=backend["token"], hosts=backend["hosts"])
     stopping = threading.Event()        # asked to stop: the keeper stops the loop, then the server
 
     class Server(uvicorn.Server):

@@ -23,6 +23,8 @@ from skdbal.labelstudio.backend import backend_app  # noqa: E402
 CONFIG = ('<View><Image name="image" value="$image"/><Choices name="digit" toName="image" choice="single">'
           + "".join(f'<Choice value="{c}"/>' for c in range(10)) + "</Choices></View>")
 N = 60
+#: Label Studio on this machine calls the backend by this address (a loopback name: the Host passes).
+LOCAL = "http://127.0.0.1:9090"
 
 
 class FakeLabelStudio:
@@ -80,7 +82,7 @@ def setup(tmp_path):
     sync = LabelStudioSync(session, _client(fake), project=1)
     assert sync.map_tasks() == N
     app = backend_app(sync, guess_timeout=0.3)
-    yield SimpleNamespace(session=session, fake=fake, sync=sync, app=app, http=TestClient(app), y=y)
+    yield SimpleNamespace(session=session, fake=fake, sync=sync, app=app, http=TestClient(app, base_url=LOCAL), y=y)
     app.state.events.close()
     session.stop()
     session.store.close()
@@ -166,7 +168,9 @@ def test_a_forged_webhook_records_nothing_label_studio_does_not_hold(setup):
     assert r.status_code == 415 and "application/json" in r.json()["error"]
 
 
-def test_a_deletion_of_an_annotation_recorded_before_a_restart_pulls(setup):
+def test_a_deletion_of_an_annotation_recorded_before_a_restart_is_found_by_the_stores_events(setup):
+    """The worker has not read the annotation (a pull recorded it, before a restart): the store's event
+    of it names its item, so its task is read again, without a pull."""
     s, fake, sync = setup.session, setup.fake, setup.sync
     fake.annotate(1002, 5, annotation=42)
     assert sync.pull() == 1 and s.store.current_labels()[2]["label"] == "5"    # recorded by the pull at start
@@ -174,7 +178,8 @@ def test_a_deletion_of_an_annotation_recorded_before_a_restart_pulls(setup):
     setup.http.post("/webhook", json={"action": "ANNOTATIONS_DELETED", "annotations": [{"id": 42}],
                                       "project": {"id": 1}})
     assert setup.app.state.events.drain()
-    assert 2 not in s.store.current_labels()
+    assert 2 not in s.store.current_labels() and fake.reads == [1002]
+    assert not setup.app.state.events.missed.is_set()
 
 
 def test_other_actions_other_projects_and_training_are_answered_with_a_note(setup):
@@ -293,7 +298,7 @@ def test_an_unexpected_error_is_a_json_500_and_one_log_line(setup, monkeypatch, 
     said = "the server failed: RuntimeError: the model is gone"
     caplog.set_level(logging.INFO)
     app = backend_app(setup.sync, guess_timeout=10)   # a busy machine's slow thread start is no empty 200
-    r = TestClient(app).post("/predict", json={"tasks": [{"id": 1020}]})
+    r = TestClient(app, base_url=LOCAL).post("/predict", json={"tasks": [{"id": 1020}]})
     assert r.status_code == 500 and r.json() == {"error": said}
 
     url, stop = serve(app)

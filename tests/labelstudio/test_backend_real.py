@@ -305,11 +305,11 @@ HELD_WORKER = """
 import sys, threading
 from skdbal.labelstudio import backend
 
-def held(self, event):
-    print("webhook held before its record:", event.get("action"), flush=True)
+def held(self, task):
+    print("webhook held before its record: task", task, flush=True)
     threading.Event().wait()
 
-backend.WebhookWorker.handle = held
+backend.WebhookWorker._work = held
 from skdbal.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -359,7 +359,7 @@ def test_a_kill_between_a_webhooks_ack_and_its_record_loses_no_label(server, tmp
         first, ids = queue(client, project, 10, "uncertainty")
         key = first[0][0]
         made = annotate(client, ids[key], y[int(key)], from_name="label")   # Label Studio waits for the webhook
-        seen = lines_until(process, "webhook held before its record: ANNOTATION_CREATED", timeout=30)
+        seen = lines_until(process, f"webhook held before its record: task {ids[key]}", timeout=30)
         assert events() == []                   # acknowledged, not recorded
         process.send_signal(signal.SIGKILL)
         assert process.wait(30) == -signal.SIGKILL
