@@ -8,6 +8,7 @@ import io
 import marshal
 import os
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -199,12 +200,32 @@ def _is_script(module) -> bool:
     return isinstance(module, torch.jit.ScriptModule)
 
 
+def _quiet_jit(function, *args, **kwargs):
+    """``torch.jit.load`` / ``save`` without torch's deprecation warning on each call: the user chose the
+    TorchScript file, and pickling an encoder goes through them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return function(*args, **kwargs)
+
+
 def _script_bytes(module) -> bytes:
     import torch
 
     buffer = io.BytesIO()
-    torch.jit.save(module, buffer)
+    _quiet_jit(torch.jit.save, module, buffer)
     return buffer.getvalue()
+
+
+def _load_script(source):
+    import torch
+
+    return _quiet_jit(torch.jit.load, source, map_location="cpu")
+
+
+def _load_exported(source):
+    import torch
+
+    return torch.export.load(source).module()
 
 
 def module_sha256(module) -> str:
@@ -234,7 +255,8 @@ class TorchEncoder(BaseEncoder):
     ----------
     module : torch.nn.Module or path
         The network (the module you pass is never changed: a copy is fitted),
-        or the path of a TorchScript file (``torch.jit.save``).
+        or the path of a TorchScript file (``torch.jit.save``) or of an
+        exported program (``torch.export.save``, a ``.pt2`` file).
     weights : path, optional
         A ``state_dict`` file (``torch.save(model.state_dict(), path)``, or a
         checkpoint dict holding one under ``"state_dict"``), loaded with
@@ -265,6 +287,9 @@ class TorchEncoder(BaseEncoder):
         ``X.shape[1]`` at fit.
     n_features_out_ : int
         The embedding's width ``D``.
+    source_sha256_ : str or None
+        SHA-256 of the TorchScript or ``.pt2`` file read at fit (None for a
+        module object).
 
     Examples
     --------
@@ -309,8 +334,14 @@ class TorchEncoder(BaseEncoder):
             path = Path(self.module)
             if not path.is_file():
                 raise FileNotFoundError(f"no TorchScript file at {path}")
+            if path.suffix == ".pt2":
+                try:
+                    return _load_exported(str(path))
+                except Exception as error:
+                    raise ValueError(f"{path} is not an exported program ({type(error).__name__}: "
+                                     f"{str(error).splitlines()[0][:200] if str(error) else ''})") from None
             try:
-                return torch.jit.load(str(path), map_location="cpu")
+                return _load_script(str(path))
             except Exception as error:  # torch raises RuntimeError with its own long message
                 raise ValueError(f"{path} is not a TorchScript file ({type(error).__name__}); for a state_dict, "
                                  f"pass the module and weights={str(path)!r}") from None
@@ -318,7 +349,7 @@ class TorchEncoder(BaseEncoder):
             raise TypeError(f"module must be a torch.nn.Module or a TorchScript file's path; got "
                             f"{type(self.module).__name__}")
         if _is_script(self.module):
-            return torch.jit.load(io.BytesIO(_script_bytes(self.module)), map_location="cpu")
+            return _load_script(io.BytesIO(_script_bytes(self.module)))
         return copy.deepcopy(self.module).cpu()
 
     def _load_weights(self, module):
@@ -339,7 +370,8 @@ class TorchEncoder(BaseEncoder):
         try:
             module.load_state_dict(state, strict=bool(self.strict))
         except RuntimeError as error:
-            raise ValueError(f"the weights in {path} do not fit the module: {str(error)[:600]}") from None
+            raise ValueError(f"the weights in {path} do not fit the module: {' '.join(str(error).split())[:600]}") \
+                from None
 
     def _setup(self, X):
         import torch
@@ -347,6 +379,7 @@ class TorchEncoder(BaseEncoder):
         device = _torch_device(self.device)
         check_batch_size(self.batch_size)
         module = self._load(device)
+        self.source_sha256_ = file_sha256(self.module) if isinstance(self.module, (str, os.PathLike)) else None
         if self.weights is not None:
             self._load_weights(module)
         if callable(self.output) and not isinstance(self.output, (str, torch.nn.Module)):
@@ -360,7 +393,10 @@ class TorchEncoder(BaseEncoder):
                 raise ValueError(f"output={self.output!r} names no layer of the module; its layers: {names}")
         elif self.output is not None:
             raise TypeError(f"output must be None, a layer's name or a callable; got {type(self.output).__name__}")
-        module.eval()
+        try:
+            module.eval()
+        except NotImplementedError:  # an exported program's module: already the inference graph
+            pass
         for p in module.parameters():
             p.requires_grad_(False)
         self.module_ = module.to(device)
@@ -391,25 +427,33 @@ class TorchEncoder(BaseEncoder):
 
     def fingerprint(self) -> dict:
         out = super().fingerprint()
-        out["params"]["module"] = (f"TorchScript file (sha256 {file_sha256(self.module)})"
+        out["params"]["module"] = (f"file (sha256 {self.source_sha256_})"
                                    if isinstance(self.module, (str, os.PathLike)) else callable_name(self.module))
         out["params"]["weights"] = None if self.weights is None else f"sha256 {file_sha256(self.weights)}"
         return out
+
+    def _exported(self) -> bool:
+        return isinstance(self.module, (str, os.PathLike)) and Path(self.module).suffix == ".pt2"
 
     def __getstate__(self):
         state = self.__dict__.copy()
         for key in ("module", "module_"):   # TorchScript modules pickle through torch.jit.save
             if key in state and _is_script(state[key]):
                 state[key] = ("torchscript", _script_bytes(state[key]))
+        if "module_" in state and self._exported():  # an exported program's module pickles as its file
+            data = Path(self.module).read_bytes()
+            if hashlib.sha256(data).hexdigest() != self.source_sha256_:
+                raise ValueError(f"{self.module} changed since this encoder was fitted; fit it again")
+            state["module_"] = ("export", data)
         return state
 
     def __setstate__(self, state):
-        import torch
-
         for key in ("module", "module_"):
             value = state.get(key)
             if isinstance(value, tuple) and len(value) == 2 and value[0] == "torchscript":
-                state[key] = torch.jit.load(io.BytesIO(value[1]), map_location="cpu")
+                state[key] = _load_script(io.BytesIO(value[1]))
+            elif isinstance(value, tuple) and len(value) == 2 and value[0] == "export":
+                state[key] = _load_exported(io.BytesIO(value[1]))
         self.__dict__.update(state)
         if "module_" in state:
             self.module_ = self.module_.to(_torch_device(self.device))

@@ -115,8 +115,8 @@ class OnnxEncoder(BaseEncoder):
 
     def _setup(self, X):
         check_batch_size(self.batch_size)
-        self.sha256_ = file_sha256(self.path)
         self.session_ = self._open()
+        self.sha256_ = file_sha256(self.path)
 
     def _embed(self, batch):
         spec = self.session_.get_inputs()[0]
