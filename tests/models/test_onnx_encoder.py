@@ -97,3 +97,16 @@ def test_without_onnxruntime_the_error_says_how_to_install_it(tmp_path, monkeypa
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(ImportError, match=r"pip install 'skdbal\[onnx\]'"):
         OnnxEncoder(path).fit(X3)
+
+
+def test_onnx_encoder_passes_sklearns_checks(tmp_path):
+    """On a graph of any width (tanh), written with the onnx package's helpers."""
+    onnx = pytest.importorskip("onnx", reason="the onnx package writes the check's graph")
+    from onnx import TensorProto, helper
+    from sklearn.utils.estimator_checks import check_estimator
+
+    graph = helper.make_graph([helper.make_node("Tanh", ["x"], ["z"])], "tanh",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "d"])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", "d"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "tanh.onnx")
+    check_estimator(OnnxEncoder(tmp_path / "tanh.onnx", batch_size=7))
