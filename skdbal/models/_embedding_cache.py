@@ -7,7 +7,7 @@ import os
 import pickle
 import uuid
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, NoReturn, Optional, Union
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
@@ -74,7 +74,7 @@ def content_sha256(X, chunk_bytes: int = 1 << 24) -> str:
     row_bytes = max(int(np.prod(X.shape[1:], dtype=np.int64)) * X.dtype.itemsize, 1)
     rows = max(1, int(chunk_bytes) // row_bytes)
     for start in range(0, len(X), rows):
-        digest.update(memoryview(np.ascontiguousarray(X[start:start + rows])).cast("B"))
+        digest.update(memoryview(np.ascontiguousarray(X[start:start + rows])).cast("B"))  # type: ignore[arg-type]
     return digest.hexdigest()
 
 
@@ -225,7 +225,7 @@ class EmbeddingCache:
         return {"format": FORMAT, "encoder": encoder_fingerprint(encoder),
                 "pool": {"sha256": content_sha256(X), "shape": list(X.shape), "dtype": X.dtype.str}}
 
-    def _refuse(self, reason: str, differences: List[str]):
+    def _refuse(self, reason: str, differences: List[str]) -> NoReturn:
         raise StaleEmbeddingsError(f"the embeddings in {self.path} {reason}: {'; '.join(differences)}. "
                                    f"Pass recompute=True to compute them again, or use another path",
                                    differences)
@@ -251,7 +251,6 @@ class EmbeddingCache:
             self._refuse("were written in another layout", [f"format: cache {stored.get('format')!r}, "
                                                            f"now {FORMAT}" if isinstance(stored, dict) else
                                                            "the key is not a JSON object"])
-        stored.pop("created", None)
         for part, what in (("pool", "another pool"), ("encoder", "another encoder")):
             differences = _differences({part: stored.get(part)}, {part: key[part]})
             if differences:

@@ -10,7 +10,7 @@ import os
 import pickle
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -65,7 +65,7 @@ class BaseEncoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     """
 
     #: Parameters that do not change the embedding, left out of :meth:`fingerprint`.
-    _not_in_fingerprint = ("batch_size", "device")
+    _not_in_fingerprint: Tuple[str, ...] = ("batch_size", "device")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
