@@ -13,6 +13,7 @@ import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._validation import is_lazy
 from ._encoders import callable_name, json_value
 
 __all__ = ["EmbeddingCache", "StaleEmbeddingsError", "content_sha256", "encoder_fingerprint"]
@@ -305,6 +306,10 @@ class EmbeddingCache:
             Without ``recompute``: the cache belongs to another encoder or
             pool, or its file is damaged.
         """
+        if is_lazy(X):
+            raise TypeError("a dask pool's embeddings stay on its cluster: encoder.transform(pool) gives them "
+                            "as a dask array, block by block (store them there with .to_zarr(...)); "
+                            "EmbeddingCache keeps a local array's")
         X = np.asarray(X)
         key = self.key(encoder, X)
         if not recompute:

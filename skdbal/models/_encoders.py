@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._validation import is_lazy
 from ._preparation import InputPreparation
 
 __all__ = ["TorchEncoder", "FunctionEncoder", "PrecomputedEmbeddings"]
@@ -121,13 +122,16 @@ class BaseEncoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ----------
         X : array-like of shape (n_samples, ...)
             Inputs in the form given to :meth:`fit`; a memory-mapped array is
-            read one batch at a time.
+            read one batch at a time. A dask array is embedded where it lives:
+            the result is a dask array too, one block per block of rows.
 
         Returns
         -------
         embeddings : ndarray of shape (n_samples, n_features_out_), dtype float32
         """
         check_is_fitted(self, "n_features_out_")
+        if is_lazy(X):
+            return self._transform_lazy(X)
         X = self._check_X(X, reset=False)
         out = np.empty((len(X), self.n_features_out_), np.float32)
         step = max(self._batch_rows(len(X)), 1)
@@ -137,6 +141,14 @@ class BaseEncoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 raise ValueError(f"the encoder returned {batch.shape[1]} features, {self.n_features_out_} at fit")
             out[start:start + step] = batch
         return out
+
+    def _transform_lazy(self, X):
+        """A dask array's embeddings, block by block of rows on its cluster, never gathered here."""
+        if X.ndim < 2:
+            raise ValueError(f"an encoder takes (N, ...) inputs; got a dask array of shape {X.shape}")
+        X = X.rechunk({axis: -1 for axis in range(1, X.ndim)})   # each block: whole rows
+        return X.map_blocks(self.transform, dtype=np.float32, chunks=(X.chunks[0], (self.n_features_out_,)),
+                            drop_axis=list(range(2, X.ndim)) or None, meta=np.empty((0, 0), np.float32))
 
     def _state_sha256(self) -> str:
         raise NotImplementedError
@@ -598,5 +610,7 @@ class PrecomputedEmbeddings(BaseEncoder):
         embeddings : ndarray of shape (n_samples, n_features_in_), dtype float32
         """
         check_is_fitted(self, "n_features_out_")
+        if is_lazy(X):
+            return self._transform_lazy(X)
         X = self._check_X(X, reset=False)
         return np.asarray(X, dtype=np.float32)

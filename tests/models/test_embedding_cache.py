@@ -282,3 +282,16 @@ def _rss_anon():
     except OSError:
         pass
     return None
+
+
+# ------------------------------------------------------------------------------------------ a dask pool
+def test_a_dask_pools_embeddings_stay_on_its_cluster(tmp_path):
+    da = pytest.importorskip("dask.array")
+    images = np.arange(2 * 5 * 3 * 2, dtype=np.float32).reshape(10, 3, 2) / 10
+    pool = da.from_array(images, chunks=(4, 2, 2))
+    encoder = TorchEncoder(torch.nn.Flatten(), batch_size=3).fit(images[:2])
+    Z = encoder.transform(pool)
+    assert isinstance(Z, da.Array) and Z.shape == (10, 6) and Z.chunks == ((4, 4, 2), (6,))
+    np.testing.assert_array_equal(Z.compute(), images.reshape(10, 6))
+    with pytest.raises(TypeError, match="a dask pool's embeddings stay on its cluster"):
+        EmbeddingCache(tmp_path / "emb").get(encoder, pool)
