@@ -223,3 +223,18 @@ def test_fit_reads_no_labels():
                           PrecomputedEmbeddings()])
 def test_encoders_pass_sklearns_checks(estimator, check):
     check(estimator)
+
+
+def test_an_encoder_and_a_classifier_compose_as_a_pipeline(flat_digits32):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    X, y = flat_digits32
+    torch.manual_seed(0)
+    model = make_pipeline(TorchEncoder(torch.nn.Sequential(torch.nn.Linear(64, 16), torch.nn.Tanh())),
+                          LogisticRegression(max_iter=500))
+    fitted = clone(model).fit(X[:300], y[:300])
+    Z = fitted[0].transform(X[300:310])
+    np.testing.assert_allclose(fitted.decision_function(X[300:310]),
+                               Z @ fitted[-1].coef_.T + fitted[-1].intercept_, rtol=1e-4, atol=1e-5)
+    assert list(fitted[0].get_feature_names_out()[:2]) == ["torchencoder0", "torchencoder1"]
