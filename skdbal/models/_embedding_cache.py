@@ -146,6 +146,16 @@ def _differences(stored: dict, expected: dict) -> List[str]:
             for k in sorted(set(a) | set(b)) if a.get(k, "(absent)") != b.get(k, "(absent)")]
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:             # another user's process, or no signals here: leave its files alone
+        return True
+    return True
+
+
 def _fsync(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -351,4 +361,13 @@ class EmbeddingCache:
         finally:
             for tmp in (tmp_data, tmp_key):
                 tmp.unlink(missing_ok=True)
+        self._remove_killed_writes()
         return self._open(record["embedding"], len(X))
+
+    def _remove_killed_writes(self) -> None:
+        """Delete the temporary files that writes killed halfway left (their process is gone)."""
+        for name in (self.path.name, self.key_path.name):
+            for tmp in self.path.parent.glob(f".{name}.*-*.tmp"):
+                pid = tmp.name[len(name) + 2:].split("-", 1)[0]
+                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                    tmp.unlink(missing_ok=True)

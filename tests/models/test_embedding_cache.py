@@ -240,6 +240,7 @@ def test_a_write_killed_midway_leaves_no_cache_that_is_used(tmp_path):
     Z = EmbeddingCache(tmp_path / "emb").get(encoder, pool)
     assert func.rows == 64
     np.testing.assert_array_equal(Z, np.asarray(pool)[:, :2] * 2 + 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.json", "emb.npy", "halfway", "pool.npy"]
 
 
 # ------------------------------------------------------------------------------------------ bounded memory
