@@ -12,6 +12,12 @@ baseline. Nothing here imports the strategies or the learner.
 - :class:`NetFeatures`, :class:`BayesianLinearRegression`: a network's
   features and a Bayesian last layer over them (its posterior algebra, as
   plain functions, in :mod:`skdbal.models.linear_posterior`);
+- encoders, scikit-learn transformers from inputs to float32 embeddings
+  ``(N, D)``: :class:`TorchEncoder` (a torch module and its weights file, or
+  a TorchScript file), :class:`OnnxEncoder`, :class:`FunctionEncoder`,
+  :class:`PrecomputedEmbeddings`, each with its declared
+  :class:`InputPreparation`; :class:`EmbeddingCache` keeps their embeddings
+  of a pool on disk, computed once;
 - the networks (:class:`BayesianCNN`, :class:`KirschCNN`, :class:`LeNet5`,
   :class:`MLP`), skorch parts (:class:`ScaledL2`, :class:`FixedLengthLoader`).
 
@@ -44,6 +50,11 @@ _NAMES = {
     **dict.fromkeys(("ClassConditionalGaussian", "DDUClassifier"), "_ddu"),
     "NetFeatures": "_features",
     "BayesianLinearRegression": "_bayesian_linear",
+    "InputPreparation": "_preparation",
+    **dict.fromkeys(("TorchEncoder", "FunctionEncoder", "PrecomputedEmbeddings"), "_encoders"),
+    "OnnxEncoder": "_onnx_encoder",
+    **dict.fromkeys(("EmbeddingCache", "StaleEmbeddingsError", "content_sha256", "encoder_fingerprint"),
+                    "_embedding_cache"),
 }
 
 __all__ = sorted(_NAMES) + ["linear_posterior"]
