@@ -39,9 +39,17 @@ Bodies larger than ``max_body`` bytes are refused (413), unknown items and
 classes with 4xx and a message, JSON nested too deeply with 400; any other
 failure (the store's disk is full) is a 500 whose JSON ``error`` says what
 failed, and nothing is acknowledged then. Nothing from a client is
-unpickled. Every call into the session runs in Starlette's thread pool, so a request that
-waits (a batch, an fsync) never holds up the others, and concurrent
-submissions share their commits (:meth:`LabelStore.add_event`).
+unpickled. Every call into the session runs in Starlette's thread pool (40 threads) and is short,
+so that no request holds up the others, and concurrent submissions share their commits
+(:meth:`LabelStore.add_event`). A long poll (``/api/batch?wait=``) holds no thread while it waits:
+it waits on the event loop, woken when a label, a batch, a tail or (within a second) a lease run
+out may bring its annotator items, and each look it takes is a ``next_batch`` that does not wait
+(``skdbal.labelling._long_poll``). With 200 pages waiting, a submit is answered in milliseconds.
+
+Served by ``skdbal label``, the server has limits (:mod:`skdbal.labelling.serving`): a request's
+line and headers must come within 10 s, and its body within 10 s more; an idle connection is closed
+after 5 s; at most 1000 connections are open (fewer if the process may open fewer files), the
+longest-waiting idle one giving way to a new one; headers still unfinished after 16 KiB are refused.
 
 Each route is a module-level function (``batch``, ``submit``, ...) that reads the session and
 the server's settings from ``request.app.state`` (set by :func:`make_app`), run behind one guard that

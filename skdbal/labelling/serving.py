@@ -15,8 +15,8 @@ Both are served by uvicorn with :func:`server_config`, which bounds what a clien
   shut out a working one; when every connection is busy with a request, the new one is closed at once.
   Requests being answered at once are capped as well, by as many (uvicorn's ``limit_concurrency``:
   beyond it, a 503);
-- **headers are small**: a request line and headers larger than :data:`MAX_HEADER_BYTES` are refused
-  with a 400 (``h11_max_incomplete_event_size``); bodies are capped by each application
+- **headers are small**: a request line and headers still incomplete after :data:`MAX_HEADER_BYTES`
+  are refused with a 400 (``h11_max_incomplete_event_size``); bodies are capped by each application
   (:data:`skdbal.labelling.app.MAX_BODY`);
 - **a stop is prompt**: on Ctrl-C or SIGTERM, requests in progress get :data:`GRACEFUL_SHUTDOWN`
   seconds to finish (a submit is answered once committed, in milliseconds; a waiting long poll is
@@ -47,8 +47,8 @@ KEEP_ALIVE = 5
 MAX_CONNECTIONS = 1000
 #: Connections waiting to be accepted, in the kernel's queue.
 BACKLOG = 1024
-#: Largest request line and headers, in bytes.
-MAX_HEADER_BYTES = 64 * 1024
+#: Largest request line and headers, in bytes (h11's own default, made explicit).
+MAX_HEADER_BYTES = 16 * 1024
 #: Seconds the requests in progress get to finish when the server stops.
 GRACEFUL_SHUTDOWN = 3
 #: File descriptors kept free for everything else (the store, the pool's files, logs).
@@ -185,7 +185,7 @@ def server_config(app, *, host: str, port: int, log_level: str = "warning", requ
     >>> from skdbal.labelling.serving import server_config
     >>> config = server_config(lambda scope, receive, send: None, host="127.0.0.1", port=0)
     >>> config.timeout_keep_alive, config.http.request_timeout, config.h11_max_incomplete_event_size
-    (5, 10.0, 65536)
+    (5, 10.0, 16384)
     """
     most = max_connections(connections)
     protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),

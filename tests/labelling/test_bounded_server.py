@@ -201,6 +201,27 @@ def test_a_waiting_page_gets_a_released_item_at_once(waiting_session):
     assert waiting_session.store.live_leases()[7] == "other"
 
 
+def test_a_waiting_page_gets_the_covering_order_once_the_board_waits_for_a_class(waiting_session):
+    """When the first model waits for a second class, more items are offered (a covering order): the
+    board's notice of it wakes a waiting page, which gets them well within its wait."""
+    port, stop = served(make_app(waiting_session, token=TOKEN))
+
+    async def scenario():
+        poll = asyncio.ensure_future(read_json(port, request("/api/batch?annotator=other&n=5&wait=10")))
+        await asyncio.sleep(0.5)
+        start = time.perf_counter()
+        waiting_session.board.wait_for("labels of two classes")
+        return await poll, time.perf_counter() - start
+
+    try:
+        answer, seconds = asyncio.run(scenario())
+    finally:
+        stop()
+    items = [b["item"] for b in answer["items"]]
+    assert len(items) == 5 and min(items) >= 200 and seconds < 2.0   # items of the tail, outside the batch
+    assert all(b["tail"] for b in answer["items"])
+
+
 def half_open(port: int, count: int) -> list:
     """``count`` connections that each send half a request line and stop."""
     socks = []
@@ -269,6 +290,22 @@ def test_a_slow_body_and_an_idle_kept_alive_connection_are_closed(waiting_sessio
     finally:
         stop()
     assert not waiting_session.store.current_labels()
+
+
+def test_a_request_whose_headers_pass_16_kib_unfinished_is_refused(waiting_session):
+    """Headers still incomplete after 16 KiB are answered 400 and the connection closed (h11 parses a
+    request that arrives whole in one read, whatever its size: the bound is on what it must hold)."""
+    port, stop = served(make_app(waiting_session, token=TOKEN))
+    try:
+        sock = socket.create_connection((LOOPBACK, port))
+        sock.sendall(request("/api/status")[:-2] + b"X-Padding: " + b"x" * 17_000)   # no end of headers
+        sock.settimeout(5)
+        assert sock.recv(12) == b"HTTP/1.1 400"
+        assert closed(sock, 2.0)
+        sock.close()
+        assert asyncio.run(exchange(port, request("/api/status")))[0] == 200
+    finally:
+        stop()
 
 
 def test_at_the_connection_limit_the_longest_waiting_connection_gives_way(waiting_session):
