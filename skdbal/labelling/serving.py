@@ -6,7 +6,9 @@ Both are served by uvicorn with :func:`server_config`, which bounds what a clien
   the connection opening (or of its first byte, on a kept-alive connection), and its body within the
   same time again; else the connection is closed. uvicorn has no such timeout of its own (its
   keep-alive timer starts only after a first response), so a client that sends half a request line
-  would hold its connection, and a file descriptor, for ever; :class:`BoundedH11Protocol` adds it;
+  would hold its connection, and a file descriptor, for ever; :class:`BoundedH11Protocol` adds it
+  (so the servers speak HTTP/1.1 through h11, uvicorn's pure-Python parser, even where httptools is
+  installed);
 - **idle connections end**: a kept-alive connection with no request for :data:`KEEP_ALIVE` seconds is
   closed (uvicorn's ``timeout_keep_alive``);
 - **connections are counted**: at most :data:`MAX_CONNECTIONS` open at once (fewer when the process
