@@ -146,6 +146,10 @@ def test_long_polls_hold_no_worker_thread(waiting_session):
     assert max(seconds for _, seconds in timed) < 2.0, timed
     assert statuses == [200] * 60                        # each long poll ended with its wait, answered
     assert len(waiting_session.store.current_labels()) == 5
+    deadline = time.time() + 5                           # the thread that watched for them ends after them
+    while any(t.name == "skdbal-long-polls" for t in threading.enumerate()) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(t.name == "skdbal-long-polls" for t in threading.enumerate())
 
 
 @pytest.mark.slow
