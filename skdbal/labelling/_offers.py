@@ -189,6 +189,11 @@ class OfferBoard:
         return self._training
 
     @property
+    def tail(self) -> List[int]:
+        """The tail's items offered so far (since the last batch), answered or not."""
+        return list(self._tail)
+
+    @property
     def waiting_for(self) -> Optional[str]:
         """What the session waits for from people (None, or a sentence): :meth:`wait_for` sets it."""
         return self._waiting_for
@@ -216,6 +221,8 @@ class OfferBoard:
         """Say what the session waits for from people before it can train (e.g. :data:`TWO_CLASSES`), or
         None: nothing; while it waits, :meth:`offer_more` offers a covering order's items."""
         with self.changed:
+            if what != self._waiting_for:   # the covering order's items are offered now: wake who waits
+                self.changed.notify_all()
             self._waiting_for = what
 
     def offer_first(self, items: Sequence[int]) -> None:

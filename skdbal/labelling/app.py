@@ -39,9 +39,17 @@ Bodies larger than ``max_body`` bytes are refused (413), unknown items and
 classes with 4xx and a message, JSON nested too deeply with 400; any other
 failure (the store's disk is full) is a 500 whose JSON ``error`` says what
 failed, and nothing is acknowledged then. Nothing from a client is
-unpickled. Every call into the session runs in Starlette's thread pool, so a request that
-waits (a batch, an fsync) never holds up the others, and concurrent
-submissions share their commits (:meth:`LabelStore.add_event`).
+unpickled. Every call into the session runs in Starlette's thread pool (40 threads) and is short,
+so that no request holds up the others, and concurrent submissions share their commits
+(:meth:`LabelStore.add_event`). A long poll (``/api/batch?wait=``) holds no thread while it waits:
+it waits on the event loop, woken when a label, a batch, a tail or (within a second) a lease run
+out may bring its annotator items, and each look it takes is a ``next_batch`` that does not wait
+(``skdbal.labelling._long_poll``). With 200 pages waiting, a submit is answered in milliseconds.
+
+Served by ``skdbal label``, the server has limits (:mod:`skdbal.labelling.serving`): a request's
+line and headers must come within 10 s, and its body within 10 s more; an idle connection is closed
+after 5 s; at most 1000 connections are open (fewer if the process may open fewer files), the
+longest-waiting idle one giving way to a new one; headers still unfinished after 16 KiB are refused.
 
 Each route is a module-level function (``batch``, ``submit``, ...) that reads the session and
 the server's settings from ``request.app.state`` (set by :func:`make_app`), run behind one guard that
@@ -65,10 +73,11 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ._long_poll import ChangeWatch, Listener
 from ._page import PAGE, class_keys, strategy_labels
 from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
@@ -234,6 +243,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
     app.state.annotators = annotators
     app.state.require_token_everywhere, app.state.max_body = require_token_everywhere, max_body
     app.state.page_keys = class_keys(session.classes, keys)
+    app.state.changes = ChangeWatch(session)   # wakes the long polls, which hold no thread
     return app
 
 
@@ -248,6 +258,9 @@ async def _guarded(handler, always_token: bool, request: Request) -> Response:
         return await handler(request)
     except Refused as exc:
         return JSONResponse({"error": exc.message}, status_code=exc.status)
+    except ClientDisconnect:   # gone before its body came (or cut off by the server's request timeout)
+        _log.debug("%s %s: the client went before its request's body came", request.method, request.url.path)
+        return Response(status_code=400)
     except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
         return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours) else 409)
     except (ValueError, KeyError, TypeError) as exc:
@@ -339,11 +352,8 @@ async def batch(request: Request) -> Response:
     if n is not None and not 1 <= n <= 1000:
         raise Refused(400, "n must lie in [1, 1000]")
     have = _item_ids(request.query_params.get("have", ""))
-    if have:
-        items = await _new_items(session, annotator, n, have, wait, capped=_exclusive(request))
-    else:
-        items = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=wait,
-                                        capped=_exclusive(request))
+    with request.app.state.changes.listen(annotator, have) as listener:   # before the first look: no change is missed
+        items = await _new_items(session, annotator, n, have, wait, capped=_exclusive(request), listener=listener)
     guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
     for b, g in zip(items, guesses):
         b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
@@ -445,11 +455,15 @@ def _item_ids(text: str) -> List[int]:
 
 
 async def _new_items(session: LabellingSession, annotator: str, n: Optional[int], have: List[int],
-                     wait: float, capped: bool = False) -> List[dict]:
+                     wait: float, capped: bool = False, *, listener: Listener) -> List[dict]:
     """The items leased to ``annotator`` that are not in ``have`` (the page holds those), waiting up to
     ``wait`` s for one: a long poll that answers as soon as there is new work. The items held are leased
     again on the way (their leases renewed), as :meth:`LabellingSession.next_batch` leases an annotator's
-    own items; ``n`` counts new items only (any more leased on the way are released)."""
+    own items; ``n`` counts new items only (any more leased on the way are released).
+
+    The wait holds no thread: ``listener`` (:meth:`ChangeWatch.listen`, opened before the first look)
+    wakes it on the event loop when a change may bring the annotator items (a label, a batch, a tail, a
+    lease run out), and each look is a ``next_batch(timeout=0)`` in the thread pool."""
     held = set(have)
     deadline = time.monotonic() + wait
     while True:
@@ -463,14 +477,8 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
         remaining = deadline - time.monotonic()
         if new or remaining <= 0:
             return new
-        # woken by the next label or query (the board is notified of both), or after 0.25 s at most
-        # (a notice may come just before)
-        await run_in_threadpool(_wait_for_change, session.board.changed, min(0.25, remaining))
-
-
-def _wait_for_change(changed, seconds: float) -> None:
-    with changed:
-        changed.wait(timeout=seconds)
+        # woken on the event loop once a label, batch, tail or lease run out may bring new items
+        await listener.wait(remaining)
 
 
 #: Host names the page answers to when served on loopback.

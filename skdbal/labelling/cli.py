@@ -505,13 +505,15 @@ def _on_sigterm(signum, frame):
 
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening, for uvicorn to serve on; OSError if it is taken."""
+    from .serving import BACKLOG
+
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                          flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn: not a port in use, though
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(BACKLOG)
     except BaseException:
         sock.close()
         raise
@@ -560,6 +562,7 @@ def run(args) -> int:
     """
     import uvicorn
 
+    from .serving import server_config
 
     try:
         check_source(args)
@@ -593,7 +596,8 @@ def run(args) -> int:
             print(f"skdbal label: {len(session.keys)} items, store {store}, torch threads {threads}; open {url}",
                   flush=True)
         with session:   # stop() closes the store: its .db file alone then holds every label
-            uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning")).run(sockets=[sock])
+            # the server's limits: request and idle timeouts, a connection limit (serving's docstring)
+            uvicorn.Server(server_config(app, host=args.host, port=port)).run(sockets=[sock])
     except _Terminated:
         pass
     finally:

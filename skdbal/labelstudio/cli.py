@@ -611,6 +611,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
     recorded, and the CSV is written a last time."""
     import uvicorn
 
+    from ..labelling.serving import server_config
     from .backend import backend_app
     from .sync import is_transient
 
@@ -624,7 +625,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 self.force_exit = True         # a second Ctrl-C
             stopping.set()
 
-    server = Server(uvicorn.Config(app, host=backend["host"], port=backend["port"], log_level="warning"))
+    server = Server(server_config(app, host=backend["host"], port=backend["port"]))   # timeouts, a connection limit
     previous = signal.signal(signal.SIGTERM, lambda *_: stopping.set()) \
         if threading.current_thread() is threading.main_thread() else None   # before uvicorn serves
     stop = threading.Event()

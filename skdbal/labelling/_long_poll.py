@@ -1,0 +1,208 @@
+"""Long polls that wait without a thread: the page's ``/api/batch`` waits on the event loop.
+
+A long poll used to wait in Starlette's thread pool (40 threads) on the offer board's condition, so
+40 idle pages took every thread and a submit queued behind them for seconds. Now:
+
+- one thread, this module's, waits on the board's condition for every waiting request (while someone
+  waits), and on each notification, and every :attr:`ChangeWatch.period` seconds (a lease that runs
+  out notifies no one), asks their event loop (``call_soon_threadsafe``) for a look;
+- the look (:class:`Offerable`: a few reads of the store, in the thread pool) says what the board could
+  offer now; only the requests it may offer something are woken, and they look for their items
+  with ``next_batch(timeout=0)``. With 200 pages waiting, a submit costs one look, not 200, and
+  wakes none of the pages that cannot get an item from it.
+
+:meth:`Offerable.may_offer` must stay a superset of what :meth:`OfferBoard.next_batch` may give: a
+request it passes over waits on, up to the end of its wait (at most 10 s), where the page asks again.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from typing import Dict, Iterable, List, Optional, Set
+
+from starlette.concurrency import run_in_threadpool
+
+
+class Offerable:
+    """What a board may offer now, as far as waiting requests need to know (taken in a worker thread).
+
+    ``open``: items of the batch, the second looks pending and the tail (while one may be offered)
+    that nobody holds; ``held``: those items leased, by annotator; ``more``: whether the tail may
+    offer new items (a retrain or a wait for a class, with the tail's items all answered).
+
+    Examples
+    --------
+    >>> from skdbal.labelling._long_poll import Offerable
+    >>> look = Offerable(open_items=[], held={"ann": [3]}, more=False)
+    >>> look.may_offer("ann", have={3}), look.may_offer("ann", have=set()), look.may_offer("bob", set())
+    (False, True, False)
+    """
+
+    def __init__(self, open_items: Iterable[int], held: Dict[str, List[int]], more: bool):
+        self.open, self.held, self.more = list(open_items), held, bool(more)
+
+    @classmethod
+    def of(cls, session) -> "Offerable":
+        board, store = session.board, session.store
+        tail_time = board.training or board.waiting_for is not None   # read first: a later change notifies
+        labelled = store.current_labels()
+        answered = set(labelled) | set(store.skipped(labelled))
+        candidates = [i for i in board.batch if i not in answered]
+        if board.second_looks:
+            candidates += board.pending_looks()
+        more = False
+        if tail_time:
+            tail = [i for i in board.tail if i not in answered]
+            candidates += tail
+            more = not tail   # offer_more makes new ones: the second query's, or a covering order's
+        leases = store.live_leases()
+        open_items, held = [], {}
+        for item in dict.fromkeys(candidates):
+            holder = leases.get(item)
+            if holder is None:
+                open_items.append(item)
+            else:
+                held.setdefault(holder, []).append(item)
+        return cls(open_items, held, more)
+
+    def may_offer(self, annotator: str, have: Set[int]) -> bool:
+        """Whether ``next_batch`` may give ``annotator`` an item not in ``have`` (the page's)."""
+        return self.more or any(i not in have for i in self.open) or \
+            any(i not in have for i in self.held.get(annotator, ()))
+
+
+class ChangeWatch:
+    """Wakes the requests that wait for new items of a session, with one thread for all of them.
+
+    The thread runs while someone listens, holding the board's condition except inside its ``wait``:
+    every ``notify_all`` made while it runs reaches it. On each notification, every :attr:`period`
+    seconds, and once when it starts (a change made before it held the condition would be missed
+    otherwise), each event loop with listeners takes a look (:class:`Offerable`), and wakes the
+    listeners it may offer items to. A change during a look is looked at again.
+
+    Parameters
+    ----------
+    session : LabellingSession
+    period : float, default=1.0
+        Seconds between looks without a notification (leases run out silently).
+
+    Examples
+    --------
+    >>> import asyncio, os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> from skdbal.labelling._long_poll import ChangeWatch
+    >>> learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step")
+    >>> session = LabellingSession(learner, np.eye(4), classes=["a", "b"],
+    ...                            store=os.path.join(tempfile.mkdtemp(), "s.db"), batch_size=2)
+    >>> watch = ChangeWatch(session)
+    >>> async def wait_for_a_batch():
+    ...     with watch.listen("ann", have=[]) as listener:
+    ...         asyncio.get_running_loop().call_later(0.2, session.board.offer_first, [0, 3])
+    ...         return await listener.wait(5)
+    >>> asyncio.run(wait_for_a_batch())
+    True
+    """
+
+    def __init__(self, session, period: float = 1.0):
+        self.session = session
+        self.period = float(period)
+        self._condition = session.board.changed
+        self._lock = threading.Lock()           # guards the listeners, the generation and the thread
+        self._listeners: Set[Listener] = set()
+        self._thread: Optional[threading.Thread] = None
+        #: how many rounds of looks were asked for: a look begun at generation g sees every change before it
+        self._generation = 0
+        #: the event loops whose look is under way (only read and changed in their own thread)
+        self._looking: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+
+    def listen(self, annotator: str, have: Iterable[int]) -> "Listener":
+        """A listener for ``annotator``'s request (the page holding ``have``), on the running event loop,
+        woken by the changes that may bring it items until it is closed."""
+        listener = Listener(self, asyncio.get_running_loop(), annotator, set(have))
+        with self._lock:
+            self._listeners.add(listener)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="skdbal-long-polls", daemon=True)
+                self._thread.start()
+        return listener
+
+    @property
+    def generation(self) -> int:
+        with self._lock:
+            return self._generation
+
+    def forget(self, listener: "Listener") -> None:
+        """Wake ``listener`` no more (:meth:`Listener.close`)."""
+        with self._lock:
+            self._listeners.discard(listener)
+
+    def _watch(self) -> None:
+        with self._condition:
+            while True:
+                with self._lock:
+                    if not self._listeners:
+                        self._thread = None
+                        return
+                    self._generation += 1
+                    loops = {listener.loop for listener in self._listeners}
+                for loop in loops:
+                    try:
+                        loop.call_soon_threadsafe(self._look_soon, loop)
+                    except RuntimeError:   # the loop is closed: its listeners wait no more
+                        with self._lock:
+                            self._listeners = {li for li in self._listeners if li.loop is not loop}
+                self._condition.wait(self.period)
+
+    def _look_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop not in self._looking:       # a look under way looks again if the generation moved
+            self._looking.add(loop)
+            loop.create_task(self._look(loop))
+
+    async def _look(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            while True:
+                generation = self.generation   # read before the look: it sees every change up to it
+                try:
+                    look = await run_in_threadpool(Offerable.of, self.session)
+                except Exception:   # noqa: BLE001 - the requests look for themselves, and answer the failure
+                    look = None
+                with self._lock:
+                    listeners = [li for li in self._listeners if li.loop is loop]
+                for listener in listeners:
+                    if look is None or look.may_offer(listener.annotator, listener.have):
+                        listener.event.set()
+                if self.generation == generation:
+                    return
+        finally:
+            self._looking.discard(loop)
+
+
+class Listener:
+    """One waiting request's wake-ups (:meth:`ChangeWatch.listen`); a context manager that closes it."""
+
+    def __init__(self, watch: ChangeWatch, loop: asyncio.AbstractEventLoop, annotator: str, have: Set[int]):
+        self.watch, self.loop, self.annotator, self.have = watch, loop, annotator, have
+        self.event = asyncio.Event()
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a change since the last wait that may bring the request items; whether
+        one came."""
+        try:
+            await asyncio.wait_for(self.event.wait(), max(0.0, seconds))
+        except asyncio.TimeoutError:
+            return False
+        self.event.clear()
+        return True
+
+    def close(self) -> None:
+        self.watch.forget(self)
+
+    def __enter__(self) -> "Listener":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

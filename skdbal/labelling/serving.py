@@ -1,0 +1,200 @@
+"""The limits of skdbal's web servers: the labelling page (``skdbal label``) and the Label Studio backend.
+
+Both are served by uvicorn with :func:`server_config`, which bounds what a client can hold:
+
+- **a request must arrive in time**: its line and headers within :data:`REQUEST_TIMEOUT` seconds of
+  the connection opening (or of its first byte, on a kept-alive connection), and its body within the
+  same time again; else the connection is closed. uvicorn has no such timeout of its own (its
+  keep-alive timer starts only after a first response), so a client that sends half a request line
+  would hold its connection, and a file descriptor, for ever; :class:`BoundedH11Protocol` adds it
+  (so the servers speak HTTP/1.1 through h11, uvicorn's pure-Python parser, even where httptools is
+  installed);
+- **idle connections end**: a kept-alive connection with no request for :data:`KEEP_ALIVE` seconds is
+  closed (uvicorn's ``timeout_keep_alive``);
+- **connections are counted**: at most :data:`MAX_CONNECTIONS` open at once (fewer when the process
+  may open fewer files: see :func:`max_connections`). A new connection beyond them first closes the
+  connection that has waited longest for a request (half-sent or idle), so that stalled clients cannot
+  shut out a working one; when every connection is busy with a request, the new one is closed at once.
+  Requests being answered at once are capped as well, by as many (uvicorn's ``limit_concurrency``:
+  beyond it, a 503);
+- **headers are small**: a request line and headers still incomplete after :data:`MAX_HEADER_BYTES`
+  are refused with a 400 (``h11_max_incomplete_event_size``); bodies are capped by each application
+  (:data:`skdbal.labelling.app.MAX_BODY`);
+- **a stop is prompt**: on Ctrl-C or SIGTERM, requests in progress get :data:`GRACEFUL_SHUTDOWN`
+  seconds to finish (a submit is answered once committed, in milliseconds; a waiting long poll is
+  ended), then the server stops.
+
+The labelling page's long polls (``/api/batch?wait=``) wait on the event loop and hold no worker
+thread (:mod:`skdbal.labelling.app`), so the open pages of a team do not slow a submit.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import resource
+import weakref
+from typing import Any, Optional
+
+from uvicorn import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "MAX_CONNECTIONS", "MAX_HEADER_BYTES", "REQUEST_TIMEOUT",
+           "BACKLOG", "BoundedH11Protocol", "max_connections", "server_config"]
+
+#: Seconds a connection has to send a request's line and headers, and again its body.
+REQUEST_TIMEOUT = 10.0
+#: Seconds an idle kept-alive connection stays open.
+KEEP_ALIVE = 5
+#: Most connections open at once (fewer when the process may open fewer files).
+MAX_CONNECTIONS = 1000
+#: Connections waiting to be accepted, in the kernel's queue.
+BACKLOG = 1024
+#: Largest request line and headers, in bytes (h11's own default, made explicit).
+MAX_HEADER_BYTES = 16 * 1024
+#: Seconds the requests in progress get to finish when the server stops.
+GRACEFUL_SHUTDOWN = 3
+#: File descriptors kept free for everything else (the store, the pool's files, logs).
+_SPARE_FILES = 64
+
+
+def max_connections(limit: int = MAX_CONNECTIONS) -> int:
+    """The most connections to keep open: ``limit``, or fewer if the process may open fewer files
+    (its soft ``RLIMIT_NOFILE``, less some for the store, the pool's files and logs).
+
+    Examples
+    --------
+    >>> from skdbal.labelling.serving import max_connections
+    >>> 1 <= max_connections(500) <= 500
+    True
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return limit
+    return max(1, min(limit, soft - _SPARE_FILES))
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request timeout and a bounded number of connections.
+
+    A connection must send a request's line and headers within :attr:`request_timeout` seconds of
+    opening (on a kept-alive connection: of the next request's first byte), and its body within as
+    long again; else it is closed. At :attr:`max_connections` open, a new connection closes the one that
+    has waited longest for a request, or, when every one is busy with a request, is closed itself.
+    :func:`server_config` makes a subclass with its own limits.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.serving import BoundedH11Protocol
+    >>> BoundedH11Protocol.request_timeout, BoundedH11Protocol.max_connections
+    (10.0, 1000)
+    """
+
+    request_timeout: float = REQUEST_TIMEOUT
+    max_connections: int = MAX_CONNECTIONS
+    #: per server: its connections waiting for a request, oldest first
+    _waiting_of: "weakref.WeakKeyDictionary[Any, collections.OrderedDict]" = weakref.WeakKeyDictionary()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._request = None        # the request whose body is awaited, once its headers came
+        waiting = self._waiting_of.setdefault(self.server_state, collections.OrderedDict())
+        self._waiting = waiting
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            if waiting:   # the connection that has waited longest for a request gives way
+                oldest, _ = waiting.popitem(last=False)
+                oldest.drop("the connection limit was reached and it sent no request")
+            else:         # every connection is busy with a request: this one waits for none
+                self.drop("the connection limit was reached")
+                return
+        self._wait_for_request()
+
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self.cycle is not cycle:                      # a request's headers came in full
+            self._stop_waiting()
+            if self.cycle.more_body:                     # its body has as long again
+                self._request = self.cycle
+                self._timer = self.loop.call_later(self.request_timeout, self._timed_out, "its body")
+        elif self._request is not None and not self._request.more_body:   # the body came in full
+            self._stop_waiting()
+        elif self._timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._wait_for_request()                      # the first bytes of the next request
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()                  # uvicorn's keep-alive timer: idle from now
+        self._stop_waiting()
+        if not self.transport.is_closing() and self.cycle.response_complete:
+            self._waiting[self] = None                  # it waits for a request again (not pipelined)
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._stop_waiting()
+        super().connection_lost(exc)
+
+    # ------------------------------------------------------------------
+    def _wait_for_request(self) -> None:
+        self._stop_waiting()
+        self._waiting[self] = None
+        self._timer = self.loop.call_later(self.request_timeout, self._timed_out, "a request")
+
+    def _stop_waiting(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._request = None
+        self._waiting.pop(self, None)
+
+    def _timed_out(self, what: str) -> None:
+        self._timer = None
+        self.drop(f"it sent {what} too slowly (more than {self.request_timeout:g} s)")
+
+    def drop(self, why: str) -> None:
+        """Close the connection (``why`` is logged at debug level)."""
+        self._stop_waiting()
+        if not self.transport.is_closing():
+            self.logger.debug("closing a connection: %s", why)
+            self.transport.close()
+
+
+def server_config(app, *, host: str, port: int, log_level: str = "warning", request_timeout: float = REQUEST_TIMEOUT,
+                  keep_alive: int = KEEP_ALIVE, connections: int = MAX_CONNECTIONS, **kwargs) -> Config:
+    """A uvicorn :class:`~uvicorn.Config` for ``app`` with skdbal's server limits (see the module).
+
+    Parameters
+    ----------
+    app : ASGI application
+    host, port : str, int
+        Where to serve (a socket given to ``Server.run(sockets=...)`` is served instead).
+    log_level : str, default="warning"
+    request_timeout : float
+        Seconds a connection has to send a request's line and headers, and again its body.
+    keep_alive : int
+        Seconds an idle kept-alive connection stays open.
+    connections : int
+        Most connections open at once (:func:`max_connections` lowers it to what the process may open).
+    **kwargs
+        Passed to :class:`uvicorn.Config`.
+
+    Returns
+    -------
+    uvicorn.Config
+
+    Examples
+    --------
+    >>> from skdbal.labelling.serving import server_config
+    >>> config = server_config(lambda scope, receive, send: None, host="127.0.0.1", port=0)
+    >>> config.timeout_keep_alive, config.http.request_timeout, config.h11_max_incomplete_event_size
+    (5, 10.0, 16384)
+    """
+    most = max_connections(connections)
+    protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),
+                    {"request_timeout": float(request_timeout), "max_connections": most})
+    # uvicorn answers 503 from ``limit_concurrency`` connections (or requests) on: one more than are kept
+    options = dict(host=host, port=port, log_level=log_level, http=protocol, timeout_keep_alive=keep_alive,
+                   limit_concurrency=most + 1, backlog=BACKLOG, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+                   timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    options.update(kwargs)
+    return Config(app, **options)
