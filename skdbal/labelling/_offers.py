@@ -134,9 +134,10 @@ class OfferBoard:
     learner : ActiveLearner
         Queried for the tail, read for its version and labelled rows.
     batch_size : int
-        Items per batch, per tail, and an annotator's cap of leases.
+        Items per batch and per tail; an annotator's cap of leases is a share of it (:meth:`share`).
     lease_timeout : float
-        Seconds an annotator holds an item handed out.
+        Seconds an item handed out stays its annotator's without labelling activity from them (a label,
+        skip or undo renews their leases; asking for items does not).
     query_kwargs : dict
         Passed to the tail's query.
     second_looks : bool
@@ -181,6 +182,8 @@ class OfferBoard:
         self._published: Optional[tuple] = None
         #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
         self._guessed: tuple = (-1, {})
+        #: When each annotator known by a token last asked for items (``time.time()``), for :meth:`share`.
+        self._asked: Dict[str, float] = {}
 
     @property
     def training(self) -> bool:
@@ -239,17 +242,18 @@ class OfferBoard:
 
     def taken(self) -> List[int]:
         """Items the next query must leave out although the learner has no label of them yet: those
-        labelled or skipped in the store since the last collect (on the tail, during a retrain), and the
-        tail's items someone holds now."""
-        ever = self._tail_ever
-        if not ever:   # no tail was offered (a restart queries the same batch again)
-            return []
+        skipped and not reopened (also those skipped before a restart, which the loop's own list forgets),
+        those labelled in the store since the last collect (on the tail, during a retrain), and the tail's
+        items someone holds now."""
         store = self.store
         current = store.current_labels()
-        labelled = self.learner.labelled_mask_
-        out = {i for i in current if not labelled[i]} | set(store.skipped(current))
-        leased = store.live_leases()
-        return sorted({i for i in out if i in ever} | {i for i in self._tail if i in leased})
+        out = set(store.skipped(current))
+        ever = self._tail_ever
+        if ever:   # a tail was offered (a restart queries the same batch again)
+            labelled = self.learner.labelled_mask_
+            leased = store.live_leases()
+            out |= {i for i in current if not labelled[i] and i in ever} | {i for i in self._tail if i in leased}
+        return sorted(out)
 
     def seed(self) -> int:
         """The learner's ``random_state`` as an int (0 when it is not one): the covering order's seed."""
@@ -337,26 +341,50 @@ class OfferBoard:
         skipped = set(self.store.skipped(labelled)) if skipped is None else skipped
         return [i for i in self.batch if i not in labelled and i not in skipped]
 
+    def share(self, annotator: str, now: Optional[float] = None) -> int:
+        """The most items ``annotator`` may hold at once when annotators are known by their tokens:
+        ``ceil(batch_size / k)``, ``k`` the annotators active now (holding items, or having asked for some
+        within ``lease_timeout``), ``annotator`` included, and at least 2, so that no one takes a whole
+        batch while others come (a batch of 10: 5 each for one or two annotators, 4 for three, 1 for ten
+        or more)."""
+        now = _time.time() if now is None else now
+        active = set(self.store.live_leases(now=now).values()) | {annotator} | \
+            {a for a, t in self._asked.items() if now - t < self.lease_timeout}
+        return max(1, -(-self.batch_size // max(2, len(active))))
+
     def next_batch(self, annotator: str, n: Optional[int] = None, timeout: float = 0.0, *,
-                   capped: bool = False) -> List[dict]:
+                   capped: bool = False, holding: Sequence[int] = ()) -> List[dict]:
         """The items for ``annotator`` to label now, leased to them, best first: the second looks they
         may give, the batch's free items, else the tail (:meth:`offer_more`); waits up to ``timeout``
-        seconds for one. :meth:`LabellingSession.next_batch` says the rest."""
+        seconds for one. ``holding``: the items the caller holds already (a page's ``have``), left out;
+        if the annotator's lease on one of them ran out (nothing labelled, skipped or undone for
+        ``lease_timeout``), the caller is idle and is handed nothing more until they act. Skipped items
+        are reopened once the pool has no other unlabelled item. :meth:`LabellingSession.next_batch`
+        says the rest."""
         deadline = _time.time() + timeout
+        holding = {int(i) for i in holding}
         while True:
+            now = _time.time()
+            if capped:
+                self._asked[annotator] = now
             seen = self.store.last_event()   # an item labelled while we choose is not leased
             labelled = self.store.current_labels()
             skipped = set(self.store.skipped(labelled))
+            if skipped and len(labelled) + len(skipped) >= len(self.keys):   # nothing else is left
+                self.store.reopen_skips()
+                skipped = set()
+            idle = bool(holding) and bool(self.store.lapsed(annotator, holding, now=now))
             looks = self.second_looks_for(annotator) if self.second_looks else []
-            free = looks + self.pending(labelled, skipped)
-            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                      cap=self.batch_size if capped else None)
-            if not leased:  # the batch ran out: the tail, while the model retrains or waits for a class
+            cap = self.share(annotator, now) if capped else None
+            free = [i for i in looks + self.pending(labelled, skipped) if i not in holding]
+            leased = [] if idle else self.store.lease(free, annotator, self.lease_timeout, limit=n,
+                                                      unchanged_since=seen, cap=cap, now=now)
+            if not leased and not idle:  # the batch ran out: the tail, while the model retrains or waits
                 with self.changed:
-                    more = self.offer_more(set(labelled) | skipped)
+                    more = [i for i in self.offer_more(set(labelled) | skipped) if i not in holding]
                 if more:
                     leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                              cap=self.batch_size if capped else None)
+                                              cap=cap, now=now)
             if leased or _time.time() >= deadline:
                 break
             with self.changed:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time as _time
 from typing import Callable, List, Optional, Sequence
 
+import numpy as np
+
 from ..oracles import Answer, Oracle
 from ._offers import TWO_CLASSES, OfferBoard
 
@@ -122,6 +124,7 @@ class StoreOracle(Oracle):
             events = [e for e in events if e["event"] <= upto]
         touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
         current = store.current_labels(upto=upto)
+        skipped = set(store.skipped(current))   # a skip since reopened is no answer
         labelled = learner.labelled_mask_
         answers = []
         for item in touched:
@@ -133,7 +136,7 @@ class StoreOracle(Oracle):
                 answers.append(Answer(item, label, c["annotator"], c["time"]))
             elif labelled[item]:
                 answers.append(Answer(item, None, None, None, retract=True))
-            elif any(e["item"] == item and e["kind"] == "skip" for e in events):
+            elif item in skipped and any(e["item"] == item and e["kind"] == "skip" for e in events):
                 answers.append(Answer(item, None, None, None))
         if events:
             self.cursor = max(self.cursor, events[-1]["event"])
@@ -177,7 +180,25 @@ class StoreOracle(Oracle):
                 self.judged = unjudged[-1]["event"]
             if ready:
                 break
-        return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
+        answers = self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
+        return answers + self._reopened(answers, waiting)
+
+    def _reopened(self, answers: List[Answer], waiting: Sequence[int]) -> List[Answer]:
+        """When fewer than a batch of items would be left for the next query but skipped ones, the skips
+        are reopened (:meth:`LabelStore.reopen_skips`): an answer per skipped item that takes its skip back
+        (a retraction of an unlabelled item, which the loop reads as "not skipped"), after ``answers``."""
+        store, loop = self.store, self.loop
+        current = store.current_labels()
+        skipped = set(store.skipped(current)) | {int(i) for i in (loop.skipped if loop is not None else ())}
+        skipped |= {a.position for a in answers if a.skipped}
+        mask = self.learner.labelled_mask_
+        labelled = set(current) | {int(i) for i in np.flatnonzero(mask)}
+        skipped -= labelled
+        busy = labelled | skipped | {int(p) for p in waiting} | set(self.board.taken())
+        if not skipped or len(mask) - len(busy) >= self.board.batch_size:
+            return []
+        store.reopen_skips()
+        return [Answer(int(i), None, retract=True) for i in sorted(skipped)]
 
     def _enough_classes(self, upto: int) -> bool:
         """A first model needs two classes among its labels: those of the events up to ``upto``, which
