@@ -185,8 +185,9 @@ class StoreOracle(Oracle):
 
     def _reopened(self, answers: List[Answer], waiting: Sequence[int]) -> List[Answer]:
         """When fewer than a batch of items would be left for the next query but skipped ones, the skips
-        are reopened (:meth:`LabelStore.reopen_skips`): an answer per skipped item that takes its skip back
-        (a retraction of an unlabelled item, which the loop reads as "not skipped"), after ``answers``."""
+        are reopened and offered (:meth:`OfferBoard.reopen_skips`): an answer per skipped item that takes
+        its skip back (a retraction of an unlabelled item, which the loop reads as "not skipped"), after
+        ``answers``."""
         store, loop = self.store, self.loop
         current = store.current_labels()
         skipped = set(store.skipped(current)) | {int(i) for i in (loop.skipped if loop is not None else ())}
@@ -197,7 +198,7 @@ class StoreOracle(Oracle):
         busy = labelled | skipped | {int(p) for p in waiting} | set(self.board.taken())
         if not skipped or len(mask) - len(busy) >= self.board.batch_size:
             return []
-        store.reopen_skips()
+        self.board.reopen_skips()
         return [Answer(int(i), None, retract=True) for i in sorted(skipped)]
 
     def _enough_classes(self, upto: int) -> bool:

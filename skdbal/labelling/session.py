@@ -539,9 +539,7 @@ class LabellingSession:
         >>> session.status()["skipped"], session.reopen_skips(), session.status()["skipped"]
         (1, [3], 0)
         """
-        reopened = self.store.reopen_skips()
-        self.board.notify()
-        return reopened
+        return self.board.reopen_skips()
 
     def undo(self, item: int, annotator: Optional[str] = None, request_id: Optional[str] = None, *,
              exclusive: bool = False) -> int:
