@@ -394,8 +394,8 @@ class OfferBoard:
             seen = self.store.last_event()   # an item labelled while we choose is not leased
             labelled = self.store.current_labels()
             skipped = set(self.store.skipped(labelled))
-            if skipped and len(labelled) + len(skipped) >= len(self.keys):   # nothing else is left
-                self.reopen_skips()
+            if skipped and len(labelled) + len(skipped) >= len(self.keys) and getattr(self.learner, "step_", -1) < 0:
+                self.reopen_skips()   # nothing else is left before the first model (after it: the oracle)
                 skipped = set()
             idle = bool(holding) and bool(self.store.lapsed(annotator, holding, now=now))
             looks = self.second_looks_for(annotator) if self.second_looks else []

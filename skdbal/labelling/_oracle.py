@@ -113,7 +113,17 @@ class StoreOracle(Oracle):
 
     def taken(self) -> List[int]:
         """Items the next query must leave out although the learner has no label of them yet
-        (:meth:`OfferBoard.taken`)."""
+        (:meth:`OfferBoard.taken`). When they would leave less than a batch to query, the skips are
+        reopened first (items skipped again since the last collect, which the loop has not heard of)."""
+        taken, loop = self.board.taken(), self.loop
+        if loop is None or not self.store.skipped():
+            return taken
+        free = ~self.learner.labelled_mask_
+        for out in (loop.pending, loop.skipped, taken):
+            free[np.asarray(out, dtype=np.intp)] = False
+        if free.sum() >= self.board.batch_size:
+            return taken
+        self.board.reopen_skips()
         return self.board.taken()
 
     def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
@@ -184,21 +194,23 @@ class StoreOracle(Oracle):
         return answers + self._reopened(answers, waiting)
 
     def _reopened(self, answers: List[Answer], waiting: Sequence[int]) -> List[Answer]:
-        """When fewer than a batch of items would be left for the next query but skipped ones, the skips
-        are reopened and offered (:meth:`OfferBoard.reopen_skips`): an answer per skipped item that takes
-        its skip back (a retraction of an unlabelled item, which the loop reads as "not skipped"), after
-        ``answers``."""
+        """Answers to add after ``answers`` that take skips back (a retraction of an unlabelled item, which
+        the loop reads as "not skipped"): of the items the store reopened since the loop heard of their skip
+        (:meth:`LabellingSession.reopen_skips`); and, when fewer than two batches of items would be left
+        for the next query and its tail but skipped ones, of every skipped item, the skips reopened and
+        offered (:meth:`OfferBoard.reopen_skips`): the loop cannot query a batch out of fewer items."""
         store, loop = self.store, self.loop
         current = store.current_labels()
-        skipped = set(store.skipped(current)) | {int(i) for i in (loop.skipped if loop is not None else ())}
-        skipped |= {a.position for a in answers if a.skipped}
         mask = self.learner.labelled_mask_
         labelled = set(current) | {int(i) for i in np.flatnonzero(mask)}
-        skipped -= labelled
+        in_store = set(store.skipped(current))
+        in_loop = {int(i) for i in (loop.skipped if loop is not None else ())} - labelled
+        skipped = (in_store | in_loop | {a.position for a in answers if a.skipped}) - labelled
         busy = labelled | skipped | {int(p) for p in waiting} | set(self.board.taken())
-        if not skipped or len(mask) - len(busy) >= self.board.batch_size:
-            return []
-        self.board.reopen_skips()
+        if skipped and len(mask) - len(busy) < 2 * self.board.batch_size:   # the query's batch and its tail
+            self.board.reopen_skips()
+        else:
+            skipped = in_loop - in_store     # reopened meanwhile: the loop forgets their skips too
         return [Answer(int(i), None, retract=True) for i in sorted(skipped)]
 
     def _enough_classes(self, upto: int) -> bool:

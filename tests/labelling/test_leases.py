@@ -159,8 +159,9 @@ def test_a_label_that_stands_starts_a_new_run_of_skips(tmp_path):
 
 def test_skipped_items_are_offered_again_once_nothing_else_is_left(tmp_path):
     """A pool of 16, batches of 4: item 2 of the first batch is skipped, everything else labelled as
-    offered; once fewer than a batch of other items is left, item 2 is offered again and labelled (before:
-    never again). (The loop then has less than a batch to query: that end of the pool is its own.)"""
+    offered; once fewer than two batches of other items are left to query (a batch and its tail), item 2
+    is offered again and labelled (before: never again). (The loop then has less than a batch to query:
+    that end of the pool is its own.)"""
     X, y = pool(16)
     s = new_session(tmp_path / "s.db", n=16, batch_size=4, initial=np.arange(4)).start()
     try:
@@ -174,7 +175,31 @@ def test_skipped_items_are_offered_again_once_nothing_else_is_left(tmp_path):
                     s.submit(item, int(y[item]), annotator="ann")
         assert offered.count(2) == 2, (offered, s.error)
         assert 2 in s.store.current_labels() and s.store.skipped() == []
-        assert len(set(offered)) >= 13       # item 2 came back after (nearly) everything else
+        again = offered.index(2, offered.index(2) + 1)
+        assert len(set(offered[:again])) >= 16 - 2 * 4    # not before fewer than two batches were left
+    finally:
+        s.stop()
+
+
+def test_a_skip_everything_loop_without_tokens_neither_stops_the_session_nor_starves_a_colleague(tmp_path):
+    """Without tokens nothing limits one name's skips: a bot skips everything it is handed, as fast as it
+    can, for 3 s, in a pool of 12 with batches of 3. The skips are reopened whenever the pool runs short,
+    so the loop runs on and a colleague is handed items at once (before: every item was skipped, the loop
+    failed, "n_instances=3 is larger than the pool", and nobody was handed anything again)."""
+    X, y = pool(12)
+    first = np.r_[np.flatnonzero(y == 0)[:2], np.flatnonzero(y == 1)[:1]]
+    s = new_session(tmp_path / "s.db", n=12, batch_size=3, initial=first).start()
+    try:
+        for item in items(s.next_batch("ann", timeout=5)):
+            s.submit(item, int(y[item]), annotator="ann")
+        s.wait_for_version(0, timeout=30)
+        end = time.time() + 3
+        while time.time() < end:
+            for item in items(s.next_batch("bot", timeout=0.2)):
+                s.skip(item, annotator="bot")
+        assert s.status()["error"] is None
+        got = items(s.next_batch("colleague", timeout=1))
+        assert got and not set(got) & set(s.store.current_labels())
     finally:
         s.stop()
 
