@@ -450,8 +450,9 @@ class LabellingSession:
         batch. ``capped=True`` (annotators known by their tokens): the
         annotator holds at most a share of the batch in all, those held
         before included, ``ceil(batch_size / k)`` for ``k`` annotators active
-        now and at least two, so that no one can take every item from the
-        others (:meth:`OfferBoard.share <skdbal.labelling._offers.OfferBoard.share>`).
+        now (holding items, or having asked for some within ``lease_timeout``)
+        and at least two, so that no one can take every item from the others:
+        5 of a batch of 10 for one or two annotators, 4 for three.
         Asking again gives back the items held, without renewing their leases
         (``lease_timeout``). ``holding``: items the caller holds already (the
         page's ``have``), left out; a caller holding an item whose lease ran
