@@ -134,9 +134,10 @@ class OfferBoard:
     learner : ActiveLearner
         Queried for the tail, read for its version and labelled rows.
     batch_size : int
-        Items per batch, per tail, and an annotator's cap of leases.
+        Items per batch and per tail; an annotator's cap of leases is a share of it (:meth:`share`).
     lease_timeout : float
-        Seconds an annotator holds an item handed out.
+        Seconds an item handed out stays its annotator's without labelling activity from them (a label,
+        skip or undo renews their leases; asking for items does not).
     query_kwargs : dict
         Passed to the tail's query.
     second_looks : bool
@@ -181,6 +182,8 @@ class OfferBoard:
         self._published: Optional[tuple] = None
         #: ``(version, {item: guess})``: the guesses of what people are offered, made in the loop's thread.
         self._guessed: tuple = (-1, {})
+        #: When each annotator known by a token last asked for items (``time.time()``), for :meth:`share`.
+        self._asked: Dict[str, float] = {}
 
     @property
     def training(self) -> bool:
@@ -225,6 +228,16 @@ class OfferBoard:
                 self.changed.notify_all()
             self._waiting_for = what
 
+    def reopen_skips(self) -> List[int]:
+        """Reopen every skipped item (:meth:`LabelStore.reopen_skips`) and offer it at once, after the
+        batch: the loop may query it again too, but at the end of the pool it may have nothing to query
+        with. The items reopened."""
+        reopened = self.store.reopen_skips()
+        with self.changed:
+            self.batch = self.batch + [i for i in reopened if i not in self.batch]
+            self.changed.notify_all()
+        return reopened
+
     def offer_first(self, items: Sequence[int]) -> None:
         """Offer the first batch: people may label it from now on."""
         self.batch = [int(i) for i in items]
@@ -246,17 +259,18 @@ class OfferBoard:
 
     def taken(self) -> List[int]:
         """Items the next query must leave out although the learner has no label of them yet: those
-        labelled or skipped in the store since the last collect (on the tail, during a retrain), and the
-        tail's items someone holds now."""
-        ever = self._tail_ever
-        if not ever:   # no tail was offered (a restart queries the same batch again)
-            return []
+        skipped and not reopened (also those skipped before a restart, which the loop's own list forgets),
+        those labelled in the store since the last collect (on the tail, during a retrain), and the tail's
+        items someone holds now."""
         store = self.store
         current = store.current_labels()
-        labelled = self.learner.labelled_mask_
-        out = {i for i in current if not labelled[i]} | set(store.skipped(current))
-        leased = store.live_leases()
-        return sorted({i for i in out if i in ever} | {i for i in self._tail if i in leased})
+        out = set(store.skipped(current))
+        ever = self._tail_ever
+        if ever:   # a tail was offered (a restart queries the same batch again)
+            labelled = self.learner.labelled_mask_
+            leased = store.live_leases()
+            out |= {i for i in current if not labelled[i] and i in ever} | {i for i in self._tail if i in leased}
+        return sorted(out)
 
     def seed(self) -> int:
         """The learner's ``random_state`` as an int (0 when it is not one): the covering order's seed."""
@@ -344,26 +358,67 @@ class OfferBoard:
         skipped = set(self.store.skipped(labelled)) if skipped is None else skipped
         return [i for i in self.batch if i not in labelled and i not in skipped]
 
+    def active(self, annotator: str, now: Optional[float] = None) -> set:
+        """The annotators active now: holding items, or having asked for some within ``lease_timeout``;
+        ``annotator`` among them."""
+        now = _time.time() if now is None else now
+        return set(self.store.live_leases(now=now).values()) | {annotator} | \
+            {a for a, t in self._asked.items() if now - t < self.lease_timeout}
+
+    def share(self, annotator: str, now: Optional[float] = None) -> int:
+        """The most items ``annotator`` may hold at once when annotators are known by their tokens:
+        ``ceil(batch_size / k)``, ``k`` the annotators :meth:`active` now and at least 2, so that no one
+        takes a whole batch while others come (a batch of 10: 5 each for one or two annotators, 4 for
+        three, 1 for ten or more)."""
+        return self._share_among(len(self.active(annotator, now)))
+
+    def _share_among(self, k: int) -> int:
+        return max(1, -(-self.batch_size // max(2, k)))
+
+    def _offerable(self, annotator: str, items: List[int], holding: set, others: bool, now: float) -> List[int]:
+        """``items`` but those the caller holds and, when ``others`` are active, those whose lease ran out
+        in ``annotator``'s hands."""
+        back = set(self.store.lapsed(annotator, items, now=now)) if others else set()
+        return [i for i in items if i not in holding and i not in back]
+
     def next_batch(self, annotator: str, n: Optional[int] = None, timeout: float = 0.0, *,
-                   capped: bool = False) -> List[dict]:
+                   capped: bool = False, holding: Sequence[int] = ()) -> List[dict]:
         """The items for ``annotator`` to label now, leased to them, best first: the second looks they
         may give, the batch's free items, else the tail (:meth:`offer_more`); waits up to ``timeout``
-        seconds for one. :meth:`LabellingSession.next_batch` says the rest."""
+        seconds for one. ``holding``: the items the caller holds already (a page's ``have``), left out;
+        if the annotator's lease on one of them ran out (nothing labelled, skipped or undone for
+        ``lease_timeout``), the caller is idle and is handed nothing more until they act. An item whose
+        lease ran out in the annotator's hands is not handed back to them while another annotator is
+        :meth:`active`. Skipped items are reopened once the pool has no other unlabelled item.
+        :meth:`LabellingSession.next_batch` says the rest."""
         deadline = _time.time() + timeout
+        holding = {int(i) for i in holding}
         while True:
+            now = _time.time()
+            self._asked[annotator] = now
+            if len(self._asked) > 1000:   # names typed in pages (no tokens): forget those gone quiet
+                self._asked = {a: t for a, t in self._asked.items() if now - t < self.lease_timeout}
             seen = self.store.last_event()   # an item labelled while we choose is not leased
             labelled = self.store.current_labels()
             skipped = set(self.store.skipped(labelled))
+            if skipped and len(labelled) + len(skipped) >= len(self.keys) and getattr(self.learner, "step_", -1) < 0:
+                self.reopen_skips()   # nothing else is left before the first model (after it: the oracle)
+                skipped = set()
+            idle = bool(holding) and bool(self.store.lapsed(annotator, holding, now=now))
             looks = self.second_looks_for(annotator) if self.second_looks else []
-            free = looks + self.pending(labelled, skipped)
-            leased = self.store.lease(free, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                      cap=self.batch_size if capped else None)
-            if not leased:  # the batch ran out: the tail, while the model retrains or waits for a class
+            active = self.active(annotator, now)
+            cap = self._share_among(len(active)) if capped else None
+            others = len(active) > 1   # what ran out in the annotator's hands goes to them first
+            free = self._offerable(annotator, looks + self.pending(labelled, skipped), holding, others, now)
+            leased = [] if idle else self.store.lease(free, annotator, self.lease_timeout, limit=n,
+                                                      unchanged_since=seen, cap=cap, now=now)
+            if not leased and not idle:  # the batch ran out: the tail, while the model retrains or waits
                 with self.changed:
-                    more = self.offer_more(set(labelled) | skipped)
+                    more = self._offerable(annotator, self.offer_more(set(labelled) | skipped), holding,
+                                           others, now)
                 if more:
                     leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
-                                              cap=self.batch_size if capped else None)
+                                              cap=cap, now=now)
             if leased or _time.time() >= deadline:
                 break
             with self.changed:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time as _time
 from typing import Callable, List, Optional, Sequence
 
+import numpy as np
+
 from ..oracles import Answer, Oracle
 from ._offers import TWO_CLASSES, OfferBoard
 
@@ -111,7 +113,17 @@ class StoreOracle(Oracle):
 
     def taken(self) -> List[int]:
         """Items the next query must leave out although the learner has no label of them yet
-        (:meth:`OfferBoard.taken`)."""
+        (:meth:`OfferBoard.taken`). When they would leave less than a batch to query, the skips are
+        reopened first (items skipped again since the last collect, which the loop has not heard of)."""
+        taken, loop = self.board.taken(), self.loop
+        if loop is None or not self.store.skipped():
+            return taken
+        free = ~self.learner.labelled_mask_
+        for out in (loop.pending, loop.skipped, taken):
+            free[np.asarray(out, dtype=np.intp)] = False
+        if free.sum() >= self.board.batch_size:
+            return taken
+        self.board.reopen_skips()
         return self.board.taken()
 
     def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
@@ -122,6 +134,7 @@ class StoreOracle(Oracle):
             events = [e for e in events if e["event"] <= upto]
         touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
         current = store.current_labels(upto=upto)
+        skipped = set(store.skipped(current))   # a skip since reopened is no answer
         labelled = learner.labelled_mask_
         answers = []
         for item in touched:
@@ -133,7 +146,7 @@ class StoreOracle(Oracle):
                 answers.append(Answer(item, label, c["annotator"], c["time"]))
             elif labelled[item]:
                 answers.append(Answer(item, None, None, None, retract=True))
-            elif any(e["item"] == item and e["kind"] == "skip" for e in events):
+            elif item in skipped and any(e["item"] == item and e["kind"] == "skip" for e in events):
                 answers.append(Answer(item, None, None, None))
         if events:
             self.cursor = max(self.cursor, events[-1]["event"])
@@ -177,7 +190,28 @@ class StoreOracle(Oracle):
                 self.judged = unjudged[-1]["event"]
             if ready:
                 break
-        return self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
+        answers = self._answers(new[-1]["event"], events=new)   # the labels as of the events read, no later
+        return answers + self._reopened(answers, waiting)
+
+    def _reopened(self, answers: List[Answer], waiting: Sequence[int]) -> List[Answer]:
+        """Answers to add after ``answers`` that take skips back (a retraction of an unlabelled item, which
+        the loop reads as "not skipped"): of the items the store reopened since the loop heard of their skip
+        (:meth:`LabellingSession.reopen_skips`); and, when fewer than two batches of items would be left
+        for the next query and its tail but skipped ones, of every skipped item, the skips reopened and
+        offered (:meth:`OfferBoard.reopen_skips`): the loop cannot query a batch out of fewer items."""
+        store, loop = self.store, self.loop
+        current = store.current_labels()
+        mask = self.learner.labelled_mask_
+        labelled = set(current) | {int(i) for i in np.flatnonzero(mask)}
+        in_store = set(store.skipped(current))
+        in_loop = {int(i) for i in (loop.skipped if loop is not None else ())} - labelled
+        skipped = (in_store | in_loop | {a.position for a in answers if a.skipped}) - labelled
+        busy = labelled | skipped | {int(p) for p in waiting} | set(self.board.taken())
+        if skipped and len(mask) - len(busy) < 2 * self.board.batch_size:   # the query's batch and its tail
+            self.board.reopen_skips()
+        else:
+            skipped = in_loop - in_store     # reopened meanwhile: the loop forgets their skips too
+        return [Answer(int(i), None, retract=True) for i in sorted(skipped)]
 
     def _enough_classes(self, upto: int) -> bool:
         """A first model needs two classes among its labels: those of the events up to ``upto``, which

@@ -84,7 +84,7 @@ from .export import labels_csv_text
 from .json_body import Refused, failure_message, read_json_object
 from .pools import Pool
 from .session import LabellingSession
-from .store import LeaseHeld, NotYours
+from .store import LeaseHeld, NotYours, SkipLimit
 
 __all__ = ["make_app", "png_bytes"]
 
@@ -151,7 +151,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         the ``annotator`` of a body or query (which is ignored). An
         annotator may undo only an item whose latest label is theirs (else
         403), and may not label or skip an item leased to someone else
-        (409); and one holds at most ``session.batch_size`` items leased.
+        (409); one holds at most a share of the batch leased
+        (:meth:`LabellingSession.next_batch`), and skips at most a batch in a row (409).
     keys : sequence of str, optional
         The key that labels each class on the page, one printable character
         per class (a string is split at commas). By default classes named
@@ -261,7 +262,7 @@ async def _guarded(handler, always_token: bool, request: Request) -> Response:
     except ClientDisconnect:   # gone before its body came (or cut off by the server's request timeout)
         _log.debug("%s %s: the client went before its request's body came", request.method, request.url.path)
         return Response(status_code=400)
-    except (NotYours, LeaseHeld) as exc:   # another annotator's label or lease: nothing recorded
+    except (NotYours, LeaseHeld, SkipLimit) as exc:   # another's label or lease, a skip past one's share
         return JSONResponse({"error": str(exc).strip('"')}, status_code=403 if isinstance(exc, NotYours) else 409)
     except (ValueError, KeyError, TypeError) as exc:
         return JSONResponse({"error": str(exc).strip('"')}, status_code=400)
@@ -456,24 +457,18 @@ def _item_ids(text: str) -> List[int]:
 
 async def _new_items(session: LabellingSession, annotator: str, n: Optional[int], have: List[int],
                      wait: float, capped: bool = False, *, listener: Listener) -> List[dict]:
-    """The items leased to ``annotator`` that are not in ``have`` (the page holds those), waiting up to
-    ``wait`` s for one: a long poll that answers as soon as there is new work. The items held are leased
-    again on the way (their leases renewed), as :meth:`LabellingSession.next_batch` leases an annotator's
-    own items; ``n`` counts new items only (any more leased on the way are released).
+    """The items newly leased to ``annotator``, none of ``have`` (the page holds those), waiting up to
+    ``wait`` s for one: a long poll that answers as soon as there is new work. The items held are not
+    leased again, nor their leases renewed: only the annotator's labels, skips and undos keep them, and
+    a page whose items' leases ran out (idle) is handed nothing more until its annotator acts.
 
     The wait holds no thread: ``listener`` (:meth:`ChangeWatch.listen`, opened before the first look)
     wakes it on the event loop when a change may bring the annotator items (a label, a batch, a tail, a
     lease run out), and each look is a ``next_batch(timeout=0)`` in the thread pool."""
-    held = set(have)
     deadline = time.monotonic() + wait
     while True:
-        leased = await run_in_threadpool(session.next_batch, annotator=annotator,
-                                         n=None if n is None else n + len(held), timeout=0, capped=capped)
-        new = [b for b in leased if b["item"] not in held]
-        if n is not None and len(new) > n:   # the items held were answered already: more new ones came
-            for extra in new[n:]:
-                await run_in_threadpool(session.store.release, extra["item"])
-            new = new[:n]
+        new = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=0, capped=capped,
+                                      holding=have)
         remaining = deadline - time.monotonic()
         if new or remaining <= 0:
             return new

@@ -52,6 +52,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     True
     >>> parser.parse_args(["--demo", "digits", "--annotators", "alice,bob"]).annotators
     ['alice', 'bob']
+    >>> args = parser.parse_args(["--demo", "digits", "--lease-timeout", "90", "--reopen-skips"])
+    >>> args.lease_timeout, args.reopen_skips
+    (90.0, True)
     """
     p = sub.add_parser("label", help="label a pool in the browser, the model choosing what comes next",
                        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,7 +71,23 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "the page)")
     p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
                    "class in --classes' order (default: classes 0-9 their own digit, others 1-9 then 0)")
+    p.add_argument("--lease-timeout", type=_seconds, default=300.0, metavar="SECONDS",
+                   help="an item handed out stays its annotator's this long after their last label, skip or "
+                   "undo (asking for items does not count), then goes back to the batch (default: 300)")
+    p.add_argument("--reopen-skips", action="store_true", help="offer every item skipped so far again, then "
+                   "serve (skipped items are also offered again once nothing else is left to label)")
     return p
+
+
+def _seconds(text: str) -> float:
+    """``--lease-timeout 90`` as seconds: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0; got {text}")
+    return value
 
 
 def _one_line_error(parser: argparse.ArgumentParser):
@@ -343,7 +362,8 @@ def make_session(args):
             raise ValueError(f"--keys: {exc}") from None
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
-                               second_looks=args.second_looks, second_look_budget=args.second_look_budget)
+                               second_looks=args.second_looks, second_look_budget=args.second_look_budget,
+                               lease_timeout=getattr(args, "lease_timeout", 300.0))
     return session, pool, store
 
 
@@ -584,6 +604,8 @@ def run(args) -> int:
             return _fail(str(exc))
         except sqlite3.Error as exc:
             return _fail(f"the store {args.store}: {exc}")
+        if getattr(args, "reopen_skips", False):
+            print(f"skdbal label: {len(session.reopen_skips())} skipped items reopened", flush=True)
         port = sock.getsockname()[1]
         url = f"http://{args.host}:{port}/"
         if app.state.annotators:   # a link per annotator, with their token, once

@@ -76,8 +76,11 @@ class LabellingSession:
         (with the default ``retrain_after``) and its labels hold two
         classes; until then, more items of a covering order are offered
         when it runs out (:meth:`next_batch`).
-    lease_timeout : float, default=600
-        Seconds an annotator holds an item handed out by :meth:`next_batch`.
+    lease_timeout : float, default=300
+        Seconds an item handed out by :meth:`next_batch` stays its annotator's without labelling activity
+        from them: each label, skip or undo of theirs renews all their leases for this long; asking for
+        items again (a page's long poll) does not. Then the item goes back to the batch, for anyone; its
+        annotator's late label is still kept if nobody else was handed the item meanwhile.
     X_test, y_test : array-like, optional
         A labelled test set: its accuracy is recorded per model version.
     query_kwargs : dict, optional
@@ -138,7 +141,7 @@ class LabellingSession:
     """
 
     def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
-                 retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 600.0,
+                 retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 300.0,
                  X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic",
                  second_look_budget: Optional[float] = 0.1):
         self.learner = learner
@@ -161,7 +164,10 @@ class LabellingSession:
         self.batch_size = int(batch_size)
         self.retrain_after = batch_size if retrain_after is None else retrain_after
         self.initial = initial
-        self.lease_timeout = lease_timeout
+        if isinstance(lease_timeout, bool) or not isinstance(lease_timeout, (int, float, np.integer, np.floating)) \
+                or not 0 < lease_timeout < float("inf"):
+            raise ValueError(f"lease_timeout must be a positive number of seconds; got {lease_timeout!r}")
+        self.lease_timeout = float(lease_timeout)
         self.X_test, self.y_test = X_test, y_test
         self.query_kwargs = check_query_kwargs(query_kwargs)   # refused here, before the store is written
         self.second_looks = second_looks
@@ -435,15 +441,24 @@ class LabellingSession:
         return int(item)
 
     def next_batch(self, annotator: Optional[str] = None, n: Optional[int] = None,
-                   timeout: float = 0.0, *, capped: bool = False) -> List[dict]:
+                   timeout: float = 0.0, *, capped: bool = False, holding: Sequence[int] = ()) -> List[dict]:
         """The items for ``annotator`` to label now, leased to them, best first.
 
         First the flagged labels of other annotators awaiting a second look,
         then the items of the current batch that are unlabelled, not skipped
         and not held by someone else. Waits up to ``timeout`` seconds for a
         batch. ``capped=True`` (annotators known by their tokens): the
-        annotator holds at most ``batch_size`` leases in all, those held
-        before included, so that no one can take every item from the others.
+        annotator holds at most a share of the batch in all, those held
+        before included, ``ceil(batch_size / k)`` for ``k`` annotators active
+        now (holding items, or having asked for some within ``lease_timeout``)
+        and at least two, so that no one can take every item from the others:
+        5 of a batch of 10 for one or two annotators, 4 for three.
+        Asking again gives back the items held, without renewing their leases
+        (``lease_timeout``). ``holding``: items the caller holds already (the
+        page's ``have``), left out; a caller holding an item whose lease ran
+        out is idle, and is handed nothing more until the annotator labels,
+        skips or undoes. Once the pool has no unlabelled item left but
+        skipped ones, the skipped items are reopened (:meth:`reopen_skips`).
 
         When none of these is left while the model retrains, the tail: the
         next best items under the last model (a second query, outside the
@@ -461,12 +476,14 @@ class LabellingSession:
             first label is not shown, so as not to anchor), ``tail``
             (whether it is one of the tail's items).
         """
-        return self.board.next_batch(annotator or "anonymous", n, timeout, capped=capped)
+        return self.board.next_batch(annotator or "anonymous", n, timeout, capped=capped, holding=holding)
 
     def _event(self, item, kind, label=None, annotator=None, request_id=None, release=False,
-               exclusive=False, lease_for=None) -> int:
+               exclusive=False, lease_for=None, skip_limit=None) -> int:
+        # the annotator's activity renews their leases (asking for items does not)
         event = self.store.add_event(item, kind, label, annotator=annotator, request_id=request_id, release=release,
-                                     exclusive=exclusive, lease_for=lease_for)
+                                     exclusive=exclusive, lease_for=lease_for, renew_for=self.lease_timeout,
+                                     skip_limit=skip_limit)
         self.board.notify()
         return event
 
@@ -475,9 +492,11 @@ class LabellingSession:
         """Record a label, committed before returning; the event id.
 
         ``exclusive=True`` (annotators known by their tokens) refuses an item
-        that ``annotator`` does not hold a live lease on (another holds it,
-        or nobody does: items are asked for with :meth:`next_batch`, within
-        the cap).
+        whose last lease is not ``annotator``'s (another holds it or was
+        handed it since, or nobody was: items are asked for with
+        :meth:`next_batch`, within the cap). A lease that ran out is still
+        its annotator's until someone else is handed the item: their late
+        label is kept.
 
         Raises
         ------
@@ -494,9 +513,34 @@ class LabellingSession:
                            exclusive=exclusive)
 
     def skip(self, item: int, annotator: Optional[str] = None, *, exclusive: bool = False) -> int:
-        """Decline to label ``item``: it is not offered again (``exclusive``: as for :meth:`submit`)."""
+        """Decline to label ``item``: it is not offered again until the skips are reopened
+        (:meth:`reopen_skips`, or once nothing else is left to label). ``exclusive``: as for
+        :meth:`submit`, and an annotator's share of skips is a batch in a row: after ``batch_size``
+        skips with no label of theirs standing since, a skip is refused
+        (:class:`~skdbal.labelling.store.SkipLimit`, a ``ValueError``) until they label one."""
         item = self.check_item(item)
-        return self._event(item, "skip", None, annotator, release=True, exclusive=exclusive)
+        return self._event(item, "skip", None, annotator, release=True, exclusive=exclusive,
+                           skip_limit=self.batch_size if exclusive else None)
+
+    def reopen_skips(self) -> List[int]:
+        """Offer every skipped item again, as if it had never been skipped; the items reopened. (The
+        session does this itself once the pool has no other unlabelled item.)
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from sklearn.linear_model import LogisticRegression
+        >>> from skdbal import ActiveLearner
+        >>> from skdbal.labelling import LabellingSession
+        >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+        ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+        ...                            batch_size=2)
+        >>> _ = session.skip(3, annotator="ann")
+        >>> session.status()["skipped"], session.reopen_skips(), session.status()["skipped"]
+        (1, [3], 0)
+        """
+        return self.board.reopen_skips()
 
     def undo(self, item: int, annotator: Optional[str] = None, request_id: Optional[str] = None, *,
              exclusive: bool = False) -> int:

@@ -33,7 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-__all__ = ["LabelStore", "StoreError", "NotYours", "LeaseHeld", "APPLICATION_ID", "SCHEMA_VERSION"]
+from ._leases import Leases
+
+__all__ = ["LabelStore", "StoreError", "NotYours", "LeaseHeld", "SkipLimit", "APPLICATION_ID", "SCHEMA_VERSION"]
 
 #: SQLite ``application_id`` of a skdbal store ("SKDB").
 APPLICATION_ID = 0x534B4442
@@ -128,7 +130,27 @@ class LeaseHeld(ValueError):
     """
 
 
-class LabelStore:
+class SkipLimit(ValueError):
+    """A skip past the annotator's share: ``skip_limit`` skips in a row without a label standing between them
+    (``add_event(..., exclusive=True, skip_limit=...)``), so that one annotator cannot skip the pool away
+    from the others.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skdbal.labelling.store import LabelStore, SkipLimit
+    >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "s.db"))
+    >>> _ = store.add_items(["a", "b"]), store.lease([0, 1], "bob", 600)
+    >>> _ = store.add_event(0, "skip", annotator="bob", exclusive=True, skip_limit=1)
+    >>> try:
+    ...     store.add_event(1, "skip", annotator="bob", exclusive=True, skip_limit=1)
+    ... except SkipLimit as exc:
+    ...     print(exc)
+    bob skipped 1 item in a row: label one before skipping more
+    """
+
+
+class LabelStore(Leases):
     """A durable, append-only store of label events.
 
     Parameters
@@ -299,7 +321,8 @@ class LabelStore:
     # -------------------------------------------------------------- events
     def add_event(self, item: int, kind: str, label: Optional[str] = None, *, annotator: Optional[str] = None,
                   request_id: Optional[str] = None, time: Optional[float] = None, release: bool = False,
-                  exclusive: bool = False, lease_for: Optional[float] = None) -> int:
+                  exclusive: bool = False, lease_for: Optional[float] = None, renew_for: Optional[float] = None,
+                  skip_limit: Optional[int] = None) -> int:
         """Append one event, committed before returning; its id.
 
         ``kind="label"`` needs a ``label``; ``"skip"`` takes none; ``"undo"``
@@ -314,12 +337,19 @@ class LabelStore:
         ``exclusive=True`` (several annotators, each known by a token) also
         refuses, in the same transaction, an undo of an item whose latest
         label is another annotator's (:class:`NotYours`), and a label or skip
-        of an item that the annotator does not hold a live lease on
-        (:class:`LeaseHeld`: another holds it, or nobody does, so that no
-        one takes or skips items past their cap); nothing is written then.
-        With ``lease_for`` (seconds), an undo leases the item back to its
-        annotator in the same transaction, to label again: it is theirs, not
-        the next asker's.
+        of an item whose last lease is not the annotator's (:class:`LeaseHeld`:
+        another holds it or was handed it after them, or nobody was, so that no
+        one takes or skips items past their cap); nothing is written then. A
+        lease that ran out is still its holder's to answer until someone else
+        is handed the item: a label that comes late is kept, never lost. With
+        ``skip_limit``, a skip after that many skips in a row by the annotator
+        (no label of theirs that stands since) is refused too
+        (:class:`SkipLimit`). With ``lease_for`` (seconds), an undo leases the
+        item back to its annotator in the same transaction, to label again: it
+        is theirs, not the next asker's. With ``renew_for`` (seconds), the
+        event renews the annotator's live leases for that long, in the same
+        transaction: labelling activity keeps one's items, asking for items
+        does not (:meth:`lease`).
 
         Writers in several threads share commits: while one transaction is
         being committed, the events that arrive queue, and the next
@@ -331,7 +361,7 @@ class LabelStore:
         if (kind == "label") != (label is not None):
             raise ValueError("a label event needs a label, and only a label event has one")
         write = _Write((item, kind, label, annotator, request_id, _time.time() if time is None else float(time),
-                        release, exclusive, lease_for))
+                        release, exclusive, lease_for, renew_for, skip_limit))
         with self._queue_lock:
             self._queue.append(write)
         while not write.done:  # group commit: the first writer in commits every write queued so far
@@ -367,7 +397,8 @@ class LabelStore:
         for write, (result, error) in zip(writes, outcomes):
             write.result, write.error, write.done = result, error, True
 
-    def _append(self, conn, item, kind, label, annotator, request_id, when, release, exclusive, lease_for) -> int:
+    def _append(self, conn, item, kind, label, annotator, request_id, when, release, exclusive, lease_for,
+                renew_for, skip_limit) -> int:
         item = self._check_item(conn, item)
         if request_id is not None:
             old = conn.execute("SELECT event, item, kind, label, annotator FROM events WHERE request_id=?",
@@ -377,7 +408,7 @@ class LabelStore:
                     raise ValueError(f"request {request_id!r} was already used for another submission")
                 return old[0]
         if exclusive:
-            self._check_exclusive(conn, item, kind, annotator, when)
+            self._check_exclusive(conn, item, kind, annotator, when, skip_limit)
         undoes = None
         if kind == "undo":
             undoes = self._latest_label_event(conn, item, annotator)
@@ -391,10 +422,15 @@ class LabelStore:
         if kind == "undo" and lease_for is not None:
             conn.execute("INSERT OR REPLACE INTO leases (item, annotator, expires) VALUES (?, ?, ?)",
                          (item, annotator, when + float(lease_for)))
+        if renew_for is not None and annotator is not None:   # activity keeps one's live leases
+            conn.execute("UPDATE leases SET expires=MAX(expires, ?) WHERE annotator=? AND expires > ?",
+                         (when + float(renew_for), annotator, when))
         return cur.lastrowid
 
-    def _check_exclusive(self, conn, item, kind, annotator, when) -> None:
-        """Raise :class:`NotYours` or :class:`LeaseHeld` where ``annotator`` may not write this event."""
+    def _check_exclusive(self, conn, item, kind, annotator, when, skip_limit=None) -> None:
+        """Raise :class:`NotYours`, :class:`LeaseHeld` or :class:`SkipLimit` where ``annotator`` may not write
+        this event. The item's lease row names its last holder: a row that ran out stays until the item is
+        answered or handed to someone else, so that its holder's late label is kept."""
         if kind == "undo":
             latest = self._latest_label_event(conn, item)
             if latest is not None:
@@ -402,12 +438,20 @@ class LabelStore:
                 if author != annotator:
                     raise NotYours(f"item {item}'s latest label is {author}'s: only {author} can undo it")
             return
-        held = conn.execute("SELECT annotator FROM leases WHERE item=? AND expires > ?", (item, when)).fetchone()
-        if held is not None and held[0] != annotator:
+        held = conn.execute("SELECT annotator, expires FROM leases WHERE item=?", (item,)).fetchone()
+        if held is not None and held[0] != annotator and held[1] > when:
             raise LeaseHeld(f"item {item} is leased to {held[0]}: ask for your own items")
-        if held is None:
+        if held is None or held[0] != annotator:
             raise LeaseHeld(f"item {item} is not leased to {annotator}: ask for items (/api/batch) before "
                             "labelling or skipping them")
+        if kind == "skip" and skip_limit is not None:
+            (run,) = conn.execute(
+                "SELECT COUNT(*) FROM events WHERE annotator=? AND kind='skip' AND event > COALESCE((SELECT "
+                "MAX(event) FROM events WHERE annotator=? AND kind='label' AND event NOT IN (SELECT undoes FROM "
+                "events WHERE undoes IS NOT NULL)), 0)", (annotator, annotator)).fetchone()
+            if run >= skip_limit:
+                raise SkipLimit(f"{annotator} skipped {run} item{'s' if run != 1 else ''} in a row: label one "
+                                "before skipping more")
 
     @staticmethod
     def _latest_label_event(conn, item, annotator: Optional[str] = None) -> Optional[int]:
@@ -445,59 +489,35 @@ class LabelStore:
                 for item, label, ann, t, ev in rows}
 
     def skipped(self, labelled: Optional[Iterable[int]] = None) -> List[int]:
-        """Items skipped and not labelled since; ``labelled``, the items of
-        :meth:`current_labels` when the caller has them already."""
+        """Items skipped and not labelled since, nor reopened (:meth:`reopen_skips`); ``labelled``, the
+        items of :meth:`current_labels` when the caller has them already."""
         labelled = set(self.current_labels() if labelled is None else labelled)
-        rows = self._read("SELECT DISTINCT item FROM events WHERE kind='skip' ORDER BY item")
+        rows = self._read("SELECT DISTINCT item FROM events WHERE kind='skip' AND event > COALESCE((SELECT "
+                          "CAST(value AS INTEGER) FROM meta WHERE key='skips_reopened'), 0) ORDER BY item")
         return [item for (item,) in rows if item not in labelled]
 
-    # -------------------------------------------------------------- leases
-    def lease(self, items: Sequence[int], annotator: str, timeout: float, *, now: Optional[float] = None,
-              limit: Optional[int] = None, unchanged_since: Optional[int] = None,
-              cap: Optional[int] = None) -> List[int]:
-        """Lease to ``annotator`` those of ``items`` (in order) that nobody else
-        holds a live lease on, up to ``limit``; a lease lasts ``timeout`` s.
-        One transaction: no item is ever held by two live leases.
+    def reopen_skips(self) -> List[int]:
+        """Reopen every skipped item: it is offered again as if never skipped (the skip events stay, for
+        the record and the second looks' ``declined_by``). The items reopened.
 
-        ``cap`` is the most live leases ``annotator`` may hold in all, those
-        held before included (renewing one of them takes no more): so that
-        one annotator cannot take every free item from the others.
-
-        ``unchanged_since``, an event id (:meth:`last_event`, read before the
-        caller chose ``items``), leaves out the items that have an event
-        after it: their label or skip came while the caller was choosing.
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> from skdbal.labelling import LabelStore
+        >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "s.db"))
+        >>> _ = store.add_items(["a", "b", "c"])
+        >>> _ = store.add_event(0, "skip"), store.add_event(2, "skip")
+        >>> store.skipped(), store.reopen_skips(), store.skipped()
+        ([0, 2], [0, 2], [])
+        >>> _ = store.add_event(2, "skip")       # skipped again later: skipped again
+        >>> store.skipped()
+        [2]
         """
-        now = _time.time() if now is None else float(now)
-        granted = []
         with self._transaction() as conn:
-            mine = {i for (i,) in conn.execute("SELECT item FROM leases WHERE annotator=? AND expires > ?",
-                                               (annotator, now))}
-            for item in items:
-                if limit is not None and len(granted) >= limit:
-                    break
-                if unchanged_since is not None and conn.execute(
-                        "SELECT 1 FROM events WHERE item=? AND event>? LIMIT 1",
-                        (int(item), int(unchanged_since))).fetchone() is not None:
-                    continue
-                held = conn.execute("SELECT annotator, expires FROM leases WHERE item=?", (int(item),)).fetchone()
-                if held is not None and held[1] > now and held[0] != annotator:
-                    continue
-                if cap is not None and int(item) not in mine and len(mine) >= cap:
-                    continue   # at the cap: only the annotator's own leases are renewed
-                conn.execute("INSERT OR REPLACE INTO leases VALUES (?, ?, ?)", (int(item), annotator, now + timeout))
-                granted.append(int(item))
-                mine.add(int(item))
-        return granted
-
-    def release(self, item: int) -> None:
-        """End the lease on ``item``, if any."""
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM leases WHERE item=?", (int(item),))
-
-    def live_leases(self, *, now: Optional[float] = None) -> Dict[int, str]:
-        """``{item: annotator}`` of the leases not expired."""
-        now = _time.time() if now is None else float(now)
-        return dict(self._read("SELECT item, annotator FROM leases WHERE expires > ?", (now,)))
+            reopened = self.skipped()
+            last = conn.execute("SELECT COALESCE(MAX(event), 0) FROM events").fetchone()[0]
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('skips_reopened', ?)", (str(int(last)),))
+        return reopened
 
     # ------------------------------------------------------ queries, models
     def add_query(self, model_version: Optional[int], scores: Dict[int, float], kind: str = "batch") -> int:

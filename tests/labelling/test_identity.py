@@ -162,23 +162,23 @@ def test_an_earlier_label_of_alice_under_bobs_is_not_hers_to_undo(client):
     assert 0 not in client.session.store.current_labels()
 
 
-def test_a_hog_gets_a_batch_at_most_and_bob_gets_the_rest(client):
-    """20 free items, batch_size 10: alice asking for 1000 twice holds 10 (0..9, in the batch's order);
-    bob then gets the other 10."""
-    assert batch(client, A, "n=1000") == list(range(10))
-    assert batch(client, A, "n=1000") == list(range(10))                 # renewed, not more
-    assert batch(client, B, "n=1000") == list(range(10, 20))
+def test_a_hog_gets_a_share_at_most_and_bob_gets_the_rest(client):
+    """20 free items, batch_size 10: alice asking for 1000 twice holds half a batch, 5 (0..4, in the batch's
+    order: the share of one of at least two annotators, ceil(10 / 2)); bob then gets the next 5."""
+    assert batch(client, A, "n=1000") == list(range(5))
+    assert batch(client, A, "n=1000") == list(range(5))                  # given back, not more
+    assert batch(client, B, "n=1000") == list(range(5, 10))
     leases = client.session.store.live_leases()
-    assert leases == {**{i: "alice" for i in range(10)}, **{i: "bob" for i in range(10, 20)}}
-    # a label ends a lease: alice may hold one more, but every free item is bob's now
+    assert leases == {**{i: "alice" for i in range(5)}, **{i: "bob" for i in range(5, 10)}}
+    # a label ends a lease: alice may hold one more, the next free item
     assert client.post("/api/submit", json={"item": 0, "label": "0"}, headers=A).status_code == 200
-    assert batch(client, A, "n=1000") == list(range(1, 10))
+    assert batch(client, A, "n=1000") == [1, 2, 3, 4, 10]
 
 
 def test_existing_leases_count_toward_the_cap(client):
-    assert batch(client, A, "n=7") == list(range(7))
-    assert batch(client, A, "n=1000") == list(range(10))                  # 7 renewed + 3 new
-    assert sorted(i for i, a in client.session.store.live_leases().items() if a == "alice") == list(range(10))
+    assert batch(client, A, "n=3") == list(range(3))
+    assert batch(client, A, "n=1000") == list(range(5))                   # 3 given back + 2 new
+    assert sorted(i for i, a in client.session.store.live_leases().items() if a == "alice") == list(range(5))
 
 
 # -------------------------------------------------------------------------------------- the command

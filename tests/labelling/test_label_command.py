@@ -81,6 +81,11 @@ def test_a_busy_port_is_one_line_before_the_address_and_the_store(tmp_path):
     (["--classes", "cat,dog", "--batch-size", "0"], "argument --batch-size: must be at least 1; got 0"),
     (["--classes", "cat,dog", "--torch-threads", "none"], "argument --torch-threads: 'none' is not a whole number"),
     (["--classes", "cat,dog", "--port", "70000"], "argument --port: a port lies in 0..65535; got 70000"),
+    (["--classes", "cat,dog", "--lease-timeout", "0"], "argument --lease-timeout: a number of seconds above 0; got 0"),
+    (["--classes", "cat,dog", "--lease-timeout", "nan"], "argument --lease-timeout: a number of seconds above 0; "
+                                                         "got nan"),
+    (["--classes", "cat,dog", "--lease-timeout", "soon"], "argument --lease-timeout: 'soon' is not a number of "
+                                                          "seconds"),
     # found in review: the store (and its -wal, -shm) was made before the keys were refused
     pytest.param(["--classes", "cat,dog", "--keys", "a"], "--keys: 1 keys for 2 classes: give one key per class, "
                  "in the classes' order", marks=pytest.mark.slow),
@@ -121,14 +126,16 @@ def test_the_help_explains_the_command_and_shows_every_default():
                             "--columns", "--drop-columns", "--image-size", "--mode", "--store", "--batch-size",
                             "--retrain-after",
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
-                            "--annotators", "--keys"}
-    # the pool's source is required (one of four), and --classes too but with --demo: no default to show
-    without = {"-h", "--demo", "--images", "--table", "--npy", "--classes"}
+                            "--annotators", "--keys", "--lease-timeout", "--reopen-skips"}
+    # the pool's source is required (one of four), and --classes too but with --demo: no default to show;
+    # --reopen-skips is a switch
+    without = {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--reopen-skips"}
     assert {name for name, text in options.items() if "(default: " not in text} == without
     assert "one of --demo, --images, --table and --npy is required" in options["--demo"]
     for name, default in [("--batch-size", "10"), ("--port", "8765"), ("--image-size", "28"), ("--mode", "L"),
                           ("--torch-threads", "1"), ("--host", "127.0.0.1"), ("--second-looks", "dynamic"),
-                          ("--second-look-budget", "0.1"), ("--retrain-after", "the batch size")]:
+                          ("--second-look-budget", "0.1"), ("--retrain-after", "the batch size"),
+                          ("--lease-timeout", "300")]:
         assert f"(default: {default}" in options[name], options[name]
 
 
@@ -169,6 +176,46 @@ def test_torch_threads_are_set_before_the_model_is_built(tmp_path, small_npy, mo
     assert seen["building"] == seen["serving"] == expected
     assert seen["port"][0] == LOOPBACK and seen["port"][1] > 0
     assert not Path(f"{store}-wal").exists()        # the session stopped: its store closed
+
+
+# ------------------------------------------------------------------------------------- leases, skips
+
+def test_reopen_skips_offers_every_skipped_item_again_and_lease_timeout_reaches_the_session(
+        tmp_path, small_npy, monkeypatch, capsys):
+    """A store whose items 3 and 5 were skipped: ``--reopen-skips`` says so in one line and serves them
+    again (before, nothing could reopen a skip); ``--lease-timeout 90`` is the session's."""
+    import uvicorn
+
+    from skdbal.labelling import cli
+
+    parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    store = tmp_path / "s.db"
+    args = parser.parse_args(["--npy", str(small_npy), "--classes", "a,b", "--store", str(store), "--port", "0",
+                              "--lease-timeout", "90", "--reopen-skips"])
+    session, _, _ = cli.make_session(args)
+    assert session.lease_timeout == 90.0
+    for item in (3, 5):
+        session.skip(item, annotator="ann")
+    session.store.close()
+    seen = {}
+    real_make_session = cli.make_session
+
+    def make_session(args):
+        made = real_make_session(args)
+        seen["session"] = made[0]
+        return made
+
+    def serve(server, sockets=None):
+        seen["skipped while serving"] = seen["session"].store.skipped()
+
+    monkeypatch.setattr(cli, "make_session", make_session)
+    monkeypatch.setattr(uvicorn.Server, "run", serve)
+    assert run(args) == 0
+    assert "skdbal label: 2 skipped items reopened\n" in capsys.readouterr().out
+    assert seen["skipped while serving"] == []
+    reopened = LabelStore(store)
+    assert reopened.skipped() == [] and [e["kind"] for e in reopened.events()] == ["skip", "skip"]
+    reopened.close()
 
 
 # ------------------------------------------------------------------------------------------ SIGTERM

@@ -237,10 +237,16 @@ def test_a_lease_leaves_out_items_that_changed_since_the_caller_looked(store):
 
 
 WRITER = r"""
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("store", sys.argv[3])   # the standard library only: a fast start
+import importlib.util, os, sys, types
+# the store and its lease methods (the standard library only: a fast start), as a package of their own
+package = types.ModuleType("labelstore")
+package.__path__ = [os.path.dirname(sys.argv[3])]
+sys.modules["labelstore"] = package
+spec = importlib.util.spec_from_file_location("labelstore.store", sys.argv[3])
 module = importlib.util.module_from_spec(spec)
+sys.modules["labelstore.store"] = module
 spec.loader.exec_module(module)
+assert "skdbal" not in sys.modules and "numpy" not in sys.modules
 store = module.LabelStore(sys.argv[1])
 store.add_items([str(i) for i in range(1000)])
 start = int(sys.argv[2])
