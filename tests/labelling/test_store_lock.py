@@ -6,7 +6,9 @@ while ``labels.csv`` was 0600.
 """
 import os
 import re
+import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -173,9 +175,28 @@ def start_label(store, rows, log):
     return proc, found.group(1)
 
 
-def quiet(store: Path, timeout: float = 60.0) -> dict:
-    """The store's snapshot once it stays the same for a second (the first batch offered, nobody labelling)."""
+def n_queries(store: Path, scratch: Path) -> int:
+    """The queries recorded in ``store``, read from a copy of it and its -wal (a reader of the store itself
+    would write in its -shm)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    for end in ("", "-wal"):
+        if Path(f"{store}{end}").exists():
+            shutil.copyfile(f"{store}{end}", scratch / f"copy.db{end}")
+    conn = sqlite3.connect(scratch / "copy.db")
+    try:
+        return conn.execute("SELECT COUNT(*) FROM queries").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def quiet(store: Path, timeout: float = 120.0) -> dict:
+    """The store's snapshot once the first batch is recorded and it stays the same for a second (nobody
+    labels: the server writes nothing more)."""
     deadline = time.time() + timeout
+    while n_queries(store, store.parent / "scratch") == 0:
+        assert time.time() < deadline, "the first server recorded no first batch"
+        time.sleep(0.2)
     before = snapshot(store)
     while time.time() < deadline:
         time.sleep(1.0)
