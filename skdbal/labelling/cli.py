@@ -320,7 +320,6 @@ def make_session(args):
     if args.demo:
         X, X_test, y_test, classes = _demo()
         pool = load_pool(X)
-        name = "digits"
     else:
         if not args.classes:
             raise ValueError("--classes is required with --images, --table and --npy")
@@ -333,17 +332,14 @@ def make_session(args):
                              f"got {args.classes!r}")
         if args.images:
             pool = load_pool(args.images, image_size=args.image_size, mode=args.mode)
-            name = Path(args.images).resolve().name
         elif args.table:
             if Path(args.table).suffix.lower() not in (".csv", ".parquet", ".pq"):
                 raise ValueError(f"--table reads .csv or .parquet files; got {args.table!r}")
             pool = _load_table(args)
-            name = Path(args.table).stem
         else:
             if Path(args.npy).suffix.lower() not in (".npy", ".npz"):
                 raise ValueError(f"--npy reads .npy or .npz files; got {args.npy!r}")
             pool = load_pool(args.npy)
-            name = Path(args.npy).stem
     _check_batch_size(args, len(pool))
     X = pool.X
     images = pool.kind == "images"
@@ -352,7 +348,7 @@ def make_session(args):
         learner, initial = demo_learner(0), demo_initial(X, 0)
     else:
         learner = pool_learner(classes, X, images=images)
-    store = args.store or f"skdbal-{name}.db"
+    store = store_path(args)
     if getattr(args, "keys", None) is not None:
         from ._page import class_keys
 
@@ -365,6 +361,32 @@ def make_session(args):
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget,
                                lease_timeout=getattr(args, "lease_timeout", 300.0))
     return session, pool, store
+
+
+def store_path(args) -> str:
+    """The store that ``args`` name: ``--store``, else ``skdbal-<name>.db`` in this folder, ``<name>`` the
+    folder's, table's or array's name (``digits`` for the demo). Known before the pool is read: the
+    store is locked (:class:`~skdbal.labelling.lock.StoreLock`) before anything reads it.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> from skdbal.labelling.cli import add_parser, store_path
+    >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    >>> store_path(parser.parse_args(["--table", "data/iris.csv", "--classes", "a,b"]))
+    'skdbal-iris.db'
+    >>> store_path(parser.parse_args(["--demo", "digits", "--store", "mine.db"]))
+    'mine.db'
+    """
+    if args.store:
+        return args.store
+    if args.demo:
+        name = "digits"
+    elif args.images:
+        name = Path(args.images).resolve().name
+    else:
+        name = Path(args.table or args.npy).stem
+    return f"skdbal-{name}.db"
 
 
 def _load_table(args):
@@ -582,6 +604,7 @@ def run(args) -> int:
     """
     import uvicorn
 
+    from .lock import StoreLock
     from .serving import server_config
 
     try:
@@ -593,6 +616,11 @@ def run(args) -> int:
     except OSError as exc:
         return _fail(f"cannot serve on {args.host}:{args.port} ({exc.strerror or exc}): another server may "
                      "be there; choose another --port")
+    try:   # one server per store, held till the end: a second is refused before it reads the store
+        lock = StoreLock(store_path(args)).acquire()
+    except ValueError as exc:
+        sock.close()
+        return _fail(str(exc))
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None  # uvicorn stops, then passes it on
     session = None
@@ -626,9 +654,12 @@ def run(args) -> int:
         sock.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if session is None:
+            lock.release()
     if session is not None:
         print(f"skdbal label: stopped; {len(session.store.current_labels())} labels in {store}", file=sys.stderr)
         session.store.close()
+        lock.release()   # after the last read and the checkpoint
     return 0
 
 

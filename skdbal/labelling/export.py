@@ -11,27 +11,41 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import tempfile
 from typing import Iterable, Mapping, TextIO, Union
 
-__all__ = ["LABELS_CSV_COLUMNS", "labels_csv_text", "save_labels_csv", "spreadsheet_safe", "write_labels_csv"]
+__all__ = ["FORMULA_STARTS", "LABELS_CSV_COLUMNS", "labels_csv_text", "save_labels_csv", "spreadsheet_safe",
+           "write_labels_csv"]
 
 #: The labels CSV's columns: the current label, and for a flagged one the first label and its second look.
 LABELS_CSV_COLUMNS = ("item", "key", "label", "annotator", "time", "p_given", "first_label", "first_annotator",
                       "second_look")
 
 
+#: What a text may start with and be run as a formula: OWASP's list (``= + - @``, tab, carriage return) and
+#: the null character of its ASVS (1.2.10).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\0")
+#: A plain decimal number below zero (``-1``, ``-0.25``): a spreadsheet reads it as a number, and runs nothing.
+_NEGATIVE_NUMBER = re.compile(r"-[0-9]+(\.[0-9]+)?", re.ASCII)
+
+
 def spreadsheet_safe(value):
-    """``value`` as a cell that a spreadsheet will not run as a formula: a text that starts with
-    ``= + - @``, a tab or a carriage return gets a leading quote. Numbers pass as they are.
+    """``value`` as a cell that a spreadsheet will not run as a formula: a text that starts with one of
+    :data:`FORMULA_STARTS` (``= + - @``, a tab, a carriage return, a null) gets a leading quote, but for a plain
+    negative number (``-1``, ``-1.5``: a minus, digits, and at most one point followed by digits), which stays
+    as it is: a key or class ``-1`` is exported as ``-1``. A minus followed by anything else (``-1+1``,
+    ``-cmd``, ``-1e5``) gets the quote. Numbers pass as they are.
 
     Examples
     --------
     >>> from skdbal.labelling.export import spreadsheet_safe
     >>> spreadsheet_safe('=HYPERLINK("http://evil.example")'), spreadsheet_safe("cat"), spreadsheet_safe(-1.5)
     ('\\'=HYPERLINK("http://evil.example")', 'cat', -1.5)
+    >>> spreadsheet_safe("-1"), spreadsheet_safe("-1+1"), spreadsheet_safe("+1")
+    ('-1', "'-1+1", "'+1")
     """
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if isinstance(value, str) and value[:1] in FORMULA_STARTS and not _NEGATIVE_NUMBER.fullmatch(value):
         return "'" + value
     return value
 

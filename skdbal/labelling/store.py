@@ -663,17 +663,20 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _create(path: Path) -> None:
     """Make a new store at ``path``, whole or not at all: its schema is written in a file beside it,
     closed (checkpointed), and then linked to ``path``, which a store made meanwhile by another
-    process keeps (it is then opened, as any existing store)."""
+    process keeps (it is then opened, as any existing store). It is readable by its owner only (mode
+    600); a store made before keeps its mode."""
     if not path.parent.is_dir():
         raise StoreError(f"cannot make the store {path}: no folder {str(path.parent)!r}")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
     for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
         leftover.unlink(missing_ok=True)
     try:
-        try:
+        try:   # readable by its owner only, as the labels CSV: SQLite gives its -wal and -shm the same mode
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.chmod(tmp, 0o600)
             conn = _connect(tmp)
-        except sqlite3.Error as exc:    # a folder we may not write in
-            raise StoreError(f"cannot make the store {path}: {exc}") from None
+        except (sqlite3.Error, OSError) as exc:    # a folder we may not write in
+            raise StoreError(f"cannot make the store {path}: {getattr(exc, 'strerror', None) or exc}") from None
         try:
             conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA.strip().split(";\n"):

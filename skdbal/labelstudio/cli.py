@@ -440,7 +440,8 @@ def run(args) -> int:
     ValueError: http://label.example.org is plain HTTP to another machine: the token would cross the network \
 unencrypted; use https, or --allow-http
     """
-    from ..labelling.cli import make_session, set_torch_threads
+    from ..labelling.cli import make_session, set_torch_threads, store_path
+    from ..labelling.lock import StoreLock
     from .sync import LabelStudioSync, choices_of, file_key
 
     backend = _backend_settings(args) if getattr(args, "backend", False) else None
@@ -451,7 +452,15 @@ unencrypted; use https, or --allow-http
     except Exception as exc:  # noqa: BLE001 - said without the token, which no message here contains
         raise ValueError(_refusal(args, exc)) from None
     threads = set_torch_threads(args.torch_threads)    # before the model is built
-    session, pool, store = make_session(args)
+    lock = StoreLock(store_path(args))
+    try:
+        lock.acquire()   # one server per store, held till the end: a second is refused before it reads the store
+        session, pool, store = make_session(args)
+    except BaseException:
+        lock.release()
+        if backend is not None:
+            backend["socket"].close()
+        raise
     try:
         if args.new_project:
             project = client.projects.create(title=args.new_project,
@@ -509,6 +518,7 @@ unencrypted; use https, or --allow-http
         raise ValueError(f"Label Studio answered {cause.status_code}: {cause.body}") from None
     finally:
         session.store.close()
+        lock.release()   # after the store's last checkpoint
         if backend is not None:
             backend["socket"].close()
     return 0

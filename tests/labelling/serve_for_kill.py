@@ -1,16 +1,18 @@
 """A labelling server for ``test_kill_server.py`` to kill (a script, not a test).
 
-Usage: ``python serve_for_kill.py STORE PORT TOKEN FITS_LOG``
+Usage: ``python serve_for_kill.py STORE PORT TOKEN FITS_LOG [LEASE_TIMEOUT]``
 
 It serves a :class:`LabellingSession` over the 1797 digits (cheap to start:
 a logistic regression, batches of 40) with uvicorn on 127.0.0.1:PORT, as
-``skdbal label`` does, resuming the session in STORE if there is one. Each
+``skdbal label`` does (holding the store's lock), resuming the session in STORE if there is one. Each
 time the learner trains, it appends one JSON line to FITS_LOG: this
 process's id, the model's step and a digest of its training set (the
 sorted ``(item, label)`` pairs), so that the test can tell which model a
 restarted server trained first, and on which labels. Each submission
 waits 10 ms after its label is committed before it is answered, so that
-some kills land between the commit and the answer.
+some kills land between the commit and the answer. LEASE_TIMEOUT (seconds,
+600 by default) is the session's ``lease_timeout``: a short one lets leases
+expire while labels arrive.
 """
 import hashlib
 import json
@@ -26,7 +28,7 @@ def training_digest(pairs) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def main(store, port, token, fits_log):
+def main(store, port, token, fits_log, lease_timeout="600"):
     import uvicorn
     from sklearn.linear_model import LogisticRegression
 
@@ -55,7 +57,8 @@ def main(store, port, token, fits_log):
         return out
 
     learner.refit = logged_refit
-    session = LabellingSession(learner, X, classes=range(10), store=store, batch_size=40)
+    session = LabellingSession(learner, X, classes=range(10), store=store, batch_size=40,
+                               lease_timeout=float(lease_timeout))
     submit = session.submit
 
     def slow_to_answer(*args, **kwargs):
@@ -69,5 +72,13 @@ def main(store, port, token, fits_log):
         uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
 
 
+def locked_main(store, *args):
+    """:func:`main` holding the store's lock, as ``skdbal label`` does: each restart after a kill takes it."""
+    from skdbal.labelling.lock import StoreLock
+
+    with StoreLock(store):
+        main(store, *args)
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    locked_main(*sys.argv[1:6])

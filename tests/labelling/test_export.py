@@ -118,3 +118,48 @@ def test_a_reader_sees_the_old_file_or_the_new_one_never_part(tmp_path):
         reader.join()
     assert not torn and seen <= whole
     assert os.listdir(tmp_path) == ["labels.csv"]
+
+
+# ------------------------------------------------------------------ what a spreadsheet would run, and only that
+
+@pytest.mark.parametrize("text, written", [
+    ("-1", "-1"),              # a plain negative number: a spreadsheet reads a number (before: '-1)
+    ("-1.5", "-1.5"),
+    ("-0", "-0"),
+    ("=1+1", "'=1+1"),         # a formula
+    ("-1+1", "'-1+1"),         # a minus, then a formula
+    ("-cmd", "'-cmd"),
+    ("-", "'-"),
+    ("-1.", "'-1."),           # not a plain number as written: quoted, still readable
+    ("-1e5", "'-1e5"),
+    ("-\u0661", "'-\u0661"),   # an Arabic-Indic digit is not a plain number here
+    ("@x", "'@x"),
+    ("+1", "'+1"),             # a plus starts a formula, also before digits
+    ("\tx", "'\tx"),
+    ("\rx", "'\rx"),
+    ("\0x", "'\0x"),
+    ("1-1", "1-1"),            # only the first character counts
+    ("cat", "cat"),
+    ("", ""),
+])
+def test_a_text_cell_is_quoted_only_where_a_spreadsheet_would_run_it(text, written):
+    from skdbal.labelling.export import spreadsheet_safe
+
+    assert spreadsheet_safe(text) == written
+
+
+def test_a_key_and_a_class_minus_one_are_exported_as_minus_one(tmp_path):
+    """Before: ``'-1`` in both columns. The CSV is read back with the csv module, as a program would."""
+    learner = ActiveLearner(LogisticRegression(max_iter=100), max_entropy, random_state=0, seeding="step",
+                            verbose=False)
+    session = LabellingSession(learner, np.arange(8, dtype=float).reshape(4, 2), classes=["-1", "1"],
+                               store=tmp_path / "s.db", keys=["-1", "-2.5", "-x", "=2"], batch_size=2,
+                               initial=[0, 1])
+    try:
+        for item, label in enumerate(["-1", "1", "-1", "1"]):
+            session.store.add_event(item, "label", label, annotator="-7", time=1700000000.0 + item)
+        rows = list(csv.reader(io.StringIO(labels_csv_text(session))))
+    finally:
+        session.store.close()
+    assert [r[1:4] for r in rows[1:]] == [["-1", "-1", "-7"], ["-2.5", "1", "-7"], ["'-x", "-1", "-7"],
+                                          ["'=2", "1", "-7"]]

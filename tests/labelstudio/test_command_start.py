@@ -63,6 +63,7 @@ def run_with(monkeypatch, pull, sampling=None):
     args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:9", "--project", "1",
                               "--token-env", "SKDBAL_TEST_TOKEN",
                               "--labels-csv", f"{tempfile.mkdtemp()}/labels.csv",
+                              "--store", f"{tempfile.mkdtemp()}/s.db",
                               *(["--sampling", sampling] if sampling else [])])
     assert cli.run(args) == 0
     return done
@@ -102,3 +103,36 @@ def test_a_refusal_at_the_first_pull_is_raised(monkeypatch):
 
     with pytest.raises(ValueError, match="bad"):
         run_with(monkeypatch, refused)
+
+
+def test_a_store_that_another_server_holds_is_refused_in_one_line_before_it_is_read(monkeypatch, tmp_path, capsys):
+    """Before: nothing locked the store, and a second server ran a second loop on it. Now the command is
+    refused after its checks of Label Studio and before the session is made: nothing read or written in the
+    store, nothing sent to the project."""
+    import os
+
+    import skdbal.labelling.cli as labelling_cli
+    from skdbal.cli import main
+    from skdbal.labelling import LabelStore
+    from skdbal.labelling.lock import StoreLock
+
+    made = []
+    monkeypatch.setattr(cli, "connect", lambda *a, **k: SimpleNamespace(
+        projects=SimpleNamespace(list=lambda page_size: [], create=lambda **kw: made.append("project"))))
+    monkeypatch.setattr(labelling_cli, "make_session", lambda args: made.append("session"))
+    monkeypatch.setenv("SKDBAL_TEST_TOKEN", "t")
+    store = tmp_path / "s.db"
+    LabelStore(store).close()
+    before = (store.read_bytes(), store.stat().st_mtime_ns)
+    argv = ["labelstudio", "--demo", "digits", "--url", "http://127.0.0.1:9", "--new-project", "p",
+            "--token-env", "SKDBAL_TEST_TOKEN", "--store", str(store)]
+    with StoreLock(store):       # what a running skdbal label or skdbal labelstudio holds
+        with pytest.raises(SystemExit) as refused:
+            main(argv)
+    assert refused.value.code == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"skdbal labelstudio: error: the store {store} is in use by another skdbal server (process "
+        f"{os.getpid()}): one server runs on a store at a time; stop that one, or give another store"]
+    assert made == [] and (store.read_bytes(), store.stat().st_mtime_ns) == before
+    assert sorted(os.listdir(tmp_path)) == ["s.db"]
