@@ -137,26 +137,47 @@ def _wind_down(stop: threading.Event, exporter: threading.Thread, previous) -> N
         signal.signal(signal.SIGTERM, previous)
 
 
-def _say_stopped(session, store, csv_path: str) -> None:
-    """Write the CSV a last time, and say where the labels are."""
+def _say_stopped(session, store, csv_path: str, sync=None) -> None:
+    """Write the CSV (and with a ``sync``, the report of the annotations kept aside) a last time, and say
+    where the labels are."""
     from ..labelling.export import save_labels_csv
 
     n = save_labels_csv(session, csv_path)
-    print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+    aside = _save_unknown(sync, csv_path)
+    print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
+          f"; {aside} annotations with a label outside the classes kept aside, in {_unknown_path(csv_path)}"),
+          file=sys.stderr)
 
 
-def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float) -> None:
-    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; a failed write
-    (a full disk) is said once on stderr and tried again at the next change."""
+def _unknown_path(csv_path: str) -> str:
+    from ._unknown import unknown_csv_path
+
+    return unknown_csv_path(csv_path)
+
+
+def _save_unknown(sync, csv_path: str) -> int:
+    """Write the report of ``sync``'s annotations kept aside beside the CSV (once there is one); how many."""
+    if sync is None:
+        return 0
+    from ._unknown import save_unknown_csv
+
+    return save_unknown_csv(sync.unknown_labels(), _unknown_path(csv_path)) or 0
+
+
+def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float, sync=None) -> None:
+    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``, and with a
+    ``sync`` the report of its annotations kept aside beside it (:func:`_save_unknown`) when they change;
+    a failed write (a full disk) is said once on stderr and tried again at the next change."""
     from ..labelling.export import save_labels_csv
 
     written, said = None, False
     while not stop.wait(interval):
-        last = session.store.last_event()
+        last = (session.store.last_event(), None if sync is None else sync.kept_aside.changes)
         if last == written:
             continue
         try:
             save_labels_csv(session, path)
+            _save_unknown(sync, path)
             written, said = last, False
         except Exception as exc:  # noqa: BLE001 - the sync goes on; the file is written again on stop
             if not said:
@@ -481,7 +502,7 @@ unencrypted; use https, or --allow-http
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
         exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, args.interval),
-                                    name="skdbal-labels-csv", daemon=True)
+                                    kwargs={"sync": sync}, name="skdbal-labels-csv", daemon=True)
         try:
             with session:
                 exporter.start()
@@ -490,7 +511,7 @@ unencrypted; use https, or --allow-http
             pass
         finally:
             _wind_down(stop, exporter, previous)
-        _say_stopped(session, store, csv_path)
+        _say_stopped(session, store, csv_path, sync)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
@@ -662,7 +683,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 return
 
     keeper = threading.Thread(target=keep, name="skdbal-backend-keeper", daemon=True)
-    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
+    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0), kwargs={"sync": sync},
                                 name="skdbal-labels-csv", daemon=True)
     try:
         pulled = _pull_before_start(sync)
@@ -682,7 +703,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
         pass
     finally:
         _wind_down(stop, exporter, previous)
-    _say_stopped(session, store, csv_path)
+    _say_stopped(session, store, csv_path, sync)
     if failure:
         raise failure[0]
     return 0
