@@ -484,6 +484,8 @@ class LabelStudioSync:
         seen = {by_task.get(t["id"]) for t in tasks}
         gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
                 if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
+        read = {t["id"] for t in tasks}         # and a task kept aside whose annotations are all gone
+        gone += [{"id": r["task"], "annotations": []} for r in self.kept_aside.rows() if r["task"] not in read]
         n = self.record(tasks + gone)
         self._annotated = set()
         self._saw(tasks)

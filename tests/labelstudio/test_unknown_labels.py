@@ -62,6 +62,19 @@ def test_a_relabel_with_a_class_or_a_deletion_ends_it():
     assert labels(sync) == {0: "b"} and sync.unknown_labels() == []
 
 
+def test_a_bulk_deletion_that_leaves_updated_at_ends_it_at_the_full_pull():
+    """Deleted without moving the task's updated_at: the count of annotated tasks calls for a full pull,
+    which no longer sees the task; what was kept aside for it goes."""
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    x = ls.annotate(100, "x")
+    ls.annotate(101, "a")
+    assert sync.pull() == 1 and len(sync.unknown_labels()) == 1
+    ls.delete(100, x, moves=False)
+    sync.pull()
+    assert sync.full_pulls == 2 and sync.unknown_labels() == [] and labels(sync) == {1: "a"}
+
+
 def test_a_relabel_outside_the_classes_takes_back_the_label_it_replaces():
     """The task's label in Label Studio is no class now: skdbal trains on neither it nor the label before."""
     ls = MemoryLabelStudio()
