@@ -141,26 +141,47 @@ def _wind_down(stop: threading.Event, exporter: threading.Thread, previous) -> N
         signal.signal(signal.SIGTERM, previous)
 
 
-def _say_stopped(session, store, csv_path: str) -> None:
-    """Write the CSV a last time, and say where the labels are."""
+def _say_stopped(session, store, csv_path: str, sync=None) -> None:
+    """Write the CSV (and with a ``sync``, the report of the annotations kept aside) a last time, and say
+    where the labels are."""
     from ..labelling.export import save_labels_csv
 
     n = save_labels_csv(session, csv_path)
-    print(f"stopped; {n} labels in {store} and {csv_path}", file=sys.stderr)
+    aside = _save_unknown(sync, csv_path)
+    print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
+          f"; {aside} annotations with a label outside the classes kept aside, in {_unknown_path(csv_path)}"),
+          file=sys.stderr)
 
 
-def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float) -> None:
-    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; a failed write
-    (a full disk) is said once on stderr and tried again at the next change."""
+def _unknown_path(csv_path: str) -> str:
+    from ._unknown import unknown_csv_path
+
+    return unknown_csv_path(csv_path)
+
+
+def _save_unknown(sync, csv_path: str) -> int:
+    """Write the report of ``sync``'s annotations kept aside beside the CSV (once there is one); how many."""
+    if sync is None:
+        return 0
+    from ._unknown import save_unknown_csv
+
+    return save_unknown_csv(sync.unknown_labels(), _unknown_path(csv_path)) or 0
+
+
+def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float, sync=None) -> None:
+    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``, and with a
+    ``sync`` the report of its annotations kept aside beside it (:func:`_save_unknown`) when they change;
+    a failed write (a full disk) is said once on stderr and tried again at the next change."""
     from ..labelling.export import save_labels_csv
 
     written, said = None, False
     while not stop.wait(interval):
-        last = session.store.last_event()
+        last = (session.store.last_event(), None if sync is None else sync.kept_aside.changes)
         if last == written:
             continue
         try:
             save_labels_csv(session, path)
+            _save_unknown(sync, path)
             written, said = last, False
         except Exception as exc:  # noqa: BLE001 - the sync goes on; the file is written again on stop
             if not said:
@@ -494,7 +515,7 @@ unencrypted; use https, or --allow-http
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
         exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, args.interval),
-                                    name="skdbal-labels-csv", daemon=True)
+                                    kwargs={"sync": sync}, name="skdbal-labels-csv", daemon=True)
         try:
             with session:
                 exporter.start()
@@ -503,7 +524,7 @@ unencrypted; use https, or --allow-http
             pass
         finally:
             _wind_down(stop, exporter, previous)
-        _say_stopped(session, store, csv_path)
+        _say_stopped(session, store, csv_path, sync)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
@@ -565,17 +586,33 @@ def connect_backend(client, project: int, url: str, *, token: Optional[str] = No
     webhook); None if one with that address is there already, else its id. With a ``token`` it is
     sent as Basic Auth's password, and the backend's webhook is given the same ``Authorization``
     header (Label Studio sends none on the webhook it makes); a backend there already is given
-    this token the same way (a restart with a new token).
+    this token the same way (a restart with a new token). Label Studio 1.23 checks an update as it
+    checks a new backend (``/health``, then ``/setup`` with the project), so the update names the
+    project too (without it, Label Studio answers 500: ``setup_() missing ... 'project'``).
+
+    Raises
+    ------
+    ValueError
+        Where Label Studio has no webhook for the backend afterwards (it makes none to a local or
+        private address while its ``SSRF_PROTECTION_ENABLED`` is on): the annotations would never
+        reach the backend. A request Label Studio refuses raises its ``ApiError``.
 
     Examples
     --------
-    A stand-in for the client, where the backend is there already:
+    A stand-in for the client, where the backend and its webhook are there already:
 
     >>> from types import SimpleNamespace
     >>> from skdbal.labelstudio.cli import connect_backend
-    >>> client = SimpleNamespace(ml=SimpleNamespace(list=lambda project: [{"id": 3, "url": "http://127.0.0.1:9090"}]))
+    >>> client = SimpleNamespace(ml=SimpleNamespace(list=lambda project: [{"id": 3, "url": "http://127.0.0.1:9090"}]),
+    ...                          webhooks=SimpleNamespace(list=lambda project: [{"url": "http://127.0.0.1:9090/webhook"}]))
     >>> connect_backend(client, 1, "http://127.0.0.1:9090/") is None
     True
+    >>> client.webhooks.list = lambda project: []
+    >>> connect_backend(client, 1, "http://127.0.0.1:9090/")
+    Traceback (most recent call last):
+        ...
+    ValueError: Label Studio has no webhook for the backend (http://127.0.0.1:9090/webhook) in project 1: \
+annotations would not reach it; a Label Studio on this machine needs SSRF_PROTECTION_ENABLED=false
     """
 
     from .sync import _plain
@@ -585,29 +622,35 @@ def connect_backend(client, project: int, url: str, *, token: Optional[str] = No
                                      "basic_auth_pass": token}
     there = [_plain(b) for b in client.ml.list(project=project)
              if str(_plain(b).get("url", "")).rstrip("/") == url]
+    made = None
     if there:
         if token is not None:     # its credentials may be another run's: this token's, on it and its webhook
-            for b in there:       # (Label Studio 1.23 answers 500 to an update without the url)
-                client.ml.update(id=b["id"], url=url, **auth)
-            _webhook_auth(client, project, url, token)
-        return None
-    made = _plain(client.ml.create(url=url, project=project, title=title, is_interactive=False, **auth))
-    if token is not None:
-        _webhook_auth(client, project, url, token)
-    return made.get("id")
+            for b in there:       # (Label Studio 1.23 checks an update with /setup, which needs the project)
+                client.ml.update(id=b["id"], url=url, project=project, **auth)
+    else:
+        made = _plain(client.ml.create(url=url, project=project, title=title, is_interactive=False, **auth)).get("id")
+    _webhook_auth(client, project, url, token)
+    return made
 
 
-def _webhook_auth(client, project: int, url: str, token: str) -> None:
-    """Give the backend's webhook (which Label Studio makes without headers) the token as Basic Auth."""
+def _webhook_auth(client, project: int, url: str, token: Optional[str]) -> None:
+    """Give the backend's webhook (which Label Studio makes without headers) the token as Basic Auth; a
+    ValueError if Label Studio has no webhook for the backend."""
     import base64
 
     from .sync import _plain
 
+    hooks = [h for h in (_plain(h) for h in client.webhooks.list(project=project))
+             if str(h.get("url", "")).rstrip("/") == url + "/webhook"]
+    if not hooks:
+        raise ValueError(f"Label Studio has no webhook for the backend ({url}/webhook) in project {project}: "
+                         f"annotations would not reach it; a Label Studio on this machine needs "
+                         f"SSRF_PROTECTION_ENABLED=false")
+    if token is None:
+        return
     header = "Basic " + base64.b64encode(f"skdbal:{token}".encode()).decode("ascii")
-    for hook in client.webhooks.list(project=project):
-        hook = _plain(hook)
-        if str(hook.get("url", "")).rstrip("/") == url + "/webhook":
-            client.webhooks.update(id=hook["id"], url=hook["url"], headers={"Authorization": header})
+    for hook in hooks:
+        client.webhooks.update(id=hook["id"], url=hook["url"], headers={"Authorization": header})
 
 
 def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
@@ -669,9 +712,11 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                     print(f"connected the backend to project {sync.project}" + (" (it was there)" if made is None
                                                                                  else f" (ML backend {made})"),
                           flush=True)
-                except Exception as exc:  # noqa: BLE001 - said in one line; the backend keeps serving
-                    print(f"skdbal labelstudio: error: --connect failed: {_status_of(exc)}", file=sys.stderr,
-                          flush=True)
+                except Exception as exc:  # noqa: BLE001 - said in one line: serving unheard helps nobody
+                    failure.append(ValueError(f"Label Studio did not accept the backend at {backend['url']} "
+                                              f"(--connect): {_status_of(exc)}"))
+                    server.should_exit = True
+                    return
                 connected = True
             try:
                 sync.resume_push()                # a push cut by an outage of Label Studio, if any
@@ -681,7 +726,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 return
 
     keeper = threading.Thread(target=keep, name="skdbal-backend-keeper", daemon=True)
-    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
+    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0), kwargs={"sync": sync},
                                 name="skdbal-labels-csv", daemon=True)
     try:
         pulled = _pull_before_start(sync)
@@ -701,13 +746,27 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
         pass
     finally:
         _wind_down(stop, exporter, previous)
-    _say_stopped(session, store, csv_path)
+    _say_stopped(session, store, csv_path, sync)
     if failure:
         raise failure[0]
     return 0
 
 
-def _status_of(exc: BaseException) -> str:
+def _status_of(exc: BaseException, limit: int = 300) -> str:
+    """A failed request in one line of at most about ``limit`` characters: Label Studio's status and the
+    start of its answer (a 500's answer holds a traceback), or the exception.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from skdbal.labelstudio.cli import _status_of
+    >>> _status_of(SimpleNamespace(status_code=500, body="setup_() missing 'project'; Traceback: File ..."), limit=60)
+    "Label Studio answered 500: setup_() missing 'project'; Trace ..."
+    >>> _status_of(OSError("no route   to host"))
+    'OSError: no route to host'
+    """
     status = getattr(exc, "status_code", None)
-    return f"{type(exc).__name__}: {exc}" if status is None else f"Label Studio answered {status}: " \
+    said = f"{type(exc).__name__}: {exc}" if status is None else f"Label Studio answered {status}: " \
         f"{getattr(exc, 'body', '')}"
+    said = " ".join(said.split())
+    return said if len(said) <= limit else said[:limit].rstrip() + " ..."

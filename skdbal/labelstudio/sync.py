@@ -12,6 +12,7 @@ version's prediction goes to a task once.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -19,7 +20,13 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from ._files import file_key
+from ._unknown import KeptAside
+
 __all__ = ["SAMPLINGS", "LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
+
+
+logger = logging.getLogger("skdbal.labelstudio")
 
 
 def _plain(obj) -> dict:
@@ -231,7 +238,8 @@ class LabelStudioSync:
         A connected client.
     project : int
         The project's id. Its labelling config must have one ``<Choices>``
-        whose values are the session's classes.
+        that offers every one of the session's classes; an annotation that
+        chose another value is kept aside (:meth:`unknown_labels`).
     key_field : str, default="skdbal_key"
         The task data field that holds a pool item's key: how tasks and
         items find each other, across restarts.
@@ -300,7 +308,7 @@ class LabelStudioSync:
     >>> LabelStudioSync(session, client, project=1)
     Traceback (most recent call last):
         ...
-    ValueError: project 1's choices ['cat'] are not the session's classes ['cat', 'dog']
+    ValueError: project 1's choices ['cat'] lack the session's classes ['dog']: add them to its labelling config
     """
 
     def __init__(self, session, client, project: int, *, key_field: str = "skdbal_key",
@@ -318,9 +326,16 @@ class LabelStudioSync:
         self.label_config = _plain(client.projects.get(id=self.project))["label_config"]
         config = choices_of(self.label_config)
         classes = [str(c) for c in session.classes]
-        if sorted(config["choices"]) != sorted(classes):
-            raise ValueError(f"project {self.project}'s choices {config['choices']} are not the session's classes "
-                             f"{classes}")
+        missing = [c for c in classes if c not in config["choices"]]
+        if missing:
+            raise ValueError(f"project {self.project}'s choices {config['choices']} lack the session's classes "
+                             f"{missing}: add them to its labelling config")
+        #: The tasks whose latest annotation chose a label outside the classes (:meth:`unknown_labels`).
+        self.kept_aside = KeptAside(classes)
+        extra = [c for c in config["choices"] if c not in classes]
+        if extra:
+            logger.warning("skdbal labelstudio: project %s also offers %s, which are not classes: their annotations "
+                           "are kept aside, not trained on", self.project, extra)
         self.from_name, self.to_name = config["from_name"], config["to_name"]
         self._by_key = {k: i for i, k in enumerate(session.keys)}
         self._task_of: Dict[int, int] = {}       # pool item -> task id
@@ -469,6 +484,8 @@ class LabelStudioSync:
         seen = {by_task.get(t["id"]) for t in tasks}
         gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
                 if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
+        read = {t["id"] for t in tasks}         # and a task kept aside whose annotations are all gone
+        gone += [{"id": r["task"], "annotations": []} for r in self.kept_aside.rows() if r["task"] not in read]
         n = self.record(tasks + gone)
         self._annotated = set()
         self._saw(tasks)
@@ -506,12 +523,20 @@ class LabelStudioSync:
             annotations = sorted((_plain(a) for a in (task.get("annotations") or [])),
                                  key=lambda a: (str(a.get("updated_at")), a["id"]))
             done = [a for a in annotations if not a.get("was_cancelled")]
+            label = self._label_of(done[-1]) if done else None
+            if label is None or label in self.kept_aside.classes:
+                self.kept_aside.drop(task["id"])
             if done:
                 a = done[-1]
-                label = self._label_of(a)
                 if label is None:
                     continue
                 annotator = f"labelstudio:{_user_id(a.get('completed_by'))}"
+                if label not in self.kept_aside.classes:   # kept aside; the item's labels from LS taken back
+                    self.kept_aside.keep({"task": task["id"], "item": item, "key": session.keys[item], "label": label,
+                                          "annotator": annotator, "annotation": a["id"],
+                                          "updated_at": str(a.get("updated_at"))})
+                    n += self._take_back(item, current.get(item))
+                    continue
                 request_id = f"labelstudio:{a['id']}:{a.get('updated_at')}"
                 event = session.submit(item, label, annotator=annotator, request_id=request_id)
                 n += event > last                   # a replayed annotation returns its old event
@@ -520,12 +545,33 @@ class LabelStudioSync:
                 session.skip(item, annotator=f"labelstudio:{_user_id(annotations[-1].get('completed_by'))}")
                 n += 1
             elif not annotations:     # deleted in Label Studio: every label it gave the item is taken back
-                label = current.get(item)  # (an undo takes back the latest; a relabel left the earlier below)
-                while label is not None and str(label["annotator"]).startswith("labelstudio:"):
-                    session.undo(item, annotator=label["annotator"])
-                    n += 1
-                    label = store.current_labels().get(item)
+                n += self._take_back(item, current.get(item))
         return n
+
+    def _take_back(self, item: int, label: Optional[dict]) -> int:
+        """Undo the item's labels that came from Label Studio, from ``label`` (its current one) down (an
+        undo takes back the latest; a relabel left the earlier below); how many."""
+        n = 0
+        while label is not None and str(label["annotator"]).startswith("labelstudio:"):
+            self.session.undo(item, annotator=label["annotator"])
+            n += 1
+            label = self.session.store.current_labels().get(item)
+        return n
+
+    def unknown_labels(self) -> List[dict]:
+        """The annotations kept aside: each task whose latest annotation (not cancelled) chose a label that
+        is not one of the session's classes, as ``task``, ``item``, ``key``, ``label``, ``annotator``,
+        ``annotation`` (its id) and ``updated_at``, by task id. Such an annotation is logged once
+        (``skdbal.labelstudio``, WARNING), is not recorded in the store (a label Label Studio had given
+        the item before is taken back), and its item gets no prediction; a relabel with a class, or
+        its deletion, ends it, and a session whose classes include the label records it at its first
+        pull (a new store: a session's classes are fixed)."""
+        return self.kept_aside.rows()
+
+    def status(self) -> dict:
+        """The session's :meth:`~skdbal.labelling.LabellingSession.status`, with ``unknown_labels``: how
+        many annotations are kept aside (:meth:`unknown_labels`)."""
+        return {**self.session.status(), "unknown_labels": len(self.kept_aside)}
 
     def _label_of(self, annotation: dict) -> Optional[str]:
         for r in annotation.get("result") or []:
@@ -602,10 +648,10 @@ class LabelStudioSync:
         return self._send(version, name, request, background=True)
 
     def _answered(self) -> set:
-        """The pool items labelled or skipped in the store now."""
+        """The pool items labelled or skipped in the store now, and those kept aside."""
         store = self.session.store
         current = store.current_labels()
-        return set(current) | set(store.skipped(current))
+        return set(current) | set(store.skipped(current)) | self.kept_aside.items()
 
     def resume_push(self) -> int:
         """Send what is left of a push that Label Studio's absence cut short; how many predictions were
@@ -750,39 +796,3 @@ def is_transient(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status >= 500 or status == 429)
-
-
-def file_key(field: str, keys) -> Callable[[dict], Optional[str]]:
-    """A ``key_of`` that attaches tasks made outside skdbal by the file named in their ``field``: a URL,
-    a path, or Label Studio's local-files address (``/data/local-files/?d=...``), whose trailing path
-    is one of ``keys`` (the longest that fits).
-
-    Examples
-    --------
-    >>> from skdbal.labelstudio.sync import file_key
-    >>> key_of = file_key("image", ["cat1.png", "dogs/dog 1.png"])
-    >>> key_of({"image": "s3://bucket/photos/cat1.png"})
-    'cat1.png'
-    >>> key_of({"image": "/data/local-files/?d=photos/dogs/dog%201.png"})
-    'dogs/dog 1.png'
-    >>> key_of({"image": "https://example.org/cat2.png"}) is None
-    True
-    """
-    from urllib.parse import parse_qs, unquote, urlparse
-
-    known = {str(k) for k in keys}
-
-    def key_of(data: dict) -> Optional[str]:
-        value = data.get(field)
-        if not isinstance(value, str):
-            return None
-        url = urlparse(value)
-        path = (parse_qs(url.query).get("d") or [None])[0] or unquote(url.path)
-        parts = [p for p in path.split("/") if p]
-        for j in range(len(parts)):
-            candidate = "/".join(parts[j:])
-            if candidate in known:
-                return candidate
-        return None
-
-    return key_of

@@ -63,8 +63,8 @@ def test_connect_backend_gives_a_backend_there_already_this_runs_token():
                                  update=lambda **kw: hook_updated.append(kw)))
     assert connect_backend(client, 3, "http://10.0.0.2:9090", token="new") is None
     assert made == []
-    assert ml_updated == [{"id": 4, "url": "http://10.0.0.2:9090", "auth_method": "BASIC_AUTH",
-                           "basic_auth_user": "skdbal", "basic_auth_pass": "new"}]
+    assert ml_updated == [{"id": 4, "url": "http://10.0.0.2:9090", "project": 3, "auth_method": "BASIC_AUTH",
+                           "basic_auth_user": "skdbal", "basic_auth_pass": "new"}]   # Label Studio's /setup needs it
     # base64 of "skdbal:new"
     assert hook_updated == [{"id": 8, "url": "http://10.0.0.2:9090/webhook",
                              "headers": {"Authorization": "Basic c2tkYmFsOm5ldw=="}}]

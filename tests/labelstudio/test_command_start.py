@@ -50,6 +50,11 @@ def run_with(monkeypatch, pull, sampling=None):
         def run(self, stop, interval):
             done.append("run")
 
+        kept_aside = SimpleNamespace(changes=0)         # no annotation outside the classes
+
+        def unknown_labels(self):
+            return []
+
     import skdbal.labelling.cli as labelling_cli
     import skdbal.labelstudio.sync as sync_module
 
