@@ -83,6 +83,7 @@ from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
 from .json_body import Refused, failure_message, read_json_object
 from .pools import Pool
+from .serving import LOOPBACK_NAMES
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours, SkipLimit
 
@@ -322,10 +323,10 @@ def _item_of(request: Request, value) -> int:
 async def page(request: Request) -> Response:
     """``GET /``: the page, its token and annotator in it."""
     state = request.app.state
-    if not state.require_token_everywhere and (request.url.hostname or "") not in _LOOPBACK_NAMES:
+    if not state.require_token_everywhere and (request.url.hostname or "") not in LOOPBACK_NAMES:
         # the page holds the token: on loopback it goes only to this machine's own names, so that
         # another site's name rebound to 127.0.0.1 (DNS rebinding) cannot read it
-        raise Refused(403, f"this page is served to {', '.join(sorted(_LOOPBACK_NAMES))} only")
+        raise Refused(403, f"this page is served to {', '.join(sorted(LOOPBACK_NAMES))} only")
     name = request.state.annotator   # with annotators: the page is its annotator's, their token in it
     values = {"__TOKEN__": state.annotators[name] if state.annotators else state.token, "__ANNOTATOR__": name,
               "__CLASSES__": [str(c) for c in state.session.classes], "__KEYS__": state.page_keys,
@@ -474,10 +475,6 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
             return new
         # woken on the event loop once a label, batch, tail or lease run out may bring new items
         await listener.wait(remaining)
-
-
-#: Host names the page answers to when served on loopback.
-_LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def _script_json(value) -> str:

@@ -38,8 +38,12 @@ from typing import Any, Optional
 from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "MAX_CONNECTIONS", "MAX_HEADER_BYTES", "REQUEST_TIMEOUT",
-           "BACKLOG", "BoundedH11Protocol", "max_connections", "server_config"]
+__all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "LOOPBACK_NAMES", "MAX_CONNECTIONS", "MAX_HEADER_BYTES",
+           "REQUEST_TIMEOUT", "BACKLOG", "BoundedH11Protocol", "max_connections", "server_config"]
+
+#: This machine's own host names: the page, and the Label Studio backend without a token, answer to
+#: these only (a ``Host`` of another name, as a DNS-rebinding page sends, is refused).
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 
 #: Seconds a connection has to send a request's line and headers, and again its body.
 REQUEST_TIMEOUT = 10.0

@@ -40,7 +40,8 @@ does both. Without a token the backend is for this machine's Label Studio only: 
 127.0.0.1.
 
 **Host names.** Without a token the backend answers only requests whose ``Host`` is one of this
-machine's own names (:data:`LOOPBACK_NAMES`: ``127.0.0.1``, ``localhost``, ``::1``), and those named
+machine's own names (``127.0.0.1``, ``localhost``, ``::1``:
+:data:`skdbal.labelling.serving.LOOPBACK_NAMES`, which the page answers to as well), and those named
 in ``hosts`` (``skdbal labelstudio --backend-allowed-hosts``, and the host of ``--backend-url``): a web
 page whose name is rebound to 127.0.0.1 (DNS rebinding) is refused (403) before anything is read.
 With a token, any name passes unless ``hosts`` is given (the token is the guard then, as on the
@@ -94,9 +95,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..labelling.json_body import Refused, failure_message, read_json_object
+from ..labelling.serving import LOOPBACK_NAMES
 from .sync import LabelStudioSync, _plain, is_transient
 
-__all__ = ["LOOPBACK_NAMES", "MAX_BODY", "MAX_EVENT_TASKS", "MAX_QUEUE", "MAX_TASKS", "WebhookWorker",
+__all__ = ["MAX_BODY", "MAX_EVENT_TASKS", "MAX_QUEUE", "MAX_TASKS", "WebhookWorker",
            "backend_app"]
 
 logger = logging.getLogger(__name__)
@@ -109,8 +111,6 @@ MAX_TASKS = 5000
 MAX_EVENT_TASKS = 1000
 #: Most tasks waiting in the webhook queue; an event that would go past it is refused (503).
 MAX_QUEUE = 5000
-#: The host names the backend answers to without a token, whatever it is configured with.
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 #: The annotation events that change a task's label.
 ANNOTATION_EVENTS = ("ANNOTATION_CREATED", "ANNOTATIONS_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED")
 #: The largest id taken (SQLite's and Label Studio's integers).
@@ -488,7 +488,7 @@ def backend_app(sync: LabelStudioSync, *, token: Optional[str] = None, guess_tim
     max_tasks : int, default=MAX_TASKS (5,000)
         A ``/predict`` of more tasks is refused (413).
     hosts : iterable of str, optional
-        The host names (``Host`` header) answered besides :data:`LOOPBACK_NAMES`: the name by which
+        The host names (``Host`` header) answered besides this machine's own names: the name by which
         Label Studio reaches the backend (``skdbal`` in a Docker network); ``"*"`` for any. By
         default: loopback names only without a ``token``, any name with one. Another name is
         refused (403): a web page rebound to 127.0.0.1 (DNS rebinding) reaches nothing.
