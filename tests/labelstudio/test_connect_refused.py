@@ -28,7 +28,7 @@ def serve(tmp_path, ml, port=0, token_env=None):
     sync = sync_of(ls)
     sync.session.on_query.clear()          # no pushes: this Label Studio takes none
     args = argparse.Namespace(backend_host="127.0.0.1", backend_port=port, backend_token_env=token_env,
-                              backend_url=None, connect=True)
+                              backend_url=None, backend_allowed_hosts=None, connect=True)
     backend = cli._backend_settings(args)
     ended = []
 
