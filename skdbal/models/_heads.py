@@ -28,6 +28,7 @@ import numbers
 from typing import Optional, Sequence
 
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
@@ -55,8 +56,6 @@ def _linear_samples(features, weights, biases=None, scale: float = 1.0) -> np.nd
     chunk of rows is one matrix product; the softmax over the short last axis
     is written out (torch's is several times slower on ``C = 10``).
     """
-    import torch
-
     T, K, C = weights.shape
     N = features.shape[0]
     features = features.to(weights.dtype)
@@ -98,7 +97,7 @@ class _SampledHead(ClassifierMixin, BaseEstimator):
         classes = _check_classes(self.classes)
         self.classes_ = np.unique(y) if classes is None else classes
         if len(self.classes_) < 2:
-            raise ValueError(f"{type(self).__name__} needs at least 2 classes; y has only "
+            raise ValueError(f"{type(self).__name__} needs at least 2 classes; y has only one class, "
                              f"{self.classes_.tolist()}: pass classes=... with every class")
         return X, label_columns(self.classes_, y)
 
@@ -158,7 +157,8 @@ class _SampledHead(ClassifierMixin, BaseEstimator):
         y_pred : ndarray of shape (N,)
             Labels from ``classes_``.
         """
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # first: NotFittedError before fit, not an AttributeError on classes_
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -166,24 +166,20 @@ class _SampledHead(ClassifierMixin, BaseEstimator):
         return tags
 
 
-def _head_net(n_features: int, n_classes: int, hidden: Sequence[int], dropout: float):
-    """``trunk`` (dense–ReLU blocks, no dropout) and ``head`` (dropout, dense) as one module."""
-    from torch import nn
+class _HeadNet(torch.nn.Module):
+    """``trunk`` (dense–ReLU blocks, no dropout) and ``head`` (dropout, dense): ``forward = head ∘ trunk``."""
 
-    class HeadNet(nn.Module):
-        def __init__(self):
-            super().__init__()
-            sizes = [int(n_features)] + [int(h) for h in hidden]
-            layers = []
-            for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-                layers += [nn.Linear(n_in, n_out), nn.ReLU()]
-            self.trunk = nn.Sequential(*layers)
-            self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(sizes[-1], n_classes))
+    def __init__(self, n_features: int, n_classes: int, hidden: Sequence[int], dropout: float):
+        super().__init__()
+        sizes = [int(n_features)] + [int(h) for h in hidden]
+        layers: list = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers += [torch.nn.Linear(n_in, n_out), torch.nn.ReLU()]
+        self.trunk = torch.nn.Sequential(*layers)
+        self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(sizes[-1], n_classes))
 
-        def forward(self, x):
-            return self.head(self.trunk(x))
-
-    return HeadNet()
+    def forward(self, x):
+        return self.head(self.trunk(x))
 
 
 class MCDropoutHead(_SampledHead):
@@ -319,8 +315,6 @@ class MCDropoutHead(_SampledHead):
         -------
         self
         """
-        import torch
-
         from ._mc_masks import _seed_from, _torch_seeded
 
         hidden = self._check_params()
@@ -329,7 +323,7 @@ class MCDropoutHead(_SampledHead):
         n, bs = len(Xt), min(int(self.batch_size), len(Xt))
         loss = torch.nn.CrossEntropyLoss()
         with _torch_seeded(_seed_from(self.random_state)):  # None: torch's global generator, as it stands
-            net = _head_net(X.shape[1], len(self.classes_), hidden, float(self.dropout))
+            net = _HeadNet(X.shape[1], len(self.classes_), hidden, float(self.dropout))
             opt = torch.optim.Adam(net.parameters(), lr=float(self.lr), weight_decay=float(self.weight_decay))
             net.train()
             order, at = torch.randperm(n), 0
@@ -348,8 +342,6 @@ class MCDropoutHead(_SampledHead):
         return self
 
     def _hidden(self, X):
-        import torch
-
         with torch.no_grad():
             return self.module_.trunk(torch.from_numpy(np.ascontiguousarray(X)))
 
@@ -370,8 +362,6 @@ class MCDropoutHead(_SampledHead):
         P : ndarray of shape (T, N, C), dtype float32
             Each row sums to 1.
         """
-        import torch
-
         T = self._check_samples_request(n_samples, consistent)
         X = self._inputs(X)
         last = self.module_.head[-1]
@@ -392,8 +382,6 @@ class MCDropoutHead(_SampledHead):
         -------
         proba : ndarray of shape (N, C), dtype float32
         """
-        import torch
-
         X = self._inputs(X)
         with torch.no_grad():
             return torch.softmax(self.module_.head[-1](self._hidden(X)), dim=-1).numpy()
@@ -609,8 +597,6 @@ class BayesianLastLayerHead(_SampledHead):
             ``softmax(logit_scale · ((x - x̄) W_t + ȳ))``, with ``x̄`` and
             ``ȳ`` the means of the training embeddings and one-hot labels.
         """
-        import torch
-
         T = self._check_samples_request(n_samples, consistent)
         X = self._inputs(X)
         W = self._weight_draws(T, self._call_seed(0))
