@@ -328,3 +328,17 @@ def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monk
     assert (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text() == before
     with pytest.raises(SystemExit):
         main(args + ["--ensemble", "3"])
+
+
+def test_nn_samples_draw_the_last_layer_once_per_call(fitted, flat, monkeypatch):
+    """pred_type="nn" draws the T last layers once for the whole call and applies them to every row
+    (the library's predictive_samples would draw them again for every batch of batch_size rows)."""
+    X, _ = flat
+    clf = clone(fitted).set_params(batch_size=16)
+    clf.estimator_, clf.laplace_, clf.classes_, clf.n_features_in_ = (
+        fitted.estimator_, fitted.laplace_, fitted.classes_, fitted.n_features_in_)
+    calls = []
+    sample = type(fitted.laplace_).sample
+    monkeypatch.setattr(type(fitted.laplace_), "sample", lambda self, *a, **k: calls.append(1) or sample(self, *a, **k))
+    P = clf.predict_proba_samples(X[N_TRAIN:N_TRAIN + 50], n_samples=6)
+    assert P.shape == (6, 50, 10) and len(calls) == 1
