@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from .._validation import check_bool, check_positive_int, is_int_seed, label_columns
 
-__all__ = ["MCDropoutHead", "BayesianLastLayerHead"]
+__all__ = ["MCDropoutHead", "BayesianLastLayerHead", "EncoderWithHead"]
 
 #: Logits held at once by :func:`_linear_samples` (rows × T × C floats): 32 MB.
 _CHUNK_VALUES = 8_000_000
@@ -603,3 +603,111 @@ class BayesianLastLayerHead(_SampledHead):
         b = self._y_mean[None, :] - np.einsum("k,tkc->tc", self._x_mean, W)
         return _linear_samples(torch.from_numpy(X), torch.from_numpy(W.astype(np.float32)),
                                torch.from_numpy(b.astype(np.float32)), scale=float(self.logit_scale))
+
+
+class _Reshape(torch.nn.Module):
+    """Each row to ``shape`` (flat rows to the images an encoder takes, or images to flat rows)."""
+
+    def __init__(self, shape: tuple):
+        super().__init__()
+        self.shape = tuple(shape)
+
+    def forward(self, x):
+        return x.reshape((len(x),) + self.shape)
+
+
+class EncoderWithHead(torch.nn.Module):
+    """An encoder's network under a dropout head, to fine-tune with :class:`~skdbal.MCDropoutClassifier`.
+
+    ``trunk``: a copy of the encoder's network, its output flattened, then
+    the hidden dense–ReLU layers; ``head``: dropout and a dense layer to the
+    classes. Given as the ``module`` of an
+    :class:`~skdbal.MCDropoutClassifier`, every :meth:`fit` trains the whole
+    of it, the encoder included, from the encoder's own weights (the copy is
+    taken anew each time, and the encoder you pass is never changed), and MC
+    sampling runs the trunk once per input and draws the ``T`` dropout masks
+    on the head only (the network is split, see :mod:`skdbal.models`). This is
+    the high-accuracy end of a head over fixed embeddings: slower to refit,
+    since every step goes through the encoder.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module or TorchEncoder
+        The network with its weights: for a fitted
+        :class:`~skdbal.models.TorchEncoder`, its ``module_`` (feed the
+        classifier inputs prepared by its ``preparation_``). A fitted
+        ``TorchEncoder`` itself is taken too, but scikit-learn's ``clone``
+        (which :class:`~skdbal.ActiveLearner` uses) gives back an unfitted
+        one, which is refused; so is one whose ``output`` names a layer
+        (give it ``output=callable`` instead).
+    n_classes : int, default=10
+        Filled in by :class:`~skdbal.MCDropoutClassifier` from ``classes``.
+    hidden_layer_sizes : tuple of int, default=()
+        Dense–ReLU layers between the encoder and the head.
+    dropout : float, default=0.5
+        The head's dropout probability.
+    input_shape : tuple of int, optional
+        The shape of one input, filled in by the classifier from the data: a
+        zero input of that shape, put through the encoder once, gives the
+        embedding's width.
+    n_features : int, optional
+        The width of a flat input, when ``input_shape`` is not given.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn.datasets import load_digits
+    >>> from skdbal import MCDropoutClassifier
+    >>> from skdbal.models import EncoderWithHead
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = (X / 16).astype(np.float32)
+    >>> encoder = torch.nn.Sequential(torch.nn.Linear(64, 16), torch.nn.Tanh())   # say, pretrained
+    >>> net = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, classes=np.arange(10),
+    ...                           max_epochs=20, n_samples=30, random_state=0).fit(X[:200], y[:200])
+    >>> net.predict_proba_samples(X[200:205]).shape
+    (30, 5, 10)
+    >>> net.transform(X[:2]).shape                # the fine-tuned embedding
+    (2, 16)
+    """
+
+    def __init__(self, encoder, n_classes: int = 10, hidden_layer_sizes: Sequence[int] = (), dropout: float = 0.5,
+                 input_shape=None, n_features=None):
+        import copy
+
+        super().__init__()
+        module = encoder
+        if not isinstance(encoder, torch.nn.Module):
+            if isinstance(getattr(encoder, "output", None), str):
+                raise TypeError("EncoderWithHead cannot fine-tune an encoder whose output names a layer "
+                                f"({encoder.output!r}): give the TorchEncoder output=a callable that returns the "
+                                "feature extractor, e.g. lambda m: torch.nn.Sequential(*list(m.children())[:-1])")
+            module = getattr(encoder, "module_", None)
+            if not isinstance(module, torch.nn.Module):
+                raise TypeError("encoder must be a torch.nn.Module or a fitted TorchEncoder; got "
+                                f"{type(encoder).__name__}" + (
+                                    " not fitted (scikit-learn's clone, which the learner uses, unfits it): "
+                                    "pass its fitted network instead, module__encoder=encoder.module_"
+                                    if hasattr(encoder, "module") else ""))
+        module = copy.deepcopy(module).cpu().train().requires_grad_(True)   # an encoder freezes its own
+        if input_shape is None and n_features is None:
+            raise ValueError("EncoderWithHead needs input_shape or n_features (MCDropoutClassifier fills them "
+                             "in from the data)")
+        shape = tuple(input_shape) if input_shape is not None else (int(n_features),)
+        was = module.training
+        module.eval()
+        with torch.no_grad():
+            try:
+                width = int(module(torch.zeros((1,) + shape)).reshape(1, -1).shape[1])
+            except RuntimeError:   # an encoder of flat rows, given images' shape
+                shape = (int(np.prod(shape)),)
+                width = int(module(torch.zeros((1,) + shape)).reshape(1, -1).shape[1])
+        module.train(was)
+        sizes = [width] + [int(h) for h in hidden_layer_sizes]
+        layers: list = [_Reshape(shape), module, torch.nn.Flatten()]
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers += [torch.nn.Linear(n_in, n_out), torch.nn.ReLU()]
+        self.trunk = torch.nn.Sequential(*layers)
+        self.head = torch.nn.Sequential(torch.nn.Dropout(dropout), torch.nn.Linear(sizes[-1], int(n_classes)))
+
+    def forward(self, x):
+        return self.head(self.trunk(x))

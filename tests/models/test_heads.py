@@ -15,6 +15,7 @@ from skdbal.acquisition import bald, batch_bald
 from skdbal.models import (
     BayesianLastLayerHead,
     DeepEnsembleClassifier,
+    EncoderWithHead,
     FunctionEncoder,
     LaplaceClassifier,
     MCDropoutHead,
@@ -266,3 +267,61 @@ def test_heads_clone_to_unfitted_copies_with_the_same_parameters():
                           BayesianLastLayerHead(n_samples=3, random_state=0)])
 def test_sklearn_checks(estimator, check):
     check(estimator)
+
+
+# ---------------------------------------------------------------- fine-tuning the encoder under the head
+def _conv_encoder():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(2))
+
+
+def test_fine_tuning_starts_from_the_encoders_weights_and_never_changes_them(digits):
+    from skdbal import MCDropoutClassifier
+    from skdbal.models import TorchEncoder, split_module
+
+    X, y = digits
+    images = X.reshape(-1, 1, 8, 8)
+    encoder = TorchEncoder(_conv_encoder()).fit(images[:10])
+    before = {k: v.clone() for k, v in encoder.module_.state_dict().items()}
+    frozen = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, classes=CLASSES, lr=0.0, max_epochs=2,
+                                 n_samples=10, random_state=0).fit(X[:100], y[:100])
+    # lr = 0: the trunk is the encoder as loaded, so the embedding under the head is the encoder's
+    np.testing.assert_allclose(frozen.transform(X[200:230]), encoder.transform(images[200:230]), atol=1e-6)
+    assert split_module(frozen.module_) is not None             # the trunk runs once per MC call
+    tuned = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, classes=CLASSES, lr=1e-2, max_epochs=5,
+                                n_samples=10, random_state=0)
+    first = tuned.fit(X[:100], y[:100]).predict_proba_samples(X[200:230])
+    assert not np.allclose(tuned.transform(X[200:230]), encoder.transform(images[200:230]), atol=1e-3)
+    for k, v in encoder.module_.state_dict().items():            # the encoder given is never trained
+        assert torch.equal(v, before[k])
+    np.testing.assert_array_equal(tuned.fit(X[:100], y[:100]).predict_proba_samples(X[200:230]), first)
+    assert first.shape == (10, 30, 10)
+    idx, _ = bald(tuned, X[200:300], n_instances=4)
+    assert len(set(idx.tolist())) == 4
+
+
+def test_fine_tuning_refuses_what_it_cannot_train():
+    from skdbal.models import TorchEncoder
+
+    with pytest.raises(TypeError, match="output names a layer"):
+        EncoderWithHead(TorchEncoder(_conv_encoder(), output="0"), input_shape=(1, 8, 8))
+    with pytest.raises(TypeError, match="not fitted.*module__encoder=encoder.module_"):
+        EncoderWithHead(TorchEncoder(_conv_encoder()), input_shape=(1, 8, 8))
+    with pytest.raises(ValueError, match="input_shape or n_features"):
+        EncoderWithHead(_conv_encoder())
+
+
+def test_fine_tuning_in_an_active_learner_with_the_encoders_network(digits):
+    """The learner clones its model, and a clone of a fitted TorchEncoder is unfitted: its network
+    (module_) is what the copies keep."""
+    from skdbal import MCDropoutClassifier
+    from skdbal.models import TorchEncoder
+
+    X, y = digits
+    encoder = TorchEncoder(_conv_encoder()).fit(X[:10].reshape(-1, 1, 8, 8))
+    net = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder.module_, classes=CLASSES, max_epochs=3,
+                              n_samples=8, random_state=0)
+    learner = ActiveLearner(net, bald, X[:30], y[:30], verbose=False)
+    idx, _ = learner.query(X[300:400], n_instances=3)
+    learner.teach(X[300:400][idx], y[300:400][idx])
+    assert len(set(idx.tolist())) == 3 and learner.predict_proba_samples(X[:4]).shape == (8, 4, 10)
