@@ -117,7 +117,7 @@ class _SampledHead(ClassifierMixin, BaseEstimator):
 
     def _check_samples_request(self, n_samples, consistent) -> int:
         check_bool(consistent, "consistent")  # always honoured: sample t is one last layer for every row
-        return check_positive_int(self.n_samples if n_samples is None else n_samples, "n_samples")
+        return check_positive_int(self.n_samples if n_samples is None else n_samples, "n_samples") or 1
 
     @property
     def consistent_samples(self) -> bool:

@@ -499,7 +499,7 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         with _SAMPLING_LOCK:
             la.model.eval()
             if self.pred_type == "nn" and isinstance(getattr(la.model, "last_layer", None), torch.nn.Linear):
-                return self._last_layer_samples(Xt, T, torch.Generator(device=device).manual_seed(seed))
+                return self._last_layer_samples(Xt, T or 1, torch.Generator(device=device).manual_seed(seed))
             try:
                 for xb in self._chunks(Xt):
                     gen = torch.Generator(device=device).manual_seed(seed)
