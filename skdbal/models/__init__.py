@@ -18,6 +18,9 @@ baseline. Nothing here imports the strategies or the learner.
   :class:`PrecomputedEmbeddings`, each with its declared
   :class:`InputPreparation`; :class:`EmbeddingCache` keeps their embeddings
   of a pool on disk, computed once;
+- heads, classifiers over those embeddings whose samples are draws of their
+  last layer: :class:`MCDropoutHead`, :class:`BayesianLastLayerHead`, and
+  :class:`EncoderWithHead` to fine-tune an encoder under a dropout head;
 - the networks (:class:`BayesianCNN`, :class:`KirschCNN`, :class:`LeNet5`,
   :class:`MLP`), skorch parts (:class:`ScaledL2`, :class:`FixedLengthLoader`).
 
@@ -53,6 +56,7 @@ _NAMES = {
     "InputPreparation": "_preparation",
     **dict.fromkeys(("TorchEncoder", "FunctionEncoder", "PrecomputedEmbeddings"), "_encoders"),
     "OnnxEncoder": "_onnx_encoder",
+    **dict.fromkeys(("MCDropoutHead", "BayesianLastLayerHead", "EncoderWithHead"), "_heads"),
     **dict.fromkeys(("EmbeddingCache", "StaleEmbeddingsError", "content_sha256", "encoder_fingerprint"),
                     "_embedding_cache"),
 }

@@ -498,6 +498,8 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
         out = []
         with _SAMPLING_LOCK:
             la.model.eval()
+            if self.pred_type == "nn" and isinstance(getattr(la.model, "last_layer", None), torch.nn.Linear):
+                return self._last_layer_samples(Xt, T or 1, torch.Generator(device=device).manual_seed(seed))
             try:
                 for xb in self._chunks(Xt):
                     gen = torch.Generator(device=device).manual_seed(seed)
@@ -506,6 +508,25 @@ class LaplaceClassifier(ClassifierMixin, BaseEstimator):
             finally:  # the library restores the MAP weights itself, but not if it raised in between
                 vector_to_parameters(la.mean, la.model.last_layer.parameters())
         return np.ascontiguousarray(torch.cat(out, dim=1).numpy(), dtype=np.float32)
+
+    def _last_layer_samples(self, Xt, T: int, gen) -> np.ndarray:
+        """The library's ``"nn"`` predictive samples, computed at once: its ``T`` draws of the last
+        layer (``laplace_.sample``, the same draws as ``predictive_samples`` with this generator),
+        the features of every row once (``forward_with_features``), then one matrix product for all
+        draws (:func:`~skdbal.models._heads._linear_samples`) instead of ``T`` small layers per batch."""
+        import torch
+
+        from ._heads import _linear_samples
+
+        la = self.laplace_
+        layer = la.model.last_layer
+        C, K = layer.weight.shape
+        draws = la.sample(T, generator=gen).detach().cpu()           # (T, P): weight (C, K), then bias
+        weights = draws[:, :C * K].reshape(T, C, K).transpose(1, 2)
+        biases = draws[:, C * K:] if layer.bias is not None else None
+        with torch.no_grad():
+            feats = torch.cat([la.model.forward_with_features(xb)[1].detach().cpu() for xb in self._chunks(Xt)])
+        return _linear_samples(feats.reshape(len(feats), -1), weights, biases)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities of the Laplace predictive, by ``link_approx``.

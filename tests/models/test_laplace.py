@@ -49,7 +49,9 @@ def _loader(clf, X, y, batch_size):
 @pytest.mark.parametrize("pred_type", ["nn", "glm"])
 def test_samples_are_the_librarys_predictive_samples(fitted, flat, pred_type):
     """Same seed, same samples: predict_proba_samples is la.predictive_samples with a generator seeded
-    by random_state, over batches each seeded anew (so the batch size does not matter)."""
+    by random_state, over batches each seeded anew (so the batch size does not matter). With
+    pred_type="nn" the same draws of the last layer are applied to every row at once (one matrix
+    product, the library's one small layer per draw and batch): the same up to float32 rounding."""
     X, _ = flat
     x = X[N_TRAIN:N_TRAIN + 50]
     clf = clone(fitted).set_params(pred_type=pred_type, batch_size=1000)
@@ -59,7 +61,10 @@ def test_samples_are_the_librarys_predictive_samples(fitted, flat, pred_type):
     theirs = fitted.laplace_.predictive_samples(torch.as_tensor(x), pred_type=pred_type, n_samples=7,
                                                 generator=torch.Generator().manual_seed(3)).numpy()
     assert ours.shape == (7, 50, 10) and ours.dtype == np.float32
-    np.testing.assert_array_equal(ours, theirs)
+    if pred_type == "nn":
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(ours, theirs)
     # batches of 16 rows: each batch draws the same samples, so the rows get the same ones
     np.testing.assert_allclose(clf.set_params(batch_size=16).predict_proba_samples(x, n_samples=7), ours,
                                rtol=0, atol=1e-6)
@@ -323,3 +328,17 @@ def test_the_runner_scores_with_the_laplace_posterior_and_resumes(tmp_path, monk
     assert (tmp_path / "runs" / "gal2017__bald__laplace__seed1.csv").read_text() == before
     with pytest.raises(SystemExit):
         main(args + ["--ensemble", "3"])
+
+
+def test_nn_samples_draw_the_last_layer_once_per_call(fitted, flat, monkeypatch):
+    """pred_type="nn" draws the T last layers once for the whole call and applies them to every row
+    (the library's predictive_samples would draw them again for every batch of batch_size rows)."""
+    X, _ = flat
+    clf = clone(fitted).set_params(batch_size=16)
+    clf.estimator_, clf.laplace_, clf.classes_, clf.n_features_in_ = (
+        fitted.estimator_, fitted.laplace_, fitted.classes_, fitted.n_features_in_)
+    calls = []
+    sample = type(fitted.laplace_).sample
+    monkeypatch.setattr(type(fitted.laplace_), "sample", lambda self, *a, **k: calls.append(1) or sample(self, *a, **k))
+    P = clf.predict_proba_samples(X[N_TRAIN:N_TRAIN + 50], n_samples=6)
+    assert P.shape == (6, 50, 10) and len(calls) == 1
