@@ -273,7 +273,9 @@ def main() -> None:
         args.pages, args.submits, args.rounds, args.requests = [0, 200], 40, 1, 10
     if min(args.pages) < 0 or args.submits < args.rounds or args.rounds < 1 or args.half_open < 0:
         parser.error("pages must be >= 0, rounds >= 1 and submits >= rounds")
-    n_batch = len(args.pages) * args.submits + 2 * args.requests + 2   # never all answered: no retrain
+    # a warm-up, the submits, those beside the half-sent connections and one after, and one never answered:
+    # the first batch is never all labelled, so the board never turns to a covering order meanwhile
+    n_batch = 1 + len(args.pages) * args.submits + 2 * args.requests + 1 + 1
     if n_batch > 1000:
         parser.error(f"{n_batch} items in the first batch: at most 1000 (fewer pages, submits or requests)")
     out = args.out or (Path(tempfile.mkdtemp(prefix=f"{NAME}-quick-")) if args.quick else
