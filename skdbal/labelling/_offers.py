@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -277,7 +277,7 @@ class OfferBoard:
         rs = getattr(self.learner, "random_state", None)
         return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
 
-    def prepare_tail(self, batch: Sequence[int], skipped: Sequence[int] = ()) -> None:
+    def prepare_tail(self, batch: Sequence[int], skipped: Union[Sequence[int], np.ndarray] = ()) -> None:
         """In the loop's thread, after a batch is offered: a second query, for the ``batch_size`` best
         items under the same model outside the batch, the ``skipped`` items and what people hold or
         answered. Kept until the batch runs out during a retrain (:meth:`offer_more`); recorded in the
