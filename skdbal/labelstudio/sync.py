@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set, TypedDict
+from typing import Any, Callable, Dict, List, Optional, Set
 from xml.etree import ElementTree
 
 import numpy as np
@@ -47,16 +47,7 @@ def _user_id(user):
     return getattr(user, "id", user)
 
 
-class _Choices(TypedDict):
-    """What :func:`choices_of` reads of a labelling config (a name the config lacks is None)."""
-
-    from_name: Optional[str]
-    to_name: Optional[str]
-    choices: List[Optional[str]]
-    data: Optional[str]
-
-
-def choices_of(label_config: str) -> _Choices:
+def choices_of(label_config: str) -> Dict[str, Any]:
     """The single-choice classification of a labelling config: ``from_name``, ``to_name`` and the ``choices``.
 
     Raises
