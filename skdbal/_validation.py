@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import ipaddress
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Literal, Optional, overload
 
 import numpy as np
 from sklearn.utils import _safe_indexing
@@ -137,6 +137,10 @@ def check_n_instances(n_instances, n_pool: int) -> int:
     return int(n_instances)
 
 
+@overload
+def check_positive_int(value, name: str, *, allow_none: Literal[False] = ...) -> int: ...
+@overload
+def check_positive_int(value, name: str, *, allow_none: bool) -> Optional[int]: ...
 def check_positive_int(value, name: str, *, allow_none: bool = False) -> Optional[int]:
     """``value`` as an int >= 1 (or None, with ``allow_none``), else a
     ValueError naming ``name``: the package's one "int >= 1" check. A bool

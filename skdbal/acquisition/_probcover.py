@@ -10,7 +10,7 @@ the authors' code (``avihu111/TypiClust``, ``deep-al/pycls/al/prob_cover.py``).
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -130,7 +130,8 @@ def probcover_select(graph, labelled, n_instances: int, *, random_state=None) ->
     uncovered = np.ones(n, dtype=bool)
     uncovered[A[np.flatnonzero(taken)].indices] = False              # covered by the labelled rows' balls
     degree = A @ uncovered.astype(np.int64)                           # uncovered rows in each ball
-    picks, gains = [], []
+    picks: List[int] = []
+    gains: List[float] = []
     while len(picks) < k:
         cur = int(np.argmax(degree))
         if degree[cur] <= 0:
@@ -354,7 +355,7 @@ class ProbCover(Strategy):
             k = min(self._n_clusters(estimator, reader), len(E))
             delta = probcover_delta(E, k, alpha=self.alpha, random_state=rng) if k >= 2 else np.inf
             if not delta > 0:       # a purity the pool cannot reach at any radius: balls of the centres alone
-                delta = np.finfo(np.float64).tiny
+                delta = float(np.finfo(np.float64).tiny)
         labelled = np.zeros(len(E), dtype=bool)
         labelled[:n_lab] = True
         graph = probcover_graph(E, delta)

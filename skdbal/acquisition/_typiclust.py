@@ -11,7 +11,7 @@ The embedding a cold-start strategy reads (:func:`embedding_of`) and the labelle
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -188,7 +188,8 @@ def typiclust_select(embedding, cluster_labels, labelled, n_instances: int, *,
     labelled_counts = np.bincount(inverse[taken], minlength=len(ids))
     order = np.lexsort((ids, -sizes, labelled_counts))      # fewest labelled, then largest, then by label
     visits = order[sizes[order] > int(min_cluster_size)]
-    picks, scores = [], []
+    picks: List[int] = []
+    scores: List[float] = []
     pos = 0
     while len(picks) < k:
         left = np.bincount(inverse[~taken], minlength=len(ids))

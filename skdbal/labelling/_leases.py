@@ -7,8 +7,9 @@ its last holder, until the item is answered or handed to someone else (:meth:`Le
 """
 from __future__ import annotations
 
+import sqlite3
 import time as _time
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, Optional, Sequence
 
 __all__ = ["Leases"]
 
@@ -31,6 +32,10 @@ class Leases:
     {2: 'bob'}
     """
 
+    # provided by LabelStore: one write transaction, and one read, on the store's connection
+    _transaction: Callable[[], ContextManager[sqlite3.Connection]]
+    _read: Callable[..., List[Any]]
+
     def lease(self, items: Sequence[int], annotator: str, timeout: float, *, now: Optional[float] = None,
               limit: Optional[int] = None, unchanged_since: Optional[int] = None,
               cap: Optional[int] = None) -> List[int]:
@@ -52,7 +57,7 @@ class Leases:
         after it: their label or skip came while the caller was choosing.
         """
         now = _time.time() if now is None else float(now)
-        granted = []
+        granted: List[int] = []
         with self._transaction() as conn:
             mine = {i for (i,) in conn.execute("SELECT item FROM leases WHERE annotator=? AND expires > ?",
                                                (annotator, now))}

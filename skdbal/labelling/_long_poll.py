@@ -57,7 +57,8 @@ class Offerable:
             candidates += tail
             more = not tail   # offer_more makes new ones: the second query's, or a covering order's
         leases = store.live_leases()
-        open_items, held = [], {}
+        open_items: List[int] = []
+        held: Dict[str, List[int]] = {}
         for item in dict.fromkeys(candidates):
             holder = leases.get(item)
             if holder is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -277,7 +277,7 @@ class OfferBoard:
         rs = getattr(self.learner, "random_state", None)
         return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
 
-    def prepare_tail(self, batch: Sequence[int], skipped: Sequence[int] = ()) -> None:
+    def prepare_tail(self, batch: Sequence[int], skipped: Union[Sequence[int], np.ndarray] = ()) -> None:
         """In the loop's thread, after a batch is offered: a second query, for the ``batch_size`` best
         items under the same model outside the batch, the ``skipped`` items and what people hold or
         answered. Kept until the batch runs out during a retrain (:meth:`offer_more`); recorded in the
@@ -392,7 +392,7 @@ class OfferBoard:
         :meth:`active`. Skipped items are reopened once the pool has no other unlabelled item.
         :meth:`LabellingSession.next_batch` says the rest."""
         deadline = _time.time() + timeout
-        holding = {int(i) for i in holding}
+        have = {int(i) for i in holding}
         while True:
             now = _time.time()
             self._asked[annotator] = now
@@ -404,17 +404,17 @@ class OfferBoard:
             if skipped and len(labelled) + len(skipped) >= len(self.keys) and getattr(self.learner, "step_", -1) < 0:
                 self.reopen_skips()   # nothing else is left before the first model (after it: the oracle)
                 skipped = set()
-            idle = bool(holding) and bool(self.store.lapsed(annotator, holding, now=now))
+            idle = bool(have) and bool(self.store.lapsed(annotator, have, now=now))
             looks = self.second_looks_for(annotator) if self.second_looks else []
             active = self.active(annotator, now)
             cap = self._share_among(len(active)) if capped else None
             others = len(active) > 1   # what ran out in the annotator's hands goes to them first
-            free = self._offerable(annotator, looks + self.pending(labelled, skipped), holding, others, now)
+            free = self._offerable(annotator, looks + self.pending(labelled, skipped), have, others, now)
             leased = [] if idle else self.store.lease(free, annotator, self.lease_timeout, limit=n,
                                                       unchanged_since=seen, cap=cap, now=now)
             if not leased and not idle:  # the batch ran out: the tail, while the model retrains or waits
                 with self.changed:
-                    more = self._offerable(annotator, self.offer_more(set(labelled) | skipped), holding,
+                    more = self._offerable(annotator, self.offer_more(set(labelled) | skipped), have,
                                            others, now)
                 if more:
                     leased = self.store.lease(more, annotator, self.lease_timeout, limit=n, unchanged_since=seen,
@@ -423,10 +423,10 @@ class OfferBoard:
                 break
             with self.changed:
                 self.changed.wait(timeout=min(0.2, max(0.0, deadline - _time.time())))
-        looks, batch = set(looks), set(self.batch)
+        second, batch = set(looks), set(self.batch)
         return [{"item": i, "key": self.keys[i],
                  "score": self.scores.get(i, self._tail_scores.get(i, float("nan"))),
-                 "second_look": i in looks, "tail": i not in batch and i not in looks} for i in leased]
+                 "second_look": i in second, "tail": i not in batch and i not in second} for i in leased]
 
     # ------------------------------------------------------------ guesses
     @property

@@ -11,12 +11,15 @@ through a callback before the store records it. Both take the board and the stor
 from __future__ import annotations
 
 import time as _time
-from typing import Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence
 
 import numpy as np
 
 from ..oracles import Answer, Oracle
 from ._offers import TWO_CLASSES, OfferBoard
+
+if TYPE_CHECKING:
+    from ..loop import ActiveLearningLoop
 
 
 class SessionStopped(RuntimeError):
@@ -79,7 +82,7 @@ class StoreOracle(Oracle):
         self.label_of, self.judge = label_of, judge
         self.on_query = [] if on_query is None else on_query
         #: The loop this oracle answers (its pending and skipped rows are read), set when it starts.
-        self.loop = None
+        self.loop: Optional[ActiveLearningLoop] = None
         self.stopping = False      # set by stop(): a collect that waits raises SessionStopped
         self.cursor = 0            # answers were delivered for the events up to this id
         self.judged = 0            # the model judged the labels up to this id

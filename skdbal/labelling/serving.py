@@ -33,10 +33,10 @@ import asyncio
 import collections
 import resource
 import weakref
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from uvicorn import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 __all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "LOOPBACK_NAMES", "MAX_CONNECTIONS", "MAX_HEADER_BYTES",
            "REQUEST_TIMEOUT", "BACKLOG", "BoundedH11Protocol", "max_connections", "server_config"]
@@ -100,7 +100,8 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._timer: Optional[asyncio.TimerHandle] = None
-        self._request = None        # the request whose body is awaited, once its headers came
+        # the request whose body is awaited, once its headers came
+        self._request: Optional[RequestResponseCycle] = None
         waiting = self._waiting_of.setdefault(self.server_state, collections.OrderedDict())
         self._waiting = waiting
         super().connection_made(transport)
@@ -197,8 +198,9 @@ def server_config(app, *, host: str, port: int, log_level: str = "warning", requ
     protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),
                     {"request_timeout": float(request_timeout), "max_connections": most})
     # uvicorn answers 503 from ``limit_concurrency`` connections (or requests) on: one more than are kept
-    options = dict(host=host, port=port, log_level=log_level, http=protocol, timeout_keep_alive=keep_alive,
-                   limit_concurrency=most + 1, backlog=BACKLOG, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-                   timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
+    options: Dict[str, Any] = dict(
+        host=host, port=port, log_level=log_level, http=protocol, timeout_keep_alive=keep_alive,
+        limit_concurrency=most + 1, backlog=BACKLOG, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     options.update(kwargs)
     return Config(app, **options)

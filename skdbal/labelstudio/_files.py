@@ -33,7 +33,8 @@ def file_key(field: str, keys) -> Callable[[dict], Optional[str]]:
         if not isinstance(value, str):
             return None
         url = urlparse(value)
-        path = (parse_qs(url.query).get("d") or [None])[0] or unquote(url.path)
+        local = parse_qs(url.query).get("d")      # a local file's path, in ?d=
+        path = (local[0] if local else "") or unquote(url.path)
         parts = [p for p in path.split("/") if p]
         for j in range(len(parts)):
             candidate = "/".join(parts[j:])

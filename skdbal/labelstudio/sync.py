@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 from xml.etree import ElementTree
 
 import numpy as np
@@ -47,7 +47,7 @@ def _user_id(user):
     return getattr(user, "id", user)
 
 
-def choices_of(label_config: str) -> Dict[str, object]:
+def choices_of(label_config: str) -> Dict[str, Any]:
     """The single-choice classification of a labelling config: ``from_name``, ``to_name`` and the ``choices``.
 
     Raises
@@ -198,7 +198,7 @@ def _versions_of(task: dict) -> set:
     """The model versions of a task's predictions, from the Data Manager's ``predictions_model_versions``
     (a string of them joined by commas, or a list), or from its ``predictions``."""
     found = task.get("predictions_model_versions")
-    names = set()
+    names: Set[str] = set()
     if isinstance(found, str):
         names.update(v.strip() for v in found.split(","))
     elif isinstance(found, (list, tuple)):
@@ -345,7 +345,7 @@ class LabelStudioSync:
         self.head = int(head)
         self.page_size = int(page_size)
         self.last_error: Optional[BaseException] = None
-        self._pending = None
+        self._pending: Optional[Dict[str, Any]] = None
         self._send_lock = threading.Lock()
         #: The latest pushed prediction of each unlabelled item (pool position -> Label Studio's prediction).
         self.predictions: Dict[int, dict] = {}
