@@ -19,7 +19,7 @@ from ..oracles import Answer, Oracle
 from ._offers import TWO_CLASSES, OfferBoard
 
 if TYPE_CHECKING:
-    from ..loop import ActiveLearningLoop
+    import skdbal.loop
 
 
 class SessionStopped(RuntimeError):
@@ -82,7 +82,7 @@ class StoreOracle(Oracle):
         self.label_of, self.judge = label_of, judge
         self.on_query = [] if on_query is None else on_query
         #: The loop this oracle answers (its pending and skipped rows are read), set when it starts.
-        self.loop: Optional[ActiveLearningLoop] = None
+        self.loop: Optional[skdbal.loop.ActiveLearningLoop] = None
         self.stopping = False      # set by stop(): a collect that waits raises SessionStopped
         self.cursor = 0            # answers were delivered for the events up to this id
         self.judged = 0            # the model judged the labels up to this id

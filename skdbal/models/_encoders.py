@@ -603,11 +603,11 @@ class PrecomputedEmbeddings(BaseEncoder):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, n_features_in_), dtype float32
+        embeddings : ndarray of shape (n_samples, n_features), dtype float32
         """
         check_is_fitted(self, "n_features_out_")
         if is_lazy(X):
