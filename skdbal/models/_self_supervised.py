@@ -122,7 +122,8 @@ def _backbone(in_channels: int, width: int):
     def block(i, o):
         return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
 
-    return nn.Sequential(*block(in_channels, width), nn.MaxPool2d(2), *block(width, 2 * width), nn.MaxPool2d(2),
+    return nn.Sequential(*block(in_channels, width), nn.MaxPool2d(2, ceil_mode=True),
+                         *block(width, 2 * width), nn.MaxPool2d(2, ceil_mode=True),
                          *block(2 * width, 4 * width), nn.AdaptiveAvgPool2d(1), nn.Flatten())
 
 
@@ -179,7 +180,9 @@ class PoolEncoder(BaseEncoder):
     Inputs are grey or colour images ``(N, H, W)`` / ``(N, C, H, W)``, or rows
     ``(N, H * W)`` of square grey images (MNIST's ``(N, 784)``), scaled to
     [0, 1] (declare ``preparation=InputPreparation(scale=1 / 255)`` for
-    ``uint8`` pixels). Training stops after ``max_epochs`` passes over the
+    ``uint8`` pixels). Rows whose width is not a square are read as
+    one-pixel-high strips, so that any array is accepted; the network and
+    its augmentations are meant for images. Training stops after ``max_epochs`` passes over the
     pool, or at the end of the step that crosses ``max_time`` seconds.
 
     Parameters
@@ -316,27 +319,23 @@ class PoolEncoder(BaseEncoder):
             raise ValueError(f"n_threads must be a positive integer or None; got {self.n_threads!r}")
 
     def _images(self, batch):
-        """A prepared batch as ``(B, C, H, W)``: rows of square grey images are reshaped."""
+        """A prepared batch as ``(B, C, H, W)``: rows of square grey images are reshaped, other rows are
+        one-pixel-high strips."""
         if batch.ndim == 3:
             return batch[:, None]
         if batch.ndim == 2:
             side = int(round(math.sqrt(batch.shape[1])))
-            return batch.reshape(len(batch), 1, side, side)
+            if side * side == batch.shape[1]:
+                return batch.reshape(len(batch), 1, side, side)
+            return batch.reshape(len(batch), 1, 1, batch.shape[1])
         return batch
 
     def _check_shape(self, X):
         prepared = self.preparation_(X[:1])
-        if prepared.ndim == 2:
-            side = int(round(math.sqrt(prepared.shape[1])))
-            if side * side != prepared.shape[1]:
-                raise ValueError(f"PoolEncoder takes images (N, H, W) or (N, C, H, W), or rows of square grey "
-                                 f"images (N, H * W); got rows of {prepared.shape[1]} features, not a square")
-        elif prepared.ndim not in (3, 4):
-            raise ValueError(f"PoolEncoder takes images (N, H, W) or (N, C, H, W); got shape {X.shape}")
-        images = self._images(prepared)
-        if min(images.shape[2:]) < 4:
-            raise ValueError(f"images must be at least 4 x 4 pixels; got {images.shape[2:]}")
-        return images.shape[1]
+        if prepared.ndim not in (2, 3, 4):
+            raise ValueError(f"PoolEncoder takes images (N, H, W) or (N, C, H, W), or rows (N, H * W) of "
+                             f"square grey images; got shape {X.shape}")
+        return self._images(prepared).shape[1]
 
     # ----------------------------------------------------------------------------------------- training
     def _setup(self, X):
@@ -349,7 +348,8 @@ class PoolEncoder(BaseEncoder):
         n = len(X)
         bs = min(int(self.batch_size), n)
         if bs < 2:
-            raise ValueError(f"PoolEncoder needs at least 2 images to learn from; got {n}")
+            raise ValueError(f"PoolEncoder needs at least 2 samples to learn from (it compares the images "
+                             f"of a batch); got n_samples = {n}")
         steps_per_epoch = n // bs
         total = max(1, int(math.ceil(float(self.max_epochs) * steps_per_epoch)))
         with _threads(self.n_threads), torch.random.fork_rng(devices=[]):
