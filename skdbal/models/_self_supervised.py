@@ -205,7 +205,7 @@ class PoolEncoder(BaseEncoder):
     batch_size : int, default=128
         Images per training step (each gives two views), and rows per
         forward pass in :meth:`transform`.
-    learning_rate : float, default=2e-3
+    learning_rate : float, default=5e-3
         Adam's learning rate, decayed to zero along a cosine over the steps
         ``max_epochs`` allows.
     weight_decay : float, default=1e-5
@@ -265,7 +265,7 @@ class PoolEncoder(BaseEncoder):
 
     def __init__(self, method: str = "simclr", *, width: int = 16, projection_dim: int = 64,
                  max_epochs: float = 15, max_time: Optional[float] = None, batch_size: int = 128,
-                 learning_rate: float = 2e-3, weight_decay: float = 1e-5, temperature: float = 0.5,
+                 learning_rate: float = 5e-3, weight_decay: float = 1e-5, temperature: float = 0.5,
                  crop_scale=(0.6, 1.0), normalize: bool = True, n_threads: Optional[int] = None,
                  device: str = "cpu", random_state=None, verbose: int = 0, preparation=None):
         self.method = method
