@@ -414,9 +414,10 @@ class PoolEncoder(BaseEncoder):
         import torch
         import torch.nn.functional as F
 
+        device = _torch_device(self.device)
         with torch.no_grad(), _threads(self.n_threads):
-            x = torch.from_numpy(self._images(batch)).to(_torch_device(self.device))
-            z = self.module_(x)
+            x = torch.from_numpy(self._images(batch)).to(device)
+            z = self.module_.to(device)(x)     # set_params(device=...) after fit moves the network
             if self.normalize:
                 z = F.normalize(z, dim=1)
         return z.float().cpu().numpy()
@@ -439,8 +440,13 @@ class PoolEncoder(BaseEncoder):
     def _state_sha256(self) -> str:
         return module_sha256(self.module_)
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "module_" in state:
-            device = _torch_device(self.device)
-            self.module_ = self.module_.to(device)
+    def __getstate__(self):
+        """The trained networks travel on the CPU, so that an encoder trained on a GPU unpickles anywhere
+        (it moves back to ``device`` at its next :meth:`transform`)."""
+        import copy
+
+        state = self.__dict__.copy()
+        for key in ("module_", "projector_"):
+            if key in state:
+                state[key] = copy.deepcopy(state[key]).cpu()
+        return state

@@ -181,3 +181,13 @@ def test_one_sample_and_a_missing_gpu_are_refused():
 @parametrize_with_checks([PoolEncoder(width=2, projection_dim=4, max_epochs=1, batch_size=16, random_state=0)])
 def test_scikit_learn_contract(estimator, check):
     check(estimator)
+
+
+def test_a_pickled_encoder_carries_its_network_on_the_cpu_and_moves_with_device():
+    X, _ = digits(32)
+    encoder = PoolEncoder(**TINY).fit(X)
+    state = encoder.__getstate__()
+    assert all(p.device.type == "cpu" for p in state["module_"].parameters())
+    assert state["module_"] is not encoder.module_            # a copy: the fitted encoder is untouched
+    encoder.set_params(device="cpu", n_threads=1)             # settings that leave the embedding as it is
+    np.testing.assert_array_equal(encoder.transform(X), pickle.loads(pickle.dumps(encoder)).transform(X))
