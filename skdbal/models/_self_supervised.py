@@ -23,7 +23,7 @@ METHODS = ("simclr", "vicreg")
 
 # ------------------------------------------------------------------------------------------------ losses
 
-def nt_xent_loss(z1, z2, temperature: float = 0.2):
+def nt_xent_loss(z1, z2, temperature: float = 0.5):
     """SimCLR's normalised-temperature cross-entropy of two views' projections ``(B, K)``.
 
     Each row's positive is its other view; the other ``2B - 2`` rows are its
@@ -183,8 +183,9 @@ class PoolEncoder(BaseEncoder):
     [0, 1] (declare ``preparation=InputPreparation(scale=1 / 255)`` for
     ``uint8`` pixels). Rows whose width is not a square are read as
     one-pixel-high strips, so that any array is accepted; the network and
-    its augmentations are meant for images. Training stops after ``max_epochs`` passes over the
-    pool, or at the end of the step that crosses ``max_time`` seconds.
+    its augmentations are meant for images. Training stops after
+    ``max_epochs`` passes over the pool, or at the end of the step that
+    crosses ``max_time`` seconds.
 
     Parameters
     ----------
@@ -206,7 +207,7 @@ class PoolEncoder(BaseEncoder):
         Images per training step (each gives two views), and rows per
         forward pass in :meth:`transform`.
     learning_rate : float, default=5e-3
-        Adam's learning rate, decayed to zero along a cosine over the steps
+        AdamW's learning rate, decayed to zero along a cosine over the steps
         ``max_epochs`` allows.
     weight_decay : float, default=1e-5
     temperature : float, default=0.5
@@ -246,6 +247,17 @@ class PoolEncoder(BaseEncoder):
     n_features_in_ : int
     n_features_out_ : int
         ``4 * width``.
+
+    Notes
+    -----
+    The defaults were chosen by measurement on 10,000-image MNIST and
+    Fashion-MNIST pools (a 20-nearest-neighbour vote and logistic
+    regressions on 20 and 100 random labels): a narrower network trained for
+    more steps beat a wider one in the same time, lighter crops beat heavier
+    ones and random erasing, and SimCLR and VICReg came out level (SimCLR
+    kept: fewer weights to set, a cheaper step). The losses are written here
+    in a few lines each: lightly, which has them, needs torchvision, whose
+    wheels would replace the CPU torch build.
 
     Examples
     --------
