@@ -20,10 +20,12 @@ On each representation it reports:
 - ``typiclust n`` (with ``--typiclust``): the same on the ``n`` rows
   TypiClust picks in that representation (k-means with ``n`` clusters,
   seeded), for ``n`` up to 100;
-- the time to learn the encoder, to embed pool and test, and its epochs.
+- the time to learn the encoder, to embed pool and test, and its epochs,
+  for each method in ``--methods``.
 
     python benchmarks/bench_encoder.py [--datasets mnist fashion_mnist] [--max-time 540] [--threads 2]
     python benchmarks/bench_encoder.py --device cuda           # on a GPU
+    python benchmarks/bench_encoder.py --methods simclr vicreg # both losses, side by side
     python benchmarks/bench_encoder.py --n-pool 2000 --n-test 1000 --max-epochs 1 --seeds 0   # a check
 
 Writes its output and ``results.json`` to ``docs/results/bench_encoder/``
@@ -116,7 +118,8 @@ def main(argv=None) -> None:
                         choices=["mnist", "fashion_mnist"])
     parser.add_argument("--n-pool", type=int, default=60000)
     parser.add_argument("--n-test", type=int, default=10000)
-    parser.add_argument("--method", default="simclr")
+    parser.add_argument("--methods", nargs="+", default=["simclr"], choices=["simclr", "vicreg"],
+                        help="PoolEncoder's methods, each learnt and measured in turn")
     parser.add_argument("--width", type=int, default=None, help="the encoder's width (default: its default)")
     parser.add_argument("--max-epochs", type=float, default=None, help="default: the encoder's default")
     parser.add_argument("--max-time", type=float, default=None,
@@ -139,46 +142,47 @@ def main(argv=None) -> None:
     params = {k: v for k, v in {"width": args.width, "max_epochs": args.max_epochs, "max_time": args.max_time,
                                 "batch_size": args.batch_size}.items() if v is not None}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, "
-          f"{os.cpu_count()} CPUs; encoder: PoolEncoder(method={args.method!r}, {params})", flush=True)
+          f"{os.cpu_count()} CPUs; encoder: PoolEncoder(method in {args.methods}, {params})", flush=True)
     results = {"args": vars(args), "datasets": {}}
-    rows = []
+    rows, times = [], []
+    out = Path(os.environ.get("SKDBAL_BENCH_OUT") or ROOT / "docs" / "results" / "bench_encoder")
+    out.mkdir(parents=True, exist_ok=True)
     for name in args.datasets:
         X, y, Xt, yt = load(name, args.n_pool, args.n_test, args.seed)
-        encoder = PoolEncoder(args.method, device=args.device, n_threads=args.threads, random_state=args.seed,
-                              verbose=1, **params)
-        start = time.perf_counter()
-        encoder.fit(X)
-        learn = time.perf_counter() - start
-        start = time.perf_counter()
-        Z, Zt = encoder.transform(X), encoder.transform(Xt)
-        embed = time.perf_counter() - start
+        kw = dict(labels=args.labels, seeds=args.seeds, typiclust=args.typiclust)
         start = time.perf_counter()
         pca = PCA(50, random_state=0).fit(X.reshape(len(X), -1))
         P, Pt = pca.transform(X.reshape(len(X), -1)), pca.transform(Xt.reshape(len(Xt), -1))
         pca_time = time.perf_counter() - start
-        print(f"{name}: learnt in {learn:.1f} s ({encoder.n_epochs_:.2f} epochs, {encoder.n_steps_} steps, "
-              f"loss {encoder.loss_curve_[0]:.3f} -> {encoder.loss_curve_[-1]:.3f}); embedded "
-              f"{len(X) + len(Xt)} images in {embed:.1f} s; PCA-50 in {pca_time:.1f} s", flush=True)
-        kw = dict(labels=args.labels, seeds=args.seeds, typiclust=args.typiclust)
-        ours = evaluate(Z, y, Zt, yt, metric="cosine", **kw)
-        base = evaluate(P, y, Pt, yt, metric="euclidean", **kw)
-        results["datasets"][name] = {
-            "encoder": {"learn_s": learn, "embed_s": embed, "epochs": encoder.n_epochs_, "steps": encoder.n_steps_,
-                        "loss_curve": encoder.loss_curve_, "n_features": encoder.n_features_out_,
-                        "accuracy": ours},
-            "pca50": {"fit_s": pca_time, "accuracy": base}}
-        for label, acc in (("PoolEncoder", ours), ("PCA-50", base)):
-            rows.append([name, label] + [cell(acc[k]) for k in acc])
-            header = ["data set", "representation"] + list(acc)
-        print(markdown_table(header, rows[-2:]), flush=True)
-    out = Path(os.environ.get("SKDBAL_BENCH_OUT") or ROOT / "docs" / "results" / "bench_encoder")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    times = [[name, f"{r['encoder']['learn_s']:.0f}", f"{r['encoder']['epochs']:.2f}", f"{r['encoder']['embed_s']:.1f}"]
-             for name, r in results["datasets"].items()]
-    print(markdown_table(["data set", "learn s", "epochs", "embed s"], times))
+        record = results["datasets"][name] = {"pca50": {"fit_s": pca_time}}
+        reps = []
+        for method in args.methods:
+            encoder = PoolEncoder(method, device=args.device, n_threads=args.threads, random_state=args.seed,
+                                  verbose=1, **params)
+            start = time.perf_counter()
+            encoder.fit(X)
+            learn = time.perf_counter() - start
+            start = time.perf_counter()
+            Z, Zt = encoder.transform(X), encoder.transform(Xt)
+            embed = time.perf_counter() - start
+            print(f"{name}, {method}: learnt in {learn:.1f} s ({encoder.n_epochs_:.2f} epochs, {encoder.n_steps_} "
+                  f"steps, loss {encoder.loss_curve_[0]:.3f} -> {encoder.loss_curve_[-1]:.3f}); embedded "
+                  f"{len(X) + len(Xt)} images in {embed:.1f} s", flush=True)
+            acc = evaluate(Z, y, Zt, yt, metric="cosine", **kw)
+            record[method] = {"learn_s": learn, "embed_s": embed, "epochs": encoder.n_epochs_,
+                              "steps": encoder.n_steps_, "loss_curve": encoder.loss_curve_,
+                              "n_features": encoder.n_features_out_, "accuracy": acc}
+            times.append([name, method, f"{learn:.0f}", f"{encoder.n_epochs_:.2f}", f"{embed:.1f}"])
+            reps.append((f"PoolEncoder {method}", acc))
+        record["pca50"]["accuracy"] = base = evaluate(P, y, Pt, yt, metric="euclidean", **kw)
+        times.append([name, "PCA-50", f"{pca_time:.1f}", "", ""])
+        reps.append(("PCA-50", base))
+        header = ["data set", "representation"] + list(base)
+        rows += [[name, label] + [cell(acc[k]) for k in base] for label, acc in reps]
+        print(markdown_table(header, rows[-len(reps):]), flush=True)
+        (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")   # after each data set
+    print(markdown_table(["data set", "representation", "learn s", "epochs", "embed s"], times))
     print(markdown_table(header, rows))
-
 
 if __name__ == "__main__":
     with recorded(__file__):
