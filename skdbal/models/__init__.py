@@ -15,7 +15,8 @@ baseline. Nothing here imports the strategies or the learner.
 - encoders, scikit-learn transformers from inputs to float32 embeddings
   ``(N, D)``: :class:`TorchEncoder` (a torch module and its weights file, or
   a TorchScript file), :class:`OnnxEncoder`, :class:`FunctionEncoder`,
-  :class:`PrecomputedEmbeddings`, each with its declared
+  :class:`PrecomputedEmbeddings`, and :class:`PoolEncoder` (a small CNN
+  learnt from the unlabelled pool by self-supervision), each with its declared
   :class:`InputPreparation`; :class:`EmbeddingCache` keeps their embeddings
   of a pool on disk, computed once;
 - heads, classifiers over those embeddings whose samples are draws of their
@@ -57,6 +58,7 @@ _NAMES = {
     **dict.fromkeys(("TorchEncoder", "FunctionEncoder", "PrecomputedEmbeddings"), "_encoders"),
     "OnnxEncoder": "_onnx_encoder",
     **dict.fromkeys(("MCDropoutHead", "BayesianLastLayerHead", "EncoderWithHead"), "_heads"),
+    "PoolEncoder": "_self_supervised",
     **dict.fromkeys(("EmbeddingCache", "StaleEmbeddingsError", "content_sha256", "encoder_fingerprint"),
                     "_embedding_cache"),
 }
