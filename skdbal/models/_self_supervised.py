@@ -92,7 +92,7 @@ def augment_images(x, generator, *, crop_scale=(0.6, 1.0), max_rotation: float =
     cos, sin = torch.cos(angle), torch.sin(angle)
     theta = torch.stack([torch.stack([sx * cos, -sy * sin, tx], 1),
                          torch.stack([sx * sin, sy * cos, ty], 1)], 1)
-    grid = F.affine_grid(theta, (b, c, h, w), align_corners=False)
+    grid = F.affine_grid(theta, [b, c, h, w], align_corners=False)
     out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     contrast = uniform(0.6, 1.4, b, 1, 1, 1)
     brightness = uniform(-0.2, 0.2, b, 1, 1, 1)
