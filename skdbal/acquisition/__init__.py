@@ -67,6 +67,7 @@ from ._probcover import ProbCover, probcover
 from ._noise_filter import NoiseFilter, noise_filter
 from ._diversity import DiversityPenalty, diversity_penalty
 from ._stochastic import StochasticBatch, stochastic_batch
+from ._cold_start import ColdStart, cold_start
 # isort: on
 from ._modal import to_modal
 
@@ -75,6 +76,7 @@ __all__ = [
     *STRATEGIES, *(type(strategy).__name__ for strategy in STRATEGIES.values()),
     # decorators: their classes, and the functions that make them
     *(cls.__name__ for cls, _ in DECORATORS.values()), "noise_filter", "diversity_penalty", "stochastic_batch",
+    "cold_start",
     # the registry
     "STRATEGIES", "DECORATORS", "get_strategy", "canonical_name", "parse_strategy_name", "register", "unregister",
     "display_name",
