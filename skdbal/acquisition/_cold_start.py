@@ -210,36 +210,40 @@ class ColdStart(StrategyDecorator):
         float
             0 with no labelled row, whatever the rule.
         """
+        return self._measure(estimator, X_pool, X_labelled, y_labelled)[1]
+
+    def _measure(self, estimator, X_pool, X_labelled, y_labelled):
+        """``(n_labelled, measure)``."""
         self.check_params()
         rows = labelled_rows_of(estimator, X_labelled)
         y = _labels_of(estimator, y_labelled)
         n_labelled = len(rows) if rows is not None else (len(y) if y is not None else 0)
         if n_labelled == 0:
-            return 0.0
+            return 0, 0.0
         if callable(self.rule):
-            return float(self.rule(estimator, X_pool, y))
+            return n_labelled, float(self.rule(estimator, X_pool, y))
         if self.rule == "labels":
-            return float(n_labelled)
+            return n_labelled, float(n_labelled)
         if self.rule == "confidence":
             top = map_chunks(_TopProbability(as_predictive(estimator)), X_pool, chunk_size=int(self.chunk_size))
-            return float(np.mean(top))
+            return n_labelled, float(np.mean(top))
         classes = _classes_of(estimator)
         if classes is None:
             raise ValueError(f"rule={self.rule!r} counts labels per class of the model, and "
                              f"{type(estimator).__name__} has no classes_; use rule='labels'")
         if self.rule == "per_class":
-            return n_labelled / len(classes)
+            return n_labelled, n_labelled / len(classes)
         if y is None:   # "seen"
             raise ValueError("rule='seen' needs the labelled rows' labels: call it through a learner or give "
                              "y_labelled")
-        return float(min(np.sum(y == c) for c in classes))
+        return n_labelled, float(min(np.sum(y == c) for c in classes))
 
     def acquire_checked(self, estimator, X_pool, n_instances: int, *, X_labelled=None, y_labelled=None,
                         **kwargs) -> Acquisition:
         """The cold strategy's batch while the rule's measure is below ``at``, the wrapped strategy's after
         (on checked input); ``info`` says which (see Notes)."""
-        value = self.measure(estimator, X_pool, X_labelled=X_labelled, y_labelled=y_labelled)
-        warm = value >= self.at
+        n_labelled, value = self._measure(estimator, X_pool, X_labelled, y_labelled)
+        warm = n_labelled > 0 and value >= self.at     # no label: cold, whatever ``at``
         if warm:
             side = as_strategy(self.strategy)
             acq = side.acquire_checked(estimator, X_pool, n_instances, **_only_options(side, kwargs))

@@ -149,7 +149,8 @@ def test_the_shared_instances_are_the_registry_s():
     for name, instance in STRATEGIES.items():
         assert getattr(acquisition, name) is instance and type(instance).name == name
     assert {name: params for name, (_, params) in DECORATORS.items()} == {
-        "filter": ("threshold",), "diverse": ("weight", "features"), "stochastic": ("mode", "beta")}
+        "filter": ("threshold",), "diverse": ("weight", "features"), "stochastic": ("mode", "beta"),
+        "cold_start": ("cold", "rule", "at")}
     assert [display_name(s) for s in STRATEGIES.values()] == [
         "BALD", "max entropy", "variation ratio", "mean std", "random", "predictive variance", "EGL", "BatchBALD",
         "BADGE", "DDU", "EPIG", "TypiClust", "ProbCover"]
