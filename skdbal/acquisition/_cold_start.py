@@ -6,7 +6,7 @@ what it is given (the learner's labelled rows, the model), so the decorator keep
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Callable, Union
 
 import numpy as np
 
@@ -103,8 +103,11 @@ class ColdStart(StrategyDecorator):
           (a model-based rule: it reads the model's predictive samples of the pool, a pass of its own).
         - A callable ``rule(estimator, X_pool, y_labelled) -> float``: a measure of your own, compared with
           ``at`` (``y_labelled`` is None where the labels are not known).
-    at : float, default=2
-        The measure's value at which the strategy hands off (warm when ``measure >= at``).
+    at : float, default=4
+        The measure's value at which the strategy hands off (warm when ``measure >= at``). The default,
+        four labels a class, is provisional, from a small trial on scikit-learn's digits (a Bayesian last
+        layer over PCA features): handing off to BALD at one or two labels a class fell behind TypiClust
+        alone for the next labels, and at four it kept up.
     chunk_size : int, default=2048
         Pool rows read at a time by the ``confidence`` rule.
 
@@ -120,8 +123,9 @@ class ColdStart(StrategyDecorator):
     confidence. The decorator does not reduce over a pool read in chunks (``skdbal.dask.query_pool``): its
     cold side needs the whole embedding; call the warm strategy itself there.
 
-    Which rule and which ``at`` suit a data set is an open question; ``docs/guide/strategies.md`` says how
-    they were compared.
+    Which rule and which ``at`` suit a data set is an open question: the count rules are cheap and
+    predictable, ``"seen"`` waits for a rare class, and ``"confidence"`` follows the model but its scale
+    depends on the model's calibration (a head that is never confident never hands off).
 
     References
     ----------
@@ -155,7 +159,7 @@ class ColdStart(StrategyDecorator):
     name_params = ("cold", "rule", "at")  # cold_start(bald,typiclust,per_class,2)
 
     def __init__(self, strategy, cold: Union[str, Strategy] = "typiclust", rule: Union[str, Callable] = "per_class",
-                 at: float = 2, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+                 at: float = 4, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__(strategy)
         self.cold = cold
         self.rule = rule
@@ -262,7 +266,7 @@ register(ColdStart)
 
 
 def cold_start(strategy, cold: Union[str, Strategy] = "typiclust", rule: Union[str, Callable] = "per_class",
-               at: float = 2, *, chunk_size: Optional[int] = DEFAULT_CHUNK_SIZE) -> ColdStart:
+               at: float = 4, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> ColdStart:
     """Hand off from ``cold`` to ``strategy`` once ``rule``'s measure reaches ``at``.
 
     See :class:`ColdStart` for the parameters.
