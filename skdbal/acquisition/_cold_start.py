@@ -51,10 +51,9 @@ def _labels_of(estimator, y_labelled=None):
 
 
 def _classes_of(estimator):
-    """The model's classes (a learner's fitted model's), or None."""
-    if estimator is None:
-        return None
-    classes = as_predictive(estimator).classes
+    """The model's classes (a learner's or a pipeline's, which say their model's), or None; read as an
+    attribute, so that a query reads the model through the predictive interface once, on the side that picks."""
+    classes = getattr(estimator, "classes_", None)
     if classes is None:
         classes = getattr(getattr(estimator, "estimator_", None), "classes_", None)
     return None if classes is None else np.asarray(classes)

@@ -7,7 +7,7 @@ from skdbal.acquisition import DECORATORS, canonical_name, get_strategy, parse_s
 
 def test_the_name_helpers_are_public():
     assert {"canonical_name", "parse_strategy_name", "DECORATORS", "get_strategy"} <= set(acquisition.__all__)
-    assert set(DECORATORS) == {"filter", "diverse", "stochastic"}
+    assert set(DECORATORS) == {"filter", "diverse", "stochastic", "cold_start"}
 
 
 @pytest.mark.parametrize("name, parts", [
