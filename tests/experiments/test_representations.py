@@ -123,3 +123,36 @@ def test_a_representation_refuses_what_only_the_network_has():
         grid_specs(preset, ["ddu"], [1], representations=["pca"])
     with pytest.raises(ValueError, match="warm_epochs is the network's"):
         grid_specs(preset.replace(warm_epochs=2), ["bald"], [1], representations=["pca"])
+
+
+def test_a_resumed_run_on_a_representation_ends_as_an_uninterrupted_one(tmp_path):
+    """No weights are cached for a head: a resumed run refits the head of its last step from the step's seed,
+    and ends with the rows of a run that was never stopped."""
+    kwargs = dict(representations=["pca"], head="mc_dropout", torch_threads=1, verbose=False)
+    whole = _by_run(run_grid("gal2017", ["bald"], [2], tmp_path / "whole", **kwargs, **TINY))
+    run_grid("gal2017", ["bald"], [2], tmp_path / "cut", **kwargs, **{**TINY, "n_queries": 1})
+    assert not list((tmp_path / "cut" / "runs").glob("*.pt"))
+    resumed = _by_run(run_grid("gal2017", ["bald"], [2], tmp_path / "cut", **kwargs, **TINY))
+    assert resumed == whole
+
+
+def test_a_k_means_initial_set_is_found_in_the_embedding(tmp_path):
+    """``initial_sets=["kmeans"]`` on a representation: the points nearest the centroids of the pool's
+    embeddings, not of its pixels."""
+    from skdbal.initial import kmeans_representative
+
+    X_train, y_train, X_test, y_test = load_data("digits")
+    rng = np.random.RandomState(0)
+    Z = rng.rand(len(X_train) + len(X_test), 3).astype(np.float32)
+    np.save(tmp_path / "z.npy", Z)
+    rows = run_grid("gal2017", ["random"], [1], tmp_path / "out", representations=[f"file:{tmp_path / 'z.npy'}"],
+                    initial_sets=["kmeans"], head="bll", torch_threads=1, verbose=False, **{**TINY, "n_queries": 0})
+    preset = get_preset("gal2017", **TINY)
+    rng = np.random.RandomState(1)   # split_indices' draws: the permutation, then the k-means
+    pool = rng.permutation(len(y_train))[preset.n_validation:]
+    expected = pool[kmeans_representative(Z[pool], n_clusters=20, random_state=rng)]
+    assert sorted(map(int, rows[0]["query_indices"].split())) == sorted(expected.tolist())
+    rng = np.random.RandomState(1)
+    rng.permutation(len(y_train))
+    pixels = pool[kmeans_representative(X_train[pool], n_clusters=20, random_state=rng)]
+    assert sorted(expected.tolist()) != sorted(pixels.tolist())
