@@ -288,7 +288,9 @@ def add_parsers(sub) -> None:
 
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
                         epilog=_LAZY_EPILOG, formatter_class=_ExperimentHelp)
-    ex.add_argument("--preset", default="gal2017", help="gal2017 (default), pilz2025 or kirsch2019")
+    ex.add_argument("--preset", default="gal2017",
+                    help="gal2017 (default), pilz2025, kirsch2019 or fewlabels (10 initial labels, 300 in all, "
+                         "for comparing --representation none pool pca)")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
                          "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")

@@ -164,3 +164,12 @@ def test_every_head_is_seeded_by_the_step(tmp_path, head):
     rows = run_grid("gal2017", ["bald", "random"], [1], tmp_path, representations=["pca"], head=head,
                     torch_threads=1, verbose=False, **{**TINY, "n_queries": 0})
     assert len(rows) == 2 and rows[0]["accuracy"] == rows[1]["accuracy"]
+
+
+def test_the_fewlabels_preset_counts_every_label_up_to_300(tmp_path):
+    preset = get_preset("fewlabels")
+    assert preset.n_initial_per_class * 10 + preset.n_queries * preset.n_instances == 300
+    assert preset.replace(name="gal2017", n_initial_per_class=2, n_queries=100) == get_preset("gal2017")
+    rows = run_grid("fewlabels", ["typiclust"], [1], tmp_path, representations=["pca"], head="bll",
+                    torch_threads=1, verbose=False, **{**TINY, "n_queries": 2})
+    assert [r["n_labels"] for r in rows] == [10, 20, 30]
