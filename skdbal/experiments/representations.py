@@ -175,7 +175,8 @@ def embed_run_data(spec, X_train, X_test, pool, out_dir, device: str = "cpu") ->
     spec : RunSpec
         A run with ``representation != "none"``.
     X_train, X_test : ndarray
-        The data set's training and test images.
+        The data set's training and test images; ``uint8`` pixels are
+        divided by 255 before an encoder sees them.
     pool : ndarray of int
         The run's pool, indices into ``X_train``.
     out_dir : path
@@ -190,6 +191,9 @@ def embed_run_data(spec, X_train, X_test, pool, out_dir, device: str = "cpu") ->
     """
     from ..models import EmbeddingCache
 
+    # pixels in [0, 1], as the networks see them: MNIST's uint8 pixels would be 255 times the augmentations'
+    # scale, and the embeddings 255 times the heads' priors
+    X_train, X_test = _unit_pixels(X_train), _unit_pixels(X_test)
     key = _key(spec, pool)
     digest = _sha256(json.dumps(key, sort_keys=True).encode())[:12]
     folder = Path(out_dir) / "cache" / "representations" / (
@@ -214,6 +218,11 @@ def embed_run_data(spec, X_train, X_test, pool, out_dir, device: str = "cpu") ->
     return Z_train, Z_test
 
 
+def _unit_pixels(X) -> np.ndarray:
+    """``X`` as float32; ``uint8`` pixels divided by 255."""
+    return X.astype(np.float32) / 255.0 if X.dtype == np.uint8 else np.asarray(X, dtype=np.float32)
+
+
 def _read_embeddings(path, n_train: int, n_test: int):
     """A ``.npy`` file's rows: the training set's then the test set's."""
     Z = np.load(path, mmap_mode="r")
@@ -231,6 +240,8 @@ def make_head(spec, random_state: int, device: str = "cpu"):
     :class:`~skdbal.DeepEnsembleClassifier` of five, ``n_samples / 5`` masks
     each; ``"bll"`` and ``"bll_mfvi"``:
     :class:`~skdbal.models.BayesianLastLayerHead`, analytic or mean-field.
+    ``device`` is unused: the heads train on the CPU, where they refit in a
+    moment.
 
     Examples
     --------

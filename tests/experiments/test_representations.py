@@ -173,3 +173,19 @@ def test_the_fewlabels_preset_counts_every_label_up_to_300(tmp_path):
     rows = run_grid("fewlabels", ["typiclust"], [1], tmp_path, representations=["pca"], head="bll",
                     torch_threads=1, verbose=False, **{**TINY, "n_queries": 2})
     assert [r["n_labels"] for r in rows] == [10, 20, 30]
+
+
+def test_an_encoder_sees_uint8_pixels_in_0_1(tmp_path, monkeypatch):
+    """MNIST's pixels are uint8: the encoder learns on them divided by 255, as the network does."""
+    import skdbal.experiments.runner as runner
+
+    X_train, y_train, X_test, y_test = load_data("digits")
+    as_bytes = lambda X: np.round(X * 255).astype(np.uint8)  # noqa: E731
+    monkeypatch.setattr(runner, "load_data", lambda *a: (as_bytes(X_train), y_train, as_bytes(X_test), y_test))
+    seen = []
+    original = PoolEncoder.fit
+    monkeypatch.setattr(PoolEncoder, "fit", lambda self, X, y=None: seen.append((X.dtype, float(X.max())))
+                        or original(self, X, y))
+    run_grid("gal2017", ["random"], [1], tmp_path, representations=["pool"], encoder_epochs=0.1, torch_threads=1,
+             verbose=False, **{**TINY, "n_queries": 0})
+    assert seen == [(np.dtype(np.float32), 1.0)]
