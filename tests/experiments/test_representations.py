@@ -189,3 +189,12 @@ def test_an_encoder_sees_uint8_pixels_in_0_1(tmp_path, monkeypatch):
     run_grid("gal2017", ["random"], [1], tmp_path, representations=["pool"], encoder_epochs=0.1, torch_threads=1,
              verbose=False, **{**TINY, "n_queries": 0})
     assert seen == [(np.dtype(np.float32), 1.0)]
+
+
+def test_the_network_and_the_representations_go_into_one_folder_by_two_grids(tmp_path):
+    """The network on fewer strategies, then the representations on more: one folder, one results table."""
+    run_grid("gal2017", ["random"], [1], tmp_path, torch_threads=1, verbose=False, **{**TINY, "n_queries": 1})
+    rows = run_grid("gal2017", ["random", "typiclust"], [1], tmp_path, representations=["pca"], head="bll",
+                    torch_threads=1, verbose=False, **{**TINY, "n_queries": 1})
+    assert sorted({(r["strategy"], r["variant"]) for r in rows}) == [
+        ("random", "bayesian"), ("random", "pca-bll"), ("typiclust", "pca-bll")]
