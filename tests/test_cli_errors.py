@@ -83,6 +83,8 @@ CASES = [
      "--representation: representation 'file:DATA/missing.npy': DATA/missing.npy is not a file"),
     (["experiment", "--out", "g", "--representation", "file:DATA/notes.txt"], "give a .npy file of embeddings"),
     (["experiment", "--out", "g", "--head", "svm"], "argument --head: invalid choice: 'svm'"),
+    (["experiment", "--out", "g", "--head", "bll"], "--head bll is the model over a representation's embeddings; "
+                                                     "give --representation too"),
     (["experiment", "--out", "g", "--encoder-epochs", "0"], "argument --encoder-epochs: must be a number above 0"),
     (["experiment", "--out", "g", "--representation", "pool", "--laplace"], "cannot be combined with it"),
     # report

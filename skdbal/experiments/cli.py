@@ -125,6 +125,9 @@ def _experiment(args) -> int:
     except ValueError as exc:   # a strategy name refused: said as --strategies'
         if str(exc).startswith(("unknown strategy", "unknown decorator", "cannot read strategy name")):
             raise ValueError(f"--strategies: {exc}") from None
+        if str(exc).startswith("head="):
+            raise ValueError(f"--head {args.head} is the model over a representation's embeddings; give "
+                             "--representation too, e.g. --representation pool") from None
         if str(exc).startswith("unknown representation") or str(exc).startswith("representation '"):
             raise ValueError(f"--representation: {exc}") from None
         raise

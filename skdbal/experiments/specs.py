@@ -300,6 +300,9 @@ def _check_representations(preset, strategies, representations, head, encoder_ep
     if isinstance(encoder_epochs, bool) or not isinstance(encoder_epochs, (int, float, np.integer, np.floating)) \
             or not np.isfinite(encoder_epochs) or encoder_epochs <= 0:
         raise ValueError(f"encoder_epochs must be a number > 0; got {encoder_epochs!r}")
+    if representations == ["none"] and head != "mc_dropout":
+        raise ValueError(f"head={head!r} is the model over a representation's embeddings, and no representation "
+                         "but 'none' (the network on the pixels) is asked; give one, e.g. representations=['pool']")
     if representations != ["none"]:
         if ensemble or last_layer or laplace:
             raise ValueError("a representation's runs use --head for their model; ensemble, last_layer and "

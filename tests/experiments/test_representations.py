@@ -110,6 +110,7 @@ def test_embeddings_from_a_file_are_what_the_head_learns_on(tmp_path):
     ({"representations": ["pca"], "ensemble": 3}, "cannot be combined with it"),
     ({"representations": ["pool"], "encoder_epochs": 0}, "encoder_epochs must be a number > 0; got 0"),
     ({"representations": "pool"}, "must be a list of names"),
+    ({"head": "bll"}, "no representation but 'none'"),
 ])
 def test_bad_representation_settings_are_refused_before_a_run(tmp_path, kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
