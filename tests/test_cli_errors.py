@@ -77,6 +77,16 @@ CASES = [
     (["experiment", "--out", "g", "--torch-threads", "0"], "argument --torch-threads: must be at least 1"),
     (["experiment", "--out", "g", "--last-layer", "foo"], "unknown --last-layer ['foo']"),
     (["experiment", "--out", "g", "--device", "tpu"], "--device must be"),
+    (["experiment", "--out", "g", "--representation", "simclr"],
+     "--representation: unknown representation 'simclr'; choose from 'none', 'pool', 'pca' or 'file:PATH'"),
+    (["experiment", "--out", "g", "--representation", "file:DATA/missing.npy"],
+     "--representation: representation 'file:DATA/missing.npy': DATA/missing.npy is not a file"),
+    (["experiment", "--out", "g", "--representation", "file:DATA/notes.txt"], "give a .npy file of embeddings"),
+    (["experiment", "--out", "g", "--head", "svm"], "argument --head: invalid choice: 'svm'"),
+    (["experiment", "--out", "g", "--head", "bll"], "--head bll is the model over a representation's embeddings; "
+                                                     "give --representation too"),
+    (["experiment", "--out", "g", "--encoder-epochs", "0"], "argument --encoder-epochs: must be a number above 0"),
+    (["experiment", "--out", "g", "--representation", "pool", "--laplace"], "cannot be combined with it"),
     # report
     (["report"], "the following arguments are required: out"),
     (["report", "nope"], "nope holds no grid"),

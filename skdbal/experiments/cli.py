@@ -120,16 +120,23 @@ def _experiment(args) -> int:
     try:   # the grid's arguments and device checked before its folder is made
         grid_specs(preset, strategies, args.seeds, deterministic_baseline=args.deterministic_baseline,
                    last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
-                   ensemble=args.ensemble, laplace=args.laplace)
+                   ensemble=args.ensemble, laplace=args.laplace, representations=args.representation,
+                   head=args.head, encoder_epochs=args.encoder_epochs)
     except ValueError as exc:   # a strategy name refused: said as --strategies'
         if str(exc).startswith(("unknown strategy", "unknown decorator", "cannot read strategy name")):
             raise ValueError(f"--strategies: {exc}") from None
+        if str(exc).startswith("head="):
+            raise ValueError(f"--head {args.head} is the model over a representation's embeddings; give "
+                             "--representation too, e.g. --representation pool") from None
+        if str(exc).startswith("unknown representation") or str(exc).startswith("representation '"):
+            raise ValueError(f"--representation: {exc}") from None
         raise
     resolve_device(args.device)
     # the preset by name and the --set values as overrides, so that grid.json records them as given
     run_grid(args.preset, strategies, args.seeds, args.out, deterministic_baseline=args.deterministic_baseline,
              last_layer=last_layer, noise_rates=args.noise_rates, initial_sets=args.initial_sets,
-             ensemble=args.ensemble, laplace=args.laplace, n_jobs=args.n_jobs,
+             ensemble=args.ensemble, laplace=args.laplace, representations=args.representation,
+             head=args.head, encoder_epochs=args.encoder_epochs, n_jobs=args.n_jobs,
              torch_threads=args.torch_threads, verbose=not args.quiet, device=args.device,
              scheduler=args.scheduler, **overrides)
     from .report import write_report
@@ -233,6 +240,17 @@ def _jobs(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> float:
+    """``--encoder-epochs``: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0; got {text}")
+    return value
+
+
 def _rate(text: str) -> float:
     """``--noise-rates``: a share in [0, 1)."""
     try:
@@ -273,7 +291,9 @@ def add_parsers(sub) -> None:
 
     ex = sub.add_parser("experiment", help="run a resumable grid of strategies x seeds of a preset",
                         epilog=_LAZY_EPILOG, formatter_class=_ExperimentHelp)
-    ex.add_argument("--preset", default="gal2017", help="gal2017 (default), pilz2025 or kirsch2019")
+    ex.add_argument("--preset", default="gal2017",
+                    help="gal2017 (default), pilz2025, kirsch2019 or fewlabels (10 initial labels, 300 in all, "
+                         "for comparing --representation none pool pca)")
     ex.add_argument("--strategies", default="bald,variation_ratios,max_entropy,mean_std,random",
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
                          "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")
@@ -294,6 +314,15 @@ def add_parsers(sub) -> None:
                     help="the preset's data set (default: the preset's, mnist for gal2017); repeated_mnist is "
                          "Kirsch et al.'s Repeated-MNIST, every training image 3 times with Gaussian noise; "
                          "fashion_mnist is Zalando's Fashion-MNIST (skdbal.datasets.load_fashion_mnist)")
+    ex.add_argument("--representation", nargs="+", default=["none"], metavar="NAME",
+                    help="what the runs learn on, each a run of its own on the same seeds: none (default: the "
+                         "preset's network on the pixels), pool (an encoder learnt from the pool, no labels), "
+                         "pca (50 principal components) or file:PATH (a .npy of embeddings, training rows then "
+                         "test rows, or an encoder file .pt, .pt2 or .onnx); e.g. --representation none pool")
+    ex.add_argument("--head", default="mc_dropout", choices=["mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi"],
+                    help="the Bayesian head over a representation's embeddings (default mc_dropout)")
+    ex.add_argument("--encoder-epochs", type=_positive, default=15.0, metavar="EPOCHS",
+                    help="passes of the pool encoder over the pool (default 15)")
     ex.add_argument("--n-jobs", type=_jobs, default=1, help="runs in parallel (default 1)")
     ex.add_argument("--torch-threads", type=_whole(1), default=None,
                     help="torch threads per run (default cpus/n-jobs; 1 with --scheduler)")

@@ -84,7 +84,8 @@ def check_run_config(spec: RunSpec, runs: Path, warn: bool = False) -> dict:
 #: Run-file keys that differ between the runs of one grid by design; the rest
 #: of a run's configuration (the preset but for ``_FREE_FIELDS``, the results
 #: version) is the folder's, shared by every run in it.
-_PER_RUN = ("strategy", "seed", "mc_dropout", "last_layer", "noise_rate", "initial_set", "ensemble", "laplace")
+_PER_RUN = ("strategy", "seed", "mc_dropout", "last_layer", "noise_rate", "initial_set", "ensemble", "laplace",
+            "representation", "head", "encoder_epochs")
 
 
 def folder_configs(runs: Path) -> dict:

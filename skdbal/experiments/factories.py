@@ -305,7 +305,13 @@ def fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", s
     the network (rebuilt from the cached ``state`` if given, else trained with
     the step's seed, so that it is the same model every time, on from the
     weights ``start`` with ``warm_epochs``) and, with a Bayesian last layer,
-    the pipeline of its features and the layer."""
+    the pipeline of its features and the layer. A run on a representation
+    fits its head on the embeddings ``X`` with the step's seed (no cached
+    state: a head refits in a moment)."""
+    if spec.representation != "none":
+        from .representations import make_head
+
+        return make_head(spec, step_seed(spec.seed, step), device).fit(X, y)
     if spec.ensemble:
         return _fit_ensemble(spec, step, X, y, state, device, valid, len(X))
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=step_seed(spec.seed, step),
@@ -381,6 +387,10 @@ def learner_template(spec: RunSpec, device: str, valid=None):
     """What a run's model is (for the learner's checks of labels and inputs);
     the models themselves are trained by :func:`fit_step_model`. ``valid``:
     the run's validation set, which a preset selecting on it needs."""
+    if spec.representation != "none":
+        from .representations import make_head
+
+        return make_head(spec, spec.seed, device)
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout and not spec.ensemble, device=device,
                          valid=valid, n_train=spec.preset.batch_size or 1)
     if spec.laplace:

@@ -197,11 +197,12 @@ class RunJournal:
             "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
             "query_indices": " ".join(map(str, query))})
         self._rows.append({"step": row["step"], "query_indices": list(row["query_indices"])})
-        buf = io.BytesIO()
-        state = ([m.module_.state_dict() for m in est.estimators_] if spec.ensemble
-                 else network_of(est).module_.state_dict())
-        torch.save({"step": row["step"], "model_state": state}, buf)
-        atomic_write(self.weights_path, buf.getvalue())  # cache first: a stale cache is detected
+        if spec.representation == "none":  # a head on embeddings refits in a moment: no weights cache
+            buf = io.BytesIO()
+            state = ([m.module_.state_dict() for m in est.estimators_] if spec.ensemble
+                     else network_of(est).module_.state_dict())
+            torch.save({"step": row["step"], "model_state": state}, buf)
+            atomic_write(self.weights_path, buf.getvalue())  # cache first: a stale cache is detected
         atomic_write(self.csv_path, csv_bytes(self.csv_rows))
         assemble_results(self.out_dir)
         if self.verbose:

@@ -318,6 +318,19 @@ PRESETS = {
             "deterministic (weight-scaled) test accuracy on all 10k test images."
         ),
     ),
+    "fewlabels": Preset(
+        name="fewlabels",
+        n_initial_per_class=1,
+        n_queries=29,
+        notes=(
+            "skdbal's low-budget protocol, for comparing the network on the pixels with a Bayesian head on a "
+            "representation (skdbal experiment --representation none pool pca) where few labels are paid for: "
+            "gal2017's network and training for the runs on the pixels, 10 balanced initial labels (one per "
+            "class), 29 acquisitions of 10, so 300 labels in all with the initial ones counted, 2,000 random pool "
+            "points scored per step (TypiClust and ProbCover choose among them too), T=100, deterministic test "
+            "accuracy on all 10k test images."
+        ),
+    ),
 }
 
 

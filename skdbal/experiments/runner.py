@@ -132,6 +132,11 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
     journal on disk (:class:`~skdbal.experiments.journal.RunJournal`)."""
     preset = spec.preset
     X_train, y_train, X_test_all, y_test_all = load_data(preset.dataset, data_home)
+    if spec.representation != "none":  # the images become their embeddings (learnt once per seed, cached)
+        from .representations import embed_run_data
+
+        _, pool, _, _ = split_indices(preset, spec.seed, y_train, len(y_test_all))  # the pool does not depend
+        X_train, X_test_all = embed_run_data(spec, X_train, X_test_all, pool, out_dir, device)  # on the initial set
     val, pool, initial, test = split_indices(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
     valid = (X_train[val], y_train[val])
     # the annotator: a fixed noisy one for a noise run, labelling the initial set correctly
@@ -208,6 +213,9 @@ def run_grid(
     initial_sets: Sequence[str] = ("balanced_random",),
     ensemble: int = 0,
     laplace: bool = False,
+    representations: Sequence[str] = ("none",),
+    head: str = "mc_dropout",
+    encoder_epochs: float = 15.0,
     n_jobs: int = 1,
     torch_threads: Optional[int] = None,
     data_home: Optional[str] = None,
@@ -292,6 +300,27 @@ def run_grid(
         ``"laplace"``) instead of MC dropout: the network trains as usual,
         then the posterior is fitted on the labelled set, and its
         ``n_samples`` last-layer samples are the strategies' samples.
+    representations : sequence of str, default=("none",)
+        What the runs learn on, each a run of its own: ``"none"``, the
+        preset's network on the pixels; ``"pool"``, a self-supervised
+        :class:`~skdbal.models.PoolEncoder` learnt from the run's pool (no
+        labels) for ``encoder_epochs`` passes; ``"pca"``, the first 50
+        principal components of the pool; or ``"file:PATH"``, a ``.npy`` of
+        embeddings (the training images' rows, then the test images') or an
+        encoder file (TorchScript ``.pt``, ``.pt2``, ``.onnx``). Every run
+        but ``"none"``'s trains ``head`` on the embeddings of its labels
+        (variant ``"<representation>-<head>"``) and its strategies choose
+        among the pool's embeddings. The encoder is learnt once per seed and
+        its embeddings kept under ``out_dir/cache/representations/``
+        (:mod:`skdbal.experiments.representations`).
+    head : {"mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi"}, default="mc_dropout"
+        The Bayesian head of the runs on a representation:
+        :class:`~skdbal.models.MCDropoutHead`, a last-layer Laplace posterior
+        over one, an ensemble of five, or
+        :class:`~skdbal.models.BayesianLastLayerHead` (analytic or
+        mean-field); each draws the preset's ``n_samples``.
+    encoder_epochs : float, default=15.0
+        Passes of the ``"pool"`` encoder over the pool.
     n_jobs : int, default=1
         Runs in parallel (joblib).
     torch_threads : int, optional
@@ -360,7 +389,8 @@ def run_grid(
     preset = get_preset(preset, **overrides)
     specs, arguments = grid_specs(preset, strategies, seeds, deterministic_baseline=deterministic_baseline,
                                   last_layer=last_layer, noise_rates=noise_rates, initial_sets=initial_sets,
-                                  ensemble=ensemble, laplace=laplace)
+                                  ensemble=ensemble, laplace=laplace, representations=representations,
+                                  head=head, encoder_epochs=encoder_epochs)
     if torch_threads is None:
         torch_threads = 1 if scheduler is not None else max(1, (os.cpu_count() or 1) // max(1, n_jobs))
     out_dir = Path(out_dir)

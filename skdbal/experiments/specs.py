@@ -60,6 +60,8 @@ class RunSpec:
     'ensemble5'
     >>> RunSpec(get_preset("kirsch2019"), "bald", 1, laplace=True).run_id   # a last-layer Laplace posterior
     'kirsch2019__bald__laplace__seed1'
+    >>> RunSpec(get_preset("gal2017"), "bald", 1, representation="pool", head="bll").run_id   # a head on embeddings
+    'gal2017__bald__pool-bll__seed1'
     """
 
     preset: Preset
@@ -71,10 +73,20 @@ class RunSpec:
     initial_set: str = "balanced_random"
     ensemble: int = 0
     laplace: bool = False
+    #: ``"none"`` (the network on the pixels), ``"pool"``, ``"pca"`` or ``"file:PATH"``
+    #: (:mod:`skdbal.experiments.representations`), with ``head`` over its embeddings.
+    representation: str = "none"
+    head: str = "mc_dropout"
+    #: Passes of a ``"pool"`` representation's encoder over the pool (PoolEncoder's max_epochs).
+    encoder_epochs: float = 15.0
 
     @property
     def variant(self) -> str:
-        if self.last_layer is not None:
+        if self.representation != "none":
+            from .representations import representation_label
+
+            base = f"{representation_label(self.representation)}-{self.head}"
+        elif self.last_layer is not None:
             base = f"blr_{self.last_layer}"
         elif self.laplace:
             base = "laplace"
@@ -109,6 +121,11 @@ class RunSpec:
             config["ensemble"] = self.ensemble
         if self.laplace:
             config["laplace"] = True
+        if self.representation != "none":  # only then: the runs on the pixels keep their configuration
+            config["representation"] = self.representation
+            config["head"] = self.head
+            if self.representation == "pool":
+                config["encoder_epochs"] = self.encoder_epochs
         return config
 
 
@@ -154,7 +171,8 @@ def _needs_samples(name: str) -> bool:
 def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], *,
                deterministic_baseline: bool = False, last_layer: Sequence[str] = (),
                noise_rates: Sequence[float] = (0.0,), initial_sets: Sequence[str] = ("balanced_random",),
-               ensemble: int = 0, laplace: bool = False) -> Tuple[List[RunSpec], dict]:
+               ensemble: int = 0, laplace: bool = False, representations: Sequence[str] = ("none",),
+               head: str = "mc_dropout", encoder_epochs: float = 15.0) -> Tuple[List[RunSpec], dict]:
     """The runs of a grid, and its arguments as :func:`~skdbal.experiments.run_grid` records them.
 
     The arguments are :func:`~skdbal.experiments.run_grid`'s, checked as
@@ -171,7 +189,9 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
     arguments : dict
         ``strategies``, ``seeds``, ``deterministic_baseline``,
         ``last_layer``, ``noise_rates``, ``initial_sets``, ``ensemble`` (and
-        ``laplace`` when set), as given but checked and without repeats.
+        ``laplace`` when set; ``representations``, ``head`` and
+        ``encoder_epochs`` when a representation other than ``"none"`` is
+        asked), as given but checked and without repeats.
 
     Examples
     --------
@@ -221,10 +241,17 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
     if laplace and (ensemble or last_layer):
         raise ValueError("laplace cannot be combined with ensemble or last_layer: each replaces the MC-dropout "
                          "posterior")
+    representations, encoder_epochs = _check_representations(preset, strategies, representations, head,
+                                                             encoder_epochs, ensemble, last_layer, laplace,
+                                                             deterministic_baseline)
     # the model of the runs (one RunSpec field each), then the deterministic baseline's, which runs for
     # DETERMINISTIC_BASELINE only
     variants = ([{"laplace": True}] if laplace else [{"ensemble": int(ensemble)}] if ensemble
                 else [{"last_layer": v} for v in last_layer] if last_layer else [{}])
+    on_pixels = "none" in representations
+    variants = ((variants if on_pixels else [])
+                + [{"representation": r, "head": head, "encoder_epochs": encoder_epochs}
+                   for r in representations if r != "none"])
     baseline = [{"mc_dropout": False}] if deterministic_baseline else []
     specs = [RunSpec(preset, s, int(seed), noise_rate=r, initial_set=i, **variant)
              for group in (variants, baseline) for i in initial_sets for r in noise_rates for variant in group
@@ -237,6 +264,9 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
                              "Bayesian last layer, which has none")
         if kind == "regressor" and not last_layer:
             raise ValueError(f"the {name} strategy needs a regressor: pass last_layer")
+        if kind == "density" and representations != ["none"]:
+            raise ValueError(f"the {name} strategy reads the feature density of a network; a representation's "
+                             "runs train a head on embeddings, which has none")
     if deterministic_baseline:
         without = [s for s in strategies if s not in DETERMINISTIC_BASELINE]
         if len(without) == len(strategies):
@@ -248,5 +278,38 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
     arguments = {"strategies": list(strategies), "seeds": [int(s) for s in seeds],
                  "deterministic_baseline": deterministic_baseline, "last_layer": list(last_layer),
                  "noise_rates": noise_rates, "initial_sets": initial_sets, "ensemble": int(ensemble),
-                 **({"laplace": True} if laplace else {})}
+                 **({"laplace": True} if laplace else {}),
+                 **({"representations": representations, "head": head, "encoder_epochs": encoder_epochs}
+                    if representations != ["none"] else {})}
     return specs, arguments
+
+
+def _check_representations(preset, strategies, representations, head, encoder_epochs, ensemble, last_layer,
+                           laplace, deterministic_baseline):
+    """``representations`` without repeats and ``encoder_epochs`` as a float, after the checks of
+    :func:`grid_specs` (ValueError naming what is wrong)."""
+    from .representations import check_representation
+
+    if isinstance(representations, str):
+        raise TypeError(f"representations must be a list of names; got the str {representations!r}")
+    representations = list(dict.fromkeys(representations))
+    if not representations:
+        raise ValueError("give at least one representation ('none': the network on the pixels)")
+    for name in representations:
+        check_representation(name, head)
+    if isinstance(encoder_epochs, bool) or not isinstance(encoder_epochs, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(encoder_epochs) or encoder_epochs <= 0:
+        raise ValueError(f"encoder_epochs must be a number > 0; got {encoder_epochs!r}")
+    if representations == ["none"] and head != "mc_dropout":
+        raise ValueError(f"head={head!r} is the model over a representation's embeddings, and no representation "
+                         "but 'none' (the network on the pixels) is asked; give one, e.g. representations=['pool']")
+    if representations != ["none"]:
+        if ensemble or last_layer or laplace:
+            raise ValueError("a representation's runs use --head for their model; ensemble, last_layer and "
+                             "laplace are the network's, and cannot be combined with it")
+        if deterministic_baseline:
+            raise ValueError("deterministic_baseline is the network's and cannot be combined with a representation")
+        if preset.warm_epochs is not None:
+            raise ValueError("warm_epochs is the network's; a representation's head refits from scratch at each "
+                             "step, so it cannot be combined with a representation")
+    return representations, float(encoder_epochs)
