@@ -318,7 +318,9 @@ def test_kill_9_of_the_server_loses_no_acknowledged_label_and_resumes(tmp_path, 
         assert stats["resumed_models"] >= N_TRIALS - 2
         assert sum(n > 0 for n in stats["unanswered_at_kill"]) >= N_TRIALS // 2
         assert stats["retried_were_stored"] >= 1
-        assert not leases_expire or clients.late >= N_TRIALS, "leases did not expire while labels arrived"
+        # a label, skip or undo renews its annotator's leases, so a submission sent past the period from its
+        # lease is a lapsed lease only when its client was idle that long: a quarter of the trials suffices
+        assert not leases_expire or clients.late >= N_TRIALS // 4, "leases did not expire while labels arrived"
     finally:
         for proc in procs:
             stop_process(proc, signal.SIGKILL, grace=10)
