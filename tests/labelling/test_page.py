@@ -386,8 +386,9 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         for item in items[1:]:
             press(str(y[item]))
             wait.until(lambda d, item=item: item in session.store.current_labels())
-        last = driver.find_element(By.ID, f"item-{items[-1]}")
-        wait.until(lambda d: "done" in last.get_attribute("class"))
+        # looked up afresh each time: the page may draw its list again (a long poll answering) meanwhile
+        wait.until(lambda d: "done" in d.execute_script(
+            "const e = document.getElementById(arguments[0]); return e ? e.className : ''", f"item-{items[-1]}"))
         forced["training"] = True
         wait.until(lambda d: d.find_element(By.ID, "state").text == "training…")
         assert "the model is training" in driver.find_element(By.ID, "empty").text
