@@ -157,6 +157,30 @@ def test_a_label_that_stands_starts_a_new_run_of_skips(tmp_path):
     store.close()
 
 
+def test_undoing_and_relabelling_one_item_starts_no_new_run_of_skips(tmp_path):
+    """Label item 0, skip to the limit, then undo and relabel item 0 again and again: each skip after the
+    first two is refused (before: each relabel started a new run, and 2 skips more went through each time,
+    so the loop skipped every other item). A label of an item not labelled before starts a new run."""
+    store = LabelStore(tmp_path / "s.db")
+    store.add_items([str(i) for i in range(12)])
+    store.lease(range(12), "ann", 60)
+    skip = lambda item: store.add_event(item, "skip", annotator="ann", exclusive=True, skip_limit=2)  # noqa: E731
+    store.add_event(0, "label", "x", annotator="ann", exclusive=True)
+    skip(1), skip(2)
+    refused = 0
+    for item in range(3, 9):
+        store.add_event(0, "undo", annotator="ann", exclusive=True, lease_for=60)
+        store.add_event(0, "label", "x", annotator="ann", exclusive=True)
+        with pytest.raises(SkipLimit, match="ann skipped 2 items in a row"):
+            skip(item)
+        refused += 1
+    assert refused == 6 and store.skipped() == [1, 2]
+    store.add_event(9, "label", "y", annotator="ann", exclusive=True)   # a new item labelled: a new run
+    skip(10), skip(11)
+    assert store.skipped() == [1, 2, 10, 11]
+    store.close()
+
+
 def test_skipped_items_are_offered_again_once_nothing_else_is_left(tmp_path):
     """A pool of 16, batches of 4: item 2 of the first batch is skipped, everything else labelled as
     offered; once fewer than two batches of other items are left to query (a batch and its tail), item 2
