@@ -349,9 +349,10 @@ class LabelStore(Leases):
         (:class:`SkipLimit`). With ``lease_for`` (seconds), an undo leases the
         item back to its annotator in the same transaction, to label again: it
         is theirs, not the next asker's. With ``renew_for`` (seconds), the
-        event renews the annotator's live leases for that long, in the same
-        transaction: labelling activity keeps one's items, asking for items
-        does not (:meth:`lease`).
+        event renews the annotator's leases for that long, in the same
+        transaction, those that ran out too while nobody else was handed
+        their items: labelling activity keeps one's items (a page idle with
+        lapsed items is live again), asking for items does not (:meth:`lease`).
 
         Writers in several threads share commits: while one transaction is
         being committed, the events that arrive queue, and the next
@@ -424,9 +425,9 @@ class LabelStore(Leases):
         if kind == "undo" and lease_for is not None:
             conn.execute("INSERT OR REPLACE INTO leases (item, annotator, expires) VALUES (?, ?, ?)",
                          (item, annotator, when + float(lease_for)))
-        if renew_for is not None and annotator is not None:   # activity keeps one's live leases
-            conn.execute("UPDATE leases SET expires=MAX(expires, ?) WHERE annotator=? AND expires > ?",
-                         (when + float(renew_for), annotator, when))
+        if renew_for is not None and annotator is not None:   # activity keeps one's leases, lapsed ones too
+            conn.execute("UPDATE leases SET expires=MAX(expires, ?) WHERE annotator=?",   # (if nobody else's)
+                         (when + float(renew_for), annotator))
         return cur.lastrowid
 
     def _check_exclusive(self, conn, item, kind, annotator, when, skip_limit=None) -> None:

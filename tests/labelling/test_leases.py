@@ -304,6 +304,30 @@ def test_activity_renews_the_annotators_leases_and_asking_does_not(tmp_path):
     store.close()
 
 
+def test_activity_renews_the_annotators_lapsed_leases_that_nobody_else_was_handed(tmp_path):
+    """alice's 4 leases ran out at 10; bob was handed item 3 at 12; alice labels item 0 at 15: items 1 and
+    2 are hers again until 25, item 3 stays bob's (before: her lapsed leases stayed lapsed)."""
+    store = LabelStore(tmp_path / "s.db")
+    store.add_items(["a", "b", "c", "d"])
+    assert store.lease([0, 1, 2, 3], "alice", 10, now=0.0) == [0, 1, 2, 3]
+    assert store.lease([3], "bob", 20, now=12.0) == [3]
+    store.add_event(0, "label", "x", annotator="alice", exclusive=True, time=15.0, release=True, renew_for=10)
+    assert store.live_leases(now=24.0) == {1: "alice", 2: "alice", 3: "bob"}
+    assert store.lapsed("alice", [1, 2, 3], now=24.0) == []
+    store.close()
+
+
+def test_an_idle_page_gets_items_again_once_its_annotator_labels_one_of_her_lapsed_items(session):
+    """alice holds 4 items and lets the leases run out; she labels item 0 (kept, late): her page, holding
+    1, 2 and 3, is handed more at once (before: it stayed idle, handed nothing, as her other leases had
+    stayed lapsed)."""
+    assert items(session.next_batch("alice", n=4, capped=True)) == [0, 1, 2, 3]
+    time.sleep(LEASE + 0.2)
+    assert items(session.next_batch("alice", n=5, capped=True, holding=[0, 1, 2, 3])) == []   # idle
+    label(session, "alice", 0)
+    assert items(session.next_batch("alice", n=5, capped=True, holding=[1, 2, 3])) == [4, 5]  # share of 5
+
+
 # ------------------------------------------------------------------------ through a real server
 
 @pytest.fixture
