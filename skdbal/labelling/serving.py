@@ -14,9 +14,11 @@ Both are served by uvicorn with :func:`server_config`, which bounds what a clien
 - **connections are counted**: at most :data:`MAX_CONNECTIONS` open at once (fewer when the process
   may open fewer files: see :func:`max_connections`). A new connection beyond them first closes the
   connection that has waited longest for a request (half-sent or idle), so that stalled clients cannot
-  shut out a working one; when every connection is busy with a request, the new one is closed at once.
-  Requests being answered at once are capped as well, by as many (uvicorn's ``limit_concurrency``:
-  beyond it, a 503);
+  shut out a working one; when none waits for a request, the request that has waited longest for
+  something to answer (a long poll, which says so through :class:`GiveWay`) is answered at once, and
+  its connection closed after the answer (the page asks again); when every connection is busy with
+  another request, the new one is closed at once. Requests being answered at once are capped as well
+  (uvicorn's ``limit_concurrency``: beyond it, a 503);
 - **headers are small**: a request line and headers still incomplete after :data:`MAX_HEADER_BYTES`
   are refused with a 400 (``h11_max_incomplete_event_size``); bodies are capped by each application
   (:data:`skdbal.labelling.app.MAX_BODY`);
@@ -32,14 +34,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import resource
+import time
 import weakref
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-__all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "LOOPBACK_NAMES", "MAX_CONNECTIONS", "MAX_HEADER_BYTES",
-           "REQUEST_TIMEOUT", "BACKLOG", "BoundedH11Protocol", "max_connections", "server_config"]
+__all__ = ["GRACEFUL_SHUTDOWN", "GIVE_WAY", "KEEP_ALIVE", "LOOPBACK_NAMES", "MAX_CONNECTIONS",
+           "MAX_HEADER_BYTES", "REQUEST_TIMEOUT", "BACKLOG", "BoundedH11Protocol", "GiveWay", "max_connections",
+           "server_config"]
 
 #: This machine's own host names: the page, and the Label Studio backend without a token, answer to
 #: these only (a ``Host`` of another name, as a DNS-rebinding page sends, is refused).
@@ -59,6 +63,59 @@ MAX_HEADER_BYTES = 16 * 1024
 GRACEFUL_SHUTDOWN = 3
 #: File descriptors kept free for everything else (the store, the pool's files, logs).
 _SPARE_FILES = 64
+#: Most connections over the limit at once while the long polls that gave way to them are answered.
+_GIVING_WAY = 16
+#: The key of a request's :class:`GiveWay` in its ASGI scope (set by :class:`BoundedH11Protocol`).
+GIVE_WAY = "skdbal.give_way"
+
+
+class GiveWay:
+    """How a request that waits for something to answer (a long poll) offers to end its wait early, so
+    that its connection gives way to a new one at the connection limit.
+
+    :class:`BoundedH11Protocol` puts one in each request's scope, under :data:`GIVE_WAY`. While the
+    request waits it offers to give way (:meth:`offer`, with a function that ends its wait); at the
+    limit, the protocol asks the one that has offered longest (:meth:`ask`): its wait ends
+    (:attr:`asked` is True), it answers what it has, and its connection is closed after the answer.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.serving import GiveWay
+    >>> way = GiveWay()
+    >>> way.willing
+    False
+    >>> way.offer(lambda: print("the wait ends"))
+    >>> way.willing
+    True
+    >>> way.ask()
+    the wait ends
+    >>> way.asked, way.willing
+    (True, False)
+    """
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.since = 0.0
+        self._end: Optional[Callable[[], None]] = None
+
+    @property
+    def willing(self) -> bool:
+        """Whether the request waits and may be asked to give way."""
+        return self._end is not None and not self.asked
+
+    def offer(self, end: Callable[[], None]) -> None:
+        """Offer to give way while waiting; ``end`` ends the wait (called on the event loop)."""
+        self._end, self.since = end, time.monotonic()
+
+    def withdraw(self) -> None:
+        """The wait is over: no longer willing."""
+        self._end = None
+
+    def ask(self) -> None:
+        """Ask the request to give way: its wait ends now."""
+        end, self._end, self.asked = self._end, None, True
+        if end is not None:
+            end()
 
 
 def max_connections(limit: int = MAX_CONNECTIONS) -> int:
@@ -83,7 +140,9 @@ class BoundedH11Protocol(H11Protocol):
     A connection must send a request's line and headers within :attr:`request_timeout` seconds of
     opening (on a kept-alive connection: of the next request's first byte), and its body within as
     long again; else it is closed. At :attr:`max_connections` open, a new connection closes the one that
-    has waited longest for a request, or, when every one is busy with a request, is closed itself.
+    has waited longest for a request; else the long poll that has waited longest (:class:`GiveWay`) is
+    answered at once, and its connection closed after; else (every one busy with another request) the
+    new one is closed itself.
     :func:`server_config` makes a subclass with its own limits.
 
     Examples
@@ -102,13 +161,21 @@ class BoundedH11Protocol(H11Protocol):
         self._timer: Optional[asyncio.TimerHandle] = None
         # the request whose body is awaited, once its headers came
         self._request: Optional[RequestResponseCycle] = None
+        self._give_way: Optional[GiveWay] = None   # the request in progress's
+        self._closing_after = False                   # it gave way: closed once answered
         waiting = self._waiting_of.setdefault(self.server_state, collections.OrderedDict())
         self._waiting = waiting
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
+        giving_way = sum(1 for c in self.connections if getattr(c, "_closing_after", False))
+        if len(self.connections) - giving_way > self.max_connections:
+            polls = [c for c in self.connections if getattr(c, "_give_way", None) is not None and c._give_way.willing]
             if waiting:   # the connection that has waited longest for a request gives way
                 oldest, _ = waiting.popitem(last=False)
                 oldest.drop("the connection limit was reached and it sent no request")
+            elif polls and giving_way < _GIVING_WAY:   # the longest long poll is answered now, then closed
+                oldest = min(polls, key=lambda c: c._give_way.since)
+                oldest._closing_after = True
+                oldest._give_way.ask()
             else:         # every connection is busy with a request: this one waits for none
                 self.drop("the connection limit was reached")
                 return
@@ -120,6 +187,7 @@ class BoundedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.cycle is not cycle:                      # a request's headers came in full
+            self._give_way = self.cycle.scope[GIVE_WAY] = GiveWay()   # the app, which runs after, reads it
             self._stop_waiting()
             if self.cycle.more_body:                     # its body has as long again
                 self._request = self.cycle
@@ -132,6 +200,9 @@ class BoundedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()                  # uvicorn's keep-alive timer: idle from now
         self._stop_waiting()
+        if self._closing_after:
+            self.drop("it gave way to a new connection at the connection limit")
+            return
         if not self.transport.is_closing() and self.cycle.response_complete:
             self._waiting[self] = None                  # it waits for a request again (not pipelined)
 
@@ -197,10 +268,11 @@ def server_config(app, *, host: str, port: int, log_level: str = "warning", requ
     most = max_connections(connections)
     protocol = type("BoundedH11Protocol", (BoundedH11Protocol,),
                     {"request_timeout": float(request_timeout), "max_connections": most})
-    # uvicorn answers 503 from ``limit_concurrency`` connections (or requests) on: one more than are kept
+    # uvicorn answers 503 from ``limit_concurrency`` connections (or requests) on: one more than are kept,
+    # and those whose long polls give way, for the moments they are answered
     options: Dict[str, Any] = dict(
         host=host, port=port, log_level=log_level, http=protocol, timeout_keep_alive=keep_alive,
-        limit_concurrency=most + 1, backlog=BACKLOG, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        limit_concurrency=most + 1 + _GIVING_WAY, backlog=BACKLOG, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     options.update(kwargs)
     return Config(app, **options)
