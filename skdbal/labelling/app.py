@@ -251,6 +251,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
 
 _log = logging.getLogger(__name__)
+#: the answer to a request the server has no connection for
+_AT_THE_LIMIT = "the server is at its connection limit: ask again in a moment"
 
 
 # ------------------------------------------------------------------ guards
@@ -258,6 +260,9 @@ async def _guarded(handler, always_token: bool, request: Request) -> Response:
     """Run ``handler`` on ``request`` once its token is checked; every refusal and failure as JSON."""
     try:
         request.state.annotator = _check_token(request, always_token)
+        give_way = request.scope.get(GIVE_WAY)   # a connection let in over the server's limit
+        if handler is not batch and give_way is not None and not give_way.make_room():
+            raise Refused(503, _AT_THE_LIMIT)
         return await handler(request)
     except Refused as exc:
         return JSONResponse({"error": exc.message}, status_code=exc.status)
@@ -354,8 +359,10 @@ async def batch(request: Request) -> Response:
     wait = min(max(wait, 0.0), 10.0)
     if n is not None and not 1 <= n <= 1000:
         raise Refused(400, "n must lie in [1, 1000]")
-    have = _item_ids(request.query_params.get("have", ""))
     give_way = request.scope.get(GIVE_WAY)   # at the server's connection limit, the wait may end early
+    if give_way is not None and give_way.over and (wait > 0 or not give_way.make_room()):
+        raise Refused(503, _AT_THE_LIMIT)    # a long poll makes no room for another: the page asks again later
+    have = _item_ids(request.query_params.get("have", ""))
     with request.app.state.changes.listen(annotator, have) as listener:   # before the first look: no change is missed
         if give_way is not None:
             give_way.offer(listener.event.set)

@@ -14,10 +14,12 @@ Both are served by uvicorn with :func:`server_config`, which bounds what a clien
 - **connections are counted**: at most :data:`MAX_CONNECTIONS` open at once (fewer when the process
   may open fewer files: see :func:`max_connections`). A new connection beyond them first closes the
   connection that has waited longest for a request (half-sent or idle), so that stalled clients cannot
-  shut out a working one; when none waits for a request, the request that has waited longest for
-  something to answer (a long poll, which says so through :class:`GiveWay`) is answered at once, and
-  its connection closed after the answer (the page asks again); when every connection is busy with
-  another request, the new one is closed at once. Requests being answered at once are capped as well
+  shut out a working one. When none waits for a request but some wait for something to answer (long
+  polls, which say so through :class:`GiveWay`), the new connection is let in for one request: unless
+  that is a long poll itself (which the application refuses, a 503: the page asks again later), the
+  long poll that has waited longest is answered at once and its connection closed after the answer
+  (the page asks again). When every connection is busy with another request, the new one is closed
+  at once. Requests being answered at once are capped as well
   (uvicorn's ``limit_concurrency``: beyond it, a 503);
 - **headers are small**: a request line and headers still incomplete after :data:`MAX_HEADER_BYTES`
   are refused with a 400 (``h11_max_incomplete_event_size``); bodies are capped by each application
@@ -74,9 +76,11 @@ class GiveWay:
     that its connection gives way to a new one at the connection limit.
 
     :class:`BoundedH11Protocol` puts one in each request's scope, under :data:`GIVE_WAY`. While the
-    request waits it offers to give way (:meth:`offer`, with a function that ends its wait); at the
-    limit, the protocol asks the one that has offered longest (:meth:`ask`): its wait ends
-    (:attr:`asked` is True), it answers what it has, and its connection is closed after the answer.
+    request waits it offers to give way (:meth:`offer`, with a function that ends its wait). A request
+    on a connection let in over the limit (:attr:`over`) calls :meth:`make_room`: the request that has
+    offered longest is asked (:meth:`ask`), its wait ends (:attr:`asked` is True), it answers what it
+    has, and its connection is closed after the answer. A connection over the limit whose request makes
+    no room is closed once it is answered.
 
     Examples
     --------
@@ -93,10 +97,20 @@ class GiveWay:
     (True, False)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, over: bool = False, make_room: Optional[Callable[[], bool]] = None) -> None:
         self.asked = False
         self.since = 0.0
+        #: whether the request's connection was let in over the connection limit
+        self.over = bool(over)
         self._end: Optional[Callable[[], None]] = None
+        self._make_room = make_room
+
+    def make_room(self) -> bool:
+        """On a connection over the limit, ask the longest waiting long poll to give way; whether there is
+        room for this request now (always, on a connection within the limit)."""
+        if self.over and self._make_room is not None and self._make_room():
+            self.over = False
+        return not self.over
 
     @property
     def willing(self) -> bool:
@@ -163,19 +177,17 @@ class BoundedH11Protocol(H11Protocol):
         self._request: Optional[RequestResponseCycle] = None
         self._give_way: Optional[GiveWay] = None   # the request in progress's
         self._closing_after = False                   # it gave way: closed once answered
+        self._over = False                            # let in over the limit, for a request that makes room
         waiting = self._waiting_of.setdefault(self.server_state, collections.OrderedDict())
         self._waiting = waiting
         super().connection_made(transport)
-        giving_way = sum(1 for c in self.connections if getattr(c, "_closing_after", False))
-        if len(self.connections) - giving_way > self.max_connections:
-            polls = [c for c in self.connections if getattr(c, "_give_way", None) is not None and c._give_way.willing]
+        extra = sum(1 for c in self.connections if getattr(c, "_closing_after", False) or getattr(c, "_over", False))
+        if len(self.connections) - extra > self.max_connections:
             if waiting:   # the connection that has waited longest for a request gives way
                 oldest, _ = waiting.popitem(last=False)
                 oldest.drop("the connection limit was reached and it sent no request")
-            elif polls and giving_way < _GIVING_WAY:   # the longest long poll is answered now, then closed
-                oldest = min(polls, key=lambda c: c._give_way.since)
-                oldest._closing_after = True
-                oldest._give_way.ask()
+            elif extra < _GIVING_WAY and self._long_polls():   # its request may make room (GiveWay)
+                self._over = True
             else:         # every connection is busy with a request: this one waits for none
                 self.drop("the connection limit was reached")
                 return
@@ -187,7 +199,7 @@ class BoundedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.cycle is not cycle:                      # a request's headers came in full
-            self._give_way = self.cycle.scope[GIVE_WAY] = GiveWay()   # the app, which runs after, reads it
+            self._give_way = self.cycle.scope[GIVE_WAY] = GiveWay(self._over, self._make_room)   # read by the app
             self._stop_waiting()
             if self.cycle.more_body:                     # its body has as long again
                 self._request = self.cycle
@@ -200,8 +212,9 @@ class BoundedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()                  # uvicorn's keep-alive timer: idle from now
         self._stop_waiting()
-        if self._closing_after:
-            self.drop("it gave way to a new connection at the connection limit")
+        if self._closing_after or self._over:
+            self.drop("it gave way at the connection limit" if self._closing_after else
+                      "it was let in over the connection limit and made no room")
             return
         if not self.transport.is_closing() and self.cycle.response_complete:
             self._waiting[self] = None                  # it waits for a request again (not pipelined)
@@ -211,6 +224,22 @@ class BoundedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     # ------------------------------------------------------------------
+    def _long_polls(self) -> list:
+        """The other connections whose requests wait and may give way (:class:`GiveWay`)."""
+        return [c for c in self.connections if c is not self and getattr(c, "_give_way", None) is not None
+                and c._give_way.willing]
+
+    def _make_room(self) -> bool:
+        """Ask the long poll that has waited longest to give way: answered now, closed after; whether one did."""
+        polls = self._long_polls()
+        if not polls:
+            return False
+        oldest = min(polls, key=lambda c: c._give_way.since)
+        oldest._closing_after = True
+        oldest._give_way.ask()
+        self._over = False
+        return True
+
     def _wait_for_request(self) -> None:
         self._stop_waiting()
         self._waiting[self] = None

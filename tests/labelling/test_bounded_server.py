@@ -337,7 +337,9 @@ def test_at_the_connection_limit_a_long_poll_gives_way_to_a_submit(waiting_sessi
     new connection is answered (200, within a second). For the first, the oldest long poll answers at once
     (200, with no items: the page asks again) and its connection closes; the first submit's connection
     closed too, the others fit, and the other 19 polls wait their 4 s (before: each submit's connection
-    was closed at once, unanswered, as every connection was busy with a request)."""
+    was closed at once, unanswered, as every connection was busy with a request). A 21st long poll makes
+    no room: refused at once (503: its page asks again later), no poll ending for it, so pages that ask
+    again do not end each other's polls in turn."""
     port, stop = served(make_app(waiting_session, token=TOKEN), connections=20)
 
     async def scenario():
@@ -347,6 +349,9 @@ def test_at_the_connection_limit_a_long_poll_gives_way_to_a_submit(waiting_sessi
             await asyncio.sleep(0.02)          # in order: p0 has waited longest
         await asyncio.sleep(1.0)               # every page is waiting
         assert not any(p.done() for p in polls)
+        refused = await exchange(port, request("/api/batch?annotator=late&n=5&wait=4"))
+        await asyncio.sleep(0.2)
+        assert refused[0] == 503 and refused[1] < 1.0 and not any(p.done() for p in polls), refused
         timed = []
         for item in range(3):
             timed.append(await exchange(port, submit_request(item)))
