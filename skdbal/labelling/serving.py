@@ -181,7 +181,7 @@ class BoundedH11Protocol(H11Protocol):
         waiting = self._waiting_of.setdefault(self.server_state, collections.OrderedDict())
         self._waiting = waiting
         super().connection_made(transport)
-        extra = sum(1 for c in self.connections if getattr(c, "_closing_after", False) or getattr(c, "_over", False))
+        extra = sum(1 for c in self.connections if getattr(c, "beyond_the_limit", False))
         if len(self.connections) - extra > self.max_connections:
             if waiting:   # the connection that has waited longest for a request gives way
                 oldest, _ = waiting.popitem(last=False)
@@ -224,19 +224,34 @@ class BoundedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     # ------------------------------------------------------------------
+    @property
+    def beyond_the_limit(self) -> bool:
+        """Whether the connection is counted beyond the limit: let in over it for one request, or giving
+        way (closed once answered)."""
+        return self._over or self._closing_after
+
+    @property
+    def waiting_since(self) -> Optional[float]:
+        """Since when (``time.monotonic``) the request in progress waits and may give way, else None."""
+        way = self._give_way
+        return way.since if way is not None and way.willing else None
+
+    def give_way(self) -> None:
+        """End the request's wait now (:meth:`GiveWay.ask`); the connection is closed once it is answered."""
+        self._closing_after = True
+        if self._give_way is not None:
+            self._give_way.ask()
+
     def _long_polls(self) -> list:
         """The other connections whose requests wait and may give way (:class:`GiveWay`)."""
-        return [c for c in self.connections if c is not self and getattr(c, "_give_way", None) is not None
-                and c._give_way.willing]
+        return [c for c in self.connections if c is not self and getattr(c, "waiting_since", None) is not None]
 
     def _make_room(self) -> bool:
         """Ask the long poll that has waited longest to give way: answered now, closed after; whether one did."""
         polls = self._long_polls()
         if not polls:
             return False
-        oldest = min(polls, key=lambda c: c._give_way.since)
-        oldest._closing_after = True
-        oldest._give_way.ask()
+        min(polls, key=lambda c: c.waiting_since).give_way()
         self._over = False
         return True
 
