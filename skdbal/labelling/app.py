@@ -49,7 +49,8 @@ out may bring its annotator items, and each look it takes is a ``next_batch`` th
 Served by ``skdbal label``, the server has limits (:mod:`skdbal.labelling.serving`): a request's
 line and headers must come within 10 s, and its body within 10 s more; an idle connection is closed
 after 5 s; at most 1000 connections are open (fewer if the process may open fewer files), the
-longest-waiting idle one giving way to a new one; headers still unfinished after 16 KiB are refused.
+longest-waiting idle one giving way to a new one, else the longest-waiting long poll (answered at once
+with what it has, then its connection closed); headers still unfinished after 16 KiB are refused.
 
 Each route is a module-level function (``batch``, ``submit``, ...) that reads the session and
 the server's settings from ``request.app.state`` (set by :func:`make_app`), run behind one guard that
@@ -83,7 +84,7 @@ from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
 from .json_body import Refused, failure_message, read_json_object
 from .pools import Pool
-from .serving import LOOPBACK_NAMES
+from .serving import GIVE_WAY, LOOPBACK_NAMES, GiveWay
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours, SkipLimit
 
@@ -250,6 +251,8 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
 
 
 _log = logging.getLogger(__name__)
+#: the answer to a request the server has no connection for
+_AT_THE_LIMIT = "the server is at its connection limit: ask again in a moment"
 
 
 # ------------------------------------------------------------------ guards
@@ -257,6 +260,9 @@ async def _guarded(handler, always_token: bool, request: Request) -> Response:
     """Run ``handler`` on ``request`` once its token is checked; every refusal and failure as JSON."""
     try:
         request.state.annotator = _check_token(request, always_token)
+        give_way = request.scope.get(GIVE_WAY)   # a connection let in over the server's limit
+        if handler is not batch and give_way is not None and not give_way.make_room():
+            raise Refused(503, _AT_THE_LIMIT)
         return await handler(request)
     except Refused as exc:
         return JSONResponse({"error": exc.message}, status_code=exc.status)
@@ -353,9 +359,19 @@ async def batch(request: Request) -> Response:
     wait = min(max(wait, 0.0), 10.0)
     if n is not None and not 1 <= n <= 1000:
         raise Refused(400, "n must lie in [1, 1000]")
+    give_way = request.scope.get(GIVE_WAY)   # at the server's connection limit, the wait may end early
+    if give_way is not None and give_way.over and (wait > 0 or not give_way.make_room()):
+        raise Refused(503, _AT_THE_LIMIT)    # a long poll makes no room for another: the page asks again later
     have = _item_ids(request.query_params.get("have", ""))
     with request.app.state.changes.listen(annotator, have) as listener:   # before the first look: no change is missed
-        items = await _new_items(session, annotator, n, have, wait, capped=_exclusive(request), listener=listener)
+        if give_way is not None:
+            give_way.offer(listener.event.set)
+        try:
+            items = await _new_items(session, annotator, n, have, wait, capped=_exclusive(request),
+                                     listener=listener, give_way=give_way)
+        finally:
+            if give_way is not None:
+                give_way.withdraw()
     guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
     for b, g in zip(items, guesses):
         b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
@@ -457,7 +473,8 @@ def _item_ids(text: str) -> List[int]:
 
 
 async def _new_items(session: LabellingSession, annotator: str, n: Optional[int], have: List[int],
-                     wait: float, capped: bool = False, *, listener: Listener) -> List[dict]:
+                     wait: float, capped: bool = False, *, listener: Listener,
+                     give_way: Optional[GiveWay] = None) -> List[dict]:
     """The items newly leased to ``annotator``, none of ``have`` (the page holds those), waiting up to
     ``wait`` s for one: a long poll that answers as soon as there is new work. The items held are not
     leased again, nor their leases renewed: only the annotator's labels, skips and undos keep them, and
@@ -465,13 +482,14 @@ async def _new_items(session: LabellingSession, annotator: str, n: Optional[int]
 
     The wait holds no thread: ``listener`` (:meth:`ChangeWatch.listen`, opened before the first look)
     wakes it on the event loop when a change may bring the annotator items (a label, a batch, a tail, a
-    lease run out), and each look is a ``next_batch(timeout=0)`` in the thread pool."""
+    lease run out), and each look is a ``next_batch(timeout=0)`` in the thread pool. Asked to give way
+    (``give_way``, at the server's connection limit), it answers what it has at once: the page asks again."""
     deadline = time.monotonic() + wait
     while True:
         new = await run_in_threadpool(session.next_batch, annotator=annotator, n=n, timeout=0, capped=capped,
                                       holding=have)
         remaining = deadline - time.monotonic()
-        if new or remaining <= 0:
+        if new or remaining <= 0 or (give_way is not None and give_way.asked):
             return new
         # woken on the event loop once a label, batch, tail or lease run out may bring new items
         await listener.wait(remaining)

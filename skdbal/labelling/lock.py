@@ -10,7 +10,8 @@ The lock is POSIX ``flock`` on a file beside the store, ``<store>.lock``
 (beside the file a symbolic link names, so that two paths to one store take
 one lock), never on the store itself: SQLite keeps its own POSIX record locks
 on the store, which a second descriptor of the same file, once closed, would
-drop. The kernel releases the lock when its holder dies, ``kill -9``
+drop. A lock file that is a symbolic link, or not a regular file, is refused (never followed: the file it
+names would be overwritten). The kernel releases the lock when its holder dies, ``kill -9``
 included: a new server starts at once after a crash, and the ``.lock`` file
 a crash leaves behind stops nobody (a clean stop removes it). The file holds
 the holder's process id and host, to name it in the refusal. On NFS, Linux
@@ -24,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Optional, Union
 
@@ -127,11 +129,17 @@ class StoreLock:
         if not self.path.parent.is_dir():
             raise StoreError(f"cannot make the store {self.store}: no folder {str(self.store.parent)!r}")
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._check_file()
+            try:   # never through a symbolic link: the file it names would be truncated
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise self._odd_file("a symbolic link") from None
                 raise StoreError(f"cannot lock the store {self.store}: cannot make {self.path} "
                                  f"({exc.strerror or exc})") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise self._odd_file("not a regular file")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -154,6 +162,21 @@ class StoreLock:
             pass
         self._fd, self.held = fd, True
         return self
+
+    def _check_file(self) -> None:
+        """Raise :class:`StoreError` if the lock file's path is a symbolic link or not a regular file."""
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise self._odd_file("a symbolic link")
+        if not stat.S_ISREG(mode):
+            raise self._odd_file("not a regular file")
+
+    def _odd_file(self, what: str) -> StoreError:
+        return StoreError(f"cannot lock the store {self.store}: its lock file {self.path} is {what}; "
+                          "remove it and start again")
 
     def _in_use(self, holder) -> StoreInUse:
         pid, host = holder

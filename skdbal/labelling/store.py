@@ -133,7 +133,8 @@ class LeaseHeld(ValueError):
 class SkipLimit(ValueError):
     """A skip past the annotator's share: ``skip_limit`` skips in a row without a label standing between them
     (``add_event(..., exclusive=True, skip_limit=...)``), so that one annotator cannot skip the pool away
-    from the others.
+    from the others. Only the label of an item the annotator had not labelled before starts a new run: an
+    undone label relabelled does not.
 
     Examples
     --------
@@ -343,13 +344,15 @@ class LabelStore(Leases):
         lease that ran out is still its holder's to answer until someone else
         is handed the item: a label that comes late is kept, never lost. With
         ``skip_limit``, a skip after that many skips in a row by the annotator
-        (no label of theirs that stands since) is refused too
+        (no label of theirs that stands since, of an item they had not
+        labelled before: undoing and relabelling one item starts no new run) is refused too
         (:class:`SkipLimit`). With ``lease_for`` (seconds), an undo leases the
         item back to its annotator in the same transaction, to label again: it
         is theirs, not the next asker's. With ``renew_for`` (seconds), the
-        event renews the annotator's live leases for that long, in the same
-        transaction: labelling activity keeps one's items, asking for items
-        does not (:meth:`lease`).
+        event renews the annotator's leases for that long, in the same
+        transaction, those that ran out too while nobody else was handed
+        their items: labelling activity keeps one's items (a page idle with
+        lapsed items is live again), asking for items does not (:meth:`lease`).
 
         Writers in several threads share commits: while one transaction is
         being committed, the events that arrive queue, and the next
@@ -422,9 +425,9 @@ class LabelStore(Leases):
         if kind == "undo" and lease_for is not None:
             conn.execute("INSERT OR REPLACE INTO leases (item, annotator, expires) VALUES (?, ?, ?)",
                          (item, annotator, when + float(lease_for)))
-        if renew_for is not None and annotator is not None:   # activity keeps one's live leases
-            conn.execute("UPDATE leases SET expires=MAX(expires, ?) WHERE annotator=? AND expires > ?",
-                         (when + float(renew_for), annotator, when))
+        if renew_for is not None and annotator is not None:   # activity keeps one's leases, lapsed ones too
+            conn.execute("UPDATE leases SET expires=MAX(expires, ?) WHERE annotator=?",   # (if nobody else's)
+                         (when + float(renew_for), annotator))
         return cur.lastrowid
 
     def _check_exclusive(self, conn, item, kind, annotator, when, skip_limit=None) -> None:
@@ -445,10 +448,14 @@ class LabelStore(Leases):
             raise LeaseHeld(f"item {item} is not leased to {annotator}: ask for items (/api/batch) before "
                             "labelling or skipping them")
         if kind == "skip" and skip_limit is not None:
+            # the run starts after the annotator's latest standing label of an item they had not labelled
+            # before: undoing and relabelling one item starts no new run
             (run,) = conn.execute(
                 "SELECT COUNT(*) FROM events WHERE annotator=? AND kind='skip' AND event > COALESCE((SELECT "
-                "MAX(event) FROM events WHERE annotator=? AND kind='label' AND event NOT IN (SELECT undoes FROM "
-                "events WHERE undoes IS NOT NULL)), 0)", (annotator, annotator)).fetchone()
+                "MAX(e.event) FROM events e WHERE e.annotator=? AND e.kind='label' AND e.event NOT IN (SELECT "
+                "undoes FROM events WHERE undoes IS NOT NULL) AND NOT EXISTS (SELECT 1 FROM events f WHERE "
+                "f.item=e.item AND f.annotator=e.annotator AND f.kind='label' AND f.event < e.event)), 0)",
+                (annotator, annotator)).fetchone()
             if run >= skip_limit:
                 raise SkipLimit(f"{annotator} skipped {run} item{'s' if run != 1 else ''} in a row: label one "
                                 "before skipping more")

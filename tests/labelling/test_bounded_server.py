@@ -330,3 +330,41 @@ def test_at_the_connection_limit_the_longest_waiting_connection_gives_way(waitin
         for s in socks:
             s.close()
         stop()
+
+
+def test_at_the_connection_limit_a_long_poll_gives_way_to_a_submit(waiting_session):
+    """With at most 20 connections, 20 pages long-poll (``wait=4``) and fill them: each of 3 submits on a
+    new connection is answered (200, within a second). For the first, the oldest long poll answers at once
+    (200, with no items: the page asks again) and its connection closes; the first submit's connection
+    closed too, the others fit, and the other 19 polls wait their 4 s (before: each submit's connection
+    was closed at once, unanswered, as every connection was busy with a request). A 21st long poll makes
+    no room: refused at once (503: its page asks again later), no poll ending for it, so pages that ask
+    again do not end each other's polls in turn."""
+    port, stop = served(make_app(waiting_session, token=TOKEN), connections=20)
+
+    async def scenario():
+        polls = []
+        for k in range(20):
+            polls.append(asyncio.ensure_future(exchange(port, request(f"/api/batch?annotator=p{k}&n=5&wait=4"))))
+            await asyncio.sleep(0.02)          # in order: p0 has waited longest
+        await asyncio.sleep(1.0)               # every page is waiting
+        assert not any(p.done() for p in polls)
+        refused = await exchange(port, request("/api/batch?annotator=late&n=5&wait=4"))
+        await asyncio.sleep(0.2)
+        assert refused[0] == 503 and refused[1] < 1.0 and not any(p.done() for p in polls), refused
+        timed = []
+        for item in range(3):
+            timed.append(await exchange(port, submit_request(item)))
+            await asyncio.sleep(0.2)
+        early = [p.done() for p in polls]
+        return timed, early, [await p for p in polls]
+
+    try:
+        timed, early, polls = asyncio.run(scenario())
+    finally:
+        stop()
+    assert [status for status, _ in timed] == [200] * 3 and max(s for _, s in timed) < 1.0, timed
+    assert early == [True] + [False] * 19
+    assert [status for status, _ in polls] == [200] * 20
+    assert polls[0][1] < 2.5 and all(seconds > 3.5 for _, seconds in polls[1:])
+    assert sorted(waiting_session.store.current_labels()) == [0, 1, 2]

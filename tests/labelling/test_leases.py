@@ -157,6 +157,30 @@ def test_a_label_that_stands_starts_a_new_run_of_skips(tmp_path):
     store.close()
 
 
+def test_undoing_and_relabelling_one_item_starts_no_new_run_of_skips(tmp_path):
+    """Label item 0, skip to the limit, then undo and relabel item 0 again and again: each skip after the
+    first two is refused (before: each relabel started a new run, and 2 skips more went through each time,
+    so the loop skipped every other item). A label of an item not labelled before starts a new run."""
+    store = LabelStore(tmp_path / "s.db")
+    store.add_items([str(i) for i in range(12)])
+    store.lease(range(12), "ann", 60)
+    skip = lambda item: store.add_event(item, "skip", annotator="ann", exclusive=True, skip_limit=2)  # noqa: E731
+    store.add_event(0, "label", "x", annotator="ann", exclusive=True)
+    skip(1), skip(2)
+    refused = 0
+    for item in range(3, 9):
+        store.add_event(0, "undo", annotator="ann", exclusive=True, lease_for=60)
+        store.add_event(0, "label", "x", annotator="ann", exclusive=True)
+        with pytest.raises(SkipLimit, match="ann skipped 2 items in a row"):
+            skip(item)
+        refused += 1
+    assert refused == 6 and store.skipped() == [1, 2]
+    store.add_event(9, "label", "y", annotator="ann", exclusive=True)   # a new item labelled: a new run
+    skip(10), skip(11)
+    assert store.skipped() == [1, 2, 10, 11]
+    store.close()
+
+
 def test_skipped_items_are_offered_again_once_nothing_else_is_left(tmp_path):
     """A pool of 16, batches of 4: item 2 of the first batch is skipped, everything else labelled as
     offered; once fewer than two batches of other items are left to query (a batch and its tail), item 2
@@ -280,6 +304,30 @@ def test_activity_renews_the_annotators_leases_and_asking_does_not(tmp_path):
     store.close()
 
 
+def test_activity_renews_the_annotators_lapsed_leases_that_nobody_else_was_handed(tmp_path):
+    """alice's 4 leases ran out at 10; bob was handed item 3 at 12; alice labels item 0 at 15: items 1 and
+    2 are hers again until 25, item 3 stays bob's (before: her lapsed leases stayed lapsed)."""
+    store = LabelStore(tmp_path / "s.db")
+    store.add_items(["a", "b", "c", "d"])
+    assert store.lease([0, 1, 2, 3], "alice", 10, now=0.0) == [0, 1, 2, 3]
+    assert store.lease([3], "bob", 20, now=12.0) == [3]
+    store.add_event(0, "label", "x", annotator="alice", exclusive=True, time=15.0, release=True, renew_for=10)
+    assert store.live_leases(now=24.0) == {1: "alice", 2: "alice", 3: "bob"}
+    assert store.lapsed("alice", [1, 2, 3], now=24.0) == []
+    store.close()
+
+
+def test_an_idle_page_gets_items_again_once_its_annotator_labels_one_of_her_lapsed_items(session):
+    """alice holds 4 items and lets the leases run out; she labels item 0 (kept, late): her page, holding
+    1, 2 and 3, is handed more at once (before: it stayed idle, handed nothing, as her other leases had
+    stayed lapsed)."""
+    assert items(session.next_batch("alice", n=4, capped=True)) == [0, 1, 2, 3]
+    time.sleep(LEASE + 0.2)
+    assert items(session.next_batch("alice", n=5, capped=True, holding=[0, 1, 2, 3])) == []   # idle
+    label(session, "alice", 0)
+    assert items(session.next_batch("alice", n=5, capped=True, holding=[1, 2, 3])) == [4, 5]  # share of 5
+
+
 # ------------------------------------------------------------------------ through a real server
 
 @pytest.fixture
@@ -352,7 +400,9 @@ def test_over_http_an_idle_page_gets_nothing_new_until_its_annotator_acts_and_he
     time.sleep(LEASE + 0.1)                                        # her leases ran out; nobody asked
     assert page_items(url, "alice", have=alices, wait=0.5) == []  # idle: nothing new
     assert submit(url, "alice", alices[0]) == 200                  # back: her late label is kept
-    assert page_items(url, "alice", have=alices[1:], wait=0.5) == []   # still holding lapsed items
+    # her label renewed her lapsed leases (nobody else was handed them): live again, her share (5) less
+    # the 4 she holds
+    assert page_items(url, "alice", have=alices[1:], wait=0.5) == [5]
     for item in alices[1:]:
         assert submit(url, "alice", item) == 200
     assert page_items(url, "alice", have=[]) == [5, 6, 7, 8, 9]

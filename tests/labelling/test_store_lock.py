@@ -96,6 +96,30 @@ def test_a_lock_in_a_missing_folder_is_the_store_s_own_error(tmp_path):
 
 # ---------------------------------------------------------------------------------------- the store's mode
 
+@pytest.mark.parametrize("target", ["victim.txt", "s.db"])
+def test_a_lock_file_that_is_a_symbolic_link_is_refused_and_its_target_untouched(tmp_path, target):
+    """``s.db.lock`` a link to another file, or to the store itself: refused in one line naming the lock
+    file, nothing written (before: the link was followed and its target truncated to the pid and host)."""
+    store = tmp_path / "s.db"
+    LabelStore(store).close()
+    (tmp_path / "victim.txt").write_text("precious\n")
+    os.symlink(target, tmp_path / "s.db.lock")
+    before = {name: (tmp_path / name).read_bytes() for name in ("victim.txt", "s.db")}
+    with pytest.raises(StoreError) as refused:
+        StoreLock(store).acquire()
+    assert str(refused.value) == (f"cannot lock the store {store}: its lock file {tmp_path / 's.db.lock'} is a "
+                                  "symbolic link; remove it and start again")
+    assert {name: (tmp_path / name).read_bytes() for name in ("victim.txt", "s.db")} == before
+    assert os.path.islink(tmp_path / "s.db.lock")
+
+
+def test_a_lock_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    store = tmp_path / "s.db"
+    (tmp_path / "s.db.lock").mkdir()
+    with pytest.raises(StoreError, match=re.escape(f"its lock file {tmp_path / 's.db.lock'} is not a regular file")):
+        StoreLock(store).acquire()
+
+
 def test_a_new_store_and_its_wal_and_shm_are_readable_by_their_owner_only(tmp_path):
     """Before: 0644 (SQLite's default), while the labels CSV beside it was 0600."""
     path = tmp_path / "s.db"
@@ -141,6 +165,28 @@ def test_skdbal_label_on_a_held_store_is_one_line_and_touches_nothing(tmp_path, 
         f"skdbal label: error: the store {store} is in use by another skdbal server (process {os.getpid()}): "
         "one server runs on a store at a time; stop that one, or give another store"]
     assert sorted(os.listdir(tmp_path)) == ["rows.npy", "s.db"]
+
+
+def test_skdbal_label_with_a_linked_lock_file_is_one_line_and_touches_nothing(tmp_path, capsys):
+    import argparse
+
+    from skdbal.labelling.cli import add_parser, run
+
+    rows = tmp_path / "rows.npy"
+    np.save(rows, np.arange(40, dtype=np.float32).reshape(20, 2))
+    store = tmp_path / "s.db"
+    LabelStore(store).close()
+    (tmp_path / "victim.txt").write_text("precious\n")
+    os.symlink("victim.txt", tmp_path / "s.db.lock")
+    before = snapshot(store)
+    parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    args = parser.parse_args(["--npy", str(rows), "--classes", "a,b", "--store", str(store), "--port", "0"])
+    assert run(args) == 2
+    assert snapshot(store) == before and (tmp_path / "victim.txt").read_text() == "precious\n"
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"skdbal label: error: cannot lock the store {store}: its lock file {tmp_path / 's.db.lock'} is a "
+        "symbolic link; remove it and start again"]
 
 
 def test_store_path_is_the_store_that_make_session_makes(tmp_path, monkeypatch):
