@@ -34,6 +34,7 @@ class FakeLabelStudio:
         self.tasks = {1000 + i: {"id": 1000 + i, "data": {"skdbal_key": k}, "annotations": []}
                       for i, k in enumerate(keys)}
         self.pushed, self.versions, self.reads = [], [], []
+        self.listed = []     # the ids of each list of tasks by id (the webhooks' reads of several at once)
         self.lag = set()     # tasks whose reads do not show their newest annotation yet (a commit to come)
         self.projects = SimpleNamespace(get=lambda id: {"label_config": CONFIG}, import_predictions=self._import,
                                         update=lambda id, model_version: self.versions.append(model_version))
@@ -54,6 +55,10 @@ class FakeLabelStudio:
 
     def _list(self, project, page, page_size, **params):
         tasks = list(self.tasks.values())
+        selected = json.loads(params.get("query") or "{}").get("selectedItems") or {"all": True}
+        if not selected["all"]:             # the Data Manager's query of some tasks by id, as Label Studio's
+            self.listed.append(sorted(selected["included"]))
+            tasks = [t for t in tasks if t["id"] in selected["included"]]
         part = copy.deepcopy(tasks[(page - 1) * page_size:page * page_size])
         return SimpleNamespace(items=part, response=SimpleNamespace(total=len(tasks)))
 
