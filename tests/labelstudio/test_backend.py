@@ -351,3 +351,19 @@ def test_a_client_gone_mid_body_is_one_info_line_and_no_answer(caplog):
     assert sent == []
     assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("skdbal")] == [
         ("INFO", "skdbal backend: POST /webhook: the client went away")]
+
+
+def test_a_webhook_of_an_annotation_edited_to_two_choices_takes_back_its_label(setup):
+    """'3' recorded, then the annotation PATCHed to choices ['8', '9']: the item's label is undone and the
+    annotation kept aside as naming no single class (it used to stay '3', silently)."""
+    s, fake, http, events = setup.session, setup.fake, setup.http, setup.app.state.events
+    a = fake.annotate(1000, 3, annotation=501)
+    http.post("/webhook", json=created(a))
+    assert events.drain() and s.store.current_labels()[0]["label"] == "3"
+    a = fake.annotate(1000, 8, annotation=501, updated_at="2026-01-01T00:01:00Z")
+    a["result"][0]["value"]["choices"] = ["8", "9"]
+    http.post("/webhook", json=created(a, "ANNOTATION_UPDATED"))
+    assert events.drain() and 0 not in s.store.current_labels() and not events.missed.is_set()
+    assert [(r["task"], r["label"], r["reason"]) for r in setup.sync.unknown_labels()] == \
+        [(1000, '["8", "9"]', "several choices")]
+    assert setup.sync.status()["not_one_class"] == 1
