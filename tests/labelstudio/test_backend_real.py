@@ -305,8 +305,8 @@ HELD_WORKER = """
 import sys, threading
 from skdbal.labelstudio import backend
 
-def held(self, task):
-    print("webhook held before its record: task", task, flush=True)
+def held(self, tasks):
+    print("webhook held before its record: task", *tasks, flush=True)
     threading.Event().wait()
 
 backend.WebhookWorker._work = held
