@@ -60,10 +60,12 @@ labelling page served beyond loopback); ``hosts=["*"]`` lets any name pass.
 - the webhook queue holds at most 5,000 tasks waiting (:data:`MAX_QUEUE`, 5,000): a task named again while
   it waits is read once for all its events, and an event that would go past the cap is refused
   (503), and makes a pull, so that no annotation is lost;
-- each event's tasks are read in turn with every other event's (one read each, round robin), and a
-  task read before Label Studio's commit is read again later (for up to ``settle`` seconds) without
-  holding up the others: an event naming many tasks that have no such annotation delays another
-  event by about one read of a task (milliseconds), not by its own waits; only tasks of skdbal's
+- the tasks due are read together, up to 100 in one request (a Data Manager query of their ids; one
+  task due alone is read by itself), one task of each event first, the events served longest ago
+  first; a task read before Label Studio's commit is read again later (for up to ``settle``
+  seconds) in a later request: a flood of forged events, each naming a task with no such
+  annotation, costs a request per 100 tasks due, and delays another event by about one request
+  (tens of milliseconds), not by a read of each forged task; only tasks of skdbal's
   items are read, and a task Label Studio does not have (404) is passed over.
 
 **Label Studio's SSRF guard.** Label Studio 1.23 refuses an ML backend on a local or private
@@ -84,7 +86,7 @@ import logging
 import re
 import threading
 import time
-from typing import Dict, Iterable, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -96,7 +98,7 @@ from starlette.routing import Route
 
 from ..labelling.json_body import Refused, failure_message, read_json_object
 from ..labelling.serving import LOOPBACK_NAMES
-from .sync import LabelStudioSync, _plain, is_transient
+from .sync import LabelStudioSync, _plain, is_transient, list_tasks
 
 __all__ = ["MAX_BODY", "MAX_EVENT_TASKS", "MAX_QUEUE", "MAX_TASKS", "WebhookWorker",
            "backend_app"]
@@ -150,15 +152,16 @@ class WebhookWorker:
     """Records Label Studio's annotation events in the session's store, in a thread of its own.
 
     :meth:`put` returns at once (Label Studio waits for the webhook's answer inside the annotator's
-    request); the thread re-reads each named task with all its annotations
-    (``sync.client.tasks.get``) and records it (:meth:`LabelStudioSync.record`): what Label Studio
-    answers, never the event's own content (read again, for up to ``settle`` seconds, until the
-    event's change shows, so a read that comes before Label Studio's commit loses nothing). A task
-    named again while it waits is read once for all its events. The events share the thread: one
-    read of a task of each event in turn, and a task that waits to be read again does not hold up
-    the others, so an event that names many tasks (or a forged one, naming annotations Label Studio
-    does not have) delays another by about one read. A failure for want of Label Studio is retried;
-    the last error is in :attr:`last_error`.
+    request); the thread re-reads each named task with all its annotations (``sync.client.tasks.get``
+    for a task due alone; the tasks due at once, up to ``batch``, in one ``sync.client.tasks.list``
+    of their ids) and records it (:meth:`LabelStudioSync.record`): what Label Studio answers, never
+    the event's own content (read again, for up to ``settle`` seconds, until the event's change
+    shows, so a read that comes before Label Studio's commit loses nothing). A task named again
+    while it waits is read once for all its events. The events share the thread: a request takes one
+    task of each event first, the events served longest ago first, and a task that waits to be read
+    again does not hold up the others, so events that name many tasks (or forged ones, naming
+    annotations Label Studio does not have) delay another by about one request. A failure for want
+    of Label Studio is retried; the last error is in :attr:`last_error`.
 
     Parameters
     ----------
@@ -176,6 +179,9 @@ class WebhookWorker:
     max_event_tasks : int, default=MAX_EVENT_TASKS
         Most annotations (made or deleted) of one event read one by one; a larger event sets
         :attr:`missed` (a pull) instead.
+    batch : int, default=100
+        Most tasks read in one request: the tasks due at once are read together (a Data Manager
+        query of their ids), so that a flood of events costs one request per ``batch`` tasks due.
 
     Examples
     --------
@@ -190,8 +196,9 @@ class WebhookWorker:
 
     def __init__(self, sync: LabelStudioSync, *, retries: int = 5, settle: float = 3.0,
                  request_timeout: float = 10.0, max_queue: int = MAX_QUEUE,
-                 max_event_tasks: int = MAX_EVENT_TASKS):
+                 max_event_tasks: int = MAX_EVENT_TASKS, batch: int = 100):
         self.sync = sync
+        self.batch = max(1, int(batch))
         self.retries = int(retries)
         self.settle = float(settle)
         self.request_timeout = float(request_timeout)
@@ -284,31 +291,39 @@ class WebhookWorker:
             self._cv.notify_all()
         self._thread.join(timeout)
 
-    def _next(self) -> Optional[int]:
-        """The task to read now: of the events with a task due, the one served longest ago (the caller
-        holds ``_cv``); None if no task is due."""
+    def _next(self) -> List[int]:
+        """The tasks to read now, at most ``batch``: of the tasks due, one of each event first, the events
+        served longest ago first (the caller holds ``_cv``); none if no task is due."""
         now = time.monotonic()
-        due = [t for t, w in self._waiting.items() if w.due <= now]
+        due = sorted((w.due, t) for t, w in self._waiting.items() if w.due <= now)
         if not due:
-            return None
-        task = min(due, key=lambda t: (self._turn.get(self._waiting[t].source, -1), self._waiting[t].due))
-        self._turns += 1
-        self._turn[self._waiting[task].source] = self._turns
+            return []
+        rank: Dict[int, int] = {}
+        keyed = []
+        for when, t in due:
+            source = self._waiting[t].source
+            rank[source] = rank.get(source, -1) + 1
+            keyed.append((rank[source], self._turn.get(source, -1), when, t))
+        chosen = [t for *_, t in sorted(keyed)[:self.batch]]
+        for t in chosen:
+            self._turns += 1
+            self._turn[self._waiting[t].source] = self._turns
         live = {w.source for w in self._waiting.values()}
         if len(self._turn) > 2 * len(live) + 16:                 # events with nothing left waiting
             self._turn = {e: n for e, n in self._turn.items() if e in live}
-        return task
+        return chosen
 
     def _run(self) -> None:
         while True:
+            tasks: List[int] = []
             with self._cv:
                 self._busy = False
                 while True:
                     if self._deleted:
                         deleted, self._deleted = self._deleted, set()
                         break
-                    task = self._next()
-                    if task is not None:
+                    tasks = self._next()
+                    if tasks:
                         break
                     if not self._waiting:
                         self._cv.notify_all()                     # drain() waits for this
@@ -318,16 +333,15 @@ class WebhookWorker:
                     self._cv.wait(None if soonest is None else max(0.0, soonest - time.monotonic()))
                 self._busy = True
             try:
-                if task is None:
+                if not tasks:
                     self._look_up(deleted)
                 else:
-                    self._work(task)
+                    self._work(tasks)
             except Exception as exc:  # noqa: BLE001 - the thread goes on whatever Label Studio answered
-                if task is not None:
-                    with self._cv:
+                with self._cv:
+                    for task in tasks:
                         self._waiting.pop(task, None)
-                self._failed("" if task is None else f"for task {task}", exc)
-            task = None
+                self._failed(_named(tasks), exc)
 
     def _look_up(self, deleted: Set[int]) -> None:
         """Deleted annotations not read here: their tasks from the store's events (recorded before a
@@ -355,32 +369,59 @@ class WebhookWorker:
             except Refused:             # the queue is full: the pull it asked for takes the deletion
                 pass
 
-    def _work(self, task: int) -> None:
-        """Read ``task`` once; record it if its events' change shows or its wait is over, else put it
-        back to be read again later."""
+    def _work(self, tasks: List[int]) -> None:
+        """Read ``tasks`` (one alone, several in one request); record each whose events' change shows or
+        whose wait is over, and put the others back to be read again later."""
         with self._cv:
-            wait = self._waiting[task]
-            changed = wait.changed
+            changed = {t: self._waiting[t].changed for t in tasks}
+        options = {"timeout_in_seconds": self.request_timeout}
         try:
-            found = _plain(self.sync.client.tasks.get(id=task, request_options={"timeout_in_seconds":
-                                                                                self.request_timeout}))
+            if len(tasks) == 1:
+                found = {tasks[0]: _plain(self.sync.client.tasks.get(id=tasks[0], request_options=options))}
+            else:        # one request, whatever the number of events that named them
+                query = json.dumps({"selectedItems": {"all": False, "included": sorted(tasks)}})
+                found = {t["id"]: t for t in list_tasks(self.sync.client, self.sync.project, page_size=len(tasks),
+                                                        fields="all", query=query, request_options=options)}
         except Exception as exc:  # noqa: BLE001 - retried, passed over, or said and left to a pull
-            self.last_error = exc
-            with self._cv:
+            self._away(tasks, exc)
+            return
+        for task in tasks:
+            if task in found:
+                self._settle(task, changed[task], found[task])
+            else:        # not in Label Studio (deleted): nothing to record
+                with self._cv:
+                    self._waiting.pop(task, None)
+                logger.info("skdbal: task %s named by a webhook is not in Label Studio: passed over", task)
+
+    def _away(self, tasks: List[int], exc: BaseException) -> None:
+        """A read of ``tasks`` failed: Label Studio away is retried (``retries`` times, a second apart); a
+        task it does not have (404) is passed over; any other error is said and left to a pull."""
+        self.last_error = exc
+        failed = []
+        with self._cv:
+            for task in tasks:
+                wait = self._waiting[task]
                 wait.away += 1
                 if is_transient(exc) and wait.away < self.retries:
                     wait.due = time.monotonic() + _AWAY
                     wait.deadline = max(wait.deadline, wait.due)
-                    return
-                del self._waiting[task]
-            if getattr(exc, "status_code", None) == 404:        # not in Label Studio (deleted): nothing to record
-                logger.info("skdbal: task %s named by a webhook is not in Label Studio: passed over", task)
-            else:
-                self._failed(f"for task {task}", exc)
+                else:
+                    del self._waiting[task]
+                    failed.append(task)
+        if not failed:
             return
+        if len(tasks) == 1 and getattr(exc, "status_code", None) == 404:
+            logger.info("skdbal: task %s named by a webhook is not in Label Studio: passed over", tasks[0])
+        else:
+            self._failed(_named(failed), exc)
+
+    def _settle(self, task: int, changed: int, found: dict) -> None:
+        """Record ``task`` as read (``found``) if its events' change shows or its wait is over, else put it
+        back to be read again later."""
         annotations = {a.get("id"): a for a in map(_plain, found.get("annotations") or [])}
         now = time.monotonic()
         with self._cv:
+            wait = self._waiting[task]
             wait.reads += 1
             for a in annotations:
                 if isinstance(a, int):
@@ -410,6 +451,13 @@ class WebhookWorker:
         logger.error("skdbal: a webhook %swas not recorded (a pull will be made): %s", what + " " if what else "",
                      " ".join(f"{type(exc).__name__}: {exc}".split()))
         self.missed.set()
+
+
+def _named(tasks: List[int]) -> str:
+    """How a failure names the tasks it was reading (the tasks of a deletion's look-up: none)."""
+    if not tasks:
+        return ""
+    return f"for task {tasks[0]}" if len(tasks) == 1 else f"for {len(tasks)} tasks ({tasks[0]}, ...)"
 
 
 def _listed(value, what: str) -> list:

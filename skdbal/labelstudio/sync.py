@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 import numpy as np
 
 from ._files import file_key
-from ._unknown import KeptAside
+from ._unknown import KeptAside, chosen_label
 
 __all__ = ["SAMPLINGS", "LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
 
@@ -523,20 +523,18 @@ class LabelStudioSync:
             annotations = sorted((_plain(a) for a in (task.get("annotations") or [])),
                                  key=lambda a: (str(a.get("updated_at")), a["id"]))
             done = [a for a in annotations if not a.get("was_cancelled")]
-            label = self._label_of(done[-1]) if done else None
-            if label is None or label in self.kept_aside.classes:
-                self.kept_aside.drop(task["id"])
             if done:
                 a = done[-1]
-                if label is None:
-                    continue
+                label, reason = chosen_label(a, self.from_name)
                 annotator = f"labelstudio:{_user_id(a.get('completed_by'))}"
-                if label not in self.kept_aside.classes:   # kept aside; the item's labels from LS taken back
+                if reason or label not in self.kept_aside.classes:  # kept aside; the item's labels from LS taken back
                     self.kept_aside.keep({"task": task["id"], "item": item, "key": session.keys[item], "label": label,
                                           "annotator": annotator, "annotation": a["id"],
-                                          "updated_at": str(a.get("updated_at"))})
+                                          "updated_at": str(a.get("updated_at")), "reason": reason})
                     n += self._take_back(item, current.get(item))
                     continue
+            self.kept_aside.drop(task["id"])
+            if done:
                 request_id = f"labelstudio:{a['id']}:{a.get('updated_at')}"
                 event = session.submit(item, label, annotator=annotator, request_id=request_id)
                 n += event > last                   # a replayed annotation returns its old event
@@ -560,26 +558,22 @@ class LabelStudioSync:
 
     def unknown_labels(self) -> List[dict]:
         """The annotations kept aside: each task whose latest annotation (not cancelled) chose a label that
-        is not one of the session's classes, as ``task``, ``item``, ``key``, ``label``, ``annotator``,
-        ``annotation`` (its id) and ``updated_at``, by task id. Such an annotation is logged once
-        (``skdbal.labelstudio``, WARNING), is not recorded in the store (a label Label Studio had given
-        the item before is taken back), and its item gets no prediction; a relabel with a class, or
-        its deletion, ends it, and a session whose classes include the label records it at its first
-        pull (a new store: a session's classes are fixed)."""
+        is not one of the session's classes, or named no single class (several choices, no choice, only
+        another control's result), as ``task``, ``item``, ``key``, ``label`` (cut to 1,000 characters;
+        several choices as a JSON list), ``annotator``, ``annotation`` (its id), ``updated_at`` and
+        ``reason`` (``"not a class"``, ``"several choices"``, ``"no choice"`` or ``"another control"``),
+        by task id. Such an annotation is logged once (``skdbal.labelstudio``, WARNING), is not recorded
+        in the store (a label Label Studio had given the item before is taken back), and its item gets
+        no prediction; a relabel with a class, or its deletion, ends it, and a session whose classes
+        include the label records it at its first pull (a new store: a session's classes are fixed)."""
         return self.kept_aside.rows()
 
     def status(self) -> dict:
         """The session's :meth:`~skdbal.labelling.LabellingSession.status`, with ``unknown_labels``: how
-        many annotations are kept aside (:meth:`unknown_labels`)."""
-        return {**self.session.status(), "unknown_labels": len(self.kept_aside)}
-
-    def _label_of(self, annotation: dict) -> Optional[str]:
-        for r in annotation.get("result") or []:
-            if r.get("from_name") == self.from_name and r.get("type") == "choices":
-                chosen = (r.get("value") or {}).get("choices") or []
-                if len(chosen) == 1:
-                    return str(chosen[0])
-        return None
+        many annotations are kept aside (:meth:`unknown_labels`), and ``not_one_class``: how many of
+        them name no single class."""
+        return {**self.session.status(), "unknown_labels": len(self.kept_aside),
+                "not_one_class": self.kept_aside.not_one_class()}
 
     # ------------------------------------------------------------- push
     def _after_query(self, positions, scores) -> None:

@@ -34,6 +34,7 @@ class FakeLabelStudio:
         self.tasks = {1000 + i: {"id": 1000 + i, "data": {"skdbal_key": k}, "annotations": []}
                       for i, k in enumerate(keys)}
         self.pushed, self.versions, self.reads = [], [], []
+        self.listed = []     # the ids of each list of tasks by id (the webhooks' reads of several at once)
         self.lag = set()     # tasks whose reads do not show their newest annotation yet (a commit to come)
         self.projects = SimpleNamespace(get=lambda id: {"label_config": CONFIG}, import_predictions=self._import,
                                         update=lambda id, model_version: self.versions.append(model_version))
@@ -54,6 +55,10 @@ class FakeLabelStudio:
 
     def _list(self, project, page, page_size, **params):
         tasks = list(self.tasks.values())
+        selected = json.loads(params.get("query") or "{}").get("selectedItems") or {"all": True}
+        if not selected["all"]:             # the Data Manager's query of some tasks by id, as Label Studio's
+            self.listed.append(sorted(selected["included"]))
+            tasks = [t for t in tasks if t["id"] in selected["included"]]
         part = copy.deepcopy(tasks[(page - 1) * page_size:page * page_size])
         return SimpleNamespace(items=part, response=SimpleNamespace(total=len(tasks)))
 
@@ -346,3 +351,19 @@ def test_a_client_gone_mid_body_is_one_info_line_and_no_answer(caplog):
     assert sent == []
     assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("skdbal")] == [
         ("INFO", "skdbal backend: POST /webhook: the client went away")]
+
+
+def test_a_webhook_of_an_annotation_edited_to_two_choices_takes_back_its_label(setup):
+    """'3' recorded, then the annotation PATCHed to choices ['8', '9']: the item's label is undone and the
+    annotation kept aside as naming no single class (it used to stay '3', silently)."""
+    s, fake, http, events = setup.session, setup.fake, setup.http, setup.app.state.events
+    a = fake.annotate(1000, 3, annotation=501)
+    http.post("/webhook", json=created(a))
+    assert events.drain() and s.store.current_labels()[0]["label"] == "3"
+    a = fake.annotate(1000, 8, annotation=501, updated_at="2026-01-01T00:01:00Z")
+    a["result"][0]["value"]["choices"] = ["8", "9"]
+    http.post("/webhook", json=created(a, "ANNOTATION_UPDATED"))
+    assert events.drain() and 0 not in s.store.current_labels() and not events.missed.is_set()
+    assert [(r["task"], r["label"], r["reason"]) for r in setup.sync.unknown_labels()] == \
+        [(1000, '["8", "9"]', "several choices")]
+    assert setup.sync.status()["not_one_class"] == 1

@@ -4,6 +4,7 @@ The stand-in Label Studio and the session are test_backend.py's."""
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -299,3 +300,84 @@ def test_a_deletion_of_annotations_never_recorded_asks_the_command_for_a_pull(se
         assert r.status_code == 200
     assert setup.app.state.events.drain() and pulls == [] and setup.app.state.events.missed.is_set()
     assert setup.fake.reads == []
+
+
+def slow_requests(fake, seconds):
+    """Each request for tasks takes ``seconds`` (as a real Label Studio's read of a task does, ~67 ms with
+    its settle re-reads): a read of one task, and a list of several by id alike."""
+    slow_reads(fake, seconds)
+    listed = fake.tasks_api.list
+
+    def list_(*args, **params):
+        time.sleep(seconds)
+        return listed(*args, **params)
+
+    fake.tasks_api.list = list_
+
+
+@pytest.fixture
+def large(tmp_path):
+    """test_backend's setup on 900 digits: 800 unlabelled tasks to forge events for."""
+    import numpy as np
+    from _helpers import digits_flat
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner
+    from skdbal.acquisition import max_entropy
+    from skdbal.labelling import LabellingSession
+    from skdbal.labelstudio import LabelStudioSync
+
+    X, _ = digits_flat(900)
+    learner = ActiveLearner(LogisticRegression(max_iter=200), max_entropy, random_state=0, seeding="step",
+                            verbose=False)
+    session = LabellingSession(learner, X, classes=range(10), store=str(tmp_path / "s.db"), batch_size=5,
+                               initial=np.arange(10))
+    fake = test_backend.FakeLabelStudio(session.keys)
+    sync = LabelStudioSync(session, test_backend._client(fake), project=1)
+    assert sync.map_tasks() == 900
+    app = backend_app(sync, guess_timeout=0.3)
+    yield SimpleNamespace(session=session, fake=fake, app=app, http=TestClient(app, base_url=LOCAL))
+    app.state.events.close()
+    session.stop()
+    session.store.close()
+
+
+def test_many_forged_single_task_events_delay_a_real_annotation_by_under_a_second(large):
+    """800 forged events, each naming one unlabelled task with an annotation Label Studio does not have
+    (each task would be read again for ``settle`` = 3 s), then a real annotation: recorded within 1 s.
+    A request for tasks takes 67 ms: 800 reads of a task one by one would take 54 s. The tasks due at
+    once are read in one request (100 at most), so the 800 cost 8 requests a round."""
+    s, fake, worker = large.session, large.fake, large.app.state.events
+    slow_requests(fake, 0.067)
+    for t in range(1100, 1900):
+        r = large.http.post("/webhook", json={"action": "ANNOTATION_CREATED", "task": {"id": t},
+                                              "annotation": {"id": 900000 + t}})
+        assert r.status_code == 200
+    real = fake.annotate(1050, 7, annotation=501)
+    t0 = time.perf_counter()
+    assert large.http.post("/webhook", json=created(real)).status_code == 200
+    assert wait_for(lambda: 50 in s.store.current_labels(), 1.0), \
+        f"the real annotation was not recorded within 1 s (took {time.perf_counter() - t0:.2f} s so far)"
+    assert s.store.current_labels()[50]["label"] == "7"
+    assert worker.drain(30)                              # the forged tasks' waits run out: nothing recorded
+    assert [e["item"] for e in s.store.events()] == [50] and not worker.missed.is_set()
+    assert max(map(len, fake.listed)) <= 100 and set().union(*fake.listed) >= set(range(1100, 1900))
+
+
+def test_tasks_read_together_record_each_and_pass_over_one_label_studio_lacks(setup):
+    """Several tasks due at once are one request of their ids: each is recorded, one that Label Studio
+    does not have (deleted meanwhile) is passed over, and nothing asks for a pull."""
+    s, fake, worker = setup.session, setup.fake, setup.app.state.events
+    release, entered = held_reads(fake)
+    blocker = fake.annotate(1001, 1, annotation=7)
+    setup.http.post("/webhook", json=created(blocker))    # the worker waits inside this read
+    assert entered.wait(5)
+    a, b = fake.annotate(1002, 2, annotation=8), fake.annotate(1003, 3, annotation=9)
+    gone = fake.annotate(1004, 4, annotation=10)
+    for x in (a, b, gone):
+        setup.http.post("/webhook", json=created(x))
+    del fake.tasks[1004]
+    release.set()
+    assert worker.drain(10)
+    assert fake.listed == [[1002, 1003, 1004]] and not worker.missed.is_set()
+    assert {i: r["label"] for i, r in s.store.current_labels().items()} == {1: "1", 2: "2", 3: "3"}

@@ -38,7 +38,8 @@ def test_a_label_outside_the_classes_is_kept_aside_and_logged_once(caplog):
     assert sync.pull() == 2                                  # the two others are recorded; no error
     assert labels(sync) == {0: "a", 2: "b"}
     assert sync.unknown_labels() == [{"task": 101, "item": 1, "key": "1", "label": "x", "annotator": "labelstudio:1",
-                                      "annotation": x, "updated_at": str(ls.rows[101]["annotations"][0]["updated_at"])}]
+                                      "annotation": x, "updated_at": str(ls.rows[101]["annotations"][0]["updated_at"]),
+                                      "reason": "not a class"}]
     assert sync.status()["unknown_labels"] == 1 and sync.status()["labelled"] == 2
     said = warnings_of(caplog)
     assert len(said) == 1 and "\n" not in said[0]
@@ -207,3 +208,86 @@ def test_the_keeper_ignores_a_session_with_no_sync(tmp_path):
     stop.set()
     writer.join(10)
     assert [p.name for p in tmp_path.iterdir()] == ["l.csv"]
+
+
+def set_result(ls, task, annotation, result):
+    """The annotation edited (a PATCH in Label Studio) to ``result``: its update time and the task's move."""
+    ls._tick(task)
+    for a in ls.rows[task]["annotations"]:
+        if a["id"] == annotation:
+            a.update(updated_at=ls.clock, result=result)
+
+
+def choices(*chosen, from_name="c"):
+    return [{"from_name": from_name, "type": "choices", "value": {"choices": list(chosen)}}]
+
+
+NOT_ONE_CLASS = [(choices("a", "b"), '["a", "b"]', "several choices"),
+                 ([], "", "no choice"),
+                 (choices(), "", "no choice"),
+                 (choices("a", from_name="other"), "", "another control"),
+                 ([{"from_name": "note", "type": "textarea", "value": {"text": ["a"]}}], "", "another control")]
+
+
+@pytest.mark.parametrize("result, label, reason", NOT_ONE_CLASS)
+def test_an_annotation_changed_to_no_single_class_takes_back_its_label(caplog, result, label, reason):
+    """Labelled 'a', then edited to several choices, none, or another control's only: the task has no label
+    from it now (undone in the store), and it is kept aside with its reason, logged once; a relabel with
+    a class ends it."""
+    caplog.set_level(logging.WARNING, logger="skdbal.labelstudio")
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    x = ls.annotate(100, "a")
+    assert sync.pull() == 1 and labels(sync) == {0: "a"}
+    set_result(ls, 100, x, result)
+    assert sync.pull() == 1 and labels(sync) == {}            # the undo of 'a'
+    assert [(r["task"], r["label"], r["reason"]) for r in sync.unknown_labels()] == [(100, label, reason)]
+    assert sync.status()["unknown_labels"] == 1 and sync.status()["not_one_class"] == 1
+    for _ in range(2):                                        # read again (a restart's full pull too): once
+        sync._since = None
+        assert sync.pull() == 0
+    said = warnings_of(caplog)
+    assert said == [f"skdbal labelstudio: annotation {x} of task 100 (item '0') names no single class ({reason}"
+                    + (f" {label!r}" if label else "") + "): kept aside, the item has no label from it"]
+    assert 0 in sync._answered()                              # no prediction is pushed for it
+    ls.update(100, x, "b")
+    assert sync.pull() == 1 and labels(sync) == {0: "b"} and sync.unknown_labels() == []
+    assert sync.status()["not_one_class"] == 0
+
+
+@pytest.mark.parametrize("result, label, reason", NOT_ONE_CLASS)
+def test_a_new_annotation_of_no_single_class_is_kept_aside_not_dropped(result, label, reason):
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    x = ls.annotate(101, "a")
+    set_result(ls, 101, x, result)
+    ls.annotate(102, "b")
+    assert sync.pull() == 1 and labels(sync) == {2: "b"}
+    assert [(r["task"], r["annotation"], r["label"], r["reason"]) for r in sync.unknown_labels()] == \
+        [(101, x, label, reason)]
+    assert sync.status()["unknown_labels"] == 1 and sync.status()["not_one_class"] == 1
+
+
+def test_the_report_writes_control_characters_as_escapes_and_cuts_a_long_label(tmp_path):
+    """ESC, a line break and a right-to-left override in a label (and a key) are written as their escapes,
+    so that the report shown in a terminal plays nothing; a label of 200,000 characters is kept (and
+    written) cut to its first 1,000, with its length."""
+    from skdbal.labelstudio._unknown import save_unknown_csv
+
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    ls.annotate(100, "\x1b[2J\x1b[31mred\nline\u202etwo")
+    ls.annotate(101, "y" * 200_000)
+    sync.pull()
+    rows = sync.unknown_labels()
+    assert rows[1]["label"] == "y" * 1000 + "... (200,000 characters)"
+    path = tmp_path / "labels-unknown.csv"
+    rows[0]["key"] = "k\x07ey"
+    assert save_unknown_csv(rows, str(path)) == 2
+    raw = path.read_bytes()
+    assert not any(b < 0x20 for b in raw.replace(b"\r\n", b"")) and "\u202e".encode() not in raw
+    with open(path, newline="") as f:
+        read = list(csv.DictReader(f))
+    assert [(r["key"], r["label"]) for r in read] == [
+        ("k\\x07ey", "\\x1b[2J\\x1b[31mred\\nline\\u202etwo"), ("1", "y" * 1000 + "... (200,000 characters)")]
+    assert len(raw) < 1400                                    # a header and two rows of ~200 and ~1,100
