@@ -149,7 +149,7 @@ def _say_stopped(session, store, csv_path: str, sync=None) -> None:
     n = save_labels_csv(session, csv_path)
     aside = _save_unknown(sync, csv_path)
     print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
-          f"; {aside} annotations with a label outside the classes kept aside, in {_unknown_path(csv_path)}"),
+          f"; {aside} annotations naming no single class of the session kept aside, in {_unknown_path(csv_path)}"),
           file=sys.stderr)
 
 

@@ -131,7 +131,7 @@ def test_a_label_outside_the_classes_is_kept_aside_and_the_command_goes_on(serve
         out = run.stop()
     finally:
         run.kill()
-    assert "stopped; 2 labels" in out and "1 annotations with a label outside the classes kept aside" in out
+    assert "stopped; 2 labels" in out and "1 annotations naming no single class of the session kept aside" in out
     if mode == "backend":
         return
 
