@@ -46,6 +46,10 @@ class Offerable:
     def of(cls, session) -> "Offerable":
         board, store = session.board, session.store
         tail_time = board.training or board.waiting_for is not None   # read first: a later change notifies
+        # the leases before the answers: a label committed between the two reads then shows its item held
+        # and answered (left out), not free; read the other way round, it showed free (neither labelled
+        # nor leased), and a look taken during a submit woke every waiting page for nothing
+        leases = store.live_leases()
         labelled = store.current_labels()
         answered = set(labelled) | set(store.skipped(labelled))
         candidates = [i for i in board.batch if i not in answered]
@@ -56,7 +60,6 @@ class Offerable:
             tail = [i for i in board.tail if i not in answered]
             candidates += tail
             more = not tail   # offer_more makes new ones: the second query's, or a covering order's
-        leases = store.live_leases()
         open_items: List[int] = []
         held: Dict[str, List[int]] = {}
         for item in dict.fromkeys(candidates):
