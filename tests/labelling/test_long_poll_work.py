@@ -102,9 +102,13 @@ def test_a_submit_during_a_look_wakes_no_page_that_cannot_get_items(busy_session
         await asyncio.gather(*pages, return_exceptions=True)
         for listener in listeners:
             listener.close()
+        session.board.notify()                    # the watcher sees nobody listens, and ends
         return fired["done"], before, after
 
     fired, before, after = asyncio.run(scenario())
+    for thread in threading.enumerate():
+        if thread.name == "skdbal-long-polls":
+            thread.join(5)
     assert fired                                   # the label landed within a look
     assert before == PAGES
     assert 0 in session.store.current_labels()
