@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
 from typing import Dict, Iterable, List, Optional, Set
 
@@ -29,7 +30,9 @@ class Offerable:
 
     ``open``: items of the batch, the second looks pending and the tail (while one may be offered)
     that nobody holds; ``held``: those items leased, by annotator; ``more``: whether the tail may
-    offer new items (a retrain or a wait for a class, with the tail's items all answered).
+    offer new items (a retrain or a wait for a class, with the tail's items all answered); ``lapsed``:
+    the items whose lease ran out, by their last holder (a page holding one is idle: ``next_batch``
+    gives it nothing until its annotator labels, skips or undoes, which is a change looked at again).
 
     Examples
     --------
@@ -37,10 +40,15 @@ class Offerable:
     >>> look = Offerable(open_items=[], held={"ann": [3]}, more=False)
     >>> look.may_offer("ann", have={3}), look.may_offer("ann", have=set()), look.may_offer("bob", set())
     (False, True, False)
+    >>> idle = Offerable(open_items=[5], held={}, more=False, lapsed={2: "bob"})
+    >>> idle.may_offer("bob", have={2}), idle.may_offer("bob", have={7}), idle.may_offer("ann", have={2})
+    (False, True, True)
     """
 
-    def __init__(self, open_items: Iterable[int], held: Dict[str, List[int]], more: bool):
+    def __init__(self, open_items: Iterable[int], held: Dict[str, List[int]], more: bool,
+                 lapsed: Optional[Dict[int, str]] = None):
         self.open, self.held, self.more = list(open_items), held, bool(more)
+        self.lapsed = dict(lapsed or {})
 
     @classmethod
     def of(cls, session) -> "Offerable":
@@ -49,7 +57,8 @@ class Offerable:
         # the leases before the answers: a label committed between the two reads then shows its item held
         # and answered (left out), not free; read the other way round, it showed free (neither labelled
         # nor leased), and a look taken during a submit woke every waiting page for nothing
-        leases = store.live_leases()
+        now = time.time()
+        leases, lapsed = store.live_leases(now=now), store.lapsed_leases(now=now)
         labelled = store.current_labels()
         answered = set(labelled) | set(store.skipped(labelled))
         candidates = [i for i in board.batch if i not in answered]
@@ -68,10 +77,13 @@ class Offerable:
                 open_items.append(item)
             else:
                 held.setdefault(holder, []).append(item)
-        return cls(open_items, held, more)
+        return cls(open_items, held, more, lapsed)
 
     def may_offer(self, annotator: str, have: Set[int]) -> bool:
-        """Whether ``next_batch`` may give ``annotator`` an item not in ``have`` (the page's)."""
+        """Whether ``next_batch`` may give ``annotator`` an item not in ``have`` (the page's): never while
+        the page is idle (it holds an item whose lease ran out in ``annotator``'s hands)."""
+        if any(self.lapsed.get(i) == annotator for i in have):
+            return False
         return self.more or any(i not in have for i in self.open) or \
             any(i not in have for i in self.held.get(annotator, ()))
 

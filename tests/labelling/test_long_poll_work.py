@@ -114,3 +114,57 @@ def test_a_submit_during_a_look_wakes_no_page_that_cannot_get_items(busy_session
     assert 0 in session.store.current_labels()
     assert counted.given == 0
     assert after - before == 0, f"{after - before} next_batch calls for one submit, no item to give"
+
+
+def test_a_submit_wakes_no_idle_page(tmp_path):
+    """200 idle pages wait (each holds an item whose lease ran out in its annotator's hands: ``next_batch``
+    gives it nothing until its annotator acts) while items are free and ``worker`` labels: a submit wakes
+    none of them. Before the look knew the idle rule, the free items woke every idle page on every
+    change and each ran ``next_batch`` for nothing (200 calls for one submit)."""
+    import time
+
+    rng = np.random.default_rng(0)
+    learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False)
+    session = LabellingSession(learner, rng.random((500, 4)), classes=["0", "1"], store=tmp_path / "s.db",
+                               batch_size=250)
+    session.board.offer_first(list(range(250)))
+    store = session.store
+    assert store.lease(list(range(200, 240)), "worker", 3600) == list(range(200, 240))
+    long_ago = time.time() - 100
+    for k in range(PAGES):                          # p{k}'s lease on item k ran out 99 s ago
+        assert store.lease([k], f"p{k}", 1, now=long_ago) == [k]
+    assert len(store.lapsed_leases()) == PAGES and set(store.live_leases().values()) == {"worker"}
+    counted = Counted(session)
+    session.next_batch = counted
+    watch = ChangeWatch(session, period=60.0)
+
+    async def scenario():
+        listeners = [watch.listen(f"p{k}", have=[k]) for k in range(PAGES)]
+        pages = [asyncio.ensure_future(_new_items(session, f"p{k}", 5, [k], wait=30.0, listener=listener))
+                 for k, listener in enumerate(listeners)]
+        while counted.total() < PAGES:            # each page's first look: idle, nothing for it
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        before = counted.total()
+        session.submit(200, "0", annotator="worker", request_id="r200")   # notifies the board
+        await asyncio.sleep(1.0)
+        after = counted.total()
+        for page in pages:
+            page.cancel()
+        await asyncio.gather(*pages, return_exceptions=True)
+        for listener in listeners:
+            listener.close()
+        session.board.notify()
+        return before, after
+
+    try:
+        before, after = asyncio.run(scenario())
+    finally:
+        for thread in threading.enumerate():
+            if thread.name == "skdbal-long-polls":
+                thread.join(5)
+        store.close()
+    assert before == PAGES, f"{before - PAGES} next_batch calls beyond each page's first, before any submit"
+    assert counted.given == 0
+    assert 200 in store.current_labels()
+    assert after - before == 0, f"{after - before} next_batch calls for one submit, no item to give"
