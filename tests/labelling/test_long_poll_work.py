@@ -168,3 +168,55 @@ def test_a_submit_wakes_no_idle_page(tmp_path):
     assert counted.given == 0
     assert 200 in store.current_labels()
     assert after - before == 0, f"{after - before} next_batch calls for one submit, no item to give"
+
+
+def test_a_submit_wakes_no_page_whose_annotator_holds_a_whole_share(tmp_path):
+    """Annotators known by their tokens (``next_batch`` capped): ``ann`` and ``bob`` hold a whole share
+    each, 7 of the batch of 20 (three annotators active, with ``worker``: ``ceil(20 / 3)``), and wait on
+    100 pages each while 4 items are free. ``worker``'s submit wakes none of the 200 pages: they could get
+    nothing more. Before the look knew the share, the free items woke all 200 on every change, and each
+    ran ``next_batch`` for nothing."""
+    rng = np.random.default_rng(0)
+    learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False)
+    session = LabellingSession(learner, rng.random((40, 4)), classes=["0", "1"], store=tmp_path / "s.db",
+                               batch_size=20)
+    session.board.offer_first(list(range(20)))
+    store = session.store
+    holds = {"ann": list(range(0, 7)), "bob": list(range(7, 14)), "worker": [14, 15]}
+    for who, items in holds.items():
+        assert store.lease(items, who, 3600) == items
+    assert session.board.share("ann") == 7          # ann, bob and worker active: ceil(20 / 3)
+    counted = Counted(session)
+    session.next_batch = counted
+    watch = ChangeWatch(session, period=60.0)
+
+    async def scenario():
+        who = ["ann" if k % 2 == 0 else "bob" for k in range(PAGES)]
+        listeners = [watch.listen(a, have=holds[a], capped=True) for a in who]
+        pages = [asyncio.ensure_future(_new_items(session, a, None, holds[a], wait=30.0, capped=True,
+                                                  listener=listener)) for a, listener in zip(who, listeners)]
+        while counted.total() < PAGES:            # each page's first look: nothing more for it
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        before = counted.total()
+        session.submit(14, "0", annotator="worker", request_id="r14")   # notifies the board
+        await asyncio.sleep(1.0)
+        after = counted.total()
+        for page in pages:
+            page.cancel()
+        await asyncio.gather(*pages, return_exceptions=True)
+        for listener in listeners:
+            listener.close()
+        session.board.notify()
+        return before, after
+
+    try:
+        before, after = asyncio.run(scenario())
+    finally:
+        for thread in threading.enumerate():
+            if thread.name == "skdbal-long-polls":
+                thread.join(5)
+        store.close()
+    assert before == PAGES, f"{before - PAGES} next_batch calls beyond each page's first, before any submit"
+    assert counted.given == 0
+    assert after - before == 0, f"{after - before} next_batch calls for one submit, no item to give"
