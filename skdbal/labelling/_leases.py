@@ -117,3 +117,21 @@ class Leases:
         """``{item: annotator}`` of the leases not expired."""
         now = _time.time() if now is None else float(now)
         return dict(self._read("SELECT item, annotator FROM leases WHERE expires > ?", (now,)))
+
+    def lapsed_leases(self, *, now: Optional[float] = None) -> Dict[int, str]:
+        """``{item: annotator}`` of the leases that ran out, each naming its last holder (:meth:`lapsed`'s,
+        for every annotator at once).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> from skdbal.labelling import LabelStore
+        >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "s.db"))
+        >>> _ = store.add_items(["a", "b", "c"])
+        >>> store.lease([0], "ann", 60, now=0.0), store.lease([1], "bob", 10, now=0.0)
+        ([0], [1])
+        >>> store.lapsed_leases(now=30.0), store.lapsed_leases(now=61.0)
+        ({1: 'bob'}, {0: 'ann', 1: 'bob'})
+        """
+        now = _time.time() if now is None else float(now)
+        return dict(self._read("SELECT item, annotator FROM leases WHERE expires <= ?", (now,)))

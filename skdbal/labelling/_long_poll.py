@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import weakref
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set
 
 from starlette.concurrency import run_in_threadpool
 
@@ -29,7 +30,12 @@ class Offerable:
 
     ``open``: items of the batch, the second looks pending and the tail (while one may be offered)
     that nobody holds; ``held``: those items leased, by annotator; ``more``: whether the tail may
-    offer new items (a retrain or a wait for a class, with the tail's items all answered).
+    offer new items (a retrain or a wait for a class, with the tail's items all answered); ``lapsed``:
+    the items whose lease ran out, by their last holder (a page holding one is idle: ``next_batch``
+    gives it nothing until its annotator labels, skips or undoes, which is a change looked at again);
+    ``counts``: the live leases each annotator holds, ``active``: the annotators active now
+    (:meth:`OfferBoard.active`) and ``share_among``: the share of ``k`` of them, so that a capped request
+    (annotators known by their tokens) whose annotator holds a whole share is offered nothing new.
 
     Examples
     --------
@@ -37,15 +43,31 @@ class Offerable:
     >>> look = Offerable(open_items=[], held={"ann": [3]}, more=False)
     >>> look.may_offer("ann", have={3}), look.may_offer("ann", have=set()), look.may_offer("bob", set())
     (False, True, False)
+    >>> idle = Offerable(open_items=[5], held={}, more=False, lapsed={2: "bob"})
+    >>> idle.may_offer("bob", have={2}), idle.may_offer("bob", have={7}), idle.may_offer("ann", have={2})
+    (False, True, True)
+    >>> full = Offerable([5], {"ann": [1, 2]}, False, counts={"ann": 2}, active={"bob"}, share_among=lambda k: 2)
+    >>> full.may_offer("ann", {1, 2}, capped=True), full.may_offer("ann", {1}, True), full.may_offer("ann", {1, 2})
+    (False, True, True)
     """
 
-    def __init__(self, open_items: Iterable[int], held: Dict[str, List[int]], more: bool):
+    def __init__(self, open_items: Iterable[int], held: Dict[str, List[int]], more: bool,
+                 lapsed: Optional[Dict[int, str]] = None, counts: Optional[Dict[str, int]] = None,
+                 active: Iterable[str] = (), share_among: Optional[Callable[[int], int]] = None):
         self.open, self.held, self.more = list(open_items), held, bool(more)
+        self.lapsed = dict(lapsed or {})
+        self.counts, self.active, self.share_among = dict(counts or {}), set(active), share_among
 
     @classmethod
     def of(cls, session) -> "Offerable":
         board, store = session.board, session.store
         tail_time = board.training or board.waiting_for is not None   # read first: a later change notifies
+        # the leases before the answers: a label committed between the two reads then shows its item held
+        # and answered (left out), not free; read the other way round, it showed free (neither labelled
+        # nor leased), and a look taken during a submit woke every waiting page for nothing
+        now = time.time()
+        leases, lapsed = store.live_leases(now=now), store.lapsed_leases(now=now)
+        active = board.active(None, now)
         labelled = store.current_labels()
         answered = set(labelled) | set(store.skipped(labelled))
         candidates = [i for i in board.batch if i not in answered]
@@ -56,7 +78,6 @@ class Offerable:
             tail = [i for i in board.tail if i not in answered]
             candidates += tail
             more = not tail   # offer_more makes new ones: the second query's, or a covering order's
-        leases = store.live_leases()
         open_items: List[int] = []
         held: Dict[str, List[int]] = {}
         for item in dict.fromkeys(candidates):
@@ -65,10 +86,21 @@ class Offerable:
                 open_items.append(item)
             else:
                 held.setdefault(holder, []).append(item)
-        return cls(open_items, held, more)
+        counts: Dict[str, int] = {}
+        for holder in leases.values():
+            counts[holder] = counts.get(holder, 0) + 1
+        return cls(open_items, held, more, lapsed, counts, active, board.share_among)
 
-    def may_offer(self, annotator: str, have: Set[int]) -> bool:
-        """Whether ``next_batch`` may give ``annotator`` an item not in ``have`` (the page's)."""
+    def may_offer(self, annotator: str, have: Set[int], capped: bool = False) -> bool:
+        """Whether ``next_batch`` may give ``annotator`` an item not in ``have`` (the page's): never while
+        the page is idle (it holds an item whose lease ran out in ``annotator``'s hands); with ``capped``
+        (``next_batch``'s), only the items they hold already once they hold a whole share."""
+        if any(self.lapsed.get(i) == annotator for i in have):
+            return False
+        held_elsewhere = any(i not in have for i in self.held.get(annotator, ()))
+        if capped and self.share_among is not None and \
+                self.counts.get(annotator, 0) >= self.share_among(len(self.active | {annotator})):
+            return held_elsewhere
         return self.more or any(i not in have for i in self.open) or \
             any(i not in have for i in self.held.get(annotator, ()))
 
@@ -120,10 +152,10 @@ class ChangeWatch:
         #: the event loops whose look is under way (only read and changed in their own thread)
         self._looking: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
 
-    def listen(self, annotator: str, have: Iterable[int]) -> "Listener":
-        """A listener for ``annotator``'s request (the page holding ``have``), on the running event loop,
-        woken by the changes that may bring it items until it is closed."""
-        listener = Listener(self, asyncio.get_running_loop(), annotator, set(have))
+    def listen(self, annotator: str, have: Iterable[int], capped: bool = False) -> "Listener":
+        """A listener for ``annotator``'s request (the page holding ``have``; ``capped``: its ``next_batch``
+        is), on the running event loop, woken by the changes that may bring it items until it is closed."""
+        listener = Listener(self, asyncio.get_running_loop(), annotator, set(have), capped)
         with self._lock:
             self._listeners.add(listener)
             if self._thread is None:
@@ -174,7 +206,7 @@ class ChangeWatch:
                 with self._lock:
                     listeners = [li for li in self._listeners if li.loop is loop]
                 for listener in listeners:
-                    if look is None or look.may_offer(listener.annotator, listener.have):
+                    if look is None or look.may_offer(listener.annotator, listener.have, listener.capped):
                         listener.event.set()
                 if self.generation == generation:
                     return
@@ -185,8 +217,9 @@ class ChangeWatch:
 class Listener:
     """One waiting request's wake-ups (:meth:`ChangeWatch.listen`); a context manager that closes it."""
 
-    def __init__(self, watch: ChangeWatch, loop: asyncio.AbstractEventLoop, annotator: str, have: Set[int]):
-        self.watch, self.loop, self.annotator, self.have = watch, loop, annotator, have
+    def __init__(self, watch: ChangeWatch, loop: asyncio.AbstractEventLoop, annotator: str, have: Set[int],
+                 capped: bool = False):
+        self.watch, self.loop, self.annotator, self.have, self.capped = watch, loop, annotator, have, capped
         self.event = asyncio.Event()
 
     async def wait(self, seconds: float) -> bool:

@@ -358,12 +358,12 @@ class OfferBoard:
         skipped = set(self.store.skipped(labelled)) if skipped is None else skipped
         return [i for i in self.batch if i not in labelled and i not in skipped]
 
-    def active(self, annotator: str, now: Optional[float] = None) -> set:
+    def active(self, annotator: Optional[str], now: Optional[float] = None) -> set:
         """The annotators active now: holding items, or having asked for some within ``lease_timeout``;
-        ``annotator`` among them."""
+        ``annotator`` among them (None: only the others)."""
         now = _time.time() if now is None else now
-        return set(self.store.live_leases(now=now).values()) | {annotator} | \
-            {a for a, t in self._asked.items() if now - t < self.lease_timeout}
+        return set(self.store.live_leases(now=now).values()) | ({annotator} if annotator is not None else set()) | \
+            {a for a, t in list(self._asked.items()) if now - t < self.lease_timeout}
 
     def share(self, annotator: str, now: Optional[float] = None) -> int:
         """The most items ``annotator`` may hold at once when annotators are known by their tokens:
@@ -371,6 +371,10 @@ class OfferBoard:
         takes a whole batch while others come (a batch of 10: 5 each for one or two annotators, 4 for
         three, 1 for ten or more)."""
         return self._share_among(len(self.active(annotator, now)))
+
+    def share_among(self, k: int) -> int:
+        """:meth:`share` with ``k`` annotators active."""
+        return self._share_among(k)
 
     def _share_among(self, k: int) -> int:
         return max(1, -(-self.batch_size // max(2, k)))

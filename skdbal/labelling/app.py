@@ -363,7 +363,8 @@ async def batch(request: Request) -> Response:
     if give_way is not None and give_way.over and (wait > 0 or not give_way.make_room()):
         raise Refused(503, _AT_THE_LIMIT)    # a long poll makes no room for another: the page asks again later
     have = _item_ids(request.query_params.get("have", ""))
-    with request.app.state.changes.listen(annotator, have) as listener:   # before the first look: no change is missed
+    # listening before the first look: no change is missed
+    with request.app.state.changes.listen(annotator, have, _exclusive(request)) as listener:
         if give_way is not None:
             give_way.offer(listener.event.set)
         try:
