@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -246,7 +246,7 @@ def grid_specs(preset: Preset, strategies: Sequence[str], seeds: Sequence[int], 
                                                              deterministic_baseline)
     # the model of the runs (one RunSpec field each), then the deterministic baseline's, which runs for
     # DETERMINISTIC_BASELINE only
-    variants = ([{"laplace": True}] if laplace else [{"ensemble": int(ensemble)}] if ensemble
+    variants: List[Dict[str, Any]] = ([{"laplace": True}] if laplace else [{"ensemble": int(ensemble)}] if ensemble
                 else [{"last_layer": v} for v in last_layer] if last_layer else [{}])
     on_pixels = "none" in representations
     variants = ((variants if on_pixels else [])

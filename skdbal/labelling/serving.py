@@ -38,7 +38,7 @@ import collections
 import resource
 import time
 import weakref
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, MutableMapping, Optional, cast
 
 from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
@@ -199,7 +199,8 @@ class BoundedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.cycle is not cycle:                      # a request's headers came in full
-            self._give_way = self.cycle.scope[GIVE_WAY] = GiveWay(self._over, self._make_room)   # read by the app
+            self._give_way = GiveWay(self._over, self._make_room)
+            cast(MutableMapping[str, Any], self.cycle.scope)[GIVE_WAY] = self._give_way   # read by the app
             self._stop_waiting()
             if self.cycle.more_body:                     # its body has as long again
                 self._request = self.cycle

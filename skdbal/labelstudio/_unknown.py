@@ -58,7 +58,8 @@ def chosen_label(annotation: dict, from_name: str) -> Tuple[str, str]:
     for r in results:
         if r.get("from_name") == from_name and r.get("type") == "choices":
             ours = True
-            value = r.get("value") if isinstance(r.get("value"), dict) else {}
+            raw = r.get("value")
+            value = raw if isinstance(raw, dict) else {}
             given = value.get("choices") or []
             for c in given if isinstance(given, list) else [given]:
                 if str(c) not in chosen:
