@@ -193,8 +193,8 @@ def test_the_stop_line_says_how_many_are_kept_aside(tmp_path, capsys):
     csv_path = str(tmp_path / "l.csv")
     _say_stopped(sync.session, "s.db", csv_path, sync=sync)
     err = capsys.readouterr().err
-    assert f"stopped; 1 labels in s.db and {csv_path}; 1 annotations with a label outside the classes kept " \
-           f"aside, in {tmp_path / 'l-unknown.csv'}" in err
+    assert f"stopped; 1 labels in s.db and {csv_path}; 1 annotations naming no single class of the session " \
+           f"kept aside, in {tmp_path / 'l-unknown.csv'}" in err
     assert (tmp_path / "l-unknown.csv").exists()
 
 
