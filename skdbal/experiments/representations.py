@@ -188,6 +188,25 @@ def embed_run_data(spec, X_train, X_test, pool, out_dir, device: str = "cpu") ->
     -------
     Z_train, Z_test : ndarray
         Row ``i`` embeds ``X_train[i]`` (``X_test[i]``); memory-mapped.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from skdbal.experiments.presets import get_preset
+    >>> from skdbal.experiments.specs import RunSpec
+    >>> from skdbal.experiments.representations import embed_run_data
+    >>> rng = np.random.default_rng(0)
+    >>> X_train = rng.integers(0, 256, size=(80, 8, 8), dtype=np.uint8)
+    >>> X_test = rng.integers(0, 256, size=(20, 8, 8), dtype=np.uint8)
+    >>> spec = RunSpec(get_preset("gal2017"), "bald", 1, representation="pca", head="bll")
+    >>> out = tempfile.mkdtemp()
+    >>> Z_train, Z_test = embed_run_data(spec, X_train, X_test, np.arange(60), out)
+    >>> Z_train.shape, Z_test.shape
+    ((80, 50), (20, 50))
+    >>> again, _ = embed_run_data(spec, X_train, X_test, np.arange(60), out)   # read back from the cache
+    >>> bool(np.array_equal(again, Z_train))
+    True
     """
     from ..models import EmbeddingCache
 
