@@ -115,8 +115,8 @@ def test_a_label_outside_the_classes_is_kept_aside_and_the_command_goes_on(serve
     assert out.count(f"annotation {bird.id} of task") == 1      # logged once
     assert 0 not in labels_in(store)
     report = tmp_path / "stray-labels-unknown.csv"
-    assert f"stopped; 1 labels in {store} and {tmp_path / 'stray-labels.csv'}; 1 annotations with a label " \
-           f"outside the classes kept aside, in {report}" in out
+    assert f"stopped; 1 labels in {store} and {tmp_path / 'stray-labels.csv'}; 1 annotations naming no single " \
+           f"class of the session kept aside, in {report}" in out
     with open(report, newline="") as f:
         assert [(r["task"], r["key"], r["label"], r["annotation"]) for r in csv.DictReader(f)] == \
             [(str(ids["0"]), "0", "bird", str(bird.id))]
