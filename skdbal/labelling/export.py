@@ -13,10 +13,12 @@ import io
 import os
 import re
 import tempfile
-from typing import Iterable, Mapping, TextIO, Union
+from typing import Callable, Iterable, Mapping, TextIO, TypeVar, Union
 
-__all__ = ["FORMULA_STARTS", "LABELS_CSV_COLUMNS", "labels_csv_text", "save_labels_csv", "spreadsheet_safe",
-           "write_labels_csv"]
+_T = TypeVar("_T")
+
+__all__ = ["FORMULA_STARTS", "LABELS_CSV_COLUMNS", "labels_csv_text", "replace_file", "save_labels_csv",
+           "spreadsheet_safe", "write_labels_csv"]
 
 #: The labels CSV's columns: the current label, and for a flagged one the first label and its second look.
 LABELS_CSV_COLUMNS = ("item", "key", "label", "annotator", "time", "p_given", "first_label", "first_annotator",
@@ -117,13 +119,40 @@ def save_labels_csv(session, path: Union[str, os.PathLike]) -> int:
     >>> path.read_text().splitlines()[1]
     '0,a.png,cat,,,,,,'
     """
+    rows = session.labels()
+    return replace_file(path, lambda f: write_labels_csv(rows, f))
+
+
+def replace_file(path: Union[str, os.PathLike], write: Callable[[TextIO], _T]) -> _T:
+    """Write a text file whole or not at all: ``write(f)`` fills a temporary file beside ``path``
+    (mode 600, as :func:`tempfile.mkstemp` makes it), which is synced and renamed over ``path``; if
+    ``write`` fails, the temporary file is removed and ``path`` is left as it was. Returns what
+    ``write`` returns.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> from skdbal.labelling.export import replace_file
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> replace_file(path, lambda f: f.write("one\\n"))
+    4
+    >>> def fails(f):
+    ...     f.write("half")
+    ...     raise OSError("disk full")
+    >>> try:
+    ...     replace_file(path, fails)
+    ... except OSError as exc:
+    ...     print(exc)
+    disk full
+    >>> path.read_text(), sorted(p.name for p in path.parent.iterdir())
+    ('one\\n', ['notes.txt'])
+    """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    rows = session.labels()
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            n = write_labels_csv(rows, f)
+            result = write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -133,5 +162,5 @@ def save_labels_csv(session, path: Union[str, os.PathLike]) -> int:
         except OSError:
             pass
         raise
-    return n
+    return result
 

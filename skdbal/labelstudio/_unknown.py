@@ -18,7 +18,6 @@ import csv
 import json
 import logging
 import os
-import tempfile
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -213,26 +212,16 @@ def save_unknown_csv(rows: List[dict], path: str, *, always: bool = False) -> Op
     >>> path.read_text().splitlines()[1]
     "7,2,c.png,'=bird,labelstudio:1,31,2026-01-01T00:00:00Z,not a class"
     """
-    from ..labelling.export import spreadsheet_safe
+    from ..labelling.export import replace_file, spreadsheet_safe
 
     if not rows and not always and not os.path.exists(path):
         return None
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f, lineterminator="\r\n")
-            writer.writerow(UNKNOWN_COLUMNS)
-            for r in rows:
-                writer.writerow(["" if r.get(c) is None else spreadsheet_safe(printable(r[c]) if isinstance(r[c], str)
-                                                                             else r[c]) for c in UNKNOWN_COLUMNS])
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    def write(f) -> None:
+        writer = csv.writer(f, lineterminator="\r\n")
+        writer.writerow(UNKNOWN_COLUMNS)
+        for r in rows:
+            writer.writerow(["" if r.get(c) is None else spreadsheet_safe(printable(r[c]) if isinstance(r[c], str)
+                                                                         else r[c]) for c in UNKNOWN_COLUMNS])
+
+    replace_file(path, write)
     return len(rows)
