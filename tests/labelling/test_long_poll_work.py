@@ -70,6 +70,42 @@ def submit_during_the_next_look(session, item: int) -> dict:
     return fired
 
 
+def calls_around_a_change(session, counted, waiters, change) -> tuple:
+    """``next_batch`` calls (``counted``) before and after ``change``, while ``waiters`` wait for items.
+
+    ``waiters``: ``(annotator, n, have, capped)`` of each page, a long poll on a watcher with no periodic
+    look within the test (only the changes'). Once each page has had its first look, and the watcher's
+    first looks are done, ``await change()`` makes the change; a second later (its look and its wakes
+    done) the pages are cancelled and the watcher, with nobody listening, ends."""
+    watch = ChangeWatch(session, period=60.0)
+
+    async def scenario():
+        listeners = [watch.listen(a, have=have, capped=capped) for a, _, have, capped in waiters]
+        pages = [asyncio.ensure_future(_new_items(session, a, n, have, wait=30.0, capped=capped, listener=listener))
+                 for (a, n, have, capped), listener in zip(waiters, listeners)]
+        while counted.total() < len(waiters):     # each page's first look: nothing for it
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)                  # the watcher's first looks are done
+        before = counted.total()
+        await change()
+        await asyncio.sleep(1.0)                  # the change's look is done, and its wakes
+        after = counted.total()
+        for page in pages:
+            page.cancel()
+        await asyncio.gather(*pages, return_exceptions=True)
+        for listener in listeners:
+            listener.close()
+        session.board.notify()                    # the watcher sees nobody listens, and ends
+        return before, after
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        for thread in threading.enumerate():
+            if thread.name == "skdbal-long-polls":
+                thread.join(5)
+
+
 def test_a_submit_during_a_look_wakes_no_page_that_cannot_get_items(busy_session):
     """200 pages wait for items and none can get one (``worker`` holds the whole batch). A label that
     ``worker`` commits while the watcher's look reads the store leaves them waiting: no page runs
@@ -79,37 +115,19 @@ def test_a_submit_during_a_look_wakes_no_page_that_cannot_get_items(busy_session
     session = busy_session
     counted = Counted(session)
     session.next_batch = counted
-    watch = ChangeWatch(session, period=60.0)   # no periodic look within the test: only the changes'
+    hooked = {}
 
-    async def scenario():
-        listeners = [watch.listen(f"p{k}", have=[]) for k in range(PAGES)]
-        pages = [asyncio.ensure_future(_new_items(session, f"p{k}", 5, [], wait=30.0, listener=listener))
-                 for k, listener in enumerate(listeners)]
-        while counted.total() < PAGES:            # each page's first look: nothing for it
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)                  # the watcher's first looks are done
-        before = counted.total()
-        fired = submit_during_the_next_look(session, 0)
+    async def a_label_within_a_look():
+        fired = hooked["fired"] = submit_during_the_next_look(session, 0)
         session.board.notify()                    # a change: the watcher looks, and the label lands in its look
         for _ in range(40):
             await asyncio.sleep(0.05)
             if fired["done"]:
                 break
-        await asyncio.sleep(1.0)                  # the looks of both changes are done, and their wakes
-        after = counted.total()
-        for page in pages:
-            page.cancel()
-        await asyncio.gather(*pages, return_exceptions=True)
-        for listener in listeners:
-            listener.close()
-        session.board.notify()                    # the watcher sees nobody listens, and ends
-        return fired["done"], before, after
 
-    fired, before, after = asyncio.run(scenario())
-    for thread in threading.enumerate():
-        if thread.name == "skdbal-long-polls":
-            thread.join(5)
-    assert fired                                   # the label landed within a look
+    before, after = calls_around_a_change(session, counted, [(f"p{k}", 5, [], False) for k in range(PAGES)],
+                                          a_label_within_a_look)
+    assert hooked["fired"]["done"]                 # the label landed within a look
     assert before == PAGES
     assert 0 in session.store.current_labels()
     assert counted.given == 0
@@ -136,33 +154,13 @@ def test_a_submit_wakes_no_idle_page(tmp_path):
     assert len(store.lapsed_leases()) == PAGES and set(store.live_leases().values()) == {"worker"}
     counted = Counted(session)
     session.next_batch = counted
-    watch = ChangeWatch(session, period=60.0)
-
-    async def scenario():
-        listeners = [watch.listen(f"p{k}", have=[k]) for k in range(PAGES)]
-        pages = [asyncio.ensure_future(_new_items(session, f"p{k}", 5, [k], wait=30.0, listener=listener))
-                 for k, listener in enumerate(listeners)]
-        while counted.total() < PAGES:            # each page's first look: idle, nothing for it
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        before = counted.total()
+    async def a_label():
         session.submit(200, "0", annotator="worker", request_id="r200")   # notifies the board
-        await asyncio.sleep(1.0)
-        after = counted.total()
-        for page in pages:
-            page.cancel()
-        await asyncio.gather(*pages, return_exceptions=True)
-        for listener in listeners:
-            listener.close()
-        session.board.notify()
-        return before, after
 
     try:
-        before, after = asyncio.run(scenario())
+        before, after = calls_around_a_change(session, counted, [(f"p{k}", 5, [k], False) for k in range(PAGES)],
+                                              a_label)
     finally:
-        for thread in threading.enumerate():
-            if thread.name == "skdbal-long-polls":
-                thread.join(5)
         store.close()
     assert before == PAGES, f"{before - PAGES} next_batch calls beyond each page's first, before any submit"
     assert counted.given == 0
@@ -188,34 +186,13 @@ def test_a_submit_wakes_no_page_whose_annotator_holds_a_whole_share(tmp_path):
     assert session.board.share("ann") == 7          # ann, bob and worker active: ceil(20 / 3)
     counted = Counted(session)
     session.next_batch = counted
-    watch = ChangeWatch(session, period=60.0)
-
-    async def scenario():
-        who = ["ann" if k % 2 == 0 else "bob" for k in range(PAGES)]
-        listeners = [watch.listen(a, have=holds[a], capped=True) for a in who]
-        pages = [asyncio.ensure_future(_new_items(session, a, None, holds[a], wait=30.0, capped=True,
-                                                  listener=listener)) for a, listener in zip(who, listeners)]
-        while counted.total() < PAGES:            # each page's first look: nothing more for it
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.5)
-        before = counted.total()
+    async def a_label():
         session.submit(14, "0", annotator="worker", request_id="r14")   # notifies the board
-        await asyncio.sleep(1.0)
-        after = counted.total()
-        for page in pages:
-            page.cancel()
-        await asyncio.gather(*pages, return_exceptions=True)
-        for listener in listeners:
-            listener.close()
-        session.board.notify()
-        return before, after
 
+    who = ["ann" if k % 2 == 0 else "bob" for k in range(PAGES)]
     try:
-        before, after = asyncio.run(scenario())
+        before, after = calls_around_a_change(session, counted, [(a, None, holds[a], True) for a in who], a_label)
     finally:
-        for thread in threading.enumerate():
-            if thread.name == "skdbal-long-polls":
-                thread.join(5)
         store.close()
     assert before == PAGES, f"{before - PAGES} next_batch calls beyond each page's first, before any submit"
     assert counted.given == 0
