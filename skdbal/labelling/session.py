@@ -524,7 +524,7 @@ class LabellingSession:
 
     def reopen_skips(self) -> List[int]:
         """Offer every skipped item again, as if it had never been skipped; the items reopened. (The
-        session does this itself once the pool has no other unlabelled item.)
+        session does this itself once fewer than two batches of other unlabelled items are left.)
 
         Examples
         --------
