@@ -393,7 +393,7 @@ class OfferBoard:
         if the annotator's lease on one of them ran out (nothing labelled, skipped or undone for
         ``lease_timeout``), the caller is idle and is handed nothing more until they act. An item whose
         lease ran out in the annotator's hands is not handed back to them while another annotator is
-        :meth:`active`. Skipped items are reopened once the pool has no other unlabelled item.
+        :meth:`active`. Skipped items are reopened once fewer than two batches of other unlabelled items are left.
         :meth:`LabellingSession.next_batch` says the rest."""
         deadline = _time.time() + timeout
         have = {int(i) for i in holding}
