@@ -482,14 +482,27 @@ class LabelStudioSync:
         tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
         by_task = self._item_of     # replaced as a whole by map_tasks, never changed
         seen = {by_task.get(t["id"]) for t in tasks}
-        gone = [{"id": self._task_of[i], "annotations": []} for i, r in current.items()
-                if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")]
+        missing = {self._task_of[i] for i, r in current.items()
+                   if i not in seen and i in self._task_of and str(r["annotator"]).startswith("labelstudio:")}
         read = {t["id"] for t in tasks}         # and a task kept aside whose annotations are all gone
-        gone += [{"id": r["task"], "annotations": []} for r in self.kept_aside.rows() if r["task"] not in read]
-        n = self.record(tasks + gone)
+        missing |= {r["task"] for r in self.kept_aside.rows() if r["task"] not in read}
+        n = self.record(tasks + self._confirm_gone(missing))
         self._annotated = set()
         self._saw(tasks)
         return n
+
+    def _confirm_gone(self, tasks: Set[int]) -> List[dict]:
+        """The tasks of ``tasks`` read again by id (one request for all), each with all its annotations;
+        a task Label Studio no longer has is given with none. The filter of annotated tasks reads
+        Label Studio's counters (``total_annotations``), which it updates after it saves an annotation:
+        a task just annotated can be missing from the filter's answer for a moment, and its label must
+        not be taken back for that. Only what the task itself lists is believed."""
+        if not tasks:
+            return []
+        query = json.dumps({"selectedItems": {"all": False, "included": sorted(tasks)}})
+        found = {t["id"]: t for t in list_tasks(self.client, self.project, page_size=self.page_size,
+                                                 fields="all", query=query)}
+        return [found.get(t, {"id": t, "annotations": []}) for t in sorted(tasks)]
 
     def _saw(self, tasks: List[dict]) -> None:
         """Note the tasks read: which have annotations, and the latest update time."""

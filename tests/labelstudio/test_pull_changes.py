@@ -29,6 +29,7 @@ class MemoryLabelStudio:
         self.rows = {100 + i: {"id": 100 + i, "data": {"skdbal_key": str(i)}, "annotations": [],
                                 "updated_at": self.clock} for i in range(POOL)}
         self.next_id, self.read, self.queries = 1, 0, []
+        self.lagging = set()       # tasks whose annotation counters Label Studio has not updated yet
         self.projects = SimpleNamespace(get=lambda id: {"label_config": CONFIG})
         self.client = SimpleNamespace(projects=self.projects, tasks=SimpleNamespace(list=self._list))
 
@@ -58,14 +59,18 @@ class MemoryLabelStudio:
         self.rows[task]["annotations"] = [a for a in self.rows[task]["annotations"] if a["id"] != annotation]
 
     def _list(self, project, page, page_size, fields=None, query=None):
-        items = (json.loads(query) if query else {}).get("filters", {}).get("items", [])
-        if not items:
+        asked = json.loads(query) if query else {}
+        items = asked.get("filters", {}).get("items", [])
+        if "selectedItems" in asked:
+            kind, found = "selected", [self.rows[t] for t in asked["selectedItems"]["included"] if t in self.rows]
+        elif not items:
             kind, found = "all", list(self.rows.values())
         elif items[0]["filter"] == "filter:tasks:updated_at":
             since = datetime.strptime(items[0]["value"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
             kind, found = "updated", [t for t in self.rows.values() if t["updated_at"] > since]
         else:
-            kind, found = "annotated", [t for t in self.rows.values() if t["annotations"]]
+            kind, found = "annotated", [t for t in self.rows.values()
+                                        if t["annotations"] and t["id"] not in self.lagging]
         self.queries.append(kind if page_size > 1 else "count")
         page_items = found[(page - 1) * page_size:page * page_size]
         if page_size > 1:
@@ -139,7 +144,8 @@ def test_a_deletion_that_leaves_updated_at_is_found_by_the_count_and_a_full_pull
     ls.delete(100, gone, moves=False)                         # as Label Studio's bulk "delete annotations"
     ls.queries = []
     assert sync.pull() == 1 and labels(sync) == {1: "b"}
-    assert ls.queries == ["updated", "count", "annotated"] and sync.full_pulls == 2
+    # the task the filter no longer lists is read by id before its label is taken back
+    assert ls.queries == ["updated", "count", "annotated", "selected"] and sync.full_pulls == 2
     assert sync.pull() == 0 and sync.full_pulls == 2
 
 
@@ -181,3 +187,22 @@ def test_an_annotator_given_as_a_user_object_is_recorded_by_id():
     assert sync.session.store.current_labels()[0]["annotator"] == "labelstudio:4"
     task["annotations"][0]["completed_by"] = 4
     assert sync.record([task]) == 0                               # the same request: not twice
+
+
+def test_a_task_the_annotated_filter_misses_for_a_moment_keeps_its_label():
+    """Label Studio updates a task's annotation counters after it saves the annotation; a full pull in
+    between finds the task missing from the filter of annotated tasks. Its label stays (the task read by
+    id still lists the annotation), and is taken back only once the annotation is really gone."""
+    ls = MemoryLabelStudio()
+    sync = sync_of(ls)
+    ls.annotate(100, "a")
+    late = ls.annotate(101, "b")
+    assert sync.pull() == 2
+    ls.lagging.add(101)                                        # the counters of task 101 not updated yet
+    ls.queries = []
+    assert sync._full_pull() == 0 and labels(sync) == {0: "a", 1: "b"}
+    assert ls.queries == ["annotated", "selected"]
+    ls.delete(101, late)                                       # now really deleted (and still not counted)
+    assert sync._full_pull() == 1 and labels(sync) == {0: "a"}
+    del ls.rows[100]                                           # a task deleted: its label is taken back too
+    assert sync._full_pull() == 1 and labels(sync) == {}
