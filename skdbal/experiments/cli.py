@@ -319,8 +319,10 @@ def add_parsers(sub) -> None:
                          "preset's network on the pixels), pool (an encoder learnt from the pool, no labels), "
                          "pca (50 principal components) or file:PATH (a .npy of embeddings, training rows then "
                          "test rows, or an encoder file .pt, .pt2 or .onnx); e.g. --representation none pool")
-    ex.add_argument("--head", default="mc_dropout", choices=["mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi"],
-                    help="the Bayesian head over a representation's embeddings (default mc_dropout)")
+    ex.add_argument("--head", default="mc_dropout",
+                    choices=["mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi", "spread"],
+                    help="the Bayesian head over a representation's embeddings (default mc_dropout); spread "
+                         "spreads the labels over the pool's neighbour graph")
     ex.add_argument("--encoder-epochs", type=_positive, default=15.0, metavar="EPOCHS",
                     help="passes of the pool encoder over the pool (default 15)")
     ex.add_argument("--n-jobs", type=_jobs, default=1, help="runs in parallel (default 1)")

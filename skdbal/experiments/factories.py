@@ -300,18 +300,20 @@ def resolve_device(device: str = "auto") -> str:
     return str(device)
 
 
-def fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", state=None, start=None):
+def fit_step_model(spec: RunSpec, step: int, X, y, valid, device: str = "cpu", state=None, start=None,
+                   pool=None):
     """Step ``step``'s model of ``spec``'s run on its labelled set ``(X, y)``:
     the network (rebuilt from the cached ``state`` if given, else trained with
     the step's seed, so that it is the same model every time, on from the
     weights ``start`` with ``warm_epochs``) and, with a Bayesian last layer,
     the pipeline of its features and the layer. A run on a representation
     fits its head on the embeddings ``X`` with the step's seed (no cached
-    state: a head refits in a moment)."""
+    state: a head refits in a moment); ``pool``, the embeddings of the run's
+    pool, is the graph a ``"spread"`` head spreads the labels over."""
     if spec.representation != "none":
         from .representations import make_head
 
-        return make_head(spec, step_seed(spec.seed, step), device).fit(X, y)
+        return make_head(spec, step_seed(spec.seed, step), device, pool=pool).fit(X, y)
     if spec.ensemble:
         return _fit_ensemble(spec, step, X, y, state, device, valid, len(X))
     net = make_estimator(spec.preset, mc_dropout=spec.mc_dropout, random_state=step_seed(spec.seed, step),

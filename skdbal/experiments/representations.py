@@ -41,7 +41,7 @@ __all__ = ["REPRESENTATIONS", "HEADS", "check_representation", "representation_l
 #: Representation names a run takes (besides ``"file:PATH"``); ``"none"``: the network on the pixels.
 REPRESENTATIONS = ("none", "pool", "pca")
 #: Heads over the embeddings (``RunSpec.head``).
-HEADS = ("mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi")
+HEADS = ("mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi", "spread")
 #: Principal components of the ``"pca"`` representation.
 PCA_COMPONENTS = 50
 #: Members of the ``"ensemble"`` head.
@@ -251,15 +251,16 @@ def _read_embeddings(path, n_train: int, n_test: int):
     return np.asarray(Z[:n_train], dtype=np.float32), np.asarray(Z[n_train:], dtype=np.float32)
 
 
-def make_head(spec, random_state: int, device: str = "cpu"):
+def make_head(spec, random_state: int, device: str = "cpu", pool=None):
     """The head ``spec.head`` of one step, seeded by ``random_state``, with the preset's ``n_samples``.
 
     ``"mc_dropout"``: :class:`~skdbal.models.MCDropoutHead`; ``"laplace"``:
     :class:`~skdbal.LaplaceClassifier` over one; ``"ensemble"``:
     :class:`~skdbal.DeepEnsembleClassifier` of five, ``n_samples / 5`` masks
     each; ``"bll"`` and ``"bll_mfvi"``:
-    :class:`~skdbal.models.BayesianLastLayerHead`, analytic or mean-field.
-    ``device`` is unused: the heads train on the CPU, where they refit in a
+    :class:`~skdbal.models.BayesianLastLayerHead`, analytic or mean-field;
+    ``"spread"``: :class:`~skdbal.models.LabelSpreadingHead` over ``pool``
+    (the run's pool embeddings). ``device`` is unused: the heads train on the CPU, where they refit in a
     moment.
 
     Examples
@@ -271,12 +272,20 @@ def make_head(spec, random_state: int, device: str = "cpu"):
     >>> type(head).__name__, head.inference, head.n_samples
     ('BayesianLastLayerHead', 'mfvi', 100)
     """
-    from ..models import BayesianLastLayerHead, DeepEnsembleClassifier, LaplaceClassifier, MCDropoutHead
+    from ..models import (
+        BayesianLastLayerHead,
+        DeepEnsembleClassifier,
+        LabelSpreadingHead,
+        LaplaceClassifier,
+        MCDropoutHead,
+    )
 
     classes, n_samples = np.arange(10), spec.preset.n_samples
     if spec.head in ("bll", "bll_mfvi"):
         return BayesianLastLayerHead("mfvi" if spec.head == "bll_mfvi" else "analytic", classes=classes,
                                      n_samples=n_samples, random_state=random_state)
+    if spec.head == "spread":
+        return LabelSpreadingHead(pool, classes=classes, n_samples=n_samples, random_state=random_state)
     if spec.head == "mc_dropout":
         return MCDropoutHead(classes=classes, n_samples=n_samples, random_state=random_state)
     if spec.head == "laplace":

@@ -139,6 +139,7 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
         X_train, X_test_all = embed_run_data(spec, X_train, X_test_all, pool, out_dir, device)  # on the initial set
     val, pool, initial, test = split_indices(preset, spec.seed, y_train, len(y_test_all), X_train, spec.initial_set)
     valid = (X_train[val], y_train[val])
+    pool_rows = X_train[pool] if spec.head == "spread" else None      # the graph a spreading head needs
     # the annotator: a fixed noisy one for a noise run, labelling the initial set correctly
     if spec.noise_rate:
         noisy = NoisyAnnotator.flip(y_train, spec.noise_rate, classes=np.unique(y_train),
@@ -173,7 +174,8 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
                 print(f"{spec.run_id}: replaying steps 0-{step - 1} (warm_epochs, no cached weights)", flush=True)
             for j in range(step):
                 n = sizes[j]
-                keep(j, fit_step_model(spec, j, X[:n], y[:n], valid, device, start=start_of(j, X, y)))
+                keep(j, fit_step_model(spec, j, X[:n], y[:n], valid, device, start=start_of(j, X, y),
+                                         pool=pool_rows))
         return previous["state"]
 
     def fit_model(step, X, y):
@@ -181,12 +183,14 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
             state = load_weights(weights_path, step)
             if state is not None:
                 try:
-                    return keep(step, fit_step_model(spec, step, X, y, valid, device, state=state))
+                    return keep(step, fit_step_model(spec, step, X, y, valid, device, state=state,
+                                                     pool=pool_rows))
                 except (RuntimeError, KeyError) as exc:  # a state of another architecture
                     warnings.warn(f"{weights_path} does not fit the model ({exc}); the model of step {step} is "
                                   "refitted from its labels instead", RuntimeWarning, stacklevel=2)
         # the same model every time: seeded by the step (and, with warm_epochs, by the earlier steps)
-        return keep(step, fit_step_model(spec, step, X, y, valid, device, start=start_of(step, X, y)))
+        return keep(step, fit_step_model(spec, step, X, y, valid, device, start=start_of(step, X, y),
+                                         pool=pool_rows))
 
     learner = ActiveLearner(learner_template(spec, device, valid), get_strategy(spec.strategy),
                             pool_subsample=preset.pool_subsample, random_state=spec.seed, seeding="step",
@@ -313,12 +317,13 @@ def run_grid(
         among the pool's embeddings. The encoder is learnt once per seed and
         its embeddings kept under ``out_dir/cache/representations/``
         (:mod:`skdbal.experiments.representations`).
-    head : {"mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi"}, default="mc_dropout"
+    head : {"mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi", "spread"}, default="mc_dropout"
         The Bayesian head of the runs on a representation:
         :class:`~skdbal.models.MCDropoutHead`, a last-layer Laplace posterior
         over one, an ensemble of five, or
         :class:`~skdbal.models.BayesianLastLayerHead` (analytic or
-        mean-field); each draws the preset's ``n_samples``.
+        mean-field), or :class:`~skdbal.models.LabelSpreadingHead` over the
+        pool's neighbour graph; each draws the preset's ``n_samples``.
     encoder_epochs : float, default=15.0
         Passes of the ``"pool"`` encoder over the pool.
     n_jobs : int, default=1

@@ -448,19 +448,16 @@ class LabelStudioSync:
         since the latest update it saw, as Label Studio 1.23 moves a task's
         ``updated_at`` when one of its annotations is created, updated,
         cancelled (a skip) or deleted, and not when predictions are imported.
-        Until a pull has read, more than a few seconds (``_OVERLAP_S``) after
-        that latest update was first seen, the tasks updated since a few
-        seconds before it, it reads those too: a task stamped just before it
-        but saved after the read is not missed. So an idle pull reads no task,
-        whatever the number of labels. A second request counts the tasks with
-        annotations (a page of one); where the count is not what the pulls
-        have seen (tasks deleted, which leave no task to stamp), the pull reads
-        them all again. The overlap is 30 s: a change that Label Studio commits
-        more than that after stamping it (SQLite lets a writer wait 5 s for
-        its lock) and that leaves the count as it was could be missed until
-        skdbal restarts (its first pull reads everything).
-        ``page_size`` tasks a request, and no request past the last page
-        (:func:`list_tasks`).
+        Until a pull has read, ``_OVERLAP_S`` (30 s) after that latest update
+        was first seen, the tasks updated since 30 s before it, it reads those
+        too: a task stamped before the read but saved after it is not missed,
+        and an idle pull then reads no task. A second request counts the tasks
+        with annotations; where the count is not what the pulls have seen
+        (tasks deleted leave no task to stamp), the pull reads them all again,
+        and a label whose task that read misses is taken back only once the
+        task read by id lists no annotation. A change committed more than 30 s
+        after its stamp that leaves the count as it was is missed until skdbal
+        restarts. ``page_size`` tasks a request (:func:`list_tasks`).
         """
         if self._since is None:
             return self._full_pull()
@@ -492,11 +489,9 @@ class LabelStudioSync:
         return n
 
     def _confirm_gone(self, tasks: Set[int]) -> List[dict]:
-        """The tasks of ``tasks`` read again by id (one request for all), each with all its annotations;
-        a task Label Studio no longer has is given with none. The filter of annotated tasks reads
-        Label Studio's counters (``total_annotations``), which it updates after it saves an annotation:
-        a task just annotated can be missing from the filter's answer for a moment, and its label must
-        not be taken back for that. Only what the task itself lists is believed."""
+        """``tasks`` read by id (one request), with all their annotations; one gone is given with none.
+        The annotated filter reads counters Label Studio updates after saving an annotation: a task just
+        annotated may be missing from it for a moment, and its label must not be taken back for that."""
         if not tasks:
             return []
         query = json.dumps({"selectedItems": {"all": False, "included": sorted(tasks)}})

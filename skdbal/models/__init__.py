@@ -59,6 +59,8 @@ _NAMES = {
     "OnnxEncoder": "_onnx_encoder",
     **dict.fromkeys(("MCDropoutHead", "BayesianLastLayerHead", "EncoderWithHead"), "_heads"),
     "PoolEncoder": "_self_supervised",
+    **dict.fromkeys(("LabelSpreadingHead", "knn_affinities", "normalized_graph", "spread_evidence"),
+                    "_label_spreading"),
     **dict.fromkeys(("EmbeddingCache", "StaleEmbeddingsError", "content_sha256", "encoder_fingerprint"),
                     "_embedding_cache"),
 }

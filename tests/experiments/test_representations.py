@@ -199,3 +199,23 @@ def test_the_network_and_the_representations_go_into_one_folder_by_two_grids(tmp
                     torch_threads=1, verbose=False, **{**TINY, "n_queries": 1})
     assert sorted({(r["strategy"], r["variant"]) for r in rows}) == [
         ("random", "bayesian"), ("random", "pca-bll"), ("typiclust", "pca-bll")]
+
+
+def test_a_spreading_head_learns_from_the_whole_pool(tmp_path):
+    """``head="spread"``: the labels spread over the graph of the pool's embeddings. On embeddings that are
+    the labels themselves plus a little noise, one label a class (the fewlabels start) labels every row."""
+    X_train, y_train, X_test, y_test = load_data("digits")
+    y = np.concatenate([y_train, y_test])
+    Z = np.eye(10, dtype=np.float32)[y] + np.random.RandomState(0).normal(0, 0.01, (len(y), 10)).astype(np.float32)
+    np.save(tmp_path / "labels.npy", Z)
+    rows = run_grid("fewlabels", ["random"], [1], tmp_path / "out", representations=[f"file:{tmp_path / 'labels.npy'}"],
+                    head="spread", torch_threads=1, verbose=False, **TINY)
+    assert {r["variant"] for r in rows} == {"file-labels-spread"}
+    assert [r["n_labels"] for r in rows] == [10, 20, 30]
+    assert [r["accuracy"] for r in rows] == [1.0, 1.0, 1.0]
+    # the first step's head: every pool row has spread label mass, most of it of its own class
+    from skdbal.models import LabelSpreadingHead
+
+    _, pool, initial, _ = split_indices(get_preset("fewlabels", **TINY), 1, y_train, len(y_test))
+    head = LabelSpreadingHead(Z[:len(y_train)][pool], classes=np.arange(10)).fit(Z[initial], y_train[initial])
+    assert (head.evidence_.argmax(1) == y_train[pool]).all() and (head.evidence_.max(1) > 0).all()
