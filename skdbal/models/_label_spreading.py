@@ -195,9 +195,20 @@ class _PoolGraph:
         for i, row in enumerate(pool):
             self.row_of.setdefault(row.tobytes(), i)
 
+        self._last = None          # the rows last asked for by neighbours(), and their answer
+
     def rows(self, X: np.ndarray) -> np.ndarray:
         """Each row's position in the pool, ``-1`` where the pool has no equal row."""
         return np.array([self.row_of.get(r.tobytes(), -1) for r in X], dtype=np.intp)
+
+    def neighbours(self, X: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``n_neighbors`` nearest pool rows of each row of ``X`` and their affinities; the answer for
+        the rows last asked for is kept (a test set scored after every batch is searched once)."""
+        key, last = _sha256(X), self._last        # read once: another thread may replace it
+        if last is None or last[0] != key:
+            distances, near = self.index.kneighbors(X, n_neighbors=min(self.n_neighbors, len(self.pool)))
+            last = self._last = (key, near, _affinity(distances.astype(np.float64)) + 1e-12)
+        return last[1], last[2]
 
 
 def _sha256(a: np.ndarray) -> str:
@@ -349,10 +360,8 @@ class LabelSpreadingHead(ClassifierMixin, BaseEstimator):
         known = rows >= 0
         evidence[known] = self.evidence_[rows[known]]
         if (~known).any():
-            k = min(graph.n_neighbors, len(graph.pool))
-            distances, near = graph.index.kneighbors(X[~known], n_neighbors=k)
-            weights = _affinity(distances.astype(np.float64)) + 1e-12
-            weights /= weights.sum(axis=1, keepdims=True)
+            near, weights = graph.neighbours(X[~known])
+            weights = weights / weights.sum(axis=1, keepdims=True)
             evidence[~known] = np.einsum("nk,nkc->nc", weights, self.evidence_[near])
         return self.prior / len(self.classes_) + evidence
 

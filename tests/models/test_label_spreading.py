@@ -115,3 +115,17 @@ def test_a_pool_of_another_width_and_a_label_outside_the_classes_are_refused():
 @parametrize_with_checks([LabelSpreadingHead(n_neighbors=3, n_samples=3, random_state=0)])
 def test_sklearn_contract(estimator, check):
     check(estimator)
+
+
+def test_rows_outside_the_pool_are_searched_once_for_repeated_calls(monkeypatch):
+    pool = two_clusters()
+    head = LabelSpreadingHead(pool, n_neighbors=3).fit(pool[[0, 20]], [0, 1])
+    searches = []
+    real = head.graph_.index.kneighbors
+    monkeypatch.setattr(head.graph_.index, "kneighbors", lambda *a, **k: searches.append(1) or real(*a, **k))
+    outside = pool[:5] + np.float32(1e-3)
+    first = head.predict_proba(outside)
+    np.testing.assert_array_equal(head.predict_proba(outside), first)
+    assert searches == [1]
+    head.predict_proba(outside[:4])                          # other rows: searched
+    assert searches == [1, 1]
