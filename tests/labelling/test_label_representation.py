@@ -276,3 +276,23 @@ def test_an_encoder_file_session_trains_a_head_on_its_embeddings(tmp_path, photo
         assert session.learner.X_pool_.shape == (N, 8)
         batch = session.next_batch(annotator="ann", timeout=30)
         assert batch and all(b["score"] == b["score"] for b in batch)       # BALD's scores, not NaN
+
+
+def test_labelstudio_takes_the_same_options_and_builds_the_same_session(tmp_path, photos):
+    from skdbal.labelling._representation import representation_line
+    from skdbal.labelstudio.cli import add_parser as labelstudio_parser
+
+    parser = labelstudio_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
+    torchscript_encoder(tmp_path / "enc.pt")
+    args = parser.parse_args(["--images", str(photos), "--classes", "dark,bright", "--url", "http://127.0.0.1:9",
+                              "--project", "1", "--token-env", "NO_SUCH_TOKEN", "--store", str(tmp_path / "s.db"),
+                              "--batch-size", "6",
+                              "--encoder", str(tmp_path / "enc.pt")])
+    session, _, store = make_session(args)
+    try:
+        assert session.representation.future.result(timeout=60).shape == (N, 8)
+        assert type(session.learner.estimator).__name__ == "BayesianLastLayerHead"
+        assert representation_line(args, store).startswith(f"the model: a Bayesian head over {tmp_path}/enc.pt's "
+                                                           "embeddings")
+    finally:
+        session.store.close()
