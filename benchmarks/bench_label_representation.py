@@ -77,10 +77,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--representations", nargs="+", default=["pool", "pixels"],
                         choices=["pool", "pca", "pixels"])
+    parser.add_argument("--head", choices=["bll", "mc_dropout"], default=None,
+                        help="the head over the embeddings (default: the session's, DEFAULT_HEAD)")
     args = parser.parse_args()
     import torch
 
-    from skdbal.labelling._representation import DEFAULT_HEAD, ENCODER_TIME
+    from skdbal.labelling import _representation
+    from skdbal.labelling._representation import ENCODER_TIME
+
+    if args.head is not None:
+        _representation.DEFAULT_HEAD = args.head    # the session's learner reads it when it is built
+    DEFAULT_HEAD = _representation.DEFAULT_HEAD
 
     torch.set_num_threads(1)
     X, y = fashion_mnist("train")

@@ -237,7 +237,8 @@ def check_encoder_file(args, X):
     except ImportError as exc:
         raise ValueError(f"--encoder {args.encoder}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - torch and onnxruntime raise their own kinds
-        if suffix != ".onnx" and isinstance(exc, ValueError) and "is not a" in str(exc):
+        if suffix != ".onnx" and isinstance(exc, ValueError) and (
+                "is not a TorchScript file" in str(exc) or "is not an exported program" in str(exc)):
             raise ValueError(f"--encoder {args.encoder}: not a TorchScript file (torch.jit.save) nor an exported "
                              f"program (.pt2); export the model as the labelling guide shows") from None
         raise ValueError(f"--encoder {args.encoder}: it fails on the images ({_first_line(exc)}); check "
@@ -245,8 +246,8 @@ def check_encoder_file(args, X):
     return encoder
 
 
-def representation_learner(classes, *, head: str = DEFAULT_HEAD, random_state: int = 0):
-    """The learner of a session over embeddings: a Bayesian head (``head``, :data:`DEFAULT_HEAD` by default),
+def representation_learner(classes, *, head: Optional[str] = None, random_state: int = 0):
+    """The learner of a session over embeddings: a Bayesian head (``head``, :data:`DEFAULT_HEAD` when None),
     BALD, ``seeding="step"`` (a restart trains the same model again) and :data:`HEAD_SUBSAMPLE` items scored
     per query.
 
@@ -267,6 +268,7 @@ def representation_learner(classes, *, head: str = DEFAULT_HEAD, random_state: i
     from ..models import BayesianLastLayerHead, MCDropoutHead
 
     classes = np.asarray(classes)
+    head = DEFAULT_HEAD if head is None else head
     if head == "bll":
         model = BayesianLastLayerHead("analytic", classes=classes, random_state=random_state)
     elif head == "mc_dropout":
