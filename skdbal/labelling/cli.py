@@ -13,9 +13,10 @@ from typing import List
 import numpy as np
 
 from .._validation import is_loopback, port_number, whole_number
+from ._representation import representation_line
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
-           "set_torch_threads", "DEMO_INITIAL", "pool_learner", "RETRAIN_DRAWS"]
+           "representation_line", "set_torch_threads", "DEMO_INITIAL", "pool_learner", "RETRAIN_DRAWS"]
 
 _DESCRIPTION = """\
 Serve a page on this machine where people label a pool (a folder of images, a table, an array, or
@@ -157,6 +158,9 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--torch-threads", type=whole_number(1), default=1, metavar="N",
                    help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
                    "0.16-1.64 s on one thread, 0.22-12.88 s on two)")
+    from ._representation import add_representation_arguments
+
+    add_representation_arguments(p)
 
 
 def _names(text: str) -> List[str]:
@@ -300,6 +304,12 @@ def make_session(args):
     """The session, the pool and the store's path that ``args`` name (the pool options of ``skdbal label``,
     shared by ``skdbal labelstudio``).
 
+    A folder of images is labelled in the representation ``--representation`` or ``--encoder`` names
+    (:mod:`skdbal.labelling._representation`): with ``pool`` or an encoder file, the session's model is a
+    Bayesian head over the embeddings, which a thread learns or computes from the moment the session is
+    made (the session's ``representation``, a :class:`~skdbal.labelling._representation.PoolFeatures`),
+    and the first batch is typical in the thumbnails' principal components, ready at once.
+
     Examples
     --------
     >>> import argparse, os, tempfile
@@ -310,6 +320,17 @@ def make_session(args):
     >>> pool.kind, len(pool), session.batch_size
     ('images', 1297, 10)
     """
+    from concurrent.futures import Future
+
+    from ._representation import (
+        PoolFeatures,
+        cache_folder,
+        cheap_representation,
+        check_encoder_file,
+        representation_learner,
+        representation_of,
+        typical_first_batch,
+    )
     from .pools import load_pool
     from .session import LabellingSession
 
@@ -344,10 +365,21 @@ def make_session(args):
     X = pool.X
     images = pool.kind == "images"
     initial = None   # the session's own: a first batch that covers the pool
+    kind = representation_of(args)
+    features = encoder = None
     if args.demo:
         learner, initial = demo_learner(0), demo_initial(X, 0)
-    else:
+    elif kind in (None, "pixels"):
         learner = pool_learner(classes, X, images=images)
+    else:   # a head over embeddings; the first batch typical in a representation ready at once
+        if kind == "encoder":
+            encoder = check_encoder_file(args, X)   # a bad file is refused here, before the store is made
+        learner = representation_learner(classes)
+        X_cheap = cheap_representation(X)
+        initial = typical_first_batch(X_cheap, args.batch_size)
+        X, features = X_cheap, Future()
+        if kind == "pca":
+            features.set_result(X_cheap)
     store = store_path(args)
     if getattr(args, "keys", None) is not None:
         from ._page import class_keys
@@ -359,7 +391,10 @@ def make_session(args):
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget,
-                               lease_timeout=getattr(args, "lease_timeout", 300.0))
+                               lease_timeout=getattr(args, "lease_timeout", 300.0), features=features)
+    if kind in ("pool", "encoder"):   # learnt or embedded in a thread of its own, once the store is taken
+        session.representation = PoolFeatures(pool.X, cache_folder(store), encoder=encoder,
+                                              max_time=args.encoder_time, future=features).start()
     return session, pool, store
 
 
@@ -464,7 +499,7 @@ def build(args):
     >>> Image.new("L", (20, 20), 255).save(os.path.join(folder, "dog1.jpg"))
     >>> _ = open(os.path.join(folder, "notes.txt"), "w").write("not an image")      # ignored
     >>> args = parser.parse_args(["--images", folder, "--classes", "cat,dog", "--batch-size", "1",
-    ...                           "--store", os.path.join(folder, "project.db")])
+    ...                           "--store", os.path.join(folder, "project.db"), "--representation", "pixels"])
     >>> session, app, loopback, path = build(args)
     >>> session.keys, session.X.shape, session.classes
     (['cat1.png', 'dog1.jpg'], (2, 28, 28), ['cat', 'dog'])
@@ -528,6 +563,11 @@ def check_source(args) -> None:
         ...
     ValueError: --images no/such/folder: no such folder
     """
+    from ._representation import representation_of
+
+    if representation_of(args) == "encoder" and not Path(args.encoder).is_file():
+        raise ValueError(f"--encoder {args.encoder}: " + ("not a file" if Path(args.encoder).exists()
+                                                          else "no such file"))
     if getattr(args, "images", None) is not None and not Path(args.images).is_dir():
         raise ValueError(f"--images {args.images}: " + ("not a folder" if Path(args.images).exists()
                                                          else "no such folder"))
@@ -634,6 +674,9 @@ def run(args) -> int:
             return _fail(f"the store {args.store}: {exc}")
         if getattr(args, "reopen_skips", False):
             print(f"skdbal label: {len(session.reopen_skips())} skipped items reopened", flush=True)
+        line = representation_line(args, store)
+        if line:
+            print(f"skdbal label: {line}", flush=True)
         port = sock.getsockname()[1]
         url = f"http://{args.host}:{port}/"
         if app.state.annotators:   # a link per annotator, with their token, once

@@ -19,6 +19,7 @@ take the board and the store), and the second looks
 """
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import threading
 import time as _time
@@ -35,7 +36,10 @@ from ._oracle import SessionStopped, StoreJournal, StoreOracle
 from ._second_looks import SecondLooks
 from .store import LabelStore
 
-__all__ = ["LabellingSession"]
+__all__ = ["LabellingSession", "EMBEDDINGS"]
+
+#: What the first model waits for while the features given as ``features`` are computed (the page says it).
+EMBEDDINGS = "the pool's embeddings"
 
 
 class LabellingSession:
@@ -107,6 +111,18 @@ class LabellingSession:
         first: a second look costs a label, and an early model, which
         disagrees with many right labels, would otherwise flag them all.
         None sets no limit.
+    features : concurrent.futures.Future, optional
+        The model's features of the pool, which arrive later: the embeddings
+        of an encoder that learns or embeds in another thread while people
+        label. Until they arrive, ``X`` is what the first batch (``initial``)
+        and the covering order after it are chosen in, a cheap representation
+        ready at once; people label as usual, and once they have labelled the
+        first batch the session keeps offering items of the covering order
+        (``status()["waiting_for"]`` is :data:`EMBEDDINGS`). The loop waits for
+        the future in its own thread before its first fit (or, on a resume,
+        its refit); then the model trains, queries, guesses and judges on the
+        features, one row per item, and every label given meanwhile counts. A
+        future that fails ends the loop (``status()["error"]``).
 
     Notes
     -----
@@ -143,8 +159,9 @@ class LabellingSession:
     def __init__(self, learner, X, classes, store, *, keys=None, batch_size: int = 10,
                  retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 300.0,
                  X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic",
-                 second_look_budget: Optional[float] = 0.1):
+                 second_look_budget: Optional[float] = 0.1, features: Optional[concurrent.futures.Future] = None):
         self.learner = learner
+        self.features = features
         self.X = X
         self.classes = list(classes)
         self.keys = [str(k) for k in (range(len(X)) if keys is None else keys)]
@@ -225,7 +242,8 @@ class LabellingSession:
 
     @property
     def waiting_for(self) -> Optional[str]:
-        """What the session waits for from people: None, or a sentence."""
+        """What the session waits for before it can train (from people, or :data:`EMBEDDINGS`): None, or a
+        sentence."""
         return self.board.waiting_for
 
     @property
@@ -257,6 +275,7 @@ class LabellingSession:
             models = self.store.models()
             if models:
                 self.board.start_training()   # the last model is trained again from its labels
+                self._await_features()
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
                 self._publish()
@@ -265,6 +284,7 @@ class LabellingSession:
                 if initial is None:  # a batch that covers the pool, seeded
                     initial = covering_first_batch(self.X, self.batch_size, self.board.seed())
                 self.board.offer_first(initial)   # people may label it from now on
+                self._await_features()
                 self._warm_up()
                 self.loop.start(initial)
             while not self.oracle.stopping:
@@ -308,6 +328,32 @@ class LabellingSession:
         offered as second looks, guessed here, not by a request."""
         self._looks.judge(events)
         self.board.guess_ahead(self.board.pending_looks())
+
+    def _await_features(self) -> None:
+        """In the loop's thread, before the first fit: wait for ``features`` (people label meanwhile, their
+        labels kept in the store as always), then read the pool as those rows from now on."""
+        future = self.features
+        if future is None:
+            return
+        waits = not future.done() and not self.board.training
+        if waits:
+            self.board.wait_for(EMBEDDINGS)   # more items of the covering order, when the batch runs out
+        while True:
+            if self.oracle.stopping:
+                raise SessionStopped("the session stopped")
+            try:
+                X = future.result(timeout=0.2)
+                break
+            except concurrent.futures.TimeoutError:
+                continue
+        if len(X) != len(self.keys):
+            raise ValueError(f"the features have {len(X)} rows for the pool's {len(self.keys)} items")
+        with self.board.changed:
+            self.X = self.board.X = self._looks.X = X
+        self.learner.set_pool(X, ids=np.arange(len(X)))
+        self.features = None
+        if waits:
+            self.board.wait_for(None)
 
     def _warm_up(self) -> None:
         """Fit a throw-away copy of the model on a few rows while people label the first batch, so that

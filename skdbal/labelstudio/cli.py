@@ -461,7 +461,7 @@ def run(args) -> int:
     ValueError: http://label.example.org is plain HTTP to another machine: the token would cross the network \
 unencrypted; use https, or --allow-http
     """
-    from ..labelling.cli import make_session, set_torch_threads, store_path
+    from ..labelling.cli import make_session, representation_line, set_torch_threads, store_path
     from ..labelling.lock import StoreLock
     from .sync import LabelStudioSync, choices_of, file_key
 
@@ -508,6 +508,9 @@ unencrypted; use https, or --allow-http
         print(f"skdbal labelstudio: {len(session.keys)} items, store {store}, labels {csv_path}, torch threads "
               f"{threads}; the queue: {args.url.rstrip('/')}/projects/{project}/data?tab={view}", flush=True)
         print(which_button(sync.sampling), flush=True)
+        line = representation_line(args, store)
+        if line:
+            print(f"skdbal labelstudio: {line}", flush=True)
         if backend is not None:
             return _serve_backend(args, sync, backend, store, csv_path)
         print(f"pulled {_pull_before_start(sync)} new annotation events before starting", flush=True)

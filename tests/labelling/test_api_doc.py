@@ -83,7 +83,7 @@ def test_the_route_table_lists_exactly_the_servers_routes(digits64, tmp_path):
 def test_the_documented_fields_are_in_real_answers(photos, tmp_path):
     table = route_table()
     session, app, _, _ = label_command("--images", str(photos), "--classes", "cat,dog", "--batch-size", "4",
-                                       "--store", str(tmp_path / "s.db"))
+                                       "--store", str(tmp_path / "s.db"), "--representation", "pixels")
     H = {"X-Token": app.state.token}
     with TestClient(app) as client, session:
         answer = client.get("/api/batch?annotator=ann&n=2&wait=10", headers=H).json()
@@ -160,7 +160,7 @@ def label_first_batch(client, session, truth, headers):
 def test_the_guides_model_example_predicts_new_images_with_the_downloaded_model(photos, tmp_path):
     """The first example of "Use the model you trained", on `skdbal label --images photos/ --classes cat,dog`."""
     session, app, _, _ = label_command("--images", str(photos), "--classes", "cat,dog", "--batch-size", "4",
-                                       "--store", str(tmp_path / "s.db"))
+                                       "--store", str(tmp_path / "s.db"), "--representation", "pixels")
     H = {"X-Token": app.state.token}
     with TestClient(app) as client, session:
         label_first_batch(client, session, lambda key: "cat" if key.startswith("cats/") else "dog", H)

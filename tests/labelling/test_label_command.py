@@ -126,7 +126,9 @@ def test_the_help_explains_the_command_and_shows_every_default():
                             "--columns", "--drop-columns", "--image-size", "--mode", "--store", "--batch-size",
                             "--retrain-after",
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
-                            "--annotators", "--keys", "--lease-timeout", "--reopen-skips"}
+                            "--annotators", "--keys", "--lease-timeout", "--reopen-skips", "--representation",
+                            "--encoder", "--encoder-size", "--encoder-channels", "--encoder-mean", "--encoder-std",
+                            "--encoder-time"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show;
     # --reopen-skips is a switch
     without = {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--reopen-skips"}
@@ -135,7 +137,8 @@ def test_the_help_explains_the_command_and_shows_every_default():
     for name, default in [("--batch-size", "10"), ("--port", "8765"), ("--image-size", "28"), ("--mode", "L"),
                           ("--torch-threads", "1"), ("--host", "127.0.0.1"), ("--second-looks", "dynamic"),
                           ("--second-look-budget", "0.1"), ("--retrain-after", "the batch size"),
-                          ("--lease-timeout", "300")]:
+                          ("--lease-timeout", "300"), ("--representation", "pool"), ("--encoder", "none"),
+                          ("--encoder-time", "300")]:
         assert f"(default: {default}" in options[name], options[name]
 
 

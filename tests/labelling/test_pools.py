@@ -265,7 +265,7 @@ def test_esc_in_javascript():
 def test_the_cli_builds_a_session_for_a_folder(folder, tmp_path):
     parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     args = parser.parse_args(["--images", str(folder), "--classes", "cat,dog", "--store", str(tmp_path / "p.db"),
-                              "--image-size", "12", "--batch-size", "2"])
+                              "--image-size", "12", "--batch-size", "2", "--representation", "pixels"])
     session, app, loopback, store = build(args)
     assert session.keys == load_pool(folder).keys and len(session.X) == 5 and session.X.shape == (5, 12, 12)
     assert session.classes == ["cat", "dog"] and store == str(tmp_path / "p.db") and loopback
@@ -273,7 +273,7 @@ def test_the_cli_builds_a_session_for_a_folder(folder, tmp_path):
     with TestClient(app, headers={"X-Token": app.state.token}) as client:
         assert client.get("/api/item/0.png").content[:8] == b"\x89PNG\r\n\x1a\n"
     args = parser.parse_args(["--images", str(folder), "--classes", "cat,dog", "--store", str(tmp_path / "q.db"),
-                              "--mode", "RGB", "--batch-size", "2"])
+                              "--mode", "RGB", "--batch-size", "2", "--representation", "pixels"])
     assert build(args)[0].X.shape == (5, 3, 28, 28)
 
 
