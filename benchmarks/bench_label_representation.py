@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--representations", nargs="+", default=["pool", "pixels"],
                         choices=["pool", "pca", "pixels"])
-    parser.add_argument("--head", choices=["bll", "mc_dropout"], default=None,
+    parser.add_argument("--head", choices=["bll", "mc_dropout", "spread"], default=None,
                         help="the head over the embeddings (default: the session's, DEFAULT_HEAD)")
     args = parser.parse_args()
     import torch

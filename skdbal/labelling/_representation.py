@@ -41,8 +41,9 @@ __all__ = ["REPRESENTATIONS", "DEFAULT_IMAGE_REPRESENTATION", "HEADS", "DEFAULT_
 REPRESENTATIONS = ("pool", "pca", "pixels")
 #: The representation of ``--images`` when neither ``--representation`` nor ``--encoder`` is given.
 DEFAULT_IMAGE_REPRESENTATION = "pool"
-#: Heads over the embeddings (:func:`representation_learner`): the Bayesian last layer, or MC dropout.
-HEADS = ("bll", "mc_dropout")
+#: Heads over the embeddings (:func:`representation_learner`): the Bayesian last layer, MC dropout, or the
+#: labels spread over the pool's neighbour graph.
+HEADS = ("bll", "mc_dropout", "spread")
 #: The head the session trains over the embeddings.
 DEFAULT_HEAD = "bll"
 #: ``--encoder-time``'s default: seconds the pool's encoder may learn (the step that crosses it is the last).
@@ -252,7 +253,9 @@ def representation_learner(classes, *, head: Optional[str] = None, random_state:
     per query.
 
     ``"bll"``: :class:`~skdbal.models.BayesianLastLayerHead` (analytic; a closed-form refit, its variances by
-    the evidence); ``"mc_dropout"``: :class:`~skdbal.models.MCDropoutHead` (a hidden layer, trained).
+    the evidence); ``"mc_dropout"``: :class:`~skdbal.models.MCDropoutHead` (a hidden layer, trained);
+    ``"spread"``: :class:`~skdbal.models.LabelSpreadingHead`, given the pool's embeddings by the session when
+    they arrive.
 
     Examples
     --------
@@ -262,10 +265,12 @@ def representation_learner(classes, *, head: Optional[str] = None, random_state:
     ('BayesianLastLayerHead', 'step', 10000)
     >>> type(representation_learner(["cat", "dog"], head="mc_dropout").estimator).__name__
     'MCDropoutHead'
+    >>> type(representation_learner(["cat", "dog"], head="spread").estimator).__name__
+    'LabelSpreadingHead'
     """
     from ..acquisition import bald
     from ..learner import ActiveLearner
-    from ..models import BayesianLastLayerHead, MCDropoutHead
+    from ..models import BayesianLastLayerHead, LabelSpreadingHead, MCDropoutHead
 
     classes = np.asarray(classes)
     head = DEFAULT_HEAD if head is None else head
@@ -273,6 +278,8 @@ def representation_learner(classes, *, head: Optional[str] = None, random_state:
         model = BayesianLastLayerHead("analytic", classes=classes, random_state=random_state)
     elif head == "mc_dropout":
         model = MCDropoutHead(classes=classes, random_state=random_state)
+    elif head == "spread":
+        model = LabelSpreadingHead(classes=classes, random_state=random_state)
     else:
         raise ValueError(f"unknown head {head!r}; choose from {', '.join(HEADS)}")
     return ActiveLearner(model, bald, random_state=random_state, seeding="step", verbose=False,

@@ -350,6 +350,8 @@ class LabellingSession:
             raise ValueError(f"the features have {len(X)} rows for the pool's {len(self.keys)} items")
         with self.board.changed:
             self.X = self.board.X = self._looks.X = X
+        if "pool" in self.learner.estimator.get_params(deep=False):     # a head that reads the whole pool
+            self.learner.estimator.set_params(pool=X)
         self.learner.set_pool(X, ids=np.arange(len(X)))
         self.features = None
         if waits:

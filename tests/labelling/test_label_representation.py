@@ -278,6 +278,24 @@ def test_an_encoder_file_session_trains_a_head_on_its_embeddings(tmp_path, photo
         assert batch and all(b["score"] == b["score"] for b in batch)       # BALD's scores, not NaN
 
 
+def test_a_spreading_head_is_given_the_pool_s_embeddings_when_they_arrive(tmp_path, photos, monkeypatch):
+    """The spreading head's graph is the whole pool's: the session hands it the embeddings before the
+    first fit, and the model it publishes spreads the first batch's labels over all N items."""
+    from skdbal.labelling import _representation
+
+    monkeypatch.setattr(_representation, "DEFAULT_HEAD", "spread")
+    torchscript_encoder(tmp_path / "enc.pt")
+    session, _, _ = make_session(images_args(photos, tmp_path / "s.db", "--encoder", tmp_path / "enc.pt"))
+    assert session.learner.estimator.pool is None
+    with session:
+        label_first_batch(session)
+        session.wait_for_version(0, timeout=60)
+        model = session.board.published[1]
+        assert type(model).__name__ == "LabelSpreadingHead"
+        assert model.evidence_.shape == (N, 2)                       # one row per item of the pool
+        np.testing.assert_array_equal(session.learner.estimator.pool, session.X)
+
+
 def test_labelstudio_takes_the_same_options_and_builds_the_same_session(tmp_path, photos):
     from skdbal.labelling._representation import representation_line
     from skdbal.labelstudio.cli import add_parser as labelstudio_parser
