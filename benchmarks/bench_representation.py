@@ -112,6 +112,54 @@ def labels_to(rows: list, target: float) -> dict:
                 float(np.median([v if v is not None else np.inf for v in vs]))) for k, vs in first.items()}
 
 
+AT_LABELS = (20, 30, 50, 100, 300)
+
+
+def accuracy_at(rows: list) -> dict:
+    """(variant, strategy) -> {labels: (median, band low, band high)} of the seeds' test accuracy at each of
+    :data:`AT_LABELS`, the band the percentile bootstrap over seeds of the median (as ``skdbal report``'s)."""
+    from skdbal.experiments.seed_variance import bootstrap_band
+
+    per = {}
+    for r in rows:
+        if int(r["n_labels"]) in AT_LABELS:
+            per.setdefault((r["variant"], r["strategy"]), {}).setdefault(int(r["n_labels"]), []).append(
+                float(r["accuracy"]))
+    return {k: {n: (float(np.median(v)), *bootstrap_band(v)) for n, v in d.items()} for k, d in per.items()}
+
+
+def plot(rows: list, path: Path, title: str) -> None:
+    """The median test accuracy over seeds against labels, with the bootstrap band of the median."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skdbal.experiments.seed_variance import bootstrap_band
+
+    curves = {}
+    for r in rows:
+        curves.setdefault((r["variant"], r["strategy"]), {}).setdefault(int(r["n_labels"]), []).append(
+            float(r["accuracy"]))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for (variant, strategy), by_labels in sorted(curves.items()):
+        head = variant.rsplit("-", 1)[-1] if variant.startswith("file-") else "Bayesian CNN"
+        labels = sorted(by_labels)
+        median = [np.median(by_labels[n]) for n in labels]
+        bands = np.array([bootstrap_band(by_labels[n]) for n in labels])
+        style = {"Bayesian CNN": ":", "bll": "--", "spread": "-"}.get(head, "-.")
+        line, = ax.plot(labels, median, style, label=f"{strategy}, {head}")
+        ax.fill_between(labels, bands[:, 0], bands[:, 1], alpha=0.12, color=line.get_color())
+    ax.set_xlabel("labelled images (10 initial + acquired)")
+    ax.set_ylabel("test accuracy (median over seeds, bootstrap band)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"], choices=["mnist", "fashion_mnist"])
@@ -154,11 +202,19 @@ def main(argv=None):
         print(markdown_table(["variant", "strategy"] + columns,
                              [[v, s] + [">300" if t.get(c) is None else f"{t[c]:.0f}" for c in columns]
                               for (v, s), t in sorted(table.items())]))
+        at = accuracy_at(rows)
+        print(f"\n{name}: test accuracy (%) at n labels, median of seeds {args.seeds} and the bootstrap band")
+        print(markdown_table(["variant", "strategy"] + [f"at {n}" for n in AT_LABELS],
+                             [[v, s] + [f"{100 * d[n][0]:.1f} ({100 * d[n][1]:.1f}-{100 * d[n][2]:.1f})"
+                                        if n in d else "-" for n in AT_LABELS] for (v, s), d in sorted(at.items())]))
+        plot(rows, folder / "curves.png", f"{name}: the network on the pixels and heads on a pool encoder")
         print(f"\n{name}: head refit on n labels + scoring {len(Z)} rows at T=100, seconds (median of 5)")
         print(markdown_table(["head", "labels", "seconds"],
                              [[r["head"], r["labels"], f"{r['seconds']:.2f}"] for r in refits]))
         summary["datasets"][name] = {"encoder": timing, "embed_s": embed_s, "refits": refits,
-                                     "labels_to": {f"{v}|{s}": t for (v, s), t in table.items()}}
+                                     "labels_to": {f"{v}|{s}": t for (v, s), t in table.items()},
+                                     "accuracy_at": {f"{v}|{s}": {str(n): list(x) for n, x in d.items()}
+                                                     for (v, s), d in at.items()}}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
 
 

@@ -350,7 +350,8 @@ def plot_curves(rows: List[dict], path, variants=("bayesian",), strategies=None,
         ax.fill_between(labels, mean - std, mean + std, alpha=0.15, color=line.get_color())
         lows.append(mean - std)
         highs.append(mean + std)
-    ax.set_xlabel("labelled images (20 initial + acquired)")
+    initial = {int(r["n_labels"]) - int(r["n_acquired"]) for r in rows if r.get("n_acquired") is not None}
+    ax.set_xlabel(f"labelled images ({min(initial) if initial else 20} initial + acquired)")
     ax.set_ylabel("test accuracy")
     if ylim is not None or lows:
         ax.set_ylim(*(ylim if ylim is not None else data_ylim(lows, highs)))

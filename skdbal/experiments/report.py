@@ -228,7 +228,8 @@ def _write_report_rows(out_dir: Path, rows: List[dict], n_initial: int, dataset:
     table.write_text(
         f"# {out_dir.name}: labels to 90% and 95% test accuracy\n\n"
         "Labels needed to reach 90% and 95% test accuracy. A cell such as `270 (250)` reads: 270 labelled "
-        "images, of which 250 were acquired (the 20 initial ones are not counted in the papers). "
+        f"images, of which {270 - n_initial} were acquired (the {n_initial} initial ones are not counted in the "
+        "papers). "
         "*Average-step* is where the learning curve averaged over seeds first reaches the accuracy; "
         "*step-average* is the mean over seeds of where each seed's curve first reaches it, ± the population "
         "standard deviation (Pilz, 2025, Appendix A, defines both). The column *accuracy at 1000 labels* is test "
