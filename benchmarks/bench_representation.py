@@ -9,10 +9,10 @@ labels, 2,000 random candidates a step, all 10,000 test images):
 - ``spread``: :class:`~skdbal.models.LabelSpreadingHead` over the embeddings
   of a :class:`~skdbal.models.PoolEncoder` learnt from the 60,000 training
   images without labels, with random labels, TypiClust, ProbCover, BALD and
-  the hand-off from TypiClust to BALD (``cold_start(bald)``);
+  the hand-off from TypiClust to BALD (``cold_start(bald)``: at ten labels a class, and at four);
 - ``bll``: :class:`~skdbal.models.BayesianLastLayerHead` on the same
   embeddings, with random labels, TypiClust, BALD, BatchBALD, EPIG and the
-  hand-off.
+  two hand-offs.
 
 The encoder is learnt once per data set (seed 0) and shared by the seeds,
 whose pools, initial labels and draws differ; it is kept with its embeddings
@@ -42,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, markdown_table, recorded  # noqa: E402
 
 NETWORK = ["bald", "batch_bald"]
-SPREAD = ["random", "typiclust", "probcover", "bald", "cold_start(bald)"]
-BLL = ["random", "typiclust", "bald", "batch_bald", "epig", "cold_start(bald)"]
+EARLY = "cold_start(bald,typiclust,per_class,4)"      # the hand-off four labels a class, against the default ten
+SPREAD = ["random", "typiclust", "probcover", "bald", "cold_start(bald)", EARLY]
+BLL = ["random", "typiclust", "bald", "batch_bald", "epig", "cold_start(bald)", EARLY]
 TARGETS = {"mnist": (0.90, 0.95, 0.99), "fashion_mnist": (0.80, 0.85)}
 
 
@@ -142,15 +143,17 @@ def plot(rows: list, path: Path, title: str) -> None:
         curves.setdefault((r["variant"], r["strategy"]), {}).setdefault(int(r["n_labels"]), []).append(
             float(r["accuracy"]))
     fig, ax = plt.subplots(figsize=(9, 5))
-    for (variant, strategy), by_labels in sorted(curves.items()):
+    colours = plt.get_cmap("tab20").colors
+    for i, ((variant, strategy), by_labels) in enumerate(sorted(curves.items())):
         head = variant.rsplit("-", 1)[-1] if variant.startswith("file-") else "Bayesian CNN"
         labels = sorted(by_labels)
         median = [np.median(by_labels[n]) for n in labels]
         bands = np.array([bootstrap_band(by_labels[n]) for n in labels])
         style = {"Bayesian CNN": ":", "bll": "--", "spread": "-"}.get(head, "-.")
-        line, = ax.plot(labels, median, style, label=f"{strategy}, {head}")
+        line, = ax.plot(labels, median, style, color=colours[i % len(colours)], label=f"{strategy}, {head}")
         ax.fill_between(labels, bands[:, 0], bands[:, 1], alpha=0.12, color=line.get_color())
-    ax.set_xlabel("labelled images (10 initial + acquired)")
+    ax.set_xscale("log")
+    ax.set_xlabel("labelled images (10 initial + acquired; log scale)")
     ax.set_ylabel("test accuracy (median over seeds, bootstrap band)")
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -102,11 +102,13 @@ class ColdStart(StrategyDecorator):
           (a model-based rule: it reads the model's predictive samples of the pool, a pass of its own).
         - A callable ``rule(estimator, X_pool, y_labelled) -> float``: a measure of your own, compared with
           ``at`` (``y_labelled`` is None where the labels are not known).
-    at : float, default=4
+    at : float, default=10
         The measure's value at which the strategy hands off (warm when ``measure >= at``). The default,
-        four labels a class, is provisional, from a small trial on scikit-learn's digits (a Bayesian last
-        layer over PCA features): handing off to BALD at one or two labels a class fell behind TypiClust
-        alone for the next labels, and at four it kept up.
+        ten labels a class, was chosen by measurement (``benchmarks/bench_representation.py``, MNIST and
+        Fashion-MNIST, a pool encoder's embeddings, spreading and last-layer heads, 3 seeds, up to 300
+        labels): a hand-off at four labels a class fell behind TypiClust alone on Fashion-MNIST; one at
+        ten kept up with it on both under the spreading head, and under the last-layer head was ahead
+        on MNIST and behind on Fashion-MNIST by the end.
     chunk_size : int, default=2048
         Pool rows read at a time by the ``confidence`` rule.
 
@@ -158,7 +160,7 @@ class ColdStart(StrategyDecorator):
     name_params = ("cold", "rule", "at")  # cold_start(bald,typiclust,per_class,2)
 
     def __init__(self, strategy, cold: Union[str, Strategy] = "typiclust", rule: Union[str, Callable] = "per_class",
-                 at: float = 4, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+                 at: float = 10, *, chunk_size: int = DEFAULT_CHUNK_SIZE):
         super().__init__(strategy)
         self.cold = cold
         self.rule = rule
@@ -265,7 +267,7 @@ register(ColdStart)
 
 
 def cold_start(strategy, cold: Union[str, Strategy] = "typiclust", rule: Union[str, Callable] = "per_class",
-               at: float = 4, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> ColdStart:
+               at: float = 10, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> ColdStart:
     """Hand off from ``cold`` to ``strategy`` once ``rule``'s measure reaches ``at``.
 
     See :class:`ColdStart` for the parameters.
