@@ -183,13 +183,20 @@ def spread_evidence(graph, rows, labels, n_classes: int, *, alpha: float = 0.99,
     return total
 
 
+def _unit_rows(X: np.ndarray) -> np.ndarray:
+    """``X``'s rows scaled to unit length (a zero row stays zero): the graph's geometry is the cosine's."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms > 0, norms, 1.0)
+
+
 class _PoolGraph:
-    """A pool's neighbour graph, its search index, and where each of its rows is (by content)."""
+    """A pool's neighbour graph (over its rows scaled to unit length), its search index, and where each of
+    its rows is (by content)."""
 
     def __init__(self, pool: np.ndarray, n_neighbors: int):
         self.pool = pool
         self.n_neighbors = n_neighbors
-        self.indices, affinities, self.index = knn_affinities(pool, n_neighbors)
+        self.indices, affinities, self.index = knn_affinities(_unit_rows(pool), n_neighbors)
         self.graph = normalized_graph(self.indices, affinities)
         self.row_of = {}
         for i, row in enumerate(pool):
@@ -206,7 +213,8 @@ class _PoolGraph:
         the rows last asked for is kept (a test set scored after every batch is searched once)."""
         key, last = _sha256(X), self._last        # read once: another thread may replace it
         if last is None or last[0] != key:
-            distances, near = self.index.kneighbors(X, n_neighbors=min(self.n_neighbors, len(self.pool)))
+            distances, near = self.index.kneighbors(_unit_rows(X), n_neighbors=min(self.n_neighbors,
+                                                                                  len(self.pool)))
             last = self._last = (key, near, _affinity(distances.astype(np.float64)) + 1e-12)
         return last[1], last[2]
 
@@ -232,7 +240,9 @@ class LabelSpreadingHead(ClassifierMixin, BaseEstimator):
 
     Fitted on the labelled rows' embeddings; ``pool`` gives the embeddings of
     the whole pool (labelled rows included), whose neighbour graph the labels
-    spread over. A labelled row is placed at the pool row equal to it, or at
+    spread over. The graph's geometry is the cosine's: rows are scaled to unit
+    length first, so an embedding that is not normalised (principal components,
+    say) is read by its directions. A labelled row is placed at the pool row equal to it, or at
     its nearest pool row if none is equal. A row to predict that is in the
     pool reads its own spread evidence; any other row the affinity-weighted
     mean of its ``n_neighbors`` nearest pool rows'.
@@ -342,7 +352,8 @@ class LabelSpreadingHead(ClassifierMixin, BaseEstimator):
         rows = graph.rows(X)
         missing = rows < 0
         if missing.any():
-            rows[missing] = graph.index.kneighbors(X[missing], n_neighbors=1, return_distance=False)[:, 0]
+            rows[missing] = graph.index.kneighbors(_unit_rows(X[missing]), n_neighbors=1,
+                                                   return_distance=False)[:, 0]
         evidence = spread_evidence(graph.graph, rows, columns, len(self.classes_), alpha=self.alpha,
                                    n_iter=self.n_iter)
         evidence *= len(pool) / evidence.sum()        # one pseudo-count a row, in all

@@ -129,3 +129,15 @@ def test_rows_outside_the_pool_are_searched_once_for_repeated_calls(monkeypatch)
     assert searches == [1]
     head.predict_proba(outside[:4])                          # other rows: searched
     assert searches == [1, 1]
+
+
+def test_the_graph_reads_directions_so_an_unnormalised_embedding_spreads_the_same():
+    """Principal components are not of unit length: far apart rows would have no affinity at all and no
+    label would spread. The head scales rows to unit length: the pool times 100 gives the same evidence."""
+    pool = two_clusters()
+    unit = LabelSpreadingHead(pool, n_neighbors=5).fit(pool[[0, 20]], [0, 1])
+    scaled = LabelSpreadingHead(pool * 100, n_neighbors=5).fit(pool[[0, 20]] * 100, [0, 1])
+    np.testing.assert_allclose(scaled.evidence_, unit.evidence_, rtol=1e-4)
+    assert scaled.predict(pool * 100).tolist() == [0] * 20 + [1] * 20
+    np.testing.assert_allclose(scaled.predict_proba(pool[:3] * 100 + 1), unit.predict_proba((pool[:3] * 100 + 1) / 100),
+                               rtol=1e-3)
