@@ -129,6 +129,12 @@ def accuracy_at(rows: list) -> dict:
     return {k: {n: (float(np.median(v)), *bootstrap_band(v)) for n, v in d.items()} for k, d in per.items()}
 
 
+def quoted(m) -> str:
+    """``"90.0 (88.3–92.8)"``: a median and its band in percent; a band of one value is named once."""
+    median, low, high = (f"{100 * x:.1f}" for x in m)
+    return f"{median} ({low}–{high})" if low != high else f"{median} (every resample {low})"
+
+
 def plot(rows: list, path: Path, title: str) -> None:
     """The median test accuracy over seeds against labels, with the bootstrap band of the median."""
     import matplotlib
@@ -214,10 +220,15 @@ def main(argv=None):
         print(f"\n{name}: head refit on n labels + scoring {len(Z)} rows at T=100, seconds (median of 5)")
         print(markdown_table(["head", "labels", "seconds"],
                              [[r["head"], r["labels"], f"{r['seconds']:.2f}"] for r in refits]))
-        summary["datasets"][name] = {"encoder": timing, "embed_s": embed_s, "refits": refits,
-                                     "labels_to": {f"{v}|{s}": t for (v, s), t in table.items()},
-                                     "accuracy_at": {f"{v}|{s}": {str(n): list(x) for n, x in d.items()}
-                                                     for (v, s), d in at.items()}}
+        summary["datasets"][name] = {
+            "encoder": timing, "embed_s": embed_s,
+            "refit_s": {head: {str(r["labels"]): round(r["seconds"], 2) for r in refits if r["head"] == head}
+                        for head in ("spread", "bll")},
+            "labels_to": {f"{v}|{s}": t for (v, s), t in table.items()},
+            # percent, one decimal: the median over seeds and its bootstrap band, and both as a page quotes them
+            "accuracy_at": {f"{v}|{s}": {str(n): {**dict(zip(("median", "low", "high"),
+                                                             (round(100 * x, 1) for x in m))), "text": quoted(m)}
+                                         for n, m in d.items()} for (v, s), d in at.items()}}
     (out / "results.json").write_text(json.dumps(summary, indent=1))
 
 

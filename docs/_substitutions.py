@@ -228,7 +228,8 @@ RAW_TABLES = {"bench_dask__powerbald_300k": "bench_dask/powerbald_300k.txt",
               # the benchmarks' closing Markdown tables (benchmarks/_common.py, markdown_table)
               **{name: f"{name}/output.txt" for name in (
                   "bench_scoring", "bench_training", "bench_factored", "bench_batchbald", "bench_diversity",
-                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think", "bench_memory")},
+                  "bench_step", "bench_parallel", "bench_labelling", "bench_labelling_think", "bench_memory",
+                  "bench_label_representation")},
               "bench_dask": "bench_dask/output.txt"}
 
 

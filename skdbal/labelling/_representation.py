@@ -12,12 +12,12 @@ A folder of images is labelled in one of three representations (``--representati
   :func:`skdbal.labelling.cli.pool_learner`).
 
 With an encoder, the model is a Bayesian head over the embeddings (:func:`representation_learner`) and the
-strategy BALD. Nobody waits for the encoder: the first batch is chosen at once by typicality (TypiClust) in
-a cheap representation (:func:`cheap_representation`: principal components of the thumbnails' pixels), and
-the session (:class:`~skdbal.labelling.LabellingSession`'s ``features``) waits for the embeddings only
-before its first fit. The embeddings, and a learnt encoder, are kept beside the store
-(:func:`cache_folder`), so that a restart reads them back; what no longer matches the folder or the
-encoder file is computed again, with a line that says why.
+strategy TypiClust, handing off to BALD at ten labels a class. Nobody waits for the encoder: the first batch
+is chosen at once by typicality (TypiClust) in a cheap representation (:func:`cheap_representation`: principal
+components of the thumbnails' pixels), and the session (:class:`~skdbal.labelling.LabellingSession`'s
+``features``) waits for the embeddings only before its first fit. The embeddings, and a learnt encoder, are
+kept beside the store (:func:`cache_folder`), so that a restart reads them back; what no longer matches the
+folder or the encoder file is computed again, with a line that says why.
 """
 from __future__ import annotations
 
@@ -249,8 +249,9 @@ def check_encoder_file(args, X):
 
 def representation_learner(classes, *, head: Optional[str] = None, random_state: int = 0):
     """The learner of a session over embeddings: a Bayesian head (``head``, :data:`DEFAULT_HEAD` when None),
-    BALD, ``seeding="step"`` (a restart trains the same model again) and :data:`HEAD_SUBSAMPLE` items scored
-    per query.
+    TypiClust handing off to BALD at ten labels a class (:func:`~skdbal.acquisition.cold_start`'s default),
+    ``seeding="step"`` (a restart trains the same model again) and :data:`HEAD_SUBSAMPLE` items scored per
+    query.
 
     ``"bll"``: :class:`~skdbal.models.BayesianLastLayerHead` (analytic; a closed-form refit, its variances by
     the evidence); ``"mc_dropout"``: :class:`~skdbal.models.MCDropoutHead` (a hidden layer, trained);
@@ -268,7 +269,7 @@ def representation_learner(classes, *, head: Optional[str] = None, random_state:
     >>> type(representation_learner(["cat", "dog"], head="spread").estimator).__name__
     'LabelSpreadingHead'
     """
-    from ..acquisition import bald
+    from ..acquisition import bald, cold_start
     from ..learner import ActiveLearner
     from ..models import BayesianLastLayerHead, LabelSpreadingHead, MCDropoutHead
 
@@ -282,7 +283,9 @@ def representation_learner(classes, *, head: Optional[str] = None, random_state:
         model = LabelSpreadingHead(classes=classes, random_state=random_state)
     else:
         raise ValueError(f"unknown head {head!r}; choose from {', '.join(HEADS)}")
-    return ActiveLearner(model, bald, random_state=random_state, seeding="step", verbose=False,
+    # typical items first, BALD once the labels reach the hand-off's default (ten a class): at few labels
+    # TypiClust chose better than BALD on these heads (benchmarks/bench_representation.py)
+    return ActiveLearner(model, cold_start(bald), random_state=random_state, seeding="step", verbose=False,
                          pool_subsample=HEAD_SUBSAMPLE)
 
 
@@ -465,7 +468,7 @@ def representation_line(args, store) -> Optional[str]:
     >>> parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     >>> print(representation_line(parser.parse_args(["--images", "photos", "--classes", "a,b"]), "p.db"))
     the model: a Bayesian head over an encoder learnt from the images (no labels; at most 300 s, while the first \
-batch, chosen by typicality, is labelled), BALD; kept in p.db.embeddings
+batch, chosen by typicality, is labelled), typical items then BALD; kept in p.db.embeddings
     """
     kind = representation_of(args)
     if kind is None:
@@ -475,13 +478,14 @@ batch, chosen by typicality, is labelled), BALD; kept in p.db.embeddings
     where = cache_folder(store).as_posix()
     if kind == "pca":
         return (f"the model: a Bayesian head over the first {CHEAP_COMPONENTS} principal components of the "
-                "thumbnails' pixels, BALD; the first batch chosen by typicality")
+                "thumbnails' pixels, typical items then BALD")
     if kind == "pool":
         return (f"the model: a Bayesian head over an encoder learnt from the images (no labels; at most "
-                f"{args.encoder_time:g} s, while the first batch, chosen by typicality, is labelled), BALD; "
+                f"{args.encoder_time:g} s, while the first batch, chosen by typicality, is labelled), typical items "
+                "then BALD; "
                 f"kept in {where}")
     line = (f"the model: a Bayesian head over {args.encoder}'s embeddings (computed while the first batch, chosen "
-            f"by typicality, is labelled), BALD; kept in {where}")
+            f"by typicality, is labelled), typical items then BALD; kept in {where}")
     if args.encoder_size is not None and args.image_size < args.encoder_size:
         line += (f"; the images are read at {args.image_size} pixels and enlarged to {args.encoder_size}: give "
                  f"--image-size {args.encoder_size}")
