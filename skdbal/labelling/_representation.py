@@ -333,7 +333,7 @@ def typical_first_batch(E, n: int, random_state: int = 0) -> np.ndarray:
     from ..acquisition import typiclust
 
     E = np.asarray(E)
-    rows = np.arange(len(E))
+    rows: np.ndarray = np.arange(len(E))
     if len(E) > TYPICAL_ROWS:
         rows = np.sort(np.random.RandomState([int(random_state), 54]).choice(len(E), TYPICAL_ROWS, replace=False))
     picks, _ = typiclust(None, E[rows], int(n), random_state=random_state)

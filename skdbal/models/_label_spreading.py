@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 from collections import OrderedDict
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,7 +47,7 @@ _KEPT_GRAPHS = 2
 _graphs: "OrderedDict[Tuple[str, int], _PoolGraph]" = OrderedDict()
 
 
-def knn_affinities(embedding, n_neighbors: int = 20, *, index=None) -> Tuple[np.ndarray, np.ndarray, object]:
+def knn_affinities(embedding, n_neighbors: int = 20, *, index=None) -> Tuple[np.ndarray, np.ndarray, Any]:
     """Each row's ``n_neighbors`` nearest other rows and their affinities.
 
     The affinity of two rows at Euclidean distance ``d`` is
@@ -198,11 +198,12 @@ class _PoolGraph:
         self.n_neighbors = n_neighbors
         self.indices, affinities, self.index = knn_affinities(_unit_rows(pool), n_neighbors)
         self.graph = normalized_graph(self.indices, affinities)
-        self.row_of = {}
+        self.row_of: Dict[bytes, int] = {}
         for i, row in enumerate(pool):
             self.row_of.setdefault(row.tobytes(), i)
 
-        self._last = None          # the rows last asked for by neighbours(), and their answer
+        # the rows last asked for by neighbours() (a digest), and their answer
+        self._last: Optional[Tuple[str, np.ndarray, np.ndarray]] = None
 
     def rows(self, X: np.ndarray) -> np.ndarray:
         """Each row's position in the pool, ``-1`` where the pool has no equal row."""
