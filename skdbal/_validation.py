@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_array
 __all__ = ["is_frame", "is_lazy", "read_rows", "take_rows", "concat_rows", "check_pool", "check_n_instances",
            "check_positive_int", "check_bool", "check_candidates", "check_query_result", "label_columns",
            "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback", "pool_backend",
-           "whole_number", "port_number"]
+           "whole_number", "port_number", "seconds"]
 
 #: The drivers of pools that live elsewhere: the module of a lazy pool's type -> the module whose
 #: ``acquire_among`` queries it where it lives, imported only when such a pool is met.
@@ -347,6 +347,28 @@ def whole_number(low: int, what: str = ""):
             raise argparse.ArgumentTypeError(f"must be at least {low}{what}; got {value}")
         return value
     return parse
+
+
+def seconds(text: str) -> float:
+    """An argparse type for the commands' flags: a finite number of seconds above 0.
+
+    Examples
+    --------
+    >>> from skdbal._validation import seconds
+    >>> seconds("2.5")
+    2.5
+    >>> seconds("nan")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: a number of seconds above 0; got nan
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0; got {text}")
+    return value
 
 
 def port_number(text: str) -> int:

@@ -33,6 +33,8 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
+from .._validation import seconds, whole_number
+
 __all__ = ["REPRESENTATIONS", "DEFAULT_IMAGE_REPRESENTATION", "HEADS", "DEFAULT_HEAD", "ENCODER_TIME",
            "add_representation_arguments", "representation_of", "check_encoder_file", "representation_learner",
            "cheap_representation", "typical_first_batch", "cache_folder", "PoolFeatures", "representation_line"]
@@ -77,26 +79,6 @@ def _numbers(text: str) -> List[float]:
     return values
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1; got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a number of seconds above 0; got {text}")
-    return value
-
-
 def add_representation_arguments(p: argparse.ArgumentParser) -> None:
     """The options that choose what the model of a folder of images learns on.
 
@@ -123,7 +105,7 @@ def add_representation_arguments(p: argparse.ArgumentParser) -> None:
                    "(.pt, torch.jit.save) or exported (.pt2) file, or ONNX (.onnx, with the onnx extra), whose "
                    "output is the embedding; it sees the images as --image-size and --mode read them, prepared "
                    "as the --encoder-* options declare (default: none)")
-    p.add_argument("--encoder-size", type=_positive, metavar="PIXELS", help="side of the square images "
+    p.add_argument("--encoder-size", type=whole_number(1), metavar="PIXELS", help="side of the square images "
                    "the encoder takes, resized from --image-size (default: --image-size, no resizing)")
     p.add_argument("--encoder-channels", type=int, choices=[1, 3], help="channels the encoder takes: 3 repeats a "
                    "grey image's channel (default: those of --mode)")
@@ -131,7 +113,7 @@ def add_representation_arguments(p: argparse.ArgumentParser) -> None:
                    "from pixels in [0, 1] before the encoder, with --encoder-std (default: none)")
     p.add_argument("--encoder-std", type=_numbers, metavar="S1,S2,...", help="per-channel standard deviation "
                    "the pixels are divided by, with --encoder-mean (default: none)")
-    p.add_argument("--encoder-time", type=_seconds, default=ENCODER_TIME, metavar="SECONDS",
+    p.add_argument("--encoder-time", type=seconds, default=ENCODER_TIME, metavar="SECONDS",
                    help=f"at most this long to learn the 'pool' encoder, in the background (default: "
                    f"{ENCODER_TIME:g})")
 

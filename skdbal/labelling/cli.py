@@ -12,7 +12,7 @@ from typing import List
 
 import numpy as np
 
-from .._validation import is_loopback, port_number, whole_number
+from .._validation import is_loopback, port_number, seconds, whole_number
 from ._representation import representation_line
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
@@ -72,23 +72,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "the page)")
     p.add_argument("--keys", type=_keys, metavar="K1,K2,...", help="comma-separated keys, one character per "
                    "class in --classes' order (default: classes 0-9 their own digit, others 1-9 then 0)")
-    p.add_argument("--lease-timeout", type=_seconds, default=300.0, metavar="SECONDS",
+    p.add_argument("--lease-timeout", type=seconds, default=300.0, metavar="SECONDS",
                    help="an item handed out stays its annotator's this long after their last label, skip or "
                    "undo (asking for items does not count), then goes back to the batch (default: 300)")
     p.add_argument("--reopen-skips", action="store_true", help="offer every item skipped so far again, then "
                    "serve (skipped items are also offered again once nothing else is left to label)")
     return p
-
-
-def _seconds(text: str) -> float:
-    """``--lease-timeout 90`` as seconds: a finite number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"a number of seconds above 0; got {text}")
-    return value
 
 
 def _one_line_error(parser: argparse.ArgumentParser):

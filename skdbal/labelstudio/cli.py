@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from urllib.parse import urlparse
 from xml.sax.saxutils import quoteattr
 
-from .._validation import is_loopback, port_number
+from .._validation import is_loopback, port_number, seconds
 
 __all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
            "run", "task_data", "which_button"]
@@ -73,7 +73,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--keys", metavar="K1,K2,...", help="comma-separated keys, one character per "
                    "class in --classes' order, as the choices' hotkeys in a --new-project (default: classes 0-9 "
                    "their own digit, others 1-9 then 0)")
-    p.add_argument("--interval", type=_seconds, default=2.0, help="seconds between pulls of annotations (default 2)")
+    p.add_argument("--interval", type=seconds, default=2.0, help="seconds between pulls of annotations (default 2)")
     p.add_argument("--sampling", choices=("uncertainty", "queue"), default="uncertainty",
                    help="how annotators are served: 'uncertainty' (default), the project set to Label Studio's "
                    "Uncertainty sampling and the best task scored lowest, so that Label All Tasks serves each "
@@ -103,17 +103,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     backend.add_argument("--connect", action="store_true", help="add the backend to the project (as Settings -> "
                          "Model does) unless one with its address is there")
     return p
-
-
-def _seconds(text: str) -> float:
-    """``--interval``: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0; got {text}")
-    return value
 
 
 def labels_csv_path(labels_csv: Optional[str], store) -> str:
