@@ -26,7 +26,6 @@ each batch then costs the spreading alone).
 """
 from __future__ import annotations
 
-import hashlib
 import numbers
 from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
@@ -38,6 +37,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from .._validation import check_positive_int, is_int_seed, label_columns
+from ._embedding_cache import content_sha256
 from ._heads import _check_classes
 
 __all__ = ["LabelSpreadingHead", "knn_affinities", "normalized_graph", "spread_evidence"]
@@ -212,7 +212,7 @@ class _PoolGraph:
     def neighbours(self, X: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """The ``n_neighbors`` nearest pool rows of each row of ``X`` and their affinities; the answer for
         the rows last asked for is kept (a test set scored after every batch is searched once)."""
-        key, last = _sha256(X), self._last        # read once: another thread may replace it
+        key, last = content_sha256(X), self._last        # read once: another thread may replace it
         if last is None or last[0] != key:
             distances, near = self.index.kneighbors(_unit_rows(X), n_neighbors=min(self.n_neighbors,
                                                                                   len(self.pool)))
@@ -220,12 +220,8 @@ class _PoolGraph:
         return last[1], last[2]
 
 
-def _sha256(a: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() + str(a.shape)
-
-
 def _graph_of(pool: np.ndarray, n_neighbors: int) -> _PoolGraph:
-    key = (_sha256(pool), n_neighbors)
+    key = (content_sha256(pool), n_neighbors)
     if key in _graphs:
         _graphs.move_to_end(key)
         return _graphs[key]
