@@ -17,8 +17,10 @@ baseline. Nothing here imports the strategies or the learner.
   a TorchScript file), :class:`OnnxEncoder`, :class:`FunctionEncoder`,
   :class:`PrecomputedEmbeddings`, and :class:`PoolEncoder` (a small CNN
   learnt from the unlabelled pool by self-supervision), each with its declared
-  :class:`InputPreparation`; :class:`EmbeddingCache` keeps their embeddings
-  of a pool on disk, computed once;
+  :class:`InputPreparation`; :func:`load_encoder` reads an encoder file
+  (TorchScript, ``.pt2`` or ONNX, by its ending: :data:`ENCODER_SUFFIXES`);
+  :class:`EmbeddingCache` keeps their embeddings of a pool on disk, computed
+  once;
 - heads, classifiers over those embeddings whose samples are draws of their
   last layer: :class:`MCDropoutHead`, :class:`BayesianLastLayerHead`, and
   :class:`EncoderWithHead` to fine-tune an encoder under a dropout head;
@@ -57,6 +59,7 @@ _NAMES = {
     "InputPreparation": "_preparation",
     **dict.fromkeys(("TorchEncoder", "FunctionEncoder", "PrecomputedEmbeddings"), "_encoders"),
     "OnnxEncoder": "_onnx_encoder",
+    **dict.fromkeys(("load_encoder", "ENCODER_SUFFIXES", "EncoderInputError"), "_encoder_files"),
     **dict.fromkeys(("MCDropoutHead", "BayesianLastLayerHead", "EncoderWithHead"), "_heads"),
     "PoolEncoder": "_self_supervised",
     **dict.fromkeys(("LabelSpreadingHead", "knn_affinities", "normalized_graph", "spread_evidence"),

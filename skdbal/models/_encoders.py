@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import logging
 import marshal
 import os
 import pickle
@@ -56,6 +57,25 @@ def check_batch_size(value, allow_none: bool = False) -> Optional[int]:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"batch_size must be a positive integer; got {value!r}")
     return int(value)
+
+
+class UnreadableFile(ValueError):
+    """A file that is not what an encoder reads (not TorchScript, not an exported program, not ONNX);
+    ``reason``: the reader's error, in one line."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason
+
+
+def first_line(error: BaseException) -> str:
+    """``Kind: the first line of the message`` (at most 200 characters of it); for an error inside a
+    TorchScript module, whose first line only says so, the error it ends with."""
+    lines = [line for line in str(error).split("\n") if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        return " ".join(lines[-1].split())[:200 + len(type(error).__name__) + 2]
+    text = " ".join(lines[0].split())[:200] if lines else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class BaseEncoder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -237,7 +257,12 @@ def _load_script(source):
 def _load_exported(source):
     import torch
 
-    return torch.export.load(source).module()
+    log = logging.getLogger("torch.export")   # it logs a traceback before raising on a file it cannot read
+    disabled, log.disabled = log.disabled, True
+    try:
+        return torch.export.load(source).module()
+    finally:
+        log.disabled = disabled
 
 
 def module_sha256(module) -> str:
@@ -346,17 +371,17 @@ class TorchEncoder(BaseEncoder):
             path = Path(self.module)
             if not path.is_file():
                 raise FileNotFoundError(f"no TorchScript file at {path}")
-            if path.suffix == ".pt2":
+            if path.suffix.lower() == ".pt2":
                 try:
                     return _load_exported(str(path))
                 except Exception as error:
-                    raise ValueError(f"{path} is not an exported program ({type(error).__name__}: "
-                                     f"{str(error).splitlines()[0][:200] if str(error) else ''})") from None
+                    raise UnreadableFile(f"{path} is not an exported program ({first_line(error)})",
+                                         first_line(error)) from None
             try:
                 return _load_script(str(path))
             except Exception as error:  # torch raises RuntimeError with its own long message
-                raise ValueError(f"{path} is not a TorchScript file ({type(error).__name__}); for a state_dict, "
-                                 f"pass the module and weights={str(path)!r}") from None
+                raise UnreadableFile(f"{path} is not a TorchScript file ({type(error).__name__}); for a state_dict, "
+                                     f"pass the module and weights={str(path)!r}", first_line(error)) from None
         if not isinstance(self.module, torch.nn.Module):
             raise TypeError(f"module must be a torch.nn.Module or a TorchScript file's path; got "
                             f"{type(self.module).__name__}")
@@ -445,7 +470,7 @@ class TorchEncoder(BaseEncoder):
         return out
 
     def _exported(self) -> bool:
-        return isinstance(self.module, (str, os.PathLike)) and Path(self.module).suffix == ".pt2"
+        return isinstance(self.module, (str, os.PathLike)) and Path(self.module).suffix.lower() == ".pt2"
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -6,7 +6,7 @@ from typing import Optional
 
 import numpy as np
 
-from ._encoders import BaseEncoder, PathLike, check_batch_size, file_sha256
+from ._encoders import BaseEncoder, PathLike, UnreadableFile, check_batch_size, file_sha256, first_line
 
 __all__ = ["OnnxEncoder"]
 
@@ -102,8 +102,8 @@ class OnnxEncoder(BaseEncoder):
         except ValueError:
             raise
         except Exception as error:
-            raise ValueError(f"onnxruntime cannot read {path} ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:300]})") from None
+            reason = first_line(error)
+            raise UnreadableFile(f"onnxruntime cannot read {path} ({reason})", reason) from None
         inputs = session.get_inputs()
         if len(inputs) != 1:
             raise ValueError(f"{path.name} takes {len(inputs)} inputs ({[i.name for i in inputs]}); an encoder "
