@@ -14,7 +14,7 @@ images. The representations:
   baseline;
 - ``"file:PATH"``: a ``.npy`` file of embeddings (the training images' rows
   then the test images', in the data set's order), or an encoder file that
-  :class:`~skdbal.models.TorchEncoder` reads (TorchScript ``.pt``, exported
+  :func:`~skdbal.models.load_encoder` reads (TorchScript ``.pt``, exported
   ``.pt2``) or, with the ``onnx`` extra, ``.onnx``.
 
 The encoder is learnt once per data set, seed and setting, and its
@@ -46,8 +46,6 @@ HEADS = ("mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi", "spread")
 PCA_COMPONENTS = 50
 #: Members of the ``"ensemble"`` head.
 ENSEMBLE_MEMBERS = 5
-#: Endings of an encoder file that ``"file:PATH"`` reads as an encoder (not as embeddings).
-_ENCODER_FILES = (".pt", ".pth", ".pt2", ".onnx")
 
 
 def check_representation(representation: str, head: str) -> None:
@@ -62,6 +60,8 @@ def check_representation(representation: str, head: str) -> None:
         ...
     ValueError: unknown representation 'simclr'; choose from 'none', 'pool', 'pca' or 'file:PATH'
     """
+    from ..models import ENCODER_SUFFIXES
+
     if not isinstance(representation, str) or not (
             representation in REPRESENTATIONS or (representation.startswith("file:") and representation[5:])):
         raise ValueError(f"unknown representation {representation!r}; choose from 'none', 'pool', 'pca' or "
@@ -72,9 +72,9 @@ def check_representation(representation: str, head: str) -> None:
         path = Path(representation[5:])
         if not path.is_file():
             raise ValueError(f"representation {representation!r}: {path} is not a file")
-        if path.suffix.lower() not in (".npy",) + _ENCODER_FILES:
+        if path.suffix.lower() not in (".npy",) + ENCODER_SUFFIXES:
             raise ValueError(f"representation {representation!r}: give a .npy file of embeddings or an encoder "
-                             f"file ({', '.join(_ENCODER_FILES)})")
+                             f"file ({', '.join(ENCODER_SUFFIXES)})")
 
 
 def representation_label(representation: str) -> str:
@@ -113,12 +113,13 @@ def _blocking_lock(path: Path):
 
 
 def _encoder_for(spec, X_pool, device: str):
-    """An unfitted encoder of ``spec``'s representation (``"pool"``, ``"pca"`` or an encoder file)."""
-    from ..models import FunctionEncoder, PoolEncoder
+    """The encoder of ``spec``'s representation (``"pool"``, ``"pca"`` or an encoder file), fitted on the
+    pool ``X_pool``."""
+    from ..models import FunctionEncoder, PoolEncoder, load_encoder
 
     representation = spec.representation
     if representation == "pool":
-        return PoolEncoder(max_epochs=spec.encoder_epochs, random_state=spec.seed, device=device)
+        return PoolEncoder(max_epochs=spec.encoder_epochs, random_state=spec.seed, device=device).fit(X_pool)
     if representation == "pca":
         from sklearn.decomposition import PCA
 
@@ -126,15 +127,8 @@ def _encoder_for(spec, X_pool, device: str):
         pca = PCA(n_components=min(PCA_COMPONENTS, *rows.shape), random_state=spec.seed).fit(rows)
         # a fixed projection: the encoder's key records its matrix and mean
         return FunctionEncoder(_project, kw_args={"components": pca.components_.astype(np.float32),
-                                                  "mean": pca.mean_.astype(np.float32)})
-    path = Path(representation[5:])
-    if path.suffix.lower() == ".onnx":
-        from ..models import OnnxEncoder
-
-        return OnnxEncoder(str(path), device=device)
-    from ..models import TorchEncoder
-
-    return TorchEncoder(str(path), device=device)
+                                                  "mean": pca.mean_.astype(np.float32)}).fit(X_pool)
+    return load_encoder(representation[5:], X_pool, device=device)
 
 
 def _project(X, components, mean):
@@ -226,7 +220,7 @@ def embed_run_data(spec, X_train, X_test, pool, out_dir, device: str = "cpu") ->
             with open(encoder_path, "rb") as f:
                 encoder = pickle.load(f)
         else:
-            encoder = _encoder_for(spec, X_train[pool], device).fit(X_train[pool])
+            encoder = _encoder_for(spec, X_train[pool], device)
             tmp = folder / ".encoder.pkl.tmp"
             with open(tmp, "wb") as f:
                 pickle.dump(encoder, f)

@@ -64,8 +64,6 @@ TYPICAL_ROWS = 10_000
 HEAD_SUBSAMPLE = 10_000
 #: Layout of the learnt encoder's record beside the store.
 _FORMAT = 1
-#: Endings of the encoder files ``--encoder`` reads.
-ENCODER_FILES = (".pt", ".pth", ".pt2", ".onnx")
 
 
 def _numbers(text: str) -> List[float]:
@@ -180,9 +178,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def check_encoder_file(args, X):
-    """The ``--encoder`` file of ``args`` as a fitted encoder, tried on two of the pool's images ``X``;
-    a ValueError naming the file, in one line, for a file that is not there, not an encoder, or that
-    fails on the images as prepared.
+    """The ``--encoder`` file of ``args`` as a fitted encoder (:func:`skdbal.models.load_encoder`), tried on
+    the pool's first images ``X`` as the ``--encoder-*`` options prepare them; a ValueError naming the file,
+    in one line, for a file that is not there, not an encoder, or that fails on the images as prepared.
 
     Examples
     --------
@@ -199,34 +197,15 @@ def check_encoder_file(args, X):
         ...
     ValueError: --encoder .../notes.pt: not a TorchScript file (torch.jit.save) nor an exported program (.pt2)...
     """
-    path = Path(args.encoder)
-    if not path.is_file():
-        raise ValueError(f"--encoder {args.encoder}: " + ("not a file" if path.exists() else "no such file"))
-    suffix = path.suffix.lower()
-    if suffix not in ENCODER_FILES:
-        raise ValueError(f"--encoder {args.encoder}: give a TorchScript (.pt, .pth), exported (.pt2) or ONNX "
-                         f"(.onnx) file")
+    from ..models import EncoderInputError, load_encoder
+
     preparation = _preparation(args)
-    if suffix == ".onnx":
-        from ..models import OnnxEncoder
-
-        encoder = OnnxEncoder(str(path), preparation=preparation)
-    else:
-        from ..models import TorchEncoder
-
-        encoder = TorchEncoder(str(path), preparation=preparation)
     try:
-        encoder.fit(X[:2])
-    except ImportError as exc:
-        raise ValueError(f"--encoder {args.encoder}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - torch and onnxruntime raise their own kinds
-        if suffix != ".onnx" and isinstance(exc, ValueError) and (
-                "is not a TorchScript file" in str(exc) or "is not an exported program" in str(exc)):
-            raise ValueError(f"--encoder {args.encoder}: not a TorchScript file (torch.jit.save) nor an exported "
-                             f"program (.pt2); export the model as the labelling guide shows") from None
-        raise ValueError(f"--encoder {args.encoder}: it fails on the images ({_first_line(exc)}); check "
-                         f"--image-size, --mode and the --encoder-* options") from None
-    return encoder
+        return load_encoder(args.encoder, X, preparation=preparation)
+    except EncoderInputError as exc:
+        raise ValueError(f"--encoder {exc}; check --image-size, --mode and the --encoder-* options") from None
+    except ValueError as exc:
+        raise ValueError(f"--encoder {exc}") from None
 
 
 def representation_learner(classes, *, head: Optional[str] = None, random_state: int = 0):

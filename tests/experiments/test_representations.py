@@ -103,6 +103,39 @@ def test_embeddings_from_a_file_are_what_the_head_learns_on(tmp_path):
                  torch_threads=1, verbose=False, **TINY)
 
 
+def test_an_encoder_file_embeds_the_unit_pixels_and_a_bad_one_is_refused_naming_it(tmp_path):
+    """``file:PATH`` to a TorchScript file (skdbal.models.load_encoder): the embedding of an image is what the
+    network computes from its pixels in [0, 1], here their sum and their first pixel; a file that is no
+    network is refused in one line naming it."""
+    import warnings
+
+    import torch
+
+    from skdbal.experiments.representations import embed_run_data
+
+    class SumAndFirst(torch.nn.Module):
+        def forward(self, x):
+            flat = x.flatten(1)
+            return torch.stack([flat.sum(1), flat[:, 0]], 1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(SumAndFirst()).save(str(tmp_path / "enc.pt"))
+    X_train = np.full((6, 2, 2), 255, np.uint8)
+    X_train[:, 0, 0] = np.arange(6) * 51           # first pixels 0, 0.2, ..., 1.0 in [0, 1]
+    X_test = np.zeros((2, 2, 2), np.uint8)
+    spec = RunSpec(get_preset("gal2017"), "bald", 1, representation=f"file:{tmp_path / 'enc.pt'}", head="bll")
+    Z_train, Z_test = embed_run_data(spec, X_train, X_test, np.arange(4), tmp_path / "out")
+    first = np.arange(6) * 0.2
+    np.testing.assert_allclose(Z_train, np.stack([3 + first, first], 1), rtol=1e-6)
+    np.testing.assert_allclose(Z_test, np.zeros((2, 2)))
+    (tmp_path / "notes.pt").write_text("not a network")
+    spec = RunSpec(get_preset("gal2017"), "bald", 1, representation=f"file:{tmp_path / 'notes.pt'}", head="bll")
+    with pytest.raises(ValueError, match=rf"^{tmp_path}/notes.pt: not a TorchScript file \(torch.jit.save\) nor an "
+                                         r"exported program \(.pt2\); save the network with torch.jit.save"):
+        embed_run_data(spec, X_train, X_test, np.arange(4), tmp_path / "bad")
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"representations": ["simclr"]}, "unknown representation 'simclr'"),
     ({"representations": ["pool"], "head": "svm"}, "unknown head 'svm'"),

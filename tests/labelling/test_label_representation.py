@@ -76,6 +76,10 @@ def torchscript_encoder(path, seed=0, out=8):
     return net
 
 
+ENCODER_KINDS = ("an encoder file is TorchScript (.pt, .pth, torch.jit.save), an exported program (.pt2, "
+                 "torch.export.save) or ONNX (.onnx, with the onnx extra)")
+
+
 def call_run(args):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -101,11 +105,12 @@ def test_the_options_parse_and_pool_is_the_default_for_a_folder():
 
 @pytest.mark.parametrize("make, extra, message", [
     (None, ["--encoder", "{tmp}/missing.pt"], "--encoder {tmp}/missing.pt: no such file"),
+    ("folder.pt", ["--encoder", "{tmp}/folder.pt"], "--encoder {tmp}/folder.pt: not a file"),
     ("text.pt", ["--encoder", "{tmp}/text.pt"],
-     "--encoder {tmp}/text.pt: not a TorchScript file (torch.jit.save) nor an exported program (.pt2); export "
-     "the model as the labelling guide shows"),
+     "--encoder {tmp}/text.pt: not a TorchScript file (torch.jit.save) nor an exported program (.pt2); save the "
+     "network with torch.jit.save, or with torch.export.save as a .pt2 file"),
     ("text.txt", ["--encoder", "{tmp}/text.txt"],
-     "--encoder {tmp}/text.txt: give a TorchScript (.pt, .pth), exported (.pt2) or ONNX (.onnx) file"),
+     "--encoder {tmp}/text.txt: not an encoder file (the ending .txt); " + ENCODER_KINDS),
     ("enc.pt", ["--encoder", "{tmp}/enc.pt", "--encoder-mean", "0.5"],
      "--encoder-mean and --encoder-std go together: give both, or neither"),
     ("enc.pt", ["--encoder", "{tmp}/enc.pt", "--representation", "pool"],
@@ -115,6 +120,8 @@ def test_the_options_parse_and_pool_is_the_default_for_a_folder():
 def test_a_bad_encoder_setting_is_one_line_and_no_store(tmp_path, photos, make, extra, message):
     if make == "enc.pt":
         torchscript_encoder(tmp_path / "enc.pt")
+    elif make == "folder.pt":
+        (tmp_path / make).mkdir()
     elif make:
         (tmp_path / make).write_text("not a network")
     store = tmp_path / "s.db"
@@ -130,7 +137,8 @@ def test_an_encoder_that_fails_on_the_images_is_one_line(tmp_path, photos):
     torch.jit.trace(net, torch.zeros(2, 3, 32, 32)).save(str(tmp_path / "rgb.pt"))
     status, err = call_run(images_args(photos, tmp_path / "s.db", "--port", "0", "--encoder", tmp_path / "rgb.pt"))
     assert status == 2 and err.count("\n") == 1
-    assert err.startswith(f"skdbal label: error: --encoder {tmp_path}/rgb.pt: it fails on the images (") and \
+    assert err.startswith(f"skdbal label: error: --encoder {tmp_path}/rgb.pt: it fails on the inputs as prepared "
+                          f"(RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x784 and 3072x4)); ") and \
         err.endswith("check --image-size, --mode and the --encoder-* options\n")
     assert not (tmp_path / "s.db").exists()
 
