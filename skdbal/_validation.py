@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_array
 __all__ = ["is_frame", "is_lazy", "read_rows", "take_rows", "concat_rows", "check_pool", "check_n_instances",
            "check_positive_int", "check_bool", "check_candidates", "check_query_result", "label_columns",
            "pool_kwargs", "subset_pool_kwargs", "check_query_kwargs", "is_loopback", "pool_backend",
-           "whole_number", "port_number", "seconds"]
+           "whole_number", "port_number", "seconds", "positive_number", "number_in"]
 
 #: The drivers of pools that live elsewhere: the module of a lazy pool's type -> the module whose
 #: ``acquire_among`` queries it where it lives, imported only when such a pool is met.
@@ -369,6 +369,68 @@ def seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"a number of seconds above 0; got {text}")
     return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type for the commands' flags: a finite number above 0.
+
+    Examples
+    --------
+    >>> from skdbal._validation import positive_number
+    >>> positive_number("0.5")
+    0.5
+    >>> positive_number("0")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: must be a number above 0; got 0
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0; got {text}")
+    return value
+
+
+def number_in(interval: str, what: str = "a number"):
+    """An argparse type for the commands' flags: a number in ``interval``, written as in mathematics
+    (``"[0, 1)"``: 0 included, 1 not); ``what`` names the number in the refusal.
+
+    Examples
+    --------
+    >>> from skdbal._validation import number_in
+    >>> rate = number_in("[0, 1)", "a noise rate")
+    >>> rate("0"), rate("0.25")
+    (0.0, 0.25)
+    >>> rate("1")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: a noise rate lies in [0, 1); got 1
+    >>> number_in("(0, 1]")("nan")
+    Traceback (most recent call last):
+        ...
+    argparse.ArgumentTypeError: a number lies in (0, 1]; got nan
+    """
+    text = interval.strip()
+    try:
+        low, high = (float(v) for v in text[1:-1].split(","))
+    except ValueError:
+        low = high = float("nan")
+    if text[:1] not in "[(" or text[-1:] not in ")]" or not low <= high:
+        raise ValueError(f"interval must read like '[0, 1)'; got {interval!r}")
+    above = (lambda v: v >= low) if text[0] == "[" else (lambda v: v > low)
+    below = (lambda v: v <= high) if text[-1] == "]" else (lambda v: v < high)
+
+    def parse(value_text: str) -> float:
+        try:
+            value = float(value_text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value_text!r} is not a number") from None
+        if not (above(value) and below(value)):
+            raise argparse.ArgumentTypeError(f"{what} lies in {text}; got {value_text}")
+        return value
+    return parse
 
 
 def port_number(text: str) -> int:

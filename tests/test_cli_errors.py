@@ -67,6 +67,9 @@ CASES = [
     (["experiment", "--out", "g", "--strategies", ","], "--strategies names no strategy"),
     (["experiment", "--out", "g", "--seeds", "x"], "argument --seeds: invalid int value: 'x'"),
     (["experiment", "--out", "g", "--noise-rates", "1.5"], "argument --noise-rates: a noise rate lies in [0, 1)"),
+    (["experiment", "--out", "g", "--noise-rates", "nan"], "argument --noise-rates: a noise rate lies in [0, 1); "
+                                                           "got nan"),
+    (["experiment", "--out", "g", "--noise-rates", "x"], "argument --noise-rates: 'x' is not a number"),
     (["experiment", "--out", "g", "--set", "foo=1"], "--set: unknown preset field(s) ['foo']"),
     (["experiment", "--out", "g", "--set", "n_queries=x"], "--set: n_queries must be an int; got 'x'"),
     (["experiment", "--out", "g", "--set", "oops"], "--set expects key=value; got 'oops'"),
@@ -86,6 +89,10 @@ CASES = [
     (["experiment", "--out", "g", "--head", "bll"], "--head bll is the model over a representation's embeddings; "
                                                      "give --representation too"),
     (["experiment", "--out", "g", "--encoder-epochs", "0"], "argument --encoder-epochs: must be a number above 0"),
+    (["experiment", "--out", "g", "--encoder-epochs", "inf"], "argument --encoder-epochs: must be a number above 0; "
+                                                              "got inf"),
+    (["quickstart", "--n-instances", "0"], "argument --n-instances: must be at least 1; got 0"),
+    (["quickstart", "--n-queries", "2.5"], "argument --n-queries: '2.5' is not a whole number"),
     (["experiment", "--out", "g", "--representation", "pool", "--laplace"], "cannot be combined with it"),
     # report
     (["report"], "the following arguments are required: out"),

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from .._validation import number_in, positive_number, whole_number
+
 __all__ = ["add_parsers", "split_names"]
+
+#: ``--noise-rates``: a share of wrong labels, in [0, 1).
+_NOISE_RATE = number_in("[0, 1)", "a noise rate")
 
 
 def _quickstart(args) -> int:
@@ -216,19 +221,6 @@ class _ExperimentHelp(argparse.RawDescriptionHelpFormatter):
         return super()._format_text(_experiment_epilog() if text == _LAZY_EPILOG else text)
 
 
-def _whole(low: int, what: str = ""):
-    """An argparse type: a whole number of at least ``low``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}{what}; got {value}")
-        return value
-    return parse
-
-
 def _jobs(text: str) -> int:
     """``--n-jobs``: a whole number other than 0 (-1: one per CPU core, as joblib's)."""
     try:
@@ -237,28 +229,6 @@ def _jobs(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value == 0:
         raise argparse.ArgumentTypeError("0 runs nothing: give 1 or more (or -1 for one per CPU core)")
-    return value
-
-
-def _positive(text: str) -> float:
-    """``--encoder-epochs``: a number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number above 0; got {text}")
-    return value
-
-
-def _rate(text: str) -> float:
-    """``--noise-rates``: a share in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"a noise rate lies in [0, 1); got {text}")
     return value
 
 
@@ -278,8 +248,8 @@ def add_parsers(sub) -> None:
     qs = sub.add_parser("quickstart", help="BALD against random on scikit-learn's digits (default)")
     qs.add_argument("--strategies", default="bald,random",
                     help="comma-separated: bald, max_entropy, variation_ratios, mean_std, random")
-    qs.add_argument("--n-queries", type=_whole(0), default=12, help="acquisition rounds (default 12)")
-    qs.add_argument("--n-instances", type=_whole(1), default=10, help="points per round (default 10)")
+    qs.add_argument("--n-queries", type=whole_number(0), default=12, help="acquisition rounds (default 12)")
+    qs.add_argument("--n-instances", type=whole_number(1), default=10, help="points per round (default 10)")
     qs.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default 0 1 2)")
     qs.add_argument("--out", default="quickstart.png", help="learning-curve PNG (default quickstart.png)")
     qs.add_argument("--n-jobs", type=_jobs, default=None,
@@ -298,7 +268,7 @@ def add_parsers(sub) -> None:
                     help="comma-separated strategy names; decorators wrap a name with their parameters, "
                          "e.g. bald,batch_bald,filter(bald,0.1),filter(bald,dynamic),diverse(bald,0.1)")
     ex.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds (default 1 2 3)")
-    ex.add_argument("--noise-rates", type=_rate, nargs="+", default=[0.0], metavar="RATE",
+    ex.add_argument("--noise-rates", type=_NOISE_RATE, nargs="+", default=[0.0], metavar="RATE",
                     help="label noise of the annotator, each in [0, 1) (default 0): the pool's labels are "
                          "flipped symmetrically, once per point")
     ex.add_argument("--initial-sets", nargs="+", default=["balanced_random"], metavar="NAME",
@@ -306,7 +276,7 @@ def add_parsers(sub) -> None:
                     help="initial labelled sets, each a run of its own: balanced_random (default; Gal et al.), "
                          "kmeans_per_class (the points nearest k-means centroids within each class; needs the "
                          "pool's labels) or kmeans (label-free, over the whole pool)")
-    ex.add_argument("--ensemble", type=_whole(0, " (0: none)"), default=0, metavar="M",
+    ex.add_argument("--ensemble", type=whole_number(0, " (0: none)"), default=0, metavar="M",
                     help="run a deep ensemble of M of the preset's networks instead of MC dropout (variant "
                          "ensembleM): the members, with dropout off at prediction, are the samples; M times "
                          "the training cost")
@@ -323,10 +293,10 @@ def add_parsers(sub) -> None:
                     choices=["mc_dropout", "laplace", "ensemble", "bll", "bll_mfvi", "spread"],
                     help="the Bayesian head over a representation's embeddings (default mc_dropout); spread "
                          "spreads the labels over the pool's neighbour graph")
-    ex.add_argument("--encoder-epochs", type=_positive, default=15.0, metavar="EPOCHS",
+    ex.add_argument("--encoder-epochs", type=positive_number, default=15.0, metavar="EPOCHS",
                     help="passes of the pool encoder over the pool (default 15)")
     ex.add_argument("--n-jobs", type=_jobs, default=1, help="runs in parallel (default 1)")
-    ex.add_argument("--torch-threads", type=_whole(1), default=None,
+    ex.add_argument("--torch-threads", type=whole_number(1), default=None,
                     help="torch threads per run (default cpus/n-jobs; 1 with --scheduler)")
     ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="run the grid on a Dask cluster (tcp://host:8786; the dask extra): one task per run on "
