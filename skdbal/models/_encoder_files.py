@@ -4,6 +4,10 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from ._encoders import BaseEncoder
 
 __all__ = ["ENCODER_SUFFIXES", "EncoderInputError", "load_encoder"]
 
@@ -29,7 +33,7 @@ class EncoderInputError(ValueError):
     """
 
 
-def _check_path(path) -> str:
+def _check_path(path: Union[str, "os.PathLike[str]"]) -> str:
     """The suffix of an encoder file that is there, or a one-line ValueError naming it."""
     name = os.fspath(path)
     file = Path(name)
@@ -47,7 +51,8 @@ def _check_path(path) -> str:
     return suffix
 
 
-def load_encoder(path, X, *, preparation=None, device: str = "cpu", **kwargs):
+def load_encoder(path: Union[str, "os.PathLike[str]"], X: Any, *, preparation: Any = None, device: str = "cpu",
+                 **kwargs: Any) -> "BaseEncoder":
     """The encoder in the file ``path``, fitted and ready to transform inputs like ``X``.
 
     The file's ending chooses the encoder: TorchScript (``.pt``, ``.pth``,
@@ -132,7 +137,7 @@ def load_encoder(path, X, *, preparation=None, device: str = "cpu", **kwargs):
         raise _refusal(name, suffix, encoder, exc) from None
 
 
-def _refusal(name: str, suffix: str, encoder, exc: BaseException) -> ValueError:
+def _refusal(name: str, suffix: str, encoder: "BaseEncoder", exc: BaseException) -> ValueError:
     """The one-line ValueError for a failed fit of ``encoder``, the encoder of the file ``name``."""
     from ._encoders import UnreadableFile, first_line
 
