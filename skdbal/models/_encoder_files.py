@@ -150,7 +150,7 @@ def _refusal(name: str, suffix: str, encoder: "BaseEncoder", exc: BaseException)
         return ValueError(f"{name}: not a TorchScript file (torch.jit.save) nor an exported program (.pt2); "
                           f"save the network with torch.jit.save, or with torch.export.save as a .pt2 file")
     # the file was read (the module or session is there): the first rows, as prepared, are what it fails on
-    if any(getattr(encoder, name, None) is not None for name in ("module_", "session_")):
+    if any(getattr(encoder, attribute, None) is not None for attribute in ("module_", "session_")):
         return EncoderInputError(f"{name}: it fails on the inputs as prepared ({first_line(exc)})")
     if isinstance(exc, ValueError) and "\n" not in str(exc):
         return ValueError(f"{name}: {exc}")
