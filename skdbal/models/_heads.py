@@ -474,6 +474,16 @@ class BayesianLastLayerHead(_SampledHead):
     classes : array-like or None, default=None
         All class labels (one-hot columns); set it when the first labelled
         set may miss some.
+    class_prior : {"uniform", "frequencies"}, default="uniform"
+        The outputs' offset ``b̄`` where the embedding is the labelled
+        set's mean: ``"uniform"``, ``1 / C`` for every class;
+        ``"frequencies"``, the labelled set's class frequencies (the
+        regression's own intercept). Labels an active learner chose are not
+        a sample of the pool's classes (BALD and EPIG pick the classes they
+        are unsure of, often many of one), and with few of them the shrunk
+        weights leave the offset to decide: on the frequencies, a head of
+        such labels can predict their commonest class nearly everywhere.
+        The guide on representations gives the measurement.
     random_state : int, RandomState instance or None, default=None
         Seeds the posterior draws: with an int, every call draws the same
         ``T`` last layers.
@@ -521,7 +531,7 @@ class BayesianLastLayerHead(_SampledHead):
 
     def __init__(self, inference: str = "analytic", noise_variance: float = 1.0, prior_variance: float = 1.0,
                  fit_hyperparameters: bool = True, logit_scale: float = 10.0, n_samples: int = 100,
-                 classes=None, random_state=None):
+                 classes=None, class_prior: str = "uniform", random_state=None):
         self.inference = inference
         self.noise_variance = noise_variance
         self.prior_variance = prior_variance
@@ -529,6 +539,7 @@ class BayesianLastLayerHead(_SampledHead):
         self.logit_scale = logit_scale
         self.n_samples = n_samples
         self.classes = classes
+        self.class_prior = class_prior
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -550,6 +561,8 @@ class BayesianLastLayerHead(_SampledHead):
             raise ValueError(f"logit_scale must be a finite float > 0; got {scale!r}")
         check_positive_int(self.n_samples, "n_samples")
         check_bool(self.fit_hyperparameters, "fit_hyperparameters")
+        if self.class_prior not in ("uniform", "frequencies"):
+            raise ValueError(f"class_prior must be 'uniform' or 'frequencies'; got {self.class_prior!r}")
         X, cols = self._fit_inputs(X, y)
         Y = np.eye(len(self.classes_))[cols]
         X = X.astype(np.float64)
@@ -562,6 +575,8 @@ class BayesianLastLayerHead(_SampledHead):
         reg = BayesianLinearRegression(inference=self.inference, noise_variance=noise, prior_variance=prior,
                                        fit_intercept=True)
         self.regressor_ = reg.fit(X, Y)
+        # the outputs at the labelled mean: the class frequencies (the regression's intercept) or uniform
+        self._offset = self._y_mean if self.class_prior == "frequencies" else np.full(len(Y[0]), 1 / len(Y[0]))
         return self
 
     def _weight_draws(self, T: int, seed: int) -> np.ndarray:
@@ -594,13 +609,14 @@ class BayesianLastLayerHead(_SampledHead):
         Returns
         -------
         P : ndarray of shape (T, N, C), dtype float32
-            ``softmax(logit_scale · ((x - x̄) W_t + ȳ))``, with ``x̄`` and
-            ``ȳ`` the means of the training embeddings and one-hot labels.
+            ``softmax(logit_scale · ((x - x̄) W_t + b̄))``, with ``x̄`` the
+            mean of the training embeddings and ``b̄`` the offset
+            ``class_prior`` names.
         """
         T = self._check_samples_request(n_samples, consistent)
         X = self._inputs(X)
         W = self._weight_draws(T, self._call_seed(0))
-        b = self._y_mean[None, :] - np.einsum("k,tkc->tc", self._x_mean, W)
+        b = self._offset[None, :] - np.einsum("k,tkc->tc", self._x_mean, W)
         return _linear_samples(torch.from_numpy(X), torch.from_numpy(W.astype(np.float32)),
                                torch.from_numpy(b.astype(np.float32)), scale=float(self.logit_scale))
 

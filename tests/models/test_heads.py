@@ -160,6 +160,29 @@ def test_last_layer_posterior_is_the_closed_form(inference):
     assert abs(gap.var() - 8 / 3) < 0.08
 
 
+def test_the_offset_at_the_labelled_mean_is_uniform_or_the_class_frequencies():
+    """Three labels of class 0, one of class 1, five classes: at the labelled mean every draw's
+    outputs are the offset alone. Uniform: 1/5 each, a uniform softmax. Frequencies: [3/4, 1/4, 0, 0,
+    0], whose softmax at scale 4 is [e^3, e^1, 1, 1, 1] / (e^3 + e + 3)."""
+    X = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]], dtype=np.float32)
+    y = np.array([0, 0, 0, 1])
+    mean = X.mean(axis=0, keepdims=True)
+    common = dict(fit_hyperparameters=False, logit_scale=4.0, n_samples=7, classes=np.arange(5), random_state=0)
+    uniform = BayesianLastLayerHead(**common).fit(X, y).predict_proba_samples(mean)
+    np.testing.assert_allclose(uniform, 0.2, atol=1e-6)
+    frequencies = BayesianLastLayerHead(class_prior="frequencies", **common).fit(X, y).predict_proba_samples(mean)
+    expected = np.exp([3.0, 1.0, 0.0, 0.0, 0.0]) / (np.e ** 3 + np.e + 3)
+    np.testing.assert_allclose(frequencies, np.broadcast_to(expected, (7, 1, 5)), atol=1e-6)
+
+
+def test_an_unknown_class_prior_is_refused_naming_it():
+    X, y = _centred_toy()
+    head = BayesianLastLayerHead(class_prior="pool")
+    with pytest.raises(ValueError, match="class_prior must be 'uniform' or 'frequencies'; got 'pool'"):
+        head.fit(X, y)
+    assert not hasattr(head, "regressor_")
+
+
 def test_mean_field_weights_are_narrower_than_the_exact_ones_on_correlated_features():
     """Phi = [[1, 0], [1, 1]] before centring; with σ² = s² = 1 the draws of the weights have the
     exact posterior covariance A^{-1} (analytic) or the diagonal 1 / A_kk (mean field)."""
