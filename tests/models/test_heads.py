@@ -308,8 +308,14 @@ def test_fine_tuning_starts_from_the_encoders_weights_and_never_changes_them(dig
     before = {k: v.clone() for k, v in encoder.module_.state_dict().items()}
     frozen = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, classes=CLASSES, lr=0.0, max_epochs=2,
                                  n_samples=10, random_state=0).fit(X[:100], y[:100])
-    # lr = 0: the trunk is the encoder as loaded, so the embedding under the head is the encoder's
-    np.testing.assert_allclose(frozen.transform(X[200:230]), encoder.transform(images[200:230]), atol=1e-6)
+    # lr = 0: the trunk is the encoder as loaded, so the embedding under the head is the encoder's, each row
+    # scaled to length feature_norm = 10
+    Z = encoder.transform(images[200:230])
+    np.testing.assert_allclose(frozen.transform(X[200:230]), 10 * Z / np.linalg.norm(Z, axis=1, keepdims=True),
+                               atol=1e-5)
+    raw = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, module__feature_norm=None, classes=CLASSES,
+                              lr=0.0, max_epochs=2, n_samples=10, random_state=0).fit(X[:100], y[:100])
+    np.testing.assert_allclose(raw.transform(X[200:230]), Z, atol=1e-6)
     assert split_module(frozen.module_) is not None             # the trunk runs once per MC call
     tuned = MCDropoutClassifier(EncoderWithHead, module__encoder=encoder, classes=CLASSES, lr=1e-2, max_epochs=5,
                                 n_samples=10, random_state=0)
@@ -332,6 +338,8 @@ def test_fine_tuning_refuses_what_it_cannot_train():
         EncoderWithHead(TorchEncoder(_conv_encoder()), input_shape=(1, 8, 8))
     with pytest.raises(ValueError, match="input_shape or n_features"):
         EncoderWithHead(_conv_encoder())
+    with pytest.raises(ValueError, match="feature_norm must be a length > 0 or None; got 0"):
+        EncoderWithHead(_conv_encoder(), input_shape=(1, 8, 8), feature_norm=0)
 
 
 def test_fine_tuning_in_an_active_learner_with_the_encoders_network(digits):
