@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from _helpers import chromium_driver, needs_chromium, serve
 from PIL import Image
 from sklearn.decomposition import PCA
 
@@ -314,3 +315,71 @@ def test_labelstudio_takes_the_same_options_and_builds_the_same_session(tmp_path
                                                            "embeddings")
     finally:
         session.store.close()
+
+
+# -------------------------------------------------------------------------- the page while the encoder learns
+
+#: The highlighted image still to label, drawn: its element's id (benchmarks/bench_labelling_wait.py's CURRENT).
+_CURRENT = ("const c = document.querySelector('.item.current:not(.done):not(.saving)'); if(!c) return null; "
+            "const i = c.querySelector('img'); return (i && i.complete && i.naturalWidth > 0) ? c.id : null;")
+
+
+@needs_chromium
+def test_the_page_never_goes_blank_while_the_encoder_learns(tmp_path, photos, monkeypatch):
+    """In Chromium, a person labels the first batch and four more with the keys while the encoder learns:
+    after every key press, the first batch's last included, the next image is highlighted within 2 s (the
+    covering order's items, the notice saying that the first model waits for the embeddings; no blank
+    "nothing to label" page). Once the encoder is let finish, the first model is trained on all ten
+    labels, and the page shows its version."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from skdbal.labelling._page import class_keys
+    from skdbal.labelling.app import make_app
+
+    release = threading.Event()
+    fit = PoolEncoder.fit
+
+    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
+        assert release.wait(90)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    session, pool, _ = make_session(images_args(photos, tmp_path / "s.db"))
+    session.start()
+    base, stop = serve(make_app(session, token="secret", pool=pool))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(f"{base}/?annotator=ann")
+        shown = WebDriverWait(driver, 5)     # no image to label 5 s after a key press: a blank page
+        keys = dict(zip(["dark", "bright"], class_keys(["dark", "bright"])))
+        labelled, waits, notices = [], [], []
+        for k in range(session.batch_size + 4):
+            pressed = time.perf_counter()
+            current = shown.until(lambda d: d.execute_script(_CURRENT))
+            if k:
+                waits.append(time.perf_counter() - pressed)
+            notices.append(driver.find_element(By.ID, "notice").text)
+            item = int(current.split("-")[-1])
+            ActionChains(driver).send_keys(keys[truth(session.keys[item])]).perform()
+            labelled.append(item)
+            count = len(labelled)
+            wait.until(lambda d, count=count: len(session.store.current_labels()) == count)
+        assert max(waits) < 2.0, waits       # the first batch's last key press included
+        assert not session.representation.future.done() and session.status()["model_version"] == -1
+        assert session.status()["waiting_for"] == EMBEDDINGS
+        assert notices[-1] == "The first model waits for the pool's embeddings: these items are chosen to cover " \
+                              "the pool."
+        assert {int(i): v["label"] for i, v in session.store.current_labels().items()} == \
+            {i: truth(session.keys[i]) for i in labelled}
+        release.set()
+        session.wait_for_version(0, timeout=60)
+        assert sorted(session.learner.labelled_idx_.tolist()) == sorted(labelled)
+        wait.until(lambda d: "model version 0" in d.find_element(By.ID, "progress").text)
+    finally:
+        release.set()
+        driver.quit()
+        stop()
+        session.stop()
