@@ -279,6 +279,25 @@ def test_an_encoder_file_session_trains_a_head_on_its_embeddings(tmp_path, photo
         assert batch and all(b["score"] == b["score"] for b in batch)       # BALD's scores, not NaN
 
 
+def test_the_page_names_the_scores_by_the_side_of_the_hand_off_that_picked_them(tmp_path, photos):
+    """TypiClust's scores while the labels are under ten a class (2 classes: under 20 labels), BALD's from
+    the query after 24 labels (12 a class); the page read "ColdStart score" throughout."""
+    torchscript_encoder(tmp_path / "enc.pt")
+    session, _, _ = make_session(images_args(photos, tmp_path / "s.db", "--encoder", tmp_path / "enc.pt"))
+    assert session.status()["strategy"] == "cold_start"          # no query yet
+    with session:
+        names = []
+        for version in range(4):                                 # 6, 12, 18, then 24 labels
+            batch = [b["item"] for b in session.next_batch(annotator="ann", timeout=30) if not b["tail"]]
+            label(session, batch[:6])
+            session.wait_for_version(version, timeout=60)
+            while session.training:
+                time.sleep(0.01)
+            names.append(session.status()["strategy"])
+        assert len(session.store.current_labels()) == 24
+    assert names == ["typiclust", "typiclust", "typiclust", "bald"]
+
+
 def test_a_spreading_head_is_given_the_pool_s_embeddings_when_they_arrive(tmp_path, photos, monkeypatch):
     """The spreading head's graph is the whole pool's: the session hands it the embeddings before the
     first fit, and the model it publishes spreads the first batch's labels over all N items."""
