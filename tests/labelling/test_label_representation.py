@@ -402,3 +402,68 @@ def test_the_page_never_goes_blank_while_the_encoder_learns(tmp_path, photos, mo
         driver.quit()
         stop()
         session.stop()
+
+
+@needs_chromium
+def test_a_restart_that_learns_the_encoder_again_says_it_waits_for_it(tmp_path, photos, monkeypatch):
+    """A store with a model, its embeddings gone (a store copied without its folder): the restart learns
+    the encoder again, and meanwhile the session waits for the embeddings, not "training" (it said
+    "training…" and "the next best items under the last model" for as long as the encoder learnt, while
+    offering the covering order); the page says the model waits for them, offers images to label, and
+    the label given meanwhile is kept; then the last model is trained again and the next batch offered."""
+    import shutil
+
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from skdbal.labelling._page import class_keys
+    from skdbal.labelling.app import make_app
+
+    store = tmp_path / "s.db"
+    session, _, _ = make_session(images_args(photos, store))
+    with session:
+        first = label_first_batch(session)
+        session.wait_for_version(0, timeout=60)
+    shutil.rmtree(tmp_path / "s.db.embeddings")
+
+    release = threading.Event()
+    fit = PoolEncoder.fit
+
+    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
+        assert release.wait(90)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    session, pool, _ = make_session(images_args(photos, store))
+    session.start()
+    base, stop = serve(make_app(session, token="secret", pool=pool))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        deadline = time.time() + 10
+        while session.status()["waiting_for"] != EMBEDDINGS and time.time() < deadline:
+            time.sleep(0.02)
+        status = session.status()
+        assert (status["waiting_for"], status["training"], status["model_version"]) == (EMBEDDINGS, False, 0)
+        driver.get(f"{base}/?annotator=ann")
+        current = WebDriverWait(driver, 10).until(lambda d: d.execute_script(_CURRENT))
+        assert driver.find_element(By.ID, "notice").text == "The model waits for the pool's embeddings: these items " \
+                                                            "are chosen to cover the pool."
+        assert driver.find_element(By.ID, "state").text == "ready"
+        item = int(current.split("-")[-1])
+        assert item not in first
+        ActionChains(driver).send_keys(dict(zip(["dark", "bright"], class_keys(["dark", "bright"])))[
+            truth(session.keys[item])]).perform()
+        WebDriverWait(driver, 10).until(lambda d: item in session.store.current_labels())
+        release.set()
+        deadline = time.time() + 60
+        while (session.waiting_for or session.training or not session.board.batch) and time.time() < deadline:
+            time.sleep(0.02)
+        batch = [b["item"] for b in session.next_batch(annotator="ann", timeout=10) if not b["tail"]]
+        assert batch and item not in batch and session.error is None
+        assert session.status()["waiting_for"] is None and len(session.store.current_labels()) == 7
+    finally:
+        release.set()
+        driver.quit()
+        stop()
+        session.stop()
