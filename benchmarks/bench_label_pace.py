@@ -73,13 +73,14 @@ def store_models(store: Path) -> tuple:
     return models, events, [int(pair[0]) for pair in json.loads(first[0])] if first else []
 
 
-def label_at_pace(driver, truth: dict, *, think: float, batches: int, limit: float, shots, log, server) -> list:
+def label_at_pace(driver, truth: dict, *, think: float, batches: int, limit: float, shots, log, server) -> tuple:
     """Label truthfully at ``think`` seconds an image until model version ``batches - 1`` is on the page
-    and its first image shown; one record per key press: the wall-clock time of the press, the item,
-    whether it was a tail item, and the seconds until the next image was shown."""
+    and its first image shown. Returns one record per key press (the item, whether it was a tail item,
+    the seconds until the next image was shown and what the page said then) and when the first image
+    was shown (``time.perf_counter()``)."""
     from selenium.webdriver.common.action_chains import ActionChains
 
-    presses, last_state, start, shot = [], None, time.perf_counter(), 0
+    presses, last_state, start, shot, first_shown = [], None, time.perf_counter(), 0, None
 
     def screenshot(why: str) -> None:
         nonlocal shot
@@ -104,6 +105,7 @@ def label_at_pace(driver, truth: dict, *, think: float, batches: int, limit: flo
                 raise TimeoutError(f"no image to label for 300 s after {len(presses)} labels")
             time.sleep(0.01)
         shown = time.perf_counter()
+        first_shown = shown if first_shown is None else first_shown
         state = driver.execute_script(PAGE_STATE)
         if presses:
             presses[-1].update(next_shown_s=shown - presses[-1]["perf"], page_said=state[3] or state[4])
@@ -115,7 +117,7 @@ def label_at_pace(driver, truth: dict, *, think: float, batches: int, limit: flo
                        f"-{len(presses)}-labels")
             last_state = key
         if state[0] >= batches - 1 and not state[1]:
-            return presses
+            return presses, first_shown
         if shown - start > limit:
             raise TimeoutError(f"model version {batches - 1} not shown within {limit:g} s ({len(presses)} labels)")
         time.sleep(max(0.0, think - (time.perf_counter() - shown)))
@@ -135,21 +137,23 @@ def one_run(args, tmp: Path, truth: dict, log) -> dict:
             "--batch-size", str(args.batch_size), "--encoder-time", str(args.encoder_time),
             "--representation", args.representation]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    with open(tmp / "server.log", "w") as out:
-        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-    driver = None
+    driver = chromium_driver(tmp / "profile")       # started first: its start is not the command's
+    server = None
     try:
+        launched = time.perf_counter()
+        with open(tmp / "server.log", "w") as out:
+            server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         url = f"http://127.0.0.1:{port}/"
         wait_http(url, timeout=300)
-        driver = chromium_driver(tmp / "profile")
+        page_up = time.perf_counter() - launched
         driver.get(url + "?annotator=pace")
-        presses = label_at_pace(driver, truth, think=args.think, batches=args.batches, limit=args.limit,
-                                shots=args.shots, log=log, server=server)
+        presses, first_shown = label_at_pace(driver, truth, think=args.think, batches=args.batches,
+                                             limit=args.limit, shots=args.shots, log=log, server=server)
     finally:
-        if driver is not None:
-            driver.quit()
-        server.terminate()
-        server.wait(60)
+        driver.quit()
+        if server is not None:
+            server.terminate()
+            server.wait(60)
     log("  server: " + " | ".join(line.strip() for line in (tmp / "server.log").read_text().splitlines()
                                   if "encoder" in line or "embedding" in line or "failed" in line))
     models, events, first = store_models(store)
@@ -165,7 +169,8 @@ def one_run(args, tmp: Path, truth: dict, log) -> dict:
         rounds.append({"version": version, "labels": n_labels, "next_shown_s": press.get("next_shown_s"),
                        "model_s": recorded_at - labelled_at[item], "page_said": press.get("page_said")})
     waits = np.asarray([p["next_shown_s"] for p in presses if p["next_shown_s"] is not None])
-    return {"rounds": rounds, "waits": waits, "labels": len(presses),
+    return {"rounds": rounds, "waits": waits, "labels": len(presses), "page_up": page_up,
+            "first_image": first_shown - launched,
             "tail": sum(p["tail"] for p in presses)}
 
 
@@ -196,6 +201,8 @@ def main() -> None:
         truth = write_pngs(tmp / "images", X, y, args.images)
         r = one_run(args, tmp, truth, log)
     w = r["waits"]
+    log(f"from the command's start: the page answered after {r['page_up']:.1f} s, the first image was shown "
+        f"after {r['first_image']:.1f} s")
     rows = []
     for b in r["rounds"]:
         rows.append([b["version"], b["labels"], "-" if b["next_shown_s"] is None else f"{b['next_shown_s']:.2f}",
