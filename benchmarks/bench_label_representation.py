@@ -14,6 +14,10 @@ files in ``$SKDBAL_DATA/fashion-mnist``), classes ``0``..``9``, labelled truthfu
   pool and the tail's query; median and max over the rounds;
 - the accuracy of the last model on the pool's unlabelled images (their true labels are known here).
 
+Labelled through the session at once, nothing is labelled while the first model waits for the encoder:
+its first retrain is the encoder's time. At the page, people label items that cover the pool meanwhile;
+``benchmarks/bench_label_pace.py`` measures what they wait for there, in a browser at a person's pace.
+
     python benchmarks/bench_label_representation.py [--images 2000] [--rounds 10]
 
 A few minutes on two cores. Writes its output to ``docs/results/bench_label_representation/``

@@ -26,12 +26,21 @@ _COVER_ROWS = 10_000
 
 def strategy_name(learner) -> Optional[str]:
     """The learner's query strategy as a name people read beside the score: the key it has in
-    :data:`skdbal.acquisition.STRATEGIES` (``"bald"``), else its function's or class's name."""
-    from ..acquisition import STRATEGIES
+    :data:`skdbal.acquisition.STRATEGIES` (``"bald"``), else its function's or class's name. A strategy
+    that hands off from one strategy to another (:class:`~skdbal.acquisition.ColdStart`) is named by the
+    side that picked the last batch (its acquisition's ``info["picked_by"]``): ``"typiclust"`` before the
+    hand-off, ``"bald"`` after, whose scores the page shows; ``"cold_start"`` before its first query."""
+    from ..acquisition import STRATEGIES, display_name
 
     strategy = getattr(learner, "query_strategy", None)
     if strategy is None:
         return "bald"   # the learner's default
+    last = getattr(learner, "last_acquisition_", None)
+    picked_by = (getattr(last, "info", None) or {}).get("picked_by")
+    if isinstance(picked_by, str):
+        return next((name for name, known in STRATEGIES.items() if display_name(known) == picked_by), picked_by)
+    if getattr(strategy, "name", None) == "cold_start":
+        return "cold_start"
     for name, known in STRATEGIES.items():
         if strategy is known or type(strategy) is type(known):
             return name

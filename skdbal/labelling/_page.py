@@ -265,7 +265,7 @@ function showState(){
 }
 function noticeText(){   // what the items on the page are, while the session waits or trains
   const first = status.model_version === undefined || status.model_version < 0;
-  if(status.waiting_for) return `The first model waits for ${status.waiting_for}: ` +
+  if(status.waiting_for) return `${first ? 'The first model' : 'The model'} waits for ${status.waiting_for}: ` +
                                 'these items are chosen to cover the pool.';
   if(status.training) return 'The model is training. Meanwhile: ' +
     (first ? 'items chosen to cover the pool.' : 'the next best items under the last model.');

@@ -274,8 +274,10 @@ class LabellingSession:
         try:
             models = self.store.models()
             if models:
-                self.board.start_training()   # the last model is trained again from its labels
+                # the embeddings first (an encoder learnt again: the page says so, and offers the covering
+                # order), then the last model is trained again from its labels
                 self._await_features()
+                self.board.start_training()
                 self.oracle.replay_upto = models[-1]["last_event"]
                 self.loop.resume()
                 self._publish()

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from _helpers import chromium_driver, needs_chromium, serve
 from PIL import Image
 from sklearn.decomposition import PCA
 
@@ -286,6 +287,25 @@ def test_an_encoder_file_session_trains_a_head_on_its_embeddings(tmp_path, photo
         assert batch and all(b["score"] == b["score"] for b in batch)       # BALD's scores, not NaN
 
 
+def test_the_page_names_the_scores_by_the_side_of_the_hand_off_that_picked_them(tmp_path, photos):
+    """TypiClust's scores while the labels are under ten a class (2 classes: under 20 labels), BALD's from
+    the query after 24 labels (12 a class); the page read "ColdStart score" throughout."""
+    torchscript_encoder(tmp_path / "enc.pt")
+    session, _, _ = make_session(images_args(photos, tmp_path / "s.db", "--encoder", tmp_path / "enc.pt"))
+    assert session.status()["strategy"] == "cold_start"          # no query yet
+    with session:
+        names = []
+        for version in range(4):                                 # 6, 12, 18, then 24 labels
+            batch = [b["item"] for b in session.next_batch(annotator="ann", timeout=30) if not b["tail"]]
+            label(session, batch[:6])
+            session.wait_for_version(version, timeout=60)
+            while session.training:
+                time.sleep(0.01)
+            names.append(session.status()["strategy"])
+        assert len(session.store.current_labels()) == 24
+    assert names == ["typiclust", "typiclust", "typiclust", "bald"]
+
+
 def test_a_spreading_head_is_given_the_pool_s_embeddings_when_they_arrive(tmp_path, photos, monkeypatch):
     """The spreading head's graph is the whole pool's: the session hands it the embeddings before the
     first fit, and the model it publishes spreads the first batch's labels over all N items."""
@@ -322,3 +342,136 @@ def test_labelstudio_takes_the_same_options_and_builds_the_same_session(tmp_path
                                                            "embeddings")
     finally:
         session.store.close()
+
+
+# -------------------------------------------------------------------------- the page while the encoder learns
+
+#: The highlighted image still to label, drawn: its element's id (benchmarks/bench_labelling_wait.py's CURRENT).
+_CURRENT = ("const c = document.querySelector('.item.current:not(.done):not(.saving)'); if(!c) return null; "
+            "const i = c.querySelector('img'); return (i && i.complete && i.naturalWidth > 0) ? c.id : null;")
+
+
+@needs_chromium
+def test_the_page_never_goes_blank_while_the_encoder_learns(tmp_path, photos, monkeypatch):
+    """In Chromium, a person labels the first batch and four more with the keys while the encoder learns:
+    after every key press, the first batch's last included, the next image is highlighted within 2 s (the
+    covering order's items, the notice saying that the first model waits for the embeddings; no blank
+    "nothing to label" page). Once the encoder is let finish, the first model is trained on all ten
+    labels, and the page shows its version."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from skdbal.labelling._page import class_keys
+    from skdbal.labelling.app import make_app
+
+    release = threading.Event()
+    fit = PoolEncoder.fit
+
+    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
+        assert release.wait(90)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    session, pool, _ = make_session(images_args(photos, tmp_path / "s.db"))
+    session.start()
+    base, stop = serve(make_app(session, token="secret", pool=pool))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        wait = WebDriverWait(driver, 30)
+        driver.get(f"{base}/?annotator=ann")
+        shown = WebDriverWait(driver, 5)     # no image to label 5 s after a key press: a blank page
+        keys = dict(zip(["dark", "bright"], class_keys(["dark", "bright"])))
+        labelled, waits, notices = [], [], []
+        for k in range(session.batch_size + 4):
+            pressed = time.perf_counter()
+            current = shown.until(lambda d: d.execute_script(_CURRENT))
+            if k:
+                waits.append(time.perf_counter() - pressed)
+            notices.append(driver.find_element(By.ID, "notice").text)
+            item = int(current.split("-")[-1])
+            ActionChains(driver).send_keys(keys[truth(session.keys[item])]).perform()
+            labelled.append(item)
+            count = len(labelled)
+            wait.until(lambda d, count=count: len(session.store.current_labels()) == count)
+        assert max(waits) < 2.0, waits       # the first batch's last key press included
+        assert not session.representation.future.done() and session.status()["model_version"] == -1
+        assert session.status()["waiting_for"] == EMBEDDINGS
+        assert notices[-1] == "The first model waits for the pool's embeddings: these items are chosen to cover " \
+                              "the pool."
+        assert {int(i): v["label"] for i, v in session.store.current_labels().items()} == \
+            {i: truth(session.keys[i]) for i in labelled}
+        release.set()
+        session.wait_for_version(0, timeout=60)
+        assert sorted(session.learner.labelled_idx_.tolist()) == sorted(labelled)
+        wait.until(lambda d: "model version 0" in d.find_element(By.ID, "progress").text)
+    finally:
+        release.set()
+        driver.quit()
+        stop()
+        session.stop()
+
+
+@needs_chromium
+def test_a_restart_that_learns_the_encoder_again_says_it_waits_for_it(tmp_path, photos, monkeypatch):
+    """A store with a model, its embeddings gone (a store copied without its folder): the restart learns
+    the encoder again, and meanwhile the session waits for the embeddings, not "training" (it said
+    "training…" and "the next best items under the last model" for as long as the encoder learnt, while
+    offering the covering order); the page says the model waits for them, offers images to label, and
+    the label given meanwhile is kept; then the last model is trained again and the next batch offered."""
+    import shutil
+
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from skdbal.labelling._page import class_keys
+    from skdbal.labelling.app import make_app
+
+    store = tmp_path / "s.db"
+    session, _, _ = make_session(images_args(photos, store))
+    with session:
+        first = label_first_batch(session)
+        session.wait_for_version(0, timeout=60)
+    shutil.rmtree(tmp_path / "s.db.embeddings")
+
+    release = threading.Event()
+    fit = PoolEncoder.fit
+
+    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
+        assert release.wait(90)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    session, pool, _ = make_session(images_args(photos, store))
+    session.start()
+    base, stop = serve(make_app(session, token="secret", pool=pool))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        deadline = time.time() + 10
+        while session.status()["waiting_for"] != EMBEDDINGS and time.time() < deadline:
+            time.sleep(0.02)
+        status = session.status()
+        assert (status["waiting_for"], status["training"], status["model_version"]) == (EMBEDDINGS, False, 0)
+        driver.get(f"{base}/?annotator=ann")
+        current = WebDriverWait(driver, 10).until(lambda d: d.execute_script(_CURRENT))
+        assert driver.find_element(By.ID, "notice").text == "The model waits for the pool's embeddings: these items " \
+                                                            "are chosen to cover the pool."
+        assert driver.find_element(By.ID, "state").text == "ready"
+        item = int(current.split("-")[-1])
+        assert item not in first
+        ActionChains(driver).send_keys(dict(zip(["dark", "bright"], class_keys(["dark", "bright"])))[
+            truth(session.keys[item])]).perform()
+        WebDriverWait(driver, 10).until(lambda d: item in session.store.current_labels())
+        release.set()
+        deadline = time.time() + 60
+        while (session.waiting_for or session.training or not session.board.batch) and time.time() < deadline:
+            time.sleep(0.02)
+        batch = [b["item"] for b in session.next_batch(annotator="ann", timeout=10) if not b["tail"]]
+        assert batch and item not in batch and session.error is None
+        assert session.status()["waiting_for"] is None and len(session.store.current_labels()) == 7
+    finally:
+        release.set()
+        driver.quit()
+        stop()
+        session.stop()
