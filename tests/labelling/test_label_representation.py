@@ -351,6 +351,19 @@ _CURRENT = ("const c = document.querySelector('.item.current:not(.done):not(.sav
             "const i = c.querySelector('img'); return (i && i.complete && i.naturalWidth > 0) ? c.id : null;")
 
 
+def _encoder_held(monkeypatch) -> threading.Event:
+    """The pool's encoder learns until the test sets the event returned (at most 90 s)."""
+    release = threading.Event()
+    fit = PoolEncoder.fit
+
+    def slow_fit(self, X, y=None):
+        assert release.wait(90)
+        return fit(self, X, y)
+
+    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    return release
+
+
 @needs_chromium
 def test_the_page_never_goes_blank_while_the_encoder_learns(tmp_path, photos, monkeypatch):
     """In Chromium, a person labels the first batch and four more with the keys while the encoder learns:
@@ -365,14 +378,7 @@ def test_the_page_never_goes_blank_while_the_encoder_learns(tmp_path, photos, mo
     from skdbal.labelling._page import class_keys
     from skdbal.labelling.app import make_app
 
-    release = threading.Event()
-    fit = PoolEncoder.fit
-
-    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
-        assert release.wait(90)
-        return fit(self, X, y)
-
-    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    release = _encoder_held(monkeypatch)
     session, pool, _ = make_session(images_args(photos, tmp_path / "s.db"))
     session.start()
     base, stop = serve(make_app(session, token="secret", pool=pool))
@@ -435,14 +441,7 @@ def test_a_restart_that_learns_the_encoder_again_says_it_waits_for_it(tmp_path, 
         session.wait_for_version(0, timeout=60)
     shutil.rmtree(tmp_path / "s.db.embeddings")
 
-    release = threading.Event()
-    fit = PoolEncoder.fit
-
-    def slow_fit(self, X, y=None):     # the encoder learns until the test lets it finish
-        assert release.wait(90)
-        return fit(self, X, y)
-
-    monkeypatch.setattr(PoolEncoder, "fit", slow_fit)
+    release = _encoder_held(monkeypatch)
     session, pool, _ = make_session(images_args(photos, store))
     session.start()
     base, stop = serve(make_app(session, token="secret", pool=pool))
