@@ -47,7 +47,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from _common import markdown_table, recorded  # noqa: E402
+from _common import ROOT, markdown_table, recorded  # noqa: E402
 from bench_labelling_wait import CURRENT, fashion_mnist, free_port, wait_http, write_pngs  # noqa: E402
 
 #: What the page says now: its status's model version, training and waiting_for, its notice line and state.
@@ -216,6 +216,19 @@ def main() -> None:
             f"max {batch_waits.max():.3f}, over {len(batch_waits)} batches")
     log()
     log(markdown_table(["model version", "labels", "next image s", "model s", "the page said meanwhile"], rows))
+    out = Path(os.environ.get("SKDBAL_BENCH_OUT") or ROOT / "docs" / "results" / "bench_label_pace")
+    out.mkdir(parents=True, exist_ok=True)
+    first = r["rounds"][0] if r["rounds"] else {}
+    (out / "results.json").write_text(json.dumps({
+        "images": args.images, "think_s": args.think, "labels": r["labels"], "tail_labels": r["tail"],
+        "page_up_s": round(r["page_up"], 2), "first_image_s": round(r["first_image"], 2),
+        "next_image_s": {"median": round(float(np.median(w)), 3), "p99": round(float(np.percentile(w, 99)), 3),
+                         "max": round(float(w.max()), 3)},
+        "after_batch_next_image_s": ({"median": round(float(np.median(batch_waits)), 3),
+                                      "max": round(float(batch_waits.max()), 3), "batches": len(batch_waits)}
+                                     if len(batch_waits) else None),
+        "first_model": {"labels": first.get("labels"), "model_s": round(first["model_s"], 1) if first else None},
+        "later_models_s_max": round(max((b["model_s"] for b in r["rounds"][1:]), default=0.0), 2)}, indent=1))
 
 
 if __name__ == "__main__":
