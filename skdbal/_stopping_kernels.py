@@ -147,12 +147,11 @@ def _count(value, name: str, *, low: int, allow_none: bool = False) -> Optional[
 
 
 def _check_number(value, name: str, *, low: float = -np.inf, high: float = np.inf, low_open: bool = False) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, Real) and np.isfinite(value) and value <= high \
-        and (value > low if low_open else value >= low)
-    if not ok:
+    x = float(value) if isinstance(value, Real) and not isinstance(value, bool) else float("nan")
+    if not (np.isfinite(x) and x <= high and (x > low if low_open else x >= low)):
         bounds = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if np.isfinite(high) else "")
         raise ValueError(f"{name} must be a finite number {bounds}; got {value!r}")
-    return float(value)
+    return x
 
 
 def _check_choice(value, name: str, choices: Sequence[str]) -> str:

@@ -263,7 +263,7 @@ class StoppingRule(BaseEstimator):
 
     def _set_state(self, state) -> None:
         StoppingRule.reset(self)
-        vars(self).update(state)
+        self.__dict__.update(state)
 
     def _update(self, view: StepView) -> Verdict:
         raise NotImplementedError
