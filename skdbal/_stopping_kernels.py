@@ -163,3 +163,14 @@ def _check_choice(value, name: str, choices: Sequence[str]) -> str:
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
+
+def _next_batch_gain(view, rule: str, n_candidates: int, n_targets: int) -> float:
+    """The next batch's expected accuracy gain: the view's own, or the top-k sum of EAG on the stop set."""
+    if view.expected_gain is not None:
+        return view.expected_gain
+    if view.stop_samples is None:
+        raise ValueError(f"{rule} needs the view's stop_samples or expected_gain; the step gave neither")
+    S = view.stop_samples
+    gain = expected_accuracy_gain(S[:, :n_candidates], S[:, :n_targets])
+    k = min(view.batch_size, len(gain))
+    return float(np.sort(gain)[::-1][:k].sum())

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from numbers import Real
-from typing import ClassVar, Dict, List, Optional, Sequence
+from typing import ClassVar, Dict, FrozenSet, List, Optional, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -56,6 +56,7 @@ from ._stopping_kernels import (
     _check_number,
     _count,
     _fmt,
+    _next_batch_gain,
     _probabilities,
     _uncertainty,
     cohens_kappa,
@@ -229,6 +230,15 @@ class StoppingRule(BaseEstimator):
 
     #: Stem of the rule's journal columns (``stop_<name>``, ``stop_<name>_value``).
     name: ClassVar[str] = "rule"
+    #: The view fields the rule reads (see :meth:`needs`).
+    reads: ClassVar[FrozenSet[str]] = frozenset()
+
+    def needs(self) -> FrozenSet[str]:
+        """The :class:`StepView` fields the rule reads, so that the caller computes only those.
+
+        ``"stop_samples"`` may be replaced by the caller's own ``"expected_gain"``.
+        """
+        return self.reads
 
     def _check_params(self) -> None:
         """Raise a ValueError naming the first bad parameter."""
@@ -276,7 +286,8 @@ class StabilizingPredictions(StoppingRule):
     previous model's; stop when the mean of the last ``window`` κ's is ≥ ``kappa`` (Bloodgood & Vijay-Shanker 2009;
     small-text's ``KappaAverage``). The first step has no κ, so the earliest stop is at step ``window``. With
     ``pairs="all"`` the mean is over every pair among the last ``window`` models instead (Pullar-Strecker et al.'s
-    variant), and the earliest stop is at step ``window − 1``.
+    variant), and the earliest stop is at step ``window − 1``. The predictions must be deterministic for a given
+    model (the same model twice gives κ = 1): an MC-dropout model's mean over masks seeded by row, or its eval pass.
 
     Parameters
     ----------
@@ -304,6 +315,7 @@ class StabilizingPredictions(StoppingRule):
     """
 
     name = "stabilizing_predictions"
+    reads = frozenset({"stop_proba"})
 
     def __init__(self, window: int = 3, kappa: float = 0.99, pairs: str = "consecutive"):
         self.window = window
@@ -383,6 +395,7 @@ class ClassificationChange(StoppingRule):
     """
 
     name = "classification_change"
+    reads = frozenset({"stop_proba"})
 
     def __init__(self, threshold: float = 0.0):
         self.threshold = threshold
@@ -430,6 +443,7 @@ class OverallUncertainty(StoppingRule):
     """
 
     name = "overall_uncertainty"
+    reads = frozenset({"stop_proba"})
 
     def __init__(self, threshold: float = 0.05, measure: str = "entropy"):
         self.threshold = threshold
@@ -477,6 +491,9 @@ class MaxConfidence(StoppingRule):
 
     name = "max_confidence"
 
+    def needs(self) -> FrozenSet[str]:
+        return frozenset({"batch_scores" if self.measure == "score" else "batch_proba"})
+
     def __init__(self, threshold: float = 0.001, measure: str = "entropy"):
         self.threshold = threshold
         self.measure = measure
@@ -495,25 +512,13 @@ class MaxConfidence(StoppingRule):
         if values is None and view.step > 0:
             view.need("batch_scores" if self.measure == "score" else "batch_proba", type(self).__name__)
         if values is None or not len(values):
-            return Verdict(False, float("nan"), "no batch bought yet at this step")
+            return Verdict(False, float("nan"), "no batch was bought at this step")
         value = float(np.max(values))
         if value < self.threshold:
             return Verdict(True, value, f"the model was nearly certain even of the most uncertain row of the batch "
                                         f"just bought (largest {what} {_fmt(value)} < {self.threshold:g})")
         return Verdict(False, value, f"the batch just bought still held an uncertain row "
                                      f"(largest {what} {_fmt(value)} ≥ {self.threshold:g})")
-
-
-def _next_batch_gain(view: StepView, rule: str, n_candidates: int, n_targets: int) -> float:
-    """The next batch's expected accuracy gain: the view's own, or the top-k sum of EAG on the stop set."""
-    if view.expected_gain is not None:
-        return view.expected_gain
-    if view.stop_samples is None:
-        raise ValueError(f"{rule} needs the view's stop_samples or expected_gain; the step gave neither")
-    S = view.stop_samples
-    gain = expected_accuracy_gain(S[:, :n_candidates], S[:, :n_targets])
-    k = min(view.batch_size, len(gain))
-    return float(np.sort(gain)[::-1][:k].sum())
 
 
 class ExpectedGain(StoppingRule):
@@ -549,6 +554,7 @@ class ExpectedGain(StoppingRule):
     """
 
     name = "expected_gain"
+    reads = frozenset({"stop_samples"})
 
     def __init__(self, min_gain: float = 0.002, patience: int = 2, n_candidates: int = 500, n_targets: int = 100):
         self.min_gain = min_gain
@@ -644,6 +650,9 @@ class CostRule(StoppingRule):
 
     name = "cost"
 
+    def needs(self) -> FrozenSet[str]:
+        return frozenset({"stop_samples"} | ({"n_unlabelled"} if self.n_predictions is None else set()))
+
     def __init__(self, label_cost: float = 1.0, error_cost: float = 1.0, n_predictions: Optional[int] = None,
                  n_candidates: int = 500, n_targets: int = 100):
         self.label_cost = label_cost
@@ -707,6 +716,9 @@ class AnyOf(StoppingRule):
     """
 
     name = "any_of"
+
+    def needs(self) -> FrozenSet[str]:
+        return frozenset().union(*(rule.needs() for rule in self.rules))
 
     def __init__(self, rules: Sequence[StoppingRule]):
         self.rules = rules

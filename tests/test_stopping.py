@@ -153,7 +153,7 @@ def test_overall_uncertainty_least_confidence_is_strict_at_the_threshold():
 def test_max_confidence_reads_the_most_uncertain_pick_of_the_batch():
     rule = MaxConfidence(threshold=0.3, measure="least_confidence")
     start = rule.update(view(0))
-    assert not start.stop and math.isnan(start.value) and start.reason == "no batch bought yet at this step"
+    assert not start.stop and math.isnan(start.value) and start.reason == "no batch was bought at this step"
     v = rule.update(view(1, batch_proba=[[0.75, 0.25], [0.9, 0.1]]))
     assert v.value == 0.25 and v.stop                                   # max(0.25, 0.1) < 0.3
     v = MaxConfidence(threshold=0.5).update(view(1, batch_proba=[[1.0, 0.0], [0.5, 0.5]]))
@@ -263,6 +263,15 @@ def test_any_of_updates_every_rule_and_stops_on_the_first():
     assert rule.rules[0].kappas_ == [1.0]
     rule.reset()
     assert not hasattr(rule, "verdicts_") and not hasattr(rule.rules[0], "kappas_")
+
+
+def test_each_rule_names_the_view_fields_it_reads():
+    assert StabilizingPredictions().needs() == {"stop_proba"} == OverallUncertainty().needs()
+    assert MaxConfidence().needs() == {"batch_proba"} and MaxConfidence(measure="score").needs() == {"batch_scores"}
+    assert CostRule().needs() == {"stop_samples", "n_unlabelled"} and CostRule(n_predictions=5).needs() == \
+        {"stop_samples"}
+    assert LabelBudget(5).needs() == set()
+    assert AnyOf([ClassificationChange(), ExpectedGain(), LabelBudget(5)]).needs() == {"stop_proba", "stop_samples"}
 
 
 def test_a_view_one_rule_cannot_read_leaves_every_rule_as_it_was():
