@@ -55,7 +55,7 @@ def _check_q(q, *, stacked: bool = False) -> np.ndarray:
     bad = ~((q > 0) & (q <= 1))  # NaN fails both
     if bad.any():
         at = np.argwhere(bad)[0]
-        raise ValueError(f"q must lie in (0, 1] (the probability each draw had); got {q[tuple(at)]!r} at draw "
+        raise ValueError(f"q must lie in (0, 1] (the probability each draw had); got {float(q[tuple(at)])!r} at draw "
                          f"{int(at[-1]) + 1}")
     return q
 
