@@ -265,8 +265,12 @@ def plackett_luce_probabilities(log_weights, order, *, log: bool = False) -> np.
     ndarray of shape (k,)
         ``q_m`` (or ``log q_m``). A pick of weight 0 while an item of positive
         weight was left gets 0 (``-inf``): the order is impossible. A pick made
-        when every item left had weight 0 (a deterministic fill, not a random
-        draw) gets NaN, which :func:`lure_weights` refuses.
+        when every item left had weight 0 gets 1 (``log q = 0``): the draw then
+        takes the rest in a fixed order (as
+        :func:`skdbal.acquisition.functional.sample_batch` does, by score), so it
+        was certain. An item of weight 0 that can be wrong, drawn or not, breaks
+        the unbiasedness of :func:`lure_risk` (it had no chance to be drawn):
+        look for ``-inf`` in ``log_weights`` before trusting an estimate.
 
     Raises
     ------
@@ -303,8 +307,9 @@ def plackett_luce_probabilities(log_weights, order, *, log: bool = False) -> np.
     r = _logsumexp(logw[rest])
     picked = logw[idx]
     tail = np.logaddexp.accumulate(picked[::-1])[::-1] if len(idx) else picked
+    denominator = np.logaddexp(r, tail)
     with np.errstate(invalid="ignore"):
-        logq = picked - np.logaddexp(r, tail)  # -inf - -inf = NaN: every item left had weight 0
+        logq = np.where(np.isneginf(denominator), 0.0, picked - denominator)  # every item left had weight 0
     return logq if log else np.exp(logq)
 
 

@@ -136,11 +136,13 @@ def test_the_probabilities_are_stable_when_one_weight_holds_all_the_mass():
 def test_weight_zero_picks():
     # impossible while a positive weight is left: probability 0
     assert plackett_luce_probabilities([0.0, -np.inf, 0.0], [1])[0] == 0.0
-    # a fill after the positive weights ran out is no random draw: NaN, which the weights refuse
-    q = plackett_luce_probabilities([0.0, -np.inf, -np.inf], [0, 1, 2])
-    assert q[0] == 1.0 and np.isnan(q[1:]).all()
+    # after the positive weights ran out the rest come in a fixed order: each pick was certain
+    assert plackett_luce_probabilities([0.0, -np.inf, -np.inf], [0, 1, 2]).tolist() == [1.0, 1.0, 1.0]
+    assert plackett_luce_probabilities([np.log(3), -np.inf, 0.0, -np.inf], [2, 0, 3], log=True) == \
+        pytest.approx([-np.log(4), 0.0, 0.0])
+    # NaN is refused as a draw probability
     with pytest.raises(ValueError, match=r"q must lie in \(0, 1\].*nan at draw 2"):
-        lure_weights(q, N=3)
+        lure_weights([0.5, np.nan], N=3)
     assert plackett_luce_probabilities(np.log(W), []).shape == (0,)
 
 
