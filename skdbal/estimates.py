@@ -319,22 +319,27 @@ def plackett_luce_probabilities(log_weights, order, *, log: bool = False) -> np.
 Number = Union[float, np.ndarray]
 
 
-def _proportion(successes_or_p, n) -> Tuple[np.ndarray, np.ndarray]:
+def _shown(value) -> str:
+    a = np.asarray(value)
+    return repr(a.item()) if a.ndim == 0 else repr(a.tolist())
+
+
+def _proportion(successes_or_p, trials) -> Tuple[np.ndarray, np.ndarray]:
     x = np.asarray(successes_or_p)
-    n = np.asarray(n, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
     if np.issubdtype(x.dtype, np.bool_) or not np.issubdtype(x.dtype, np.number):
         raise ValueError(f"successes_or_p must be a count (int) or a proportion (float); got {successes_or_p!r}")
     if not (np.isfinite(n).all() and (n > 0).all()):
-        raise ValueError(f"n must be a number > 0 (a count of labels, or an effective one); got {n!r}")
+        raise ValueError(f"n must be a number > 0 (a count of labels, or an effective one); got {_shown(trials)}")
     if np.issubdtype(x.dtype, np.integer):
         if (x < 0).any() or (x > n).any():
             raise ValueError(f"successes_or_p, an int, counts successes, so it must lie in [0, n]; "
-                             f"got {successes_or_p!r} of n={n!r}")
+                             f"got {_shown(x)} of n={_shown(trials)}")
         return x / n, n
     p = x.astype(np.float64)
     if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
         raise ValueError(f"successes_or_p, a float, is a proportion, so it must lie in [0, 1] (pass an int for "
-                         f"a count); got {successes_or_p!r}")
+                         f"a count); got {_shown(x)}")
     return p, n
 
 
@@ -431,11 +436,12 @@ def clopper_pearson_interval(successes, n, confidence: float = 0.95) -> Tuple[Nu
     _z(confidence)  # checks it
     alpha = 1.0 - float(confidence)
     x = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
+    trials = n
+    n = np.asarray(trials, dtype=np.float64)
     if not (np.isfinite(n).all() and (n > 0).all()):
-        raise ValueError(f"n must be a number > 0; got {n!r}")
+        raise ValueError(f"n must be a number > 0; got {_shown(trials)}")
     if not (np.isfinite(x).all() and (x >= 0).all() and (x <= n).all()):
-        raise ValueError(f"successes must be a count in [0, n]; got {successes!r} of n={n!r}")
+        raise ValueError(f"successes must be a count in [0, n]; got {_shown(successes)} of n={_shown(trials)}")
     with np.errstate(invalid="ignore", divide="ignore"):
         low = np.where(x == 0, 0.0, stats.beta.ppf(alpha / 2, np.maximum(x, 1e-300), n - x + 1))
         high = np.where(x == n, 1.0, stats.beta.ppf(1 - alpha / 2, x + 1, np.maximum(n - x, 1e-300)))
