@@ -18,8 +18,8 @@ _CLASSES = {
                      "NetFeatures", "MCDropoutClassifier", "MCDropoutRegressor"), "models"),
 }
 #: Subpackages and modules, imported on first use.
-_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noisy_labels", "metrics", "datasets", "initial",
-               "loop", "oracles", "budget", "learner")
+_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noisy_labels", "metrics", "estimates",
+               "datasets", "initial", "loop", "oracles", "budget", "learner")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
 

@@ -24,6 +24,7 @@ from typing import Optional, Tuple
 import numpy as np
 from sklearn.utils import check_random_state
 
+from ..estimates import plackett_luce_probabilities
 from ._chunks import ChunkPlan, _ranked
 from ._messages import chunk_refusal, strategy_names
 from ._registry import register
@@ -161,6 +162,12 @@ def sample_batch(scores, n_instances: int, mode: str = "power", beta: float = 1.
     top = order[:n]
     return cand[top].astype(np.intp), key[top]
 
+def _draw_log_q(log_q, n_acquired: int) -> list:
+    """``info["draw_log_q"]``: one float per acquired item, in acquisition order; the items a filter's fill
+    added after the draw were certain given it (0)."""
+    return [float(x) for x in log_q] + [0.0] * (n_acquired - len(log_q))
+
+
 def _score_and_draw_seeds(random_state):
     """The two seeds of one stochastic query, from its ``random_state``: the scores' own randomness
     (ties, random sampling) and the draw get separate streams (a query on a cluster uses the same)."""
@@ -202,7 +209,13 @@ class StochasticBatch(StrategyDecorator):
     -----
     ``scores`` of the returned acquisition are the wrapped strategy's scores
     of the picks, in the order drawn (not decreasing). ``info`` holds the
-    mode and ``β``.
+    mode, ``β`` and ``draw_log_q``: per acquired item, in the order drawn,
+    the log of the probability its draw had among the candidates left
+    (:func:`skdbal.estimates.plackett_luce_probabilities`), the ``q`` of
+    :func:`skdbal.estimates.lure_risk` with ``N`` the number of candidates
+    (the points not excluded, and under a noise filter only the trusted
+    ones). A pick made once no candidate of positive weight was left, or
+    added by a filter's fill, was certain: 0.
 
     References
     ----------
@@ -253,8 +266,13 @@ class StochasticBatch(StrategyDecorator):
         n_draw = n_instances if eligible is None else min(n_instances, int(eligible.sum()))
         picks, _ = sample_batch(ps.scores, n_draw, self.mode, self.beta, eligible=eligible,
                                            random_state=draw_seed)
-        return ps.acquisition(picks, n_instances, type(self).__name__,
-                              info={"mode": self.mode, "beta": float(self.beta)})
+        cand = np.arange(len(ps.scores)) if eligible is None else np.flatnonzero(eligible)
+        logw = log_weights(np.asarray(ps.scores, dtype=np.float64)[cand], self.mode, self.beta)
+        log_q = plackett_luce_probabilities(logw, np.searchsorted(cand, picks), log=True)
+        acq = ps.acquisition(picks, n_instances, type(self).__name__,
+                             info={"mode": self.mode, "beta": float(self.beta)})
+        acq.info["draw_log_q"] = _draw_log_q(log_q, len(acq.indices))
+        return acq
 
     def plan_chunks(self, estimator, n_instances: int, pool, *, random_state=None, **options):
         """The local draw, exact over a pointwise plan without a filter, in modes ``"power"`` and
@@ -304,28 +322,41 @@ class _StochasticPlan(ChunkPlan):
         reaches only when the others run out."""
         s = np.asarray(scores.scores, dtype=np.float64)[chunk.valid]
         idx = chunk.index[chunk.valid]
-        key = log_weights(s, self.mode, self.beta) + chunk.extra
+        logw = log_weights(s, self.mode, self.beta)
+        key = logw + chunk.extra
         out = {}
         for name, sel, by in (("w", np.isfinite(key), key), ("z", ~np.isfinite(key), s)):
-            i, b, sc = idx[sel], by[sel], s[sel]
-            o = _ranked(i, b)[:self.n_instances]
-            out[name] = (i[o], b[o], sc[o])
+            i, b, sc, lw = idx[sel], by[sel], s[sel], logw[sel]
+            o = _ranked(i, b)
+            out[name] = (i[o[:self.n_instances]], b[o[:self.n_instances]], sc[o[:self.n_instances]])
+            if name == "w":  # the log weights of the rows sent, and the log of the others' total weight
+                out[name] += (lw[o[:self.n_instances]],)
+                out["rest"] = float(np.logaddexp.reduce(lw[o[self.n_instances:]]))
         return out
 
     def merge(self, pool):
         k, rng = self.n_instances, np.random.RandomState(self.draw_seed)
-        best = {name: (np.zeros(0, np.int64), np.zeros(0), np.zeros(0)) for name in ("w", "z")}
+        best = {"w": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)),
+                "z": (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))}
+        rest = -np.inf  # log of the total weight of the rows of positive weight not among the best k
         received = 0
         for _, res in pool.round(None, inputs=lambda b: rng.gumbel(size=pool.n_valid_in(b))):
             received += sum(len(res[name][0]) for name in best)
+            rest = np.logaddexp(rest, res["rest"])
             for name in best:
-                i, b, sc = (np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
-                o = _ranked(i, b)[:k]
-                best[name] = (i[o], b[o], sc[o])
+                merged = tuple(np.concatenate([a, r]) for a, r in zip(best[name], res[name]))
+                o = _ranked(merged[0], merged[1])
+                if name == "w":
+                    rest = np.logaddexp(rest, np.logaddexp.reduce(merged[3][o[k:]]))
+                best[name] = tuple(a[o[:k]] for a in merged)
         self.candidates = int(received)
         picks = np.concatenate([best["w"][0], best["z"][0]])[:k]
         scores = np.concatenate([best["w"][2], best["z"][2]])[:k]
-        return Acquisition(picks.astype(np.intp), scores.astype(np.float64), {"mode": self.mode, "beta": self.beta})
+        # the draw's q: the picks of positive weight (all of the best k) against the rest's total weight
+        n_w = len(best["w"][0])
+        log_q = plackett_luce_probabilities(np.append(best["w"][3], rest), np.arange(n_w), log=True)
+        return Acquisition(picks.astype(np.intp), scores.astype(np.float64),
+                           {"mode": self.mode, "beta": self.beta, "draw_log_q": _draw_log_q(log_q, len(picks))})
 
 
 def stochastic_batch(strategy, mode: str = "power", beta: float = 1.0) -> StochasticBatch:

@@ -171,3 +171,58 @@ def test_with_the_learner_a_run_repeats_and_never_picks_a_labelled_row():
     top = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=3, verbose=False)
     ht = top.simulate(X, y, n_queries=3, n_instances=10, initial_idx=np.arange(20))
     assert list(ha[1]["query_indices"]) != list(ht[1]["query_indices"])   # not the top-k
+
+
+class FourPoints:  # entropies ln 2, ln 2, H(0.1) = 0.325083, 0
+    def predict_proba(self, X):
+        return np.array([[0.5, 0.5], [0.5, 0.5], [0.9, 0.1], [1.0, 0.0]])
+
+
+def test_the_batch_records_each_draw_s_probability_in_draw_order():
+    X = np.zeros((4, 1))
+    # softrank, beta 1: weights 1, 1/2, 1/3, 1/4 (total 25/12); seed 1 draws 1, 3, 0, 2
+    acq = stochastic_batch(max_entropy, "softrank", 1).acquire(FourPoints(), X, 4, random_state=1)
+    assert acq.indices.tolist() == [1, 3, 0, 2]
+    # (1/2)/(25/12), (1/4)/(19/12), 1/(4/3), the last one left
+    np.testing.assert_allclose(np.exp(acq.info["draw_log_q"]), [6 / 25, 3 / 19, 3 / 4, 1.0], rtol=1e-12)
+    assert all(type(x) is float for x in acq.info["draw_log_q"])
+    # power, beta 1: weights ln 2, ln 2, h, 0; seed 1 draws 1, 2, 0, then 3 of weight 0 when nothing else is left
+    acq = stochastic_batch(max_entropy, "power", 1).acquire(FourPoints(), X, 4, random_state=1)
+    h = -(0.9 * np.log(0.9) + 0.1 * np.log(0.1))
+    assert acq.indices.tolist() == [1, 2, 0, 3]
+    np.testing.assert_allclose(acq.info["draw_log_q"], np.log([np.log(2) / (2 * np.log(2) + h), h / (np.log(2) + h),
+                                                               1.0, 1.0]), rtol=1e-12, atol=1e-15)
+
+
+def test_a_filter_s_fill_is_recorded_as_certain():
+    X = np.array([[0.5], [0.45], [0.4], [0.35], [0.3]])
+    y_pool = np.array([1, 1, 0, 0, 0])        # trusted: 2, 3, 4
+    strategy = stochastic_batch(noise_filter(max_entropy, 0.55), "softrank", 1)
+    with pytest.warns(UserWarning):
+        acq = strategy.acquire(Fixed(), X, 4, y_pool=y_pool, random_state=0)
+    assert len(acq.info["draw_log_q"]) == 4 and acq.info["draw_log_q"][3] == 0.0
+    # among the three trusted points, ranked by entropy 2, 3, 4 (weights 1, 1/2, 1/3 of 11/6)
+    w = {2: 1.0, 3: 1 / 2, 4: 1 / 3}
+    left, expected = 11 / 6, []
+    for i in acq.indices[:3].tolist():
+        expected.append(w[i] / left)
+        left -= w[i]
+    np.testing.assert_allclose(np.exp(acq.info["draw_log_q"][:3]), expected, rtol=1e-12)
+
+
+def test_the_recorded_probabilities_make_lure_unbiased_where_the_batch_mean_is_not():
+    """A fixed model, wrong on 3 of 8 points and most unsure there: over many seeded batches of 3, LURE with the
+    recorded q's averages the pool's error rate 3/8 within 4 standard errors; the batch's own mean does not."""
+    from skdbal.estimates import lure_risk
+
+    X = np.array([[0.5], [0.45], [0.4], [0.3], [0.2], [0.1], [0.05], [0.02]])
+    wrong = np.array([1, 1, 0, 1, 0, 0, 0, 0], dtype=float)
+    strategy = stochastic_batch(max_entropy, "power", 1)
+    R = 2000
+    acqs = [strategy.acquire(Fixed(), X, 3, random_state=seed) for seed in range(R)]
+    L = np.array([wrong[a.indices] for a in acqs])
+    q = np.exp([a.info["draw_log_q"] for a in acqs])
+    est = lure_risk(L, q, N=8)
+    assert abs(est.mean() - 3 / 8) < 4 * est.std() / np.sqrt(R)
+    naive = L.mean(axis=1)
+    assert naive.mean() - 3 / 8 > 4 * naive.std() / np.sqrt(R)
