@@ -245,6 +245,8 @@ class ActiveLearningLoop:
         ``stop_<name>_value`` for the rule and for each rule of an
         ``AnyOf``, and ``stop_reason``: the reasons of those that said stop,
         else ``""``. Step 0's row also holds the stop set (``stop_set``).
+        A step that trained no new model (no answer came back) shows the
+        rule nothing new, and its row carries no verdict.
     stop_set_size : int, default=2000
         Rows of the stop set, drawn once in :meth:`start` from the pool rows
         not labelled then (all of them when fewer are left). The set is
@@ -314,8 +316,9 @@ class ActiveLearningLoop:
     >>> learner = learner.set_pool(X[:200])
     >>> loop = ActiveLearningLoop(learner, KnownLabels(y[:200]), n_instances=10, verbose=False,
     ...                           stopping=LabelBudget(max_labels=40))
-    >>> history = loop.start(np.arange(10)), loop.run(10)
-    >>> [(row["n_labels"], row["stop_label_budget"]) for row in loop.history]
+    >>> row = loop.start(np.arange(10))
+    >>> history = loop.run(10)                            # at most 10 steps
+    >>> [(row["n_labels"], row["stop_label_budget"]) for row in history]
     [(10, False), (20, False), (30, False), (40, True)]
     >>> loop.stopped_by_, loop.history[-1]["stop_reason"]
     (['label_budget'], '40 labels bought: the budget of 40 is spent')
