@@ -8,7 +8,7 @@ from sklearn.linear_model import LogisticRegression
 from skdbal import ActiveLearner
 from skdbal.acquisition import max_entropy, random
 from skdbal.loop import ActiveLearningLoop, MemoryJournal
-from skdbal.oracles import KnownLabels
+from skdbal.oracles import Answer, KnownLabels, Oracle
 from skdbal.stopping import (
     AnyOf,
     ClassificationChange,
@@ -84,6 +84,35 @@ def test_the_rules_do_not_change_the_run(flat_digits32):
         loop.run(3)
     assert column(ruled.history, "query_indices") == column(plain.history, "query_indices")
     assert not any(k.startswith("stop_") for row in plain.history for k in row)
+
+
+class Late(Oracle):
+    """Answers the initial set at once; then answers each request one collect late."""
+
+    def __init__(self, y):
+        self.y, self.asked, self.first = y, [], True
+
+    def request(self, positions):
+        self.asked.append([int(p) for p in positions])
+
+    def collect(self, pending):
+        due = self.asked.pop(0) if self.first or len(self.asked) > 1 else []
+        self.first = False
+        return [Answer(p, self.y[p], "late", 0.0) for p in due]
+
+
+def test_a_step_that_trained_no_model_shows_the_rule_nothing(flat_digits32):
+    """Nothing came back at step 1: the same model is no news, so ClassificationChange(1.0) waits for step 2."""
+    X, y = flat_digits32
+    learner = ActiveLearner(LogisticRegression(max_iter=300), max_entropy, random_state=0,
+                            verbose=False).set_pool(X[:N])
+    loop = ActiveLearningLoop(learner, Late(y[:N]), n_instances=5, verbose=False,
+                              stopping=ClassificationChange(threshold=1.0))
+    loop.start(np.arange(10))
+    history = loop.run(5)
+    assert column(history, "n_labels") == [10, 10, 15]
+    assert not any(k.startswith("stop_") for k in history[1])
+    assert column(history, "stop_classification_change") == [False, None, True]
 
 
 # ------------------------------------------------------------- the stop set and the views
