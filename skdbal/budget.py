@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_array, check_consistent_length, check
 from ._validation import check_bool, check_positive_int, is_frame
 from .initial import balanced_random
 from .learner import ActiveLearner
-from .loop import ActiveLearningLoop, MemoryJournal
+from .loop import ActiveLearningLoop, MemoryJournal, check_stopping
 from .oracles import KnownLabels
 
 __all__ = ["ActiveLearningBudget", "learning_curve_area"]
@@ -155,6 +155,13 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         Keywords for every query (``n_samples``, ``chunk_size``,
         ``n_jobs``...). Pool-aligned keywords (``*_pool``) are refused:
         they could not follow the folds (``y_pool`` is passed already).
+    stopping : StoppingRule, optional
+        A stopping rule (:mod:`skdbal.stopping`), cloned at fit: the loop
+        ends at the first step whose verdict says stop, so the label budget
+        above becomes a maximum and ``n_labels_`` shows where it stopped.
+        Its parameters are the budget's (``stopping__kappa``), so that
+        :class:`~sklearn.model_selection.GridSearchCV` tunes them; the
+        stop set is drawn from the training fold.
 
     Attributes
     ----------
@@ -166,8 +173,11 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         One row per step of the loop (step 0 is the initial fit):
         ``n_labels``, ``query_indices`` (positions in the training fold),
         ``query_time``, ``fit_time``.
-    n_labels_ : ndarray of int, shape (n_queries + 1,)
-        Labels the model of each step was trained on.
+    n_labels_ : ndarray of int, shape (n_steps,)
+        Labels the model of each step was trained on; ``n_queries + 1``
+        steps unless a stopping rule ended the loop earlier.
+    stopped_by_ : list of str or None
+        The stopping rules that ended the loop, None when none did.
     models_ : list of estimator
         The fitted model of every step, only with ``score_curve=True``.
     classes_ : ndarray
@@ -209,6 +219,18 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
     {'query_strategy': 'max_entropy'}
     >>> search.best_estimator_.n_labels_[[0, -1]]    # labels spent: 20 to start, 220 in all
     array([ 20, 220])
+
+    A stopping rule ends the loop before the budget is spent; its
+    parameters are a grid axis:
+
+    >>> from skdbal.stopping import LabelBudget
+    >>> budget = budget.set_params(query_strategy="max_entropy", stopping=LabelBudget(max_labels=100))
+    >>> fitted = budget.fit(X / 16, y)
+    >>> fitted.n_labels_[[0, -1]], fitted.stopped_by_
+    (array([ 20, 100]), ['label_budget'])
+    >>> search = GridSearchCV(budget, {"stopping__max_labels": [60, 100]}, cv=3).fit(X / 16, y)
+    >>> search.best_estimator_.stopped_by_
+    ['label_budget']
     """
 
     def __init__(
@@ -223,6 +245,7 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         random_state=None,
         score_curve: bool = False,
         query_kwargs: Optional[dict] = None,
+        stopping=None,
     ):
         self.estimator = estimator
         self.query_strategy = query_strategy
@@ -233,6 +256,7 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         self.random_state = random_state
         self.score_curve = score_curve
         self.query_kwargs = query_kwargs
+        self.stopping = stopping
 
     # ------------------------------------------------------------ helpers
     def _template(self):
@@ -272,6 +296,7 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
                             f"got {self.query_strategy!r}")
         if self.estimator is not None and not hasattr(self.estimator, "fit"):
             raise TypeError(f"estimator must be an estimator with fit; got {self.estimator!r}")
+        check_stopping(self.stopping)
         return query_kwargs
 
     # ------------------------------------------------------------ fitting
@@ -345,8 +370,11 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
                                     verbose=False)
             learner.set_pool(X)
             journal = _ModelJournal(keep_models=bool(self.score_curve))
+            seed = self.random_state if isinstance(self.random_state, Integral) \
+                and not isinstance(self.random_state, bool) else None
             loop = ActiveLearningLoop(learner, KnownLabels(y), n_instances=self.n_instances, journal=journal,
-                                      query_kwargs=query_kwargs, pass_pool_labels=True, verbose=False)
+                                      query_kwargs=query_kwargs, pass_pool_labels=True, verbose=False,
+                                      stopping=self.stopping, stop_seed=seed)
             loop.start(initial_idx)
             loop.run(self.n_queries)
         except BaseException:
@@ -357,6 +385,7 @@ class ActiveLearningBudget(MetaEstimatorMixin, BaseEstimator):
         self.learner_ = learner
         self.history_ = journal.rows()
         self.n_labels_ = np.asarray([row["n_labels"] for row in self.history_], dtype=np.intp)
+        self.stopped_by_ = loop.stopped_by_
         if self.score_curve:
             self.models_ = journal.models
         elif hasattr(self, "models_"):

@@ -22,22 +22,33 @@ and only it:
                      → evaluate → journal
     resume()         the journal's rows → labels asked again from the oracle
                      → the model of the last step → continue
+
+With stopping rules (:mod:`skdbal.stopping`), every fit is also shown to
+the rules, each step's row carries their verdicts, and :meth:`run` ends at
+the first step whose verdict says stop.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, List, Optional
+from numbers import Integral
+from typing import Callable, Dict, List, Optional
 
+import joblib
 import numpy as np
-from sklearn.base import is_regressor
+from sklearn.base import clone, is_regressor
 
-from ._validation import check_query_kwargs
+from ._validation import check_positive_int, check_query_kwargs, read_rows
+from .stopping import AnyOf, StoppingRule, Verdict
 
-__all__ = ["ActiveLearningLoop", "MemoryJournal", "evaluate", "step_seed"]
+__all__ = ["ActiveLearningLoop", "MemoryJournal", "check_stopping", "evaluate", "step_seed"]
 
 #: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
 _HISTORY_KEYS = frozenset({"step", "n_labels", "accuracy", "rmse", "query_indices", "query_time", "fit_time",
                            "labelled_indices", "skipped_indices", "n_pending"})
+#: Prefix of the stopping rules' history columns, which a strategy's ``Acquisition.info`` may not use either.
+_STOP_PREFIX = "stop_"
+#: Salt of the stop set's generator, so that it is not the stream of the queries seeded by the same int.
+_STOP_SALT = 2009
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -134,6 +145,63 @@ def _plain(value):
     return value.tolist() if isinstance(value, np.ndarray) else value
 
 
+def check_stopping(stopping) -> Optional[StoppingRule]:
+    """A validated clone of a stopping rule (None stays None), as the loop keeps it.
+
+    Parameters
+    ----------
+    stopping : StoppingRule or None
+
+    Returns
+    -------
+    StoppingRule or None
+        A fresh clone, its parameters checked (a ValueError names the first
+        bad one), so that the caller's object is never changed.
+
+    Examples
+    --------
+    >>> from skdbal.loop import check_stopping
+    >>> from skdbal.stopping import LabelBudget
+    >>> rule = LabelBudget(max_labels=50)
+    >>> own = check_stopping(rule)
+    >>> own is not rule, own.max_labels
+    (True, 50)
+    """
+    if stopping is None:
+        return None
+    if not isinstance(stopping, StoppingRule):
+        raise TypeError(f"stopping must be a stopping rule (skdbal.stopping.StoppingRule) or None; "
+                        f"got {type(stopping).__name__}")
+    own = clone(stopping).validate()
+    names = _rule_names(own)
+    taken = sorted({"reason", "set"} & set(names))
+    if taken:
+        raise ValueError(f"a stopping rule may not be named {taken[0]!r}: its column stop_{taken[0]} is the "
+                         "loop's own")
+    return own
+
+
+def _rule_names(rule: StoppingRule) -> List[str]:
+    """The names of a rule's journal columns: its own, then each rule of an AnyOf."""
+    names = [rule.name]
+    if isinstance(rule, AnyOf):
+        names += list(rule.named_rules())
+    return names
+
+
+def _verdict_columns(rule: StoppingRule, verdict: Verdict) -> Dict[str, object]:
+    """``stop_<name>``, ``stop_<name>_value`` for the rule and each rule of an AnyOf, and ``stop_reason``."""
+    verdicts = {rule.name: verdict}
+    if isinstance(rule, AnyOf):
+        verdicts.update(rule.verdicts_)
+    columns: Dict[str, object] = {}
+    for name, v in verdicts.items():
+        columns[f"{_STOP_PREFIX}{name}"] = bool(v.stop)
+        columns[f"{_STOP_PREFIX}{name}_value"] = float(v.value)
+    columns[f"{_STOP_PREFIX}reason"] = verdict.reason if verdict.stop else ""
+    return columns
+
+
 class ActiveLearningLoop:
     """Run a learner against an oracle, step by step, writing a journal.
 
@@ -163,6 +231,35 @@ class ActiveLearningLoop:
     pass_pool_labels : bool, default=False
         Pass the oracle's labels known in advance (``oracle.pool_labels()``)
         to every query as ``y_pool``, as the noise filter needs.
+    stopping : StoppingRule, optional
+        A stopping rule (:mod:`skdbal.stopping`), or an
+        :class:`~skdbal.stopping.AnyOf` of several. The loop works on a
+        clone (``stopping_``), so the object given is never changed. After
+        every fit it shows the rule a :class:`~skdbal.stopping.StepView`
+        holding only the fields that the rule ``needs()``: the model's
+        ``predict_proba`` (and ``predict_proba_samples(consistent=True)``)
+        on the stop set, the previous model's probabilities and the
+        strategy's scores on the batch just bought, ``batch_size =
+        n_instances`` and the number of pool rows still unlabelled. The
+        step's row gets ``stop_<name>`` (the verdict) and
+        ``stop_<name>_value`` for the rule and for each rule of an
+        ``AnyOf``, and ``stop_reason``: the reasons of those that said stop,
+        else ``""``. Step 0's row also holds the stop set (``stop_set``).
+        A step that trained no new model (no answer came back) shows the
+        rule nothing new, and its row carries no verdict.
+    stop_set_size : int, default=2000
+        Rows of the stop set, drawn once in :meth:`start` from the pool rows
+        not labelled then (all of them when fewer are left). The set is
+        fixed for the whole run, as Bloodgood & Vijay-Shanker's stop set is:
+        rows labelled later stay in it, and their labels are never read.
+    stop_on : {"any", "record"}, default="any"
+        ``"any"``: :meth:`run` ends after the first step whose verdict says
+        stop. ``"record"``: the verdicts are written and :meth:`run` goes on.
+    stop_seed : int, optional
+        Seeds the stop set. By default the learner's ``random_state`` when it
+        is an int; for a generator, a hash of its state (read, not
+        advanced); otherwise fresh entropy. The queries' random stream is
+        never drawn from.
     verbose : bool, default=True
         Show a tqdm progress bar in :meth:`run`.
 
@@ -174,6 +271,14 @@ class ActiveLearningLoop:
         Positions requested and not answered yet (never queried again).
     skipped : ndarray of int
         Positions the oracle declined to label (never queried again).
+    stopping_ : StoppingRule or None
+        The loop's own clone of ``stopping``, holding what it has seen.
+    stop_set_ : ndarray of int or None
+        The stop set's pool positions, once :meth:`start` or :meth:`resume`
+        has run with a rule.
+    stopped_by_ : list of str or None
+        With ``stop_on="any"``: the names of the rules that said stop at the
+        last step (None while none does, and always with ``"record"``).
 
     References
     ----------
@@ -202,13 +307,41 @@ class ActiveLearningLoop:
     >>> history = loop.run(2)
     >>> [row["n_labels"] for row in history], len(learner.labelled_idx_)
     ([10, 15, 20], 20)
+
+    With a stopping rule, ``run(n)`` runs at most ``n`` steps: here it ends
+    once 40 labels are bought, and every row says what the rule saw.
+
+    >>> from skdbal.stopping import LabelBudget
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
+    >>> learner = learner.set_pool(X[:200])
+    >>> loop = ActiveLearningLoop(learner, KnownLabels(y[:200]), n_instances=10, verbose=False,
+    ...                           stopping=LabelBudget(max_labels=40))
+    >>> row = loop.start(np.arange(10))
+    >>> history = loop.run(10)                            # at most 10 steps
+    >>> [(row["n_labels"], row["stop_label_budget"]) for row in history]
+    [(10, False), (20, False), (30, False), (40, True)]
+    >>> loop.stopped_by_, loop.history[-1]["stop_reason"]
+    (['label_budget'], '40 labels bought: the budget of 40 is spent')
     """
 
     def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
                  journal=None, fit_model: Optional[Callable] = None, query_kwargs: Optional[dict] = None,
-                 pass_pool_labels: bool = False, verbose: bool = True):
+                 pass_pool_labels: bool = False, stopping: Optional[StoppingRule] = None,
+                 stop_set_size: int = 2000, stop_on: str = "any", stop_seed: Optional[int] = None,
+                 verbose: bool = True):
         if not hasattr(learner, "X_pool_"):
             raise ValueError("the loop needs a learner that owns its pool: call learner.set_pool(X_pool) first")
+        self.stopping_ = check_stopping(stopping)
+        self.stop_set_size = check_positive_int(stop_set_size, "stop_set_size")
+        if stop_on not in ("any", "record"):
+            raise ValueError(f"stop_on must be 'any' or 'record'; got {stop_on!r}")
+        if stop_seed is not None and (isinstance(stop_seed, bool) or not isinstance(stop_seed, Integral)):
+            raise ValueError(f"stop_seed must be None or an int; got {stop_seed!r}")
+        self.stopping = stopping
+        self.stop_on = stop_on
+        self.stop_seed = stop_seed
+        self.stop_set_: Optional[np.ndarray] = None
+        self.stopped_by_: Optional[List[str]] = None
         self.learner = learner
         self.oracle = oracle
         self.n_instances = n_instances
@@ -278,10 +411,80 @@ class ActiveLearningLoop:
     def _metrics(self) -> dict:
         return dict(self.evaluate(self.learner)) if self.evaluate is not None else {}
 
+    # ------------------------------------------------------------ stopping
+    def _stop_rng(self) -> np.random.RandomState:
+        seed = self.stop_seed
+        state = getattr(self.learner, "random_state", None)
+        if seed is None and isinstance(state, Integral) and not isinstance(state, bool):
+            seed = int(state)
+        elif seed is None and isinstance(state, np.random.RandomState):  # its state is read, never advanced
+            seed = int(joblib.hash(state.get_state()), 16) % 2**31
+        return np.random.RandomState(None if seed is None else [int(seed), _STOP_SALT])
+
+    def _draw_stop_set(self, exclude) -> np.ndarray:
+        """The stop set: ``stop_set_size`` pool positions outside ``exclude`` and the labelled rows, sorted."""
+        free = ~self.learner.labelled_mask_
+        free[np.asarray(exclude, dtype=np.intp)] = False
+        rows = np.flatnonzero(free)
+        if not len(rows) and self.stopping_.needs() & {"stop_proba", "stop_samples"}:
+            raise ValueError(f"{type(self.stopping_).__name__} reads a stop set of unlabelled pool rows, and "
+                             "no pool row is left outside the initial set")
+        if len(rows) > self.stop_set_size:
+            rows = np.sort(self._stop_rng().choice(rows, self.stop_set_size, replace=False))
+        return rows.astype(np.intp)
+
+    def _view(self, step: int, batch_proba=None, batch_scores=None) -> dict:
+        """The step's view, with only what the rule needs computed."""
+        learner, needs = self.learner, self.stopping_.needs()
+        view = {"step": step, "n_labels": len(learner.y_training_), "batch_size": self.n_instances,
+                "n_unlabelled": int(np.count_nonzero(~learner.labelled_mask_))}
+        if needs & {"stop_proba", "stop_samples"}:
+            X_stop = read_rows(learner.X_pool_, self.stop_set_)
+            if "stop_proba" in needs:
+                view["stop_proba"] = learner.predict_proba(X_stop)
+            if "stop_samples" in needs:
+                view["stop_samples"] = learner.predict_proba_samples(X_stop, consistent=True)
+        if "batch_proba" in needs:
+            view["batch_proba"] = batch_proba
+        if "batch_scores" in needs:
+            view["batch_scores"] = batch_scores
+        return view
+
+    def _judge(self, row: dict, view: dict) -> None:
+        """Show the rule the step, write its verdicts into the row, and note who said stop."""
+        verdict = self.stopping_.update(view)
+        row.update(_verdict_columns(self.stopping_, verdict))
+        stopped = None
+        if verdict.stop and self.stop_on == "any":
+            verdicts = getattr(self.stopping_, "verdicts_", {self.stopping_.name: verdict})
+            stopped = [name for name, v in verdicts.items() if v.stop]
+        self.stopped_by_ = stopped
+
+    def prime(self) -> None:
+        """Prepare the stopping rule to continue the journal with the learner's current model.
+
+        Called by :meth:`resume`, and by a caller that continues a journal with a learner that already holds its
+        labels and model (a warm start). The stop set is the one step 0's row holds (a new one, outside the
+        initial set and the labelled rows, for a journal written without rules); the rule is reset and shown the
+        current model as a first step (no batch), and that verdict is discarded, so windows (κ's, patience)
+        restart from it. Does nothing without a rule or rows.
+        """
+        rows = self.journal.rows()
+        if self.stopping_ is None or not rows:
+            return
+        stored = rows[0].get("stop_set")
+        initial = rows[0].get("labelled_indices", rows[0]["query_indices"])
+        self.stop_set_ = (np.asarray(stored, dtype=np.intp) if stored is not None
+                          else self._draw_stop_set(initial))
+        self.stopping_.reset()
+        self.stopping_.update(self._view(0))
+        self.stopped_by_ = None
+
     # ------------------------------------------------------------ steps
     def start(self, initial_idx) -> dict:
         """Step 0: ask the oracle for the initial set, fit on it, evaluate, write the row."""
         initial_idx = np.asarray(initial_idx, dtype=np.intp)
+        stop_set = None if self.stopping_ is None else self._draw_stop_set(initial_idx)  # before anything is asked
         labelled, skipped = self._ask(initial_idx)
         if not labelled:
             raise ValueError("the oracle labelled none of the initial set: the initial model needs labels")
@@ -289,6 +492,11 @@ class ActiveLearningLoop:
         row = {"step": 0, "n_labels": len(self.learner.y_training_), **self._metrics(),
                "query_indices": initial_idx.tolist(), "query_time": 0.0, "fit_time": fit_time}
         self._extra(row, initial_idx, labelled, skipped)
+        if self.stopping_ is not None:
+            self.stop_set_ = stop_set
+            self.stopping_.reset()
+            self._judge(row, self._view(0))
+            row["stop_set"] = stop_set.tolist()
         self.journal.append(row, self.learner)
         return row
 
@@ -304,6 +512,13 @@ class ActiveLearningLoop:
         """Continue from the journal's rows: ask the oracle again for every label
         they record, in order, and train the model of the last step.
 
+        With a stopping rule, the stop set is the one step 0's row holds (a
+        new one is drawn for a journal written without rules), and the rule
+        is reset and shown the last step's model, a verdict discarded: its
+        windows (the κ's of :class:`~skdbal.stopping.StabilizingPredictions`,
+        the patience of :class:`~skdbal.stopping.ExpectedGain`) restart
+        there, so a resumed run may stop later than the uninterrupted one.
+
         Returns
         -------
         bool
@@ -316,6 +531,7 @@ class ActiveLearningLoop:
         order = list(dict.fromkeys(int(p) for r in rows for p in r.get("labelled_indices", r["query_indices"])))
         self._ask(order)
         self._fit(int(rows[-1]["step"]))
+        self.prime()
         return True
 
     def step(self, step: Optional[int] = None) -> dict:
@@ -352,29 +568,44 @@ class ActiveLearningLoop:
             candidates = np.flatnonzero(free)
         n_before = len(learner.label_log_)
         t0 = time.perf_counter()
-        q, _ = learner.query(n_instances=self.n_instances, candidates=candidates, **kwargs)
+        q, X_query = learner.query(n_instances=self.n_instances, candidates=candidates, **kwargs)
         acquisition = getattr(learner, "last_acquisition_", None)
         info = dict(acquisition.info) if acquisition is not None else {}
-        clash = sorted(set(info) & _HISTORY_KEYS)
+        clash = sorted(set(info) & _HISTORY_KEYS) + sorted(k for k in info if str(k).startswith(_STOP_PREFIX))
         if clash:  # before anything is asked: the picks stay unlabelled, no row is written
-            raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash}; "
-                             "rename them")
+            raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash} "
+                             f"(or the stopping rules' prefix {_STOP_PREFIX!r}); rename them")
         t1 = time.perf_counter()
+        needs = self.stopping_.needs() if self.stopping_ is not None else frozenset()
+        # the batch as the model that chose it saw it: taken before the fit
+        batch_proba = learner.predict_proba(X_query) if "batch_proba" in needs else None
+        batch_scores = getattr(acquisition, "scores", None) if "batch_scores" in needs else None
         labelled, skipped = self._ask(q)
-        fit_time = self._fit(step) if len(learner.label_log_) > n_before else 0.0
+        refit = len(learner.label_log_) > n_before
+        fit_time = self._fit(step) if refit else 0.0
         row = {"step": step, "n_labels": len(learner.y_training_), **self._metrics(),
                "query_indices": q.tolist(), "query_time": t1 - t0, "fit_time": fit_time,
                **{k: _plain(v) for k, v in info.items()}}
         self._extra(row, q, labelled, skipped)
+        if self.stopping_ is not None and refit:  # a step that trained no new model shows the rule nothing new
+            self._judge(row, self._view(step, batch_proba, batch_scores))
         self.journal.append(row, learner)
         return row
 
     def run(self, n_queries: int) -> List[dict]:
-        """Run ``n_queries`` steps (with a progress bar when ``verbose``); return the history."""
+        """Run up to ``n_queries`` steps (with a progress bar when ``verbose``); return the history.
+
+        With a stopping rule and ``stop_on="any"``, ``n_queries`` is a
+        maximum: the run ends after the first step whose verdict says stop
+        (``stopped_by_`` names the rules), and runs no step when the last
+        one already said stop. :meth:`step` still steps on when called.
+        """
         from tqdm.auto import tqdm
 
         history = self.journal.rows()
         first = history[-1]["step"] + 1 if history else 1
         for step in tqdm(range(first, first + n_queries), disable=not self.verbose, desc="active learning"):
+            if self.stopped_by_:
+                break
             self.step(step)
         return self.journal.rows()

@@ -14,6 +14,7 @@ from skdbal import ActiveLearner, ActiveLearningBudget
 from skdbal.acquisition import max_entropy, random
 from skdbal.acquisition.base import CallableStrategy
 from skdbal.budget import learning_curve_area
+from skdbal.stopping import LabelBudget, StabilizingPredictions
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz
 
@@ -195,6 +196,8 @@ def test_dask_backend_equals_serial(flat_digits):
     ({"query_strategy": 3}, TypeError, "query_strategy must be"),
     ({"query_strategy": "no_such_strategy"}, ValueError, "no_such_strategy"),
     ({"estimator": "LogisticRegression"}, TypeError, "estimator must be an estimator"),
+    ({"stopping": StabilizingPredictions(kappa=2)}, ValueError, "kappa"),
+    ({"stopping": "kappa"}, TypeError, "stopping must be a stopping rule"),
 ])
 def test_bad_parameters_are_refused_by_name(flat_digits, params, error, match):
     X, y = flat_digits
@@ -235,6 +238,25 @@ def test_clone_get_params_set_params_and_tags():
 
     assert is_regressor(ActiveLearningBudget(BayesianLinearRegression()))
     assert is_classifier(ActiveLearningBudget())  # the default MCDropoutClassifier
+
+
+def test_a_stopping_rule_ends_the_budget_early_and_grid_search_tunes_it(flat_digits):
+    X, y = flat_digits
+    rule = StabilizingPredictions(window=2, kappa=-1.0)                 # any κ will do: stop once the window is full
+    est = budget(n_queries=8, n_instances=10, stopping=rule).fit(X[:400], y[:400])
+    assert est.n_labels_.tolist() == [20, 30, 40] and est.stopped_by_ == ["stabilizing_predictions"]
+    assert [row["stop_stabilizing_predictions"] for row in est.history_] == [False, False, True]
+    assert not hasattr(rule, "kappas_")                                  # the budget's rule is a clone
+    unstopped = budget(n_queries=3, n_instances=10, stopping=LabelBudget(max_labels=1000)).fit(X[:400], y[:400])
+    assert unstopped.n_labels_.tolist() == [20, 30, 40, 50] and unstopped.stopped_by_ is None  # still a maximum
+    assert est.get_params()["stopping__kappa"] == -1.0
+    search = GridSearchCV(budget(n_queries=6, n_instances=10, stopping=StabilizingPredictions(window=2)),
+                          {"stopping__kappa": [-1.0, 1.0]}, cv=2).fit(X[:400], y[:400])
+    assert list(search.cv_results_["param_stopping__kappa"]) == [-1.0, 1.0]
+    # on these folds stopping at 40 labels scores below spending the 80: the search keeps the strict κ
+    best = search.best_estimator_
+    assert search.best_params_ == {"stopping__kappa": 1.0} and best.stopping.kappa == 1.0
+    assert best.n_labels_.tolist() == [20, 30, 40, 50, 60, 70, 80]
 
 
 def test_a_failed_fit_leaves_nothing(flat_digits):

@@ -168,6 +168,9 @@ class ActiveLearner(PredictiveMixin, SimulationMixin, MetaEstimatorMixin, BaseEs
         and what the strategy reported about it (``info``).
     history_ : list of dict
         Set by :meth:`simulate`: the loop's journal, one row per step.
+    stopped_by_ : list of str or None
+        Set by :meth:`simulate`: the stopping rules that ended it (None when
+        none did, or none was given).
 
     References
     ----------

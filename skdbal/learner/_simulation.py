@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool, is_lazy, pool_kwargs
 from ..initial import balanced_random
-from ..loop import ActiveLearningLoop, MemoryJournal, evaluate
+from ..loop import ActiveLearningLoop, MemoryJournal, check_stopping, evaluate
 from ..oracles import KnownLabels
 from ._inputs import check_y
 
@@ -42,6 +42,8 @@ class SimulationMixin:
         Set here: the generator the initial set was drawn from, which the queries continue.
     history_ : list of dict
         Set here: one row per step of the simulation, grown by a warm start.
+    stopped_by_ : list of str or None
+        Set here: the stopping rules that ended the last simulation, None when none did.
     labelled_idx_ : ndarray of int
         The host's: every pool index labelled, in order (read by a warm start).
     n_pool_ : int
@@ -112,6 +114,8 @@ class SimulationMixin:
         query_kwargs: Optional[dict] = None,
         oracle=None,
         pool_ids=None,
+        stopping=None,
+        stop_on: str = "any",
     ) -> List[dict]:
         """Run ``n_queries`` rounds of query → label → retrain against an oracle.
 
@@ -161,6 +165,17 @@ class SimulationMixin:
             ``pool_labels()``, or must be given as ``initial_idx``.
         pool_ids : array-like of shape (N,), optional
             Identifiers of the pool rows (see :meth:`set_pool`).
+        stopping : StoppingRule, optional
+            A stopping rule (:mod:`skdbal.stopping`), as
+            :class:`~skdbal.loop.ActiveLearningLoop` takes it: ``n_queries``
+            becomes a maximum, every row carries the rules' verdicts
+            (``stop_<name>``, ``stop_<name>_value``, ``stop_reason``), and
+            ``stopped_by_`` names the rules that ended the run (None when
+            none did). The object given is not changed. A warm start draws
+            a new stop set only when the first run had none, and restarts
+            the rules' windows from the last model.
+        stop_on : {"any", "record"}, default="any"
+            ``"record"`` writes the verdicts and runs all ``n_queries``.
 
         Returns
         -------
@@ -197,6 +212,9 @@ class SimulationMixin:
         if isinstance(n_queries, bool) or not isinstance(n_queries, (int, np.integer)) or n_queries < 0:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)
+        check_stopping(stopping)
+        if stop_on not in ("any", "record"):
+            raise ValueError(f"stop_on must be 'any' or 'record'; got {stop_on!r}")
         query_kwargs = dict(query_kwargs or {})
         pool_kwargs(query_kwargs, n_pool)  # *_pool keywords must be aligned with the pool
         if y_pool is None and initial_idx is None and not warm_start:
@@ -217,16 +235,20 @@ class SimulationMixin:
             raise
 
         evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
+        stop = dict(stopping=stopping, stop_on=stop_on,
+                    stop_seed=self.random_state if isinstance(self.random_state, (int, np.integer))
+                    and not isinstance(self.random_state, bool) else None)
         if warm_start:
             loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
                                       journal=MemoryJournal(self.history_), query_kwargs=query_kwargs,
-                                      verbose=self.verbose)
+                                      verbose=self.verbose, **stop)
+            loop.prime()
         else:
             try:
                 with self._unchanged_on_error():  # nothing is kept of a simulation that could not start
                     self._reset_pool(X_pool, None, pool_ids, self._make_template(y_pool))
                     loop = ActiveLearningLoop(self, oracle, n_instances=n_instances, evaluate=evaluation,
-                                              query_kwargs=query_kwargs, verbose=self.verbose)
+                                              query_kwargs=query_kwargs, verbose=self.verbose, **stop)
                     loop.start(initial_idx)
             except BaseException:
                 rng.set_state(rng_state)
@@ -234,7 +256,11 @@ class SimulationMixin:
             self.rng_ = rng  # the initial set was drawn from it: queries continue it
             self.history_ = loop.history
             self._pool_hash = pool_hash
-        loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
+        self.stopped_by_ = None
+        try:
+            loop.run(n_queries)  # a failed step keeps the rows before it (history_ is the journal's list)
+        finally:
+            self.stopped_by_ = loop.stopped_by_
         return loop.history
 
 
