@@ -26,7 +26,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ._validation import check_positive_int
+from ._validation import check_bool, check_positive_int
 from .estimates import (
     AccuracyEstimate,
     clopper_pearson_interval,
@@ -37,7 +37,7 @@ from .estimates import (
     wilson_interval,
 )
 
-__all__ = ["stratified_lure_risk", "reservoir", "AccuracyMonitor"]
+__all__ = ["stratified_lure_risk", "reservoir", "AccuracyMonitor", "journal_fields"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -339,7 +339,6 @@ class AccuracyMonitor:
         self._audit_correct = np.zeros(0)
         self._audit_q = np.zeros(0)
         self._n_reservoir: Optional[int] = None
-        self._keys = itertools.count()
 
     # -- feeding ---------------------------------------------------------------------------------------------------
 
@@ -350,6 +349,11 @@ class AccuracyMonitor:
     @property
     def n_audit(self) -> int:
         return len(self._audit_correct)
+
+    @property
+    def followed(self) -> list:
+        """The keys of the models still followed (each judged every batch since its first), oldest first."""
+        return list(self._records)
 
     def observe(self, correct, q=None, n_candidates: Optional[int] = None, *, log_q=None,
                 n_unlabelled: Optional[int] = None, model: Optional[Hashable] = None,
@@ -377,8 +381,15 @@ class AccuracyMonitor:
             batch has a model of its own (a loop that retrains every step).
         older : mapping, optional
             ``{key: correct}``: the same batch judged by earlier models still
-            followed (keys given before). An earlier model not judged here
-            is no longer followed.
+            followed (:attr:`followed`). An earlier model not judged here is
+            no longer followed.
+
+        Notes
+        -----
+        A batch labelled in part can be fed as the labelled prefix of its
+        draws, in the order drawn (a prefix of a sequential draw is one);
+        labels skipped in the middle depend on the items, and bias the
+        estimate.
 
         Raises
         ------
@@ -404,10 +415,15 @@ class AccuracyMonitor:
             judged[key] = _correct(values, f"older[{key!r}]")
             if len(judged[key]) != k:
                 raise ValueError(f"older[{key!r}] must hold one entry per label ({k}); got {len(judged[key])}")
-        key = ("batch", next(self._keys)) if model is None else model
+        try:
+            hash(model)
+        except TypeError:
+            raise ValueError(f"model must be a hashable key (a version number, a name); got {model!r}") from None
+        key = ("batch", self.n_batches) if model is None else model
+        if model is None and key in self._records:      # a key given by hand that looks like ours
+            raise ValueError(f"model: the default key {key!r} is taken; name the model")
         if key in judged:
             raise ValueError(f"model {key!r} chose the batch; give its guesses as correct, not in older")
-        hash(key)
         judged[key] = c
         # all checks passed: change the state
         batch = _Batch(k, qq, n_candidates, n_unlabelled, key, judged)
@@ -574,6 +590,7 @@ class AccuracyMonitor:
         ValueError
             For predictions of different or zero lengths, or as :meth:`previous_model`.
         """
+        whole_pool = check_bool(whole_pool, "whole_pool")
         a = np.asarray(pred_previous)
         b = np.asarray(pred_current)
         if a.ndim != 1 or a.shape != b.shape or not len(a):
@@ -588,6 +605,51 @@ class AccuracyMonitor:
                                 f"{before.population}, bridged to the current model (disagreement at most "
                                 f"{d_plus:.3f} on {len(a)} rows; a conservative bound)", self.confidence,
                                 before.n_effective)
+
+    def estimate(self, pred_previous=None, pred_current=None, *, whole_pool: bool = False) -> AccuracyEstimate:
+        """The estimate to show for the current model: the audit's, else the bridge, else the previous model's.
+
+        - Audit labels seen: :meth:`audit_estimate` (unbiased for the current
+          model, whose guesses they must hold).
+        - Otherwise, the two models' predictions on unlabelled rows given:
+          :meth:`current_model` (a conservative bound).
+        - Otherwise :meth:`previous_model`: the model one step old, which the
+          result's ``population`` says.
+
+        Parameters
+        ----------
+        pred_previous, pred_current : array-like of shape (n,), optional
+            As in :meth:`current_model`; both or neither.
+        whole_pool : bool, default=False
+
+        Returns
+        -------
+        AccuracyEstimate
+
+        Raises
+        ------
+        ValueError
+            With one of the predictions only, or as the method chosen.
+
+        Examples
+        --------
+        >>> from skdbal.accuracy_monitor import AccuracyMonitor
+        >>> monitor = AccuracyMonitor()
+        >>> monitor.observe([1, 0, 1, 1])
+        >>> monitor.estimate().method, monitor.estimate([0, 1], [0, 1]).method
+        ('prequential-biased', 'bridge-prequential-biased')
+        >>> monitor.audit([1, 1, 1, 0, 1], n_reservoir=50)
+        >>> e = monitor.estimate([0, 1], [0, 1])
+        >>> e.accuracy, e.method, e.biased
+        (0.8, 'audit-lure-kish-wilson', False)
+        """
+        if (pred_previous is None) != (pred_current is None):
+            raise ValueError("give pred_previous and pred_current together, or neither")
+        if self.n_audit:
+            return self.audit_estimate()
+        if pred_previous is not None:
+            return self.current_model(pred_previous, pred_current, whole_pool=whole_pool)
+        return self.previous_model()
 
     def audit_estimate(self) -> AccuracyEstimate:
         """The current model's accuracy on the reservoir, from every audit label: unbiased.
@@ -614,3 +676,38 @@ class AccuracyMonitor:
         return AccuracyEstimate(e.accuracy, e.low, e.high, e.n_labels, "audit-" + e.method, False, e.population,
                                 e.confidence, e.n_effective)
 
+
+
+def journal_fields(estimate: Optional[AccuracyEstimate]) -> Dict[str, object]:
+    """An estimate as the journal's ``estimate_*`` columns (all None when there is no estimate yet).
+
+    Parameters
+    ----------
+    estimate : AccuracyEstimate or None
+
+    Returns
+    -------
+    dict
+        ``estimate_acc``, ``estimate_lo``, ``estimate_hi``, ``estimate_kind``
+        (the ``method``), ``estimate_biased`` and ``estimate_n`` (the labels
+        behind it).
+
+    Examples
+    --------
+    >>> from skdbal.accuracy_monitor import AccuracyMonitor, journal_fields
+    >>> monitor = AccuracyMonitor()
+    >>> monitor.observe([1, 1, 0, 1])                       # a top-k batch
+    >>> row = journal_fields(monitor.previous_model())
+    >>> row["estimate_acc"], row["estimate_kind"], row["estimate_biased"], row["estimate_n"]
+    (0.75, 'prequential-biased', True, 4)
+    >>> journal_fields(None)["estimate_acc"] is None
+    True
+    """
+    if estimate is None:
+        return dict.fromkeys(("estimate_acc", "estimate_lo", "estimate_hi", "estimate_kind", "estimate_biased",
+                              "estimate_n"))
+    if not isinstance(estimate, AccuracyEstimate):
+        raise TypeError(f"estimate must be an AccuracyEstimate or None; got {type(estimate).__name__}")
+    return {"estimate_acc": float(estimate.accuracy), "estimate_lo": float(estimate.low),
+            "estimate_hi": float(estimate.high), "estimate_kind": estimate.method,
+            "estimate_biased": bool(estimate.biased), "estimate_n": int(estimate.n_labels)}

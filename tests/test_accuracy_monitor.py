@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from skdbal.accuracy_monitor import AccuracyMonitor, reservoir, stratified_lure_risk
+from skdbal.accuracy_monitor import AccuracyMonitor, journal_fields, reservoir, stratified_lure_risk
 
 L = (1, 0, 0, 0)
 W1 = (3, 1, 1, 1)
@@ -270,6 +270,7 @@ def _state(monitor):
     (dict(correct=[1, 0], q=[0.5, 0.5], n_candidates=5, n_unlabelled=4), "n_unlabelled"),
     (dict(correct=[1, 0], older={"nobody": [1, 0]}), "older"),
     (dict(correct=[1, 0], model="A", older={"A": [1]}), "older"),
+    (dict(correct=[1, 0], model=["unhashable"]), "model"),
 ])
 def test_bad_batches_are_refused_by_name_and_change_nothing(kwargs, name):
     monitor = AccuracyMonitor()
@@ -291,6 +292,7 @@ def test_bad_batches_are_refused_by_name_and_change_nothing(kwargs, name):
     (lambda m: m.current_model([0, 1], [0]), "pred_previous"),
     (lambda m: m.current_model([], []), "pred_previous"),
     (lambda m: m.previous_model("B"), "not followed"),
+    (lambda m: m.estimate([0, 1], None), "together"),
 ])
 def test_bad_audits_and_questions_are_refused_by_name_and_change_nothing(call, name):
     monitor = AccuracyMonitor()
@@ -311,3 +313,41 @@ def test_bad_settings_and_early_questions_are_refused():
         monitor.previous_model()
     with pytest.raises(ValueError, match="no audit"):
         monitor.audit_estimate()
+
+
+def test_default_keys_are_followed_and_can_judge_later_batches():
+    monitor = AccuracyMonitor()
+    monitor.observe([0], q=[1 / 2], n_candidates=4)
+    (first,) = monitor.followed
+    monitor.observe([1], q=[2 / 7], n_candidates=3, older={first: [1]})
+    assert monitor.followed[0] == first and len(monitor.followed) == 2
+    assert monitor.previous_model(first).accuracy == pytest.approx(3 / 4, abs=1e-12)   # the worked example
+
+
+def test_estimate_prefers_the_audit_then_the_bridge_then_the_previous_model():
+    monitor = AccuracyMonitor()
+    monitor.observe([1] * 8 + [0] * 2, q=uniform_q(100, 10), n_candidates=100)
+    assert monitor.estimate() == monitor.previous_model()
+    assert monitor.estimate([0, 1], [1, 1]) == monitor.current_model([0, 1], [1, 1])
+    monitor.audit([1, 0, 1], n_reservoir=30)
+    assert monitor.estimate([0, 1], [1, 1]) == monitor.audit_estimate()
+    assert monitor.audit_estimate().accuracy == pytest.approx(2 / 3)
+
+
+def test_journal_fields_carry_the_estimate():
+    monitor = AccuracyMonitor()
+    monitor.observe([1] * 8 + [0] * 2, q=uniform_q(100, 10), n_candidates=100)
+    e = monitor.previous_model()
+    assert journal_fields(e) == {"estimate_acc": e.accuracy, "estimate_lo": e.low, "estimate_hi": e.high,
+                                 "estimate_kind": "stratified-lure-kish-wilson", "estimate_biased": False,
+                                 "estimate_n": 10}
+    assert set(journal_fields(None).values()) == {None}
+    with pytest.raises(TypeError, match="estimate"):
+        journal_fields(0.8)
+
+
+def test_whole_pool_must_be_a_bool():
+    monitor = AccuracyMonitor()
+    monitor.observe([1, 0])
+    with pytest.raises(TypeError, match="whole_pool"):
+        monitor.current_model([0], [0], whole_pool="yes")
