@@ -272,6 +272,9 @@ class AccuracyMonitor:
       A conservative bound, usually far wider than the truth needs.
     - :meth:`audit_estimate`: the current model on the audit labels, LURE
       over all audit draws (unbiased, ``method="audit-lure-kish-wilson"``).
+    - :meth:`estimate`: the one to show for the current model (the audit's,
+      else the bridge, else the previous model's), and
+      :func:`journal_fields` to write it as a journal row's ``estimate_*``.
 
     Parameters
     ----------
@@ -285,6 +288,8 @@ class AccuracyMonitor:
         Batches observed.
     n_audit : int
         Audit labels observed.
+    followed : list
+        The keys of the models whose records are still open, oldest first.
 
     Notes
     -----
