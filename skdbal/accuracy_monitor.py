@@ -153,10 +153,12 @@ def stratified_lure_risk(losses, q, n_candidates, n_unlabelled=None, *, return_w
                          f"{B}, {len(q)} and {len(n_candidates)}")
     if all(x is None for x in q):
         raise ValueError("q must give the draw probabilities of at least one batch")
-    N = [None if x is None and c is None else _count(c, "n_candidates", 1) for x, c in zip(q, n_candidates)]
-    n = N if n_unlabelled is None else [_count(x, "n_unlabelled", 1) for x in n_unlabelled]
-    if len(n) != B or any(x is None for x in n):
+    N: List[Optional[int]] = [None if x is None and c is None else _count(c, "n_candidates", 1)
+                              for x, c in zip(q, n_candidates)]
+    given = N if n_unlabelled is None else [_count(x, "n_unlabelled", 1) for x in n_unlabelled]
+    if len(given) != B or any(x is None for x in given):
         raise ValueError(f"n_unlabelled must hold one int per batch ({B}) when a batch has no n_candidates")
+    n: List[int] = [int(x) for x in given if x is not None]
     k = []
     for b in range(B):
         shape = losses[b].shape if q[b] is None else q[b].shape
@@ -166,8 +168,9 @@ def stratified_lure_risk(losses, q, n_candidates, n_unlabelled=None, *, return_w
         if not np.isfinite(losses[b]).all():
             raise ValueError(f"batch {b}: losses must be finite")
         k.append(losses[b].shape[-1])
-        if N[b] is not None and n[b] < N[b]:
-            raise ValueError(f"batch {b}: n_unlabelled ({n[b]}) must be >= n_candidates ({N[b]})")
+        Nb = N[b]
+        if Nb is not None and n[b] < Nb:
+            raise ValueError(f"batch {b}: n_unlabelled ({n[b]}) must be >= n_candidates ({Nb})")
         if b and n[b] != n[b - 1] - k[b - 1]:
             raise ValueError(f"batch {b}: n_unlabelled must be {n[b - 1] - k[b - 1]} (the last batch's "
                              f"{n[b - 1]} less its {k[b - 1]} labels); got {n[b]}")
@@ -180,9 +183,10 @@ def stratified_lure_risk(losses, q, n_candidates, n_unlabelled=None, *, return_w
     risk = 0.0
     weights = []
     for b in range(B):
-        if q[b] is None:        # a batch drawn without known probabilities: its losses are only passed on
+        qb, Nb = q[b], N[b]
+        if qb is None or Nb is None:   # a batch drawn without known probabilities: its losses are only passed on
             continue
-        coef = n[b] * lure_weights(q[b], N[b]) / (K * n_left)
+        coef = n[b] * lure_weights(qb, Nb) / (K * n_left)
         risk = risk + np.sum(coef * losses[b], axis=-1) - k[b] * later[b] / (K * n_left)
         weights.append(coef)
     risk = float(risk) if np.ndim(risk) == 0 else risk
@@ -531,7 +535,7 @@ class AccuracyMonitor:
         acc = float(np.clip(1.0 - risk, 0.0, 1.0))
         n_eff = max(1.0, effective_sample_size(np.concatenate(weights)))
         low, high = wilson_interval(acc, n_eff, confidence)
-        n_left = strata[-1].n_unlabelled - strata[-1].k
+        n_left = int(strata[-1].n_unlabelled or 0) - strata[-1].k
         n_labels = int(sum(b.k for b in strata if b.q is not None))
         return AccuracyEstimate(acc, float(low), float(high), n_labels, "stratified-lure-kish-wilson", False,
                                 f"the {n_left} rows still unlabelled, for the model that chose the last batch",
