@@ -18,7 +18,8 @@ _CLASSES = {
                      "NetFeatures", "MCDropoutClassifier", "MCDropoutRegressor"), "models"),
 }
 #: Subpackages and modules, imported on first use.
-_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noisy_labels", "metrics", "estimates", "stopping",
+_SUBMODULES = ("acquisition", "models", "uncertainty", "predictive", "noisy_labels", "metrics", "estimates",
+               "accuracy_monitor", "stopping",
                "datasets", "initial", "loop", "oracles", "budget", "learner")
 
 __all__ = list(_CLASSES) + list(_SUBMODULES) + ["__version__"]
