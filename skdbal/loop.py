@@ -421,13 +421,19 @@ class ActiveLearningLoop:
             seed = int(joblib.hash(state.get_state()), 16) % 2**31
         return np.random.RandomState(None if seed is None else [int(seed), _STOP_SALT])
 
+    def _rule(self) -> StoppingRule:
+        """The loop's own stopping rule (only called where there is one)."""
+        if self.stopping_ is None:
+            raise RuntimeError("this loop has no stopping rule")
+        return self.stopping_
+
     def _draw_stop_set(self, exclude) -> np.ndarray:
         """The stop set: ``stop_set_size`` pool positions outside ``exclude`` and the labelled rows, sorted."""
         free = ~self.learner.labelled_mask_
         free[np.asarray(exclude, dtype=np.intp)] = False
         rows = np.flatnonzero(free)
-        if not len(rows) and self.stopping_.needs() & {"stop_proba", "stop_samples"}:
-            raise ValueError(f"{type(self.stopping_).__name__} reads a stop set of unlabelled pool rows, and "
+        if not len(rows) and self._rule().needs() & {"stop_proba", "stop_samples"}:
+            raise ValueError(f"{type(self._rule()).__name__} reads a stop set of unlabelled pool rows, and "
                              "no pool row is left outside the initial set")
         if len(rows) > self.stop_set_size:
             rows = np.sort(self._stop_rng().choice(rows, self.stop_set_size, replace=False))
@@ -435,7 +441,7 @@ class ActiveLearningLoop:
 
     def _view(self, step: int, batch_proba=None, batch_scores=None) -> dict:
         """The step's view, with only what the rule needs computed."""
-        learner, needs = self.learner, self.stopping_.needs()
+        learner, needs = self.learner, self._rule().needs()
         view = {"step": step, "n_labels": len(learner.y_training_), "batch_size": self.n_instances,
                 "n_unlabelled": int(np.count_nonzero(~learner.labelled_mask_))}
         if needs & {"stop_proba", "stop_samples"}:
@@ -452,11 +458,12 @@ class ActiveLearningLoop:
 
     def _judge(self, row: dict, view: dict) -> None:
         """Show the rule the step, write its verdicts into the row, and note who said stop."""
-        verdict = self.stopping_.update(view)
-        row.update(_verdict_columns(self.stopping_, verdict))
+        rule = self._rule()
+        verdict = rule.update(view)
+        row.update(_verdict_columns(rule, verdict))
         stopped = None
         if verdict.stop and self.stop_on == "any":
-            verdicts = getattr(self.stopping_, "verdicts_", {self.stopping_.name: verdict})
+            verdicts = getattr(rule, "verdicts_", {rule.name: verdict})
             stopped = [name for name, v in verdicts.items() if v.stop]
         self.stopped_by_ = stopped
 
@@ -492,7 +499,7 @@ class ActiveLearningLoop:
         row = {"step": 0, "n_labels": len(self.learner.y_training_), **self._metrics(),
                "query_indices": initial_idx.tolist(), "query_time": 0.0, "fit_time": fit_time}
         self._extra(row, initial_idx, labelled, skipped)
-        if self.stopping_ is not None:
+        if self.stopping_ is not None and stop_set is not None:
             self.stop_set_ = stop_set
             self.stopping_.reset()
             self._judge(row, self._view(0))
