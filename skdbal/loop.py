@@ -38,9 +38,10 @@ import numpy as np
 from sklearn.base import clone, is_regressor
 
 from ._validation import check_positive_int, check_query_kwargs, read_rows
+from .accuracy_monitor import AccuracyMonitor, journal_fields
 from .stopping import AnyOf, StoppingRule, Verdict
 
-__all__ = ["ActiveLearningLoop", "MemoryJournal", "check_stopping", "evaluate", "step_seed"]
+__all__ = ["ActiveLearningLoop", "MemoryJournal", "check_monitor", "check_stopping", "evaluate", "step_seed"]
 
 #: Keys of a history row that a strategy's ``Acquisition.info`` may not use.
 _HISTORY_KEYS = frozenset({"step", "n_labels", "accuracy", "rmse", "query_indices", "query_time", "fit_time",
@@ -181,6 +182,48 @@ def check_stopping(stopping) -> Optional[StoppingRule]:
     return own
 
 
+def check_monitor(monitor) -> Optional[AccuracyMonitor]:
+    """The loop's own, fresh accuracy monitor for ``monitor`` (None and False give None).
+
+    Parameters
+    ----------
+    monitor : bool, AccuracyMonitor or None
+        True for an :class:`~skdbal.accuracy_monitor.AccuracyMonitor` with
+        its defaults; a monitor that has observed nothing, whose settings
+        (``window``, ``confidence``) are copied; None or False for none.
+
+    Returns
+    -------
+    AccuracyMonitor or None
+        A new monitor, so that the caller's object is never changed.
+
+    Raises
+    ------
+    ValueError
+        For anything else, or a monitor that has already observed labels.
+
+    Examples
+    --------
+    >>> from skdbal.accuracy_monitor import AccuracyMonitor
+    >>> from skdbal.loop import check_monitor
+    >>> given = AccuracyMonitor(window=5)
+    >>> own = check_monitor(given)
+    >>> own is not given, own.window, check_monitor(None)
+    (True, 5, None)
+    """
+    if monitor is None or monitor is False:
+        return None
+    if monitor is True:
+        return AccuracyMonitor()
+    if not isinstance(monitor, AccuracyMonitor):
+        raise ValueError(f"monitor must be True, False, None or an AccuracyMonitor "
+                         f"(skdbal.accuracy_monitor); got {monitor!r}")
+    if monitor.n_batches or monitor.n_audit:
+        raise ValueError(f"monitor must be a fresh AccuracyMonitor (the loop feeds it from its first step); "
+                         f"this one has observed {monitor.n_batches} batches and {monitor.n_audit} audit labels")
+    return AccuracyMonitor(window=monitor.window, confidence=monitor.confidence)
+
+
 def _rule_names(rule: StoppingRule) -> List[str]:
     """The names of a rule's journal columns: its own, then each rule of an AnyOf."""
     names = [rule.name]
@@ -247,11 +290,34 @@ class ActiveLearningLoop:
         else ``""``. Step 0's row also holds the stop set (``stop_set``).
         A step that trained no new model (no answer came back) shows the
         rule nothing new, and its row carries no verdict.
+    monitor : bool or AccuracyMonitor, optional
+        Estimate the model's accuracy at every step from the labels bought
+        (:class:`~skdbal.accuracy_monitor.AccuracyMonitor`): True, or a fresh
+        monitor whose settings are copied; off by default. The loop keeps
+        its own (``monitor_``). After the oracle answers, it is fed the
+        step's picks that came back labelled: whether the model that chose
+        them (argmax of its ``predict_proba``, taken before the fit) guessed
+        each label, with the strategy's ``info["draw_log_q"]`` when it has
+        one (a stochastic batch) and the candidates the batch was drawn
+        from (the unlabelled rows nobody is labelling, and the
+        ``pool_subsample`` drawn from them). With draw probabilities only the
+        labelled prefix of the picks, in the order drawn, is fed (a pick
+        skipped or still pending ends it); a noise filter's draw depends on
+        the labels, so it is fed as a top-k batch. After the fit, the step's
+        row gets ``estimate_acc``, ``estimate_lo``, ``estimate_hi``,
+        ``estimate_kind``, ``estimate_biased`` and ``estimate_n``
+        (:func:`~skdbal.accuracy_monitor.journal_fields`): the previous
+        model's estimate, bridged to the new model through their
+        disagreement on the stop set's rows still unlabelled. Those columns
+        are None at step 0, at a step that trained no new model, and until
+        a batch was observed. The monitor is not written to the journal: a
+        resumed loop starts a fresh one.
     stop_set_size : int, default=2000
         Rows of the stop set, drawn once in :meth:`start` from the pool rows
         not labelled then (all of them when fewer are left). The set is
         fixed for the whole run, as Bloodgood & Vijay-Shanker's stop set is:
         rows labelled later stay in it, and their labels are never read.
+        It is drawn with a stopping rule or a monitor.
     stop_on : {"any", "record"}, default="any"
         ``"any"``: :meth:`run` ends after the first step whose verdict says
         stop. ``"record"``: the verdicts are written and :meth:`run` goes on.
@@ -275,7 +341,9 @@ class ActiveLearningLoop:
         The loop's own clone of ``stopping``, holding what it has seen.
     stop_set_ : ndarray of int or None
         The stop set's pool positions, once :meth:`start` or :meth:`resume`
-        has run with a rule.
+        has run with a rule or a monitor.
+    monitor_ : AccuracyMonitor or None
+        The loop's own monitor, fed at every step (None without ``monitor``).
     stopped_by_ : list of str or None
         With ``stop_on="any"``: the names of the rules that said stop at the
         last step (None while none does, and always with ``"record"``).
@@ -327,17 +395,23 @@ class ActiveLearningLoop:
     def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
                  journal=None, fit_model: Optional[Callable] = None, query_kwargs: Optional[dict] = None,
                  pass_pool_labels: bool = False, stopping: Optional[StoppingRule] = None,
-                 stop_set_size: int = 2000, stop_on: str = "any", stop_seed: Optional[int] = None,
+                 monitor=None, stop_set_size: int = 2000, stop_on: str = "any", stop_seed: Optional[int] = None,
                  verbose: bool = True):
         if not hasattr(learner, "X_pool_"):
             raise ValueError("the loop needs a learner that owns its pool: call learner.set_pool(X_pool) first")
         self.stopping_ = check_stopping(stopping)
+        self.monitor_ = check_monitor(monitor)
+        if self.monitor_ is not None and is_regressor(learner):
+            raise ValueError("monitor estimates a classifier's accuracy; this learner trains a regressor")
         self.stop_set_size = check_positive_int(stop_set_size, "stop_set_size")
         if stop_on not in ("any", "record"):
             raise ValueError(f"stop_on must be 'any' or 'record'; got {stop_on!r}")
         if stop_seed is not None and (isinstance(stop_seed, bool) or not isinstance(stop_seed, Integral)):
             raise ValueError(f"stop_seed must be None or an int; got {stop_seed!r}")
         self.stopping = stopping
+        self.monitor = monitor
+        self._sample_pred: Optional[np.ndarray] = None   # the current model's guesses on the stop set
+        self._chooser_pred: Optional[np.ndarray] = None  # those of the model that chose the last batch observed
         self.stop_on = stop_on
         self.stop_seed = stop_seed
         self.stop_set_: Optional[np.ndarray] = None
@@ -432,7 +506,7 @@ class ActiveLearningLoop:
         free = ~self.learner.labelled_mask_
         free[np.asarray(exclude, dtype=np.intp)] = False
         rows = np.flatnonzero(free)
-        if not len(rows) and self._rule().needs() & {"stop_proba", "stop_samples"}:
+        if not len(rows) and self.stopping_ is not None and self._rule().needs() & {"stop_proba", "stop_samples"}:
             raise ValueError(f"{type(self._rule()).__name__} reads a stop set of unlabelled pool rows, and "
                              "no pool row is left outside the initial set")
         if len(rows) > self.stop_set_size:
@@ -467,6 +541,58 @@ class ActiveLearningLoop:
             stopped = [name for name, v in verdicts.items() if v.stop]
         self.stopped_by_ = stopped
 
+    # ------------------------------------------------------------ accuracy
+    def _guesses(self, view: Optional[dict] = None) -> np.ndarray:
+        """The current model's guesses on the stop set (from the rule's view when it holds them)."""
+        rows = self.stop_set_
+        if rows is None or not len(rows):
+            return np.zeros(0)
+        proba = view.get("stop_proba") if view is not None else None
+        if proba is None:
+            proba = self.learner.predict_proba(read_rows(self.learner.X_pool_, rows))
+        return np.asarray(self.learner.classes_)[np.asarray(proba).argmax(axis=1)]
+
+    def _observe(self, picks, guesses, labelled, info: dict, n_candidates: int, n_unlabelled: int) -> None:
+        """Feed the monitor the picks labelled in this step, judged by the model that chose them."""
+        done = {int(p) for p in labelled}
+        log_q = info.get("draw_log_q")
+        if log_q is not None and "rejected_indices" not in info and "n_rejected" not in info:
+            m = 0   # the labelled prefix of the draw: a prefix of a sequential draw is one
+            while m < len(picks) and int(picks[m]) in done:
+                m += 1
+            keep: np.ndarray = np.arange(m)
+            log_q = np.asarray(log_q, dtype=np.float64)[:m]
+        else:   # a top-k batch, or a noise filter's draw, which depends on the labels
+            keep, log_q = np.flatnonzero([int(p) in done for p in picks]), None
+        if not len(keep):
+            return
+        correct = np.asarray(guesses)[keep] == self.learner.y_pool_[np.asarray(picks)[keep]]
+        self._rule_monitor().observe(correct, n_candidates=n_candidates, log_q=log_q, n_unlabelled=n_unlabelled)
+        self._chooser_pred = self._sample_pred
+
+    def _estimate(self, row: dict, view: Optional[dict]) -> None:
+        """Write the monitor's estimate for the model just fitted into the row."""
+        monitor = self._rule_monitor()
+        current = self._guesses(view)
+        previous, self._sample_pred = self._chooser_pred, current
+        estimate = None
+        if monitor.n_batches:
+            unlabelled = ~self.learner.labelled_mask_[self.stop_set_] if len(current) else np.zeros(0, bool)
+            try:
+                if previous is not None and unlabelled.any():
+                    estimate = monitor.estimate(previous[unlabelled], current[unlabelled])
+                else:
+                    estimate = monitor.estimate()
+            except ValueError:   # no unlabelled row is left to estimate on
+                estimate = None
+        row.update(journal_fields(estimate))
+
+    def _rule_monitor(self) -> AccuracyMonitor:
+        """The loop's own monitor (only called where there is one)."""
+        if self.monitor_ is None:
+            raise RuntimeError("this loop has no accuracy monitor")
+        return self.monitor_
+
     def prime(self) -> None:
         """Prepare the stopping rule to continue the journal with the learner's current model.
 
@@ -477,21 +603,28 @@ class ActiveLearningLoop:
         restart from it. Does nothing without a rule or rows.
         """
         rows = self.journal.rows()
-        if self.stopping_ is None or not rows:
+        if (self.stopping_ is None and self.monitor_ is None) or not rows:
             return
         stored = rows[0].get("stop_set")
         initial = rows[0].get("labelled_indices", rows[0]["query_indices"])
         self.stop_set_ = (np.asarray(stored, dtype=np.intp) if stored is not None
                           else self._draw_stop_set(initial))
-        self.stopping_.reset()
-        self.stopping_.update(self._view(0))
-        self.stopped_by_ = None
+        view = None
+        if self.stopping_ is not None:
+            view = self._view(0)
+            self.stopping_.reset()
+            self.stopping_.update(view)
+            self.stopped_by_ = None
+        if self.monitor_ is not None:   # not in the journal: a fresh monitor, from the current model on
+            self.monitor_ = check_monitor(self.monitor)
+            self._sample_pred, self._chooser_pred = self._guesses(view), None
 
     # ------------------------------------------------------------ steps
     def start(self, initial_idx) -> dict:
         """Step 0: ask the oracle for the initial set, fit on it, evaluate, write the row."""
         initial_idx = np.asarray(initial_idx, dtype=np.intp)
-        stop_set = None if self.stopping_ is None else self._draw_stop_set(initial_idx)  # before anything is asked
+        watched = self.stopping_ is not None or self.monitor_ is not None
+        stop_set = self._draw_stop_set(initial_idx) if watched else None  # before anything is asked
         labelled, skipped = self._ask(initial_idx)
         if not labelled:
             raise ValueError("the oracle labelled none of the initial set: the initial model needs labels")
@@ -499,10 +632,17 @@ class ActiveLearningLoop:
         row = {"step": 0, "n_labels": len(self.learner.y_training_), **self._metrics(),
                "query_indices": initial_idx.tolist(), "query_time": 0.0, "fit_time": fit_time}
         self._extra(row, initial_idx, labelled, skipped)
-        if self.stopping_ is not None and stop_set is not None:
+        if stop_set is not None:
             self.stop_set_ = stop_set
-            self.stopping_.reset()
-            self._judge(row, self._view(0))
+            view = None
+            if self.stopping_ is not None:
+                view = self._view(0)
+                self.stopping_.reset()
+                self._judge(row, view)
+            if self.monitor_ is not None:
+                self.monitor_ = check_monitor(self.monitor)
+                self._sample_pred, self._chooser_pred = self._guesses(view), None
+                row.update(journal_fields(None))
             row["stop_set"] = stop_set.tolist()
         self.journal.append(row, self.learner)
         return row
@@ -573,29 +713,46 @@ class ActiveLearningLoop:
             free[self.skipped] = False
             free[taken] = False
             candidates = np.flatnonzero(free)
+        # the rows the batch is drawn from: the candidates, or the pool_subsample's uniform draw from them
+        n_unlabelled = len(candidates) if candidates is not None else int(np.count_nonzero(~learner.labelled_mask_))
+        subsample = getattr(learner, "pool_subsample", None)
+        n_drawn_from = n_unlabelled if subsample is None else min(n_unlabelled, int(subsample))
         n_before = len(learner.label_log_)
         t0 = time.perf_counter()
         q, X_query = learner.query(n_instances=self.n_instances, candidates=candidates, **kwargs)
         acquisition = getattr(learner, "last_acquisition_", None)
         info = dict(acquisition.info) if acquisition is not None else {}
         clash = sorted(set(info) & _HISTORY_KEYS) + sorted(k for k in info if str(k).startswith(_STOP_PREFIX))
+        if self.monitor_ is not None:
+            clash += sorted(set(info) & set(journal_fields(None)))
         if clash:  # before anything is asked: the picks stay unlabelled, no row is written
             raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash} "
                              f"(or the stopping rules' prefix {_STOP_PREFIX!r}); rename them")
         t1 = time.perf_counter()
         needs = self.stopping_.needs() if self.stopping_ is not None else frozenset()
         # the batch as the model that chose it saw it: taken before the fit
-        batch_proba = learner.predict_proba(X_query) if "batch_proba" in needs else None
+        watch = self.monitor_ is not None
+        batch_proba = learner.predict_proba(X_query) if "batch_proba" in needs or watch else None
+        guesses = np.asarray(learner.classes_)[np.asarray(batch_proba).argmax(axis=1)] if watch else None
         batch_scores = getattr(acquisition, "scores", None) if "batch_scores" in needs else None
         labelled, skipped = self._ask(q)
+        if watch:
+            self._observe(q, guesses, labelled, info, n_drawn_from, n_unlabelled)
         refit = len(learner.label_log_) > n_before
         fit_time = self._fit(step) if refit else 0.0
         row = {"step": step, "n_labels": len(learner.y_training_), **self._metrics(),
                "query_indices": q.tolist(), "query_time": t1 - t0, "fit_time": fit_time,
                **{k: _plain(v) for k, v in info.items()}}
         self._extra(row, q, labelled, skipped)
-        if self.stopping_ is not None and refit:  # a step that trained no new model shows the rule nothing new
-            self._judge(row, self._view(step, batch_proba, batch_scores))
+        # a step that trained no new model shows the rule nothing new, and has no new estimate
+        view = self._view(step, batch_proba, batch_scores) if self.stopping_ is not None and refit else None
+        if watch:
+            if refit:
+                self._estimate(row, view)
+            else:
+                row.update(journal_fields(None))
+        if view is not None:
+            self._judge(row, view)
         self.journal.append(row, learner)
         return row
 

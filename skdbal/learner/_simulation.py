@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool, is_lazy, pool_kwargs
 from ..initial import balanced_random
-from ..loop import ActiveLearningLoop, MemoryJournal, check_stopping, evaluate
+from ..loop import ActiveLearningLoop, MemoryJournal, check_monitor, check_stopping, evaluate
 from ..oracles import KnownLabels
 from ._inputs import check_y
 
@@ -116,6 +116,7 @@ class SimulationMixin:
         pool_ids=None,
         stopping=None,
         stop_on: str = "any",
+        monitor=None,
     ) -> List[dict]:
         """Run ``n_queries`` rounds of query → label → retrain against an oracle.
 
@@ -176,6 +177,14 @@ class SimulationMixin:
             the rules' windows from the last model.
         stop_on : {"any", "record"}, default="any"
             ``"record"`` writes the verdicts and runs all ``n_queries``.
+        monitor : bool or AccuracyMonitor, optional
+            Estimate the accuracy at every step from the labels bought, as
+            :class:`~skdbal.loop.ActiveLearningLoop` does: every row gets
+            ``estimate_acc``, ``estimate_lo``, ``estimate_hi``,
+            ``estimate_kind``, ``estimate_biased`` and ``estimate_n`` (None at
+            step 0). Unbiased, with an interval, for a stochastic batch
+            strategy; marked ``estimate_biased`` for a top-k one. A warm start
+            begins a fresh monitor.
 
         Returns
         -------
@@ -213,6 +222,7 @@ class SimulationMixin:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)
         check_stopping(stopping)
+        check_monitor(monitor)
         if stop_on not in ("any", "record"):
             raise ValueError(f"stop_on must be 'any' or 'record'; got {stop_on!r}")
         query_kwargs = dict(query_kwargs or {})
@@ -235,7 +245,7 @@ class SimulationMixin:
             raise
 
         evaluation = None if X_test is None else (lambda learner: evaluate(learner, X_test, y_test))
-        stop = dict(stopping=stopping, stop_on=stop_on,
+        stop = dict(stopping=stopping, stop_on=stop_on, monitor=monitor,
                     stop_seed=self.random_state if isinstance(self.random_state, (int, np.integer))
                     and not isinstance(self.random_state, bool) else None)
         if warm_start:
