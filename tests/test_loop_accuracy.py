@@ -172,3 +172,48 @@ def test_a_used_monitor_and_a_regressor_are_refused(flat_digits32):
     learner = ActiveLearner(LinearRegression(), max_entropy, verbose=False).set_pool(X[:N])
     with pytest.raises(ValueError, match="monitor estimates a classifier"):
         ActiveLearningLoop(learner, KnownLabels(y[:N].astype(float)), monitor=True)
+
+
+# ------------------------------------------------------------- a pool subsample: N and the rows it came from
+def test_a_pool_subsample_gives_the_draw_its_n_and_the_unlabelled_rows_behind_it(flat_digits32):
+    X, y = flat_digits32
+    learner = ActiveLearner(model(), stochastic_batch(max_entropy), random_state=0, verbose=False,
+                            pool_subsample=100).set_pool(X[:N])
+    loop = ActiveLearningLoop(learner, KnownLabels(y[:N]), n_instances=5, verbose=False, monitor=True)
+    loop.start(np.arange(10))
+    row = loop.step()
+    picks, q = np.asarray(row["query_indices"]), np.exp(row["draw_log_q"])
+    losses = (fit(X, y, np.arange(10)).predict(X[picks]) != y[picks]).astype(float)
+    risk = lure_risk(losses, q, 100)                 # drawn from the 100 rows of the subsample...
+    left = (290 * risk - losses.sum()) / 285         # ...a uniform draw from the 290 unlabelled rows
+    assert row["estimate_acc"] == pytest.approx(float(np.clip(1 - left, 0, 1)), abs=1e-12)
+
+
+# ------------------------------------------------------------- with a stopping rule: one stop set, same verdicts
+def test_a_monitor_beside_a_stopping_rule_shares_its_stop_set_and_changes_no_verdict(flat_digits32):
+    from skdbal.stopping import StabilizingPredictions
+
+    X, y = flat_digits32
+    runs = []
+    for monitor in (None, True):
+        _, loop = loop_of(X, y, stochastic_batch(max_entropy), monitor=monitor, stop_set_size=100,
+                          stopping=StabilizingPredictions(window=2, kappa=0.99), stop_on="record")
+        loop.start(np.arange(10))
+        runs.append(loop.run(3))
+    plain, watched = runs
+    for key in ("query_indices", "stop_set"):
+        assert [r.get(key) for r in plain] == [r.get(key) for r in watched]
+    value = "stop_stabilizing_predictions_value"
+    np.testing.assert_array_equal([r[value] for r in plain], [r[value] for r in watched])   # nan at step 0
+    assert [r["estimate_n"] for r in watched] == [None, 5, 5, 5]
+
+
+def test_a_noise_filters_draw_depends_on_the_labels_so_it_is_fed_as_a_top_k_batch(flat_digits32):
+    from skdbal.acquisition import noise_filter
+
+    X, y = flat_digits32
+    _, loop = loop_of(X, y, stochastic_batch(noise_filter(max_entropy)), monitor=True, pass_pool_labels=True)
+    loop.start(np.arange(10))
+    row = loop.step()
+    assert row["n_rejected"] > 0 and len(row["draw_log_q"]) == 5         # q known, but over the trusted rows only
+    assert row["estimate_biased"] is True and row["estimate_kind"] == "bridge-prequential-biased"
