@@ -390,6 +390,19 @@ class ActiveLearningLoop:
     [(10, False), (20, False), (30, False), (40, True)]
     >>> loop.stopped_by_, loop.history[-1]["stop_reason"]
     (['label_budget'], '40 labels bought: the budget of 40 is spent')
+
+    With ``monitor=True`` every row estimates the accuracy from the labels
+    bought; for a top-k strategy it is marked biased.
+
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
+    >>> loop = ActiveLearningLoop(learner.set_pool(X[:200]), KnownLabels(y[:200]), n_instances=5,
+    ...                           verbose=False, monitor=True)
+    >>> row = loop.start(np.arange(10))
+    >>> row = loop.step()
+    >>> row["estimate_kind"], row["estimate_biased"], row["estimate_n"]
+    ('bridge-prequential-biased', True, 5)
+    >>> bool(row["estimate_lo"] <= row["estimate_acc"] <= row["estimate_hi"])
+    True
     """
 
     def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
