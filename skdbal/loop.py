@@ -580,12 +580,12 @@ class ActiveLearningLoop:
         if not len(keep):
             return
         correct = np.asarray(guesses)[keep] == self.learner.y_pool_[np.asarray(picks)[keep]]
-        self._rule_monitor().observe(correct, n_candidates=n_candidates, log_q=log_q, n_unlabelled=n_unlabelled)
+        self._own_monitor().observe(correct, n_candidates=n_candidates, log_q=log_q, n_unlabelled=n_unlabelled)
         self._chooser_pred = self._sample_pred
 
     def _estimate(self, row: dict, view: Optional[dict]) -> None:
         """Write the monitor's estimate for the model just fitted into the row."""
-        monitor = self._rule_monitor()
+        monitor = self._own_monitor()
         current = self._guesses(view)
         previous, self._sample_pred = self._chooser_pred, current
         estimate = None
@@ -600,7 +600,7 @@ class ActiveLearningLoop:
                 estimate = None
         row.update(journal_fields(estimate))
 
-    def _rule_monitor(self) -> AccuracyMonitor:
+    def _own_monitor(self) -> AccuracyMonitor:
         """The loop's own monitor (only called where there is one)."""
         if self.monitor_ is None:
             raise RuntimeError("this loop has no accuracy monitor")
@@ -622,15 +622,25 @@ class ActiveLearningLoop:
         initial = rows[0].get("labelled_indices", rows[0]["query_indices"])
         self.stop_set_ = (np.asarray(stored, dtype=np.intp) if stored is not None
                           else self._draw_stop_set(initial))
+        self._watch_from_here(None)   # the monitor is not in the journal: a fresh one, from this model on
+
+    def _watch_from_here(self, row: Optional[dict]) -> None:
+        """Reset the rule and give the loop a fresh monitor at the current model, the first step they see: its
+        verdict written into ``row`` (step 0), or, with ``row`` None (a resume), shown to the rule and discarded."""
         view = None
         if self.stopping_ is not None:
             view = self._view(0)
             self.stopping_.reset()
-            self.stopping_.update(view)
-            self.stopped_by_ = None
-        if self.monitor_ is not None:   # not in the journal: a fresh monitor, from the current model on
+            if row is None:
+                self.stopping_.update(view)
+                self.stopped_by_ = None
+            else:
+                self._judge(row, view)
+        if self.monitor_ is not None:
             self.monitor_ = check_monitor(self.monitor)
             self._sample_pred, self._chooser_pred = self._guesses(view), None
+            if row is not None:
+                row.update(journal_fields(None))
 
     # ------------------------------------------------------------ steps
     def start(self, initial_idx) -> dict:
@@ -647,15 +657,7 @@ class ActiveLearningLoop:
         self._extra(row, initial_idx, labelled, skipped)
         if stop_set is not None:
             self.stop_set_ = stop_set
-            view = None
-            if self.stopping_ is not None:
-                view = self._view(0)
-                self.stopping_.reset()
-                self._judge(row, view)
-            if self.monitor_ is not None:
-                self.monitor_ = check_monitor(self.monitor)
-                self._sample_pred, self._chooser_pred = self._guesses(view), None
-                row.update(journal_fields(None))
+            self._watch_from_here(row)
             row["stop_set"] = stop_set.tolist()
         self.journal.append(row, self.learner)
         return row
