@@ -126,6 +126,15 @@ class Peak(threading.Thread):
             time.sleep(0.02)
 
 
+def load_split(name: str, subset: str = "train"):
+    """``(X, y)`` of ``"mnist"`` or ``"fashion_mnist"``'s ``subset`` (uint8 images, labels) from
+    ``$SKDBAL_DATA``, never downloaded."""
+    from skdbal.datasets import load_fashion_mnist, load_mnist
+
+    loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
+    return loader(download=False, return_X_y=True, subset=subset)
+
+
 def mnist_or_synthetic(n_train: int, n_pool: int, seed: int = 0):
     """Real MNIST (via SKDBAL_DATA / the cache) when present, else random 28x28 images."""
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown_table, recorded  # noqa: E402
+from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 from bench_representation import embeddings  # noqa: E402
 
 LABELS = (20, 30, 50, 100, 300)
@@ -45,7 +45,6 @@ def main(argv=None):
     p.add_argument("--cache", default=os.environ.get("SKDBAL_BENCH_CACHE", str(Path.home() / ".cache" / "skdbal"
                                                                             / "bench_representation")))
     args = p.parse_args(argv)
-    from skdbal.datasets import load_fashion_mnist, load_mnist
     from skdbal.experiments.seed_variance import bootstrap_band
     from skdbal.models import BayesianLastLayerHead
 
@@ -53,9 +52,8 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"datasets": {}}
     for name in args.datasets:
-        loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
-        y = loader(download=False, return_X_y=True)[1].astype(int)
-        y_test = loader(download=False, return_X_y=True, subset="test")[1].astype(int)
+        y = load_split(name)[1].astype(int)
+        y_test = load_split(name, "test")[1].astype(int)
         npy, _, _, _ = embeddings(name, Path(args.cache), 1)
         Z_all = np.load(npy, mmap_mode="r")
         Z, Z_test = np.asarray(Z_all[:len(y)]), np.asarray(Z_all[len(y):])

@@ -43,15 +43,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown_table, recorded  # noqa: E402
+from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 
 
 def load(name: str, n_pool: int, n_test: int, seed: int = 0):
-    from skdbal.datasets import load_fashion_mnist, load_mnist
-
-    loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
-    X, y = loader(download=False, return_X_y=True)
-    Xt, yt = loader(download=False, return_X_y=True, subset="test")
+    X, y = load_split(name)
+    Xt, yt = load_split(name, "test")
     rows = np.random.RandomState(seed).permutation(len(X))[:n_pool]
     return (X[rows].astype(np.float32) / 255, y[rows].astype(int),
             Xt[:n_test].astype(np.float32) / 255, yt[:n_test].astype(int))

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown_table, recorded  # noqa: E402
+from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 from bench_representation import embeddings  # noqa: E402
 
 STRATEGY = "cold_start(bald)"
@@ -101,7 +101,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     import torch
 
-    from skdbal.datasets import load_fashion_mnist, load_mnist
     from skdbal.experiments.seed_variance import bootstrap_band
 
     torch.set_num_threads(args.threads)
@@ -109,9 +108,8 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     summary: dict = {"strategy": STRATEGY, "datasets": {}}
     for name in args.datasets:
-        loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
-        X, y = loader(download=False, return_X_y=True)
-        Xt, yt = loader(download=False, return_X_y=True, subset="test")
+        X, y = load_split(name)
+        Xt, yt = load_split(name, "test")
         npy, _, _, _ = embeddings(name, Path(args.cache), args.threads)
         Z_all = np.load(npy, mmap_mode="r")
         Z, Z_test = np.asarray(Z_all[:len(X)]), np.asarray(Z_all[len(X):])

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, markdown_table, recorded  # noqa: E402
+from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 
 NETWORK = ["bald", "batch_bald"]
 EARLY = "cold_start(bald,typiclust,per_class,4)"      # the hand-off four labels a class, against the default ten
@@ -51,12 +51,10 @@ TARGETS = {"mnist": (0.90, 0.95, 0.99), "fashion_mnist": (0.80, 0.85)}
 def embeddings(name: str, cache: Path, threads: int) -> tuple:
     """The training then test images' embeddings by a PoolEncoder learnt on the training images (seed 0),
     from the cache when there; the path of the ``.npy`` and the recorded times."""
-    from skdbal.datasets import load_fashion_mnist, load_mnist
     from skdbal.models import EmbeddingCache, PoolEncoder
 
-    loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
-    X, _ = loader(download=False, return_X_y=True)
-    Xt, _ = loader(download=False, return_X_y=True, subset="test")
+    X, _ = load_split(name)
+    Xt, _ = load_split(name, "test")
     images = np.concatenate([X, Xt]).astype(np.float32) / 255
     cache.mkdir(parents=True, exist_ok=True)
     encoder_file, timing_file = cache / f"{name}_encoder.pkl", cache / f"{name}_timing.json"
@@ -198,10 +196,7 @@ def main(argv=None):
         run_grid("fewlabels", BLL, args.seeds, folder, representations=[f"file:{npy}"], head="bll", **common)
         write_report(folder)
         rows = read_results(folder / "results.csv")
-        from skdbal.datasets import load_fashion_mnist, load_mnist
-
-        loader = {"mnist": load_mnist, "fashion_mnist": load_fashion_mnist}[name]
-        refits = refit_times(np.asarray(Z), loader(download=False, return_X_y=True)[1].astype(int))
+        refits = refit_times(np.asarray(Z), load_split(name)[1].astype(int))
         table = {}
         for target in TARGETS[name]:
             for key, n in labels_to(rows, target).items():
