@@ -23,20 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
-from bench_representation import embeddings  # noqa: E402
+from bench_representation import embeddings, labelled_sets  # noqa: E402
 
 LABELS = (20, 30, 50, 100, 300)
-
-
-def labelled_sets(name: str) -> dict:
-    """(variant, strategy, seed) -> the training-set indices the run labelled, in order."""
-    from skdbal.experiments.journal import labelled_indices
-    from skdbal.experiments.results import read_results
-
-    runs: dict = {}
-    for r in read_results(ROOT / "docs" / "results" / "bench_representation" / name / "results.csv"):
-        runs.setdefault((r["variant"], r["strategy"], int(r["seed"])), []).append(r)
-    return {k: labelled_indices(sorted(v, key=lambda r: int(r["step"]))) for k, v in runs.items()}
 
 
 def main(argv=None):

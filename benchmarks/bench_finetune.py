@@ -35,22 +35,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
-from bench_representation import embeddings  # noqa: E402
+from bench_representation import embeddings, labelled_sets  # noqa: E402
 
 STRATEGY = "cold_start(bald)"
 VARIANTS = ("spread", "bll", "finetuned", "self-trained")
 
 
-def chosen_labels(name: str, seed: int) -> np.ndarray:
-    """The training-set indices the spreading head's ``cold_start(bald)`` run of ``seed`` labelled, in order."""
-    from skdbal.experiments.journal import labelled_indices
-    from skdbal.experiments.results import read_results
-
-    rows = [r for r in read_results(ROOT / "docs" / "results" / "bench_representation" / name / "results.csv")
-            if r["strategy"] == STRATEGY and r["variant"].endswith("-spread") and int(r["seed"]) == seed]
-    if not rows:
+def chosen_labels(sets: dict, name: str, seed: int) -> np.ndarray:
+    """Of ``sets`` (:func:`bench_representation.labelled_sets` of ``name``), the training-set indices the
+    spreading head's ``cold_start(bald)`` run of ``seed`` labelled, in order."""
+    found = [v for (variant, strategy, s), v in sets.items()
+             if strategy == STRATEGY and variant.endswith("-spread") and s == seed]
+    if not found:
         raise SystemExit(f"no {STRATEGY} run of seed {seed} on {name} in bench_representation's results")
-    return labelled_indices(sorted(rows, key=lambda r: int(r["step"])))
+    return found[0]
 
 
 def network(encoder, epochs: int, batch_size: int, encoder_lr: float, seed: int):
@@ -121,8 +119,9 @@ def main(argv=None):
 
         LabelSpreadingHead(Z, classes=np.arange(10)).fit(Z[:20], y[:20])   # the pool's graph, built once, kept
         results: dict = {}
+        sets = labelled_sets(name)
         for seed in args.seeds:
-            order = chosen_labels(name, seed)
+            order = chosen_labels(sets, name, seed)
             for n in args.labels:
                 got = one_set(encoder, images, y, Z, test_images, yt, Z_test, order[:n], seed)
                 print(f"{name} seed {seed}, {n} labels: " + ", ".join(

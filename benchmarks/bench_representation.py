@@ -78,6 +78,17 @@ def embeddings(name: str, cache: Path, threads: int) -> tuple:
     return Path(store.path), timing, embed_s, Z[:len(X)]
 
 
+def labelled_sets(name: str) -> dict:
+    """(variant, strategy, seed) -> the training-set indices the run labelled, in order."""
+    from skdbal.experiments.journal import labelled_indices
+    from skdbal.experiments.results import read_results
+
+    runs: dict = {}
+    for r in read_results(ROOT / "docs" / "results" / "bench_representation" / name / "results.csv"):
+        runs.setdefault((r["variant"], r["strategy"], int(r["seed"])), []).append(r)
+    return {k: labelled_indices(sorted(v, key=lambda r: int(r["step"]))) for k, v in runs.items()}
+
+
 def refit_times(Z: np.ndarray, y: np.ndarray, repeats: int = 5) -> list:
     """Seconds for each head to refit on n labels and score every row at T = 100 (median of ``repeats``)."""
     from skdbal.models import BayesianLastLayerHead, LabelSpreadingHead
