@@ -12,7 +12,7 @@ from typing import List
 
 import numpy as np
 
-from .._validation import is_loopback, port_number, seconds, whole_number
+from .._validation import is_loopback, number_in, port_number, seconds, whole_number
 from ._representation import representation_line
 
 __all__ = ["add_parser", "add_pool_arguments", "build", "demo_initial", "demo_learner", "links", "make_session", "run",
@@ -142,7 +142,7 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    help="flag a label the model finds unlikely for another annotator's look: 'dynamic' (the "
                    "noise filter's Bayes threshold, from the noise rate it estimates), 'quantile', a "
                    "threshold in (0, 1), or 'off' (default: dynamic)")
-    p.add_argument("--second-look-budget", type=_share, default=0.1, metavar="SHARE",
+    p.add_argument("--second-look-budget", type=number_in("(0, 1]", "a share"), default=0.1, metavar="SHARE",
                    help="at most this share of the labels is flagged, the least likely first (default: 0.1)")
     p.add_argument("--torch-threads", type=whole_number(1), default=1, metavar="N",
                    help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
@@ -158,16 +158,6 @@ def _names(text: str) -> List[str]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"an empty column name in {text!r}: give names separated by commas")
     return names
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"a share lies in (0, 1]; got {text}")
-    return value
 
 
 def _second_looks(text: str):
