@@ -1,0 +1,154 @@
+"""The audit draw (uniform and active testing) and the calibration estimate from audit labels."""
+from fractions import Fraction
+from itertools import permutations
+
+import numpy as np
+import pytest
+
+from skdbal.accuracy_monitor import AccuracyMonitor
+from skdbal.audit import audit_proposal, draw_audit
+from skdbal.estimates import estimate_accuracy, lure_risk
+
+# ---------------------------------------------------------------------------------------------------------------
+# the proposal and each draw's probability, by enumeration
+
+def test_the_active_proposal_by_hand():
+    # class probabilities of four rows: confidences 1/2, 3/4, 1 and 3/4; w = 1/2, 1/4, 0, 1/4 (sum 1)
+    proba = [[0.5, 0.5], [0.25, 0.75], [1.0, 0.0], [0.75, 0.25]]
+    w = audit_proposal(proba, epsilon=0.2)          # 0.8 w + 0.05
+    np.testing.assert_allclose(w, [0.45, 0.25, 0.05, 0.25], rtol=0, atol=1e-15)
+    assert audit_proposal([1.0, 1.0, 1.0]).tolist() == [1 / 3] * 3     # sure of every row: uniform
+
+
+def _exact_orders(weights, n):
+    """Every ordered draw of n rows without replacement and its probability, and each draw's q, as fractions."""
+    out = {}
+    for order in permutations(range(len(weights)), n):
+        left, q = sum(weights), []
+        for i in order:
+            q.append(weights[i] / left)
+            left -= weights[i]
+        out[order] = q
+    return out
+
+
+def test_active_q_is_each_draws_sequential_probability_by_enumeration():
+    # confidences 1/2, 3/4, 1: w = 1/2, 1/4, 0, so w/Σw = 2/3, 1/3, 0; with ε = 1/4: 7/12, 4/12, 1/12
+    confidence = [0.5, 0.75, 1.0]
+    exact_w = [Fraction(7, 12), Fraction(4, 12), Fraction(1, 12)]
+    np.testing.assert_allclose(audit_proposal(confidence, epsilon=0.25), [float(x) for x in exact_w], atol=1e-15)
+    exact = _exact_orders(exact_w, 2)
+    # the order (1, 0): 4/12, then 7/12 of the 8/12 left, 7/8
+    assert exact[(1, 0)] == [Fraction(1, 3), Fraction(7, 8)]
+    rng = np.random.RandomState(0)
+    counts = dict.fromkeys(exact, 0)
+    R = 6000
+    for _ in range(R):
+        rows, q = draw_audit(confidence, 2, epsilon=0.25, random_state=rng)
+        order = tuple(rows.tolist())
+        np.testing.assert_allclose(q, [float(x) for x in exact[order]], rtol=1e-12)
+        counts[order] += 1
+    for order, q in exact.items():   # each order drawn as often as its probability q_1 q_2 says
+        p = float(q[0] * q[1])
+        assert abs(counts[order] / R - p) <= 4 * np.sqrt(p * (1 - p) / R), (order, counts[order] / R, p)
+
+
+def test_uniform_q_is_one_over_the_rows_left_and_orders_are_uniform():
+    rows, q = draw_audit(4, 3, proposal="uniform", random_state=1)
+    assert q.tolist() == [1 / 4, 1 / 3, 1 / 2]
+    assert sorted(set(rows.tolist())) == sorted(rows.tolist()) and rows.max() < 4
+    # given probabilities, the uniform proposal ignores them and draws the same rows from the same seed
+    same = draw_audit(np.full((4, 2), 0.5), 3, proposal="uniform", random_state=1)
+    assert same.rows.tolist() == rows.tolist() and same.q.tolist() == q.tolist()
+    rng = np.random.RandomState(2)
+    R = 2400
+    counts = {}
+    for _ in range(R):
+        order = tuple(draw_audit(3, 2, proposal="uniform", random_state=rng).rows.tolist())
+        counts[order] = counts.get(order, 0) + 1
+    assert set(counts) == set(permutations(range(3), 2))
+    for c in counts.values():   # 1/6 each
+        assert abs(c / R - 1 / 6) <= 4 * np.sqrt(1 / 6 * 5 / 6 / R)
+
+
+def test_a_draw_of_every_row_takes_each_once():
+    rows, q = draw_audit([0.9, 0.8, 0.7, 0.6, 0.5], 5, random_state=3)
+    assert sorted(rows.tolist()) == [0, 1, 2, 3, 4]
+    assert q[-1] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# unbiasedness by simulation
+
+def _population(N=50, seed=0):
+    """A fixed model on N rows: confidence, and whether it is right, the unsure rows wrong more often."""
+    rng = np.random.RandomState(seed)
+    confidence = rng.uniform(0.4, 1.0, size=N)
+    correct = (rng.uniform(size=N) < confidence).astype(float)
+    return confidence, correct
+
+
+def test_lure_on_active_audits_is_unbiased_and_the_plain_mean_is_not():
+    confidence, correct = _population()
+    N, M, R = len(confidence), 10, 8000
+    truth = correct.mean()
+    rng = np.random.RandomState(4)
+    losses, qs = np.empty((R, M)), np.empty((R, M))
+    for r in range(R):
+        rows, q = draw_audit(confidence, M, random_state=rng)
+        losses[r], qs[r] = 1.0 - correct[rows], q
+    estimates = 1.0 - lure_risk(losses, qs, N)          # one LURE estimate per run, vectorised
+    se = estimates.std() / np.sqrt(R)
+    assert abs(estimates.mean() - truth) <= 4 * se, (estimates.mean(), truth, se)
+    plain = 1.0 - losses.mean(axis=1)                   # the unweighted share right: errors drawn too often
+    plain_se = plain.std() / np.sqrt(R)
+    assert truth - plain.mean() > 10 * plain_se
+
+
+def test_one_sequence_of_uniform_then_active_draws_is_unbiased():
+    # the first audit is uniform (no model yet), the next active over the rows left: one LURE over both
+    confidence, correct = _population(seed=5)
+    N, R = len(confidence), 8000
+    truth = correct.mean()
+    rng = np.random.RandomState(6)
+    estimates = np.empty(R)
+    for r in range(R):
+        first, q1 = draw_audit(N, 4, proposal="uniform", random_state=rng)
+        left = np.setdiff1d(np.arange(N), first)
+        local, q2 = draw_audit(confidence[left], 6, random_state=rng)
+        rows = np.concatenate([first, left[local]])
+        estimates[r] = 1.0 - lure_risk(1.0 - correct[rows], np.concatenate([q1, q2]), N)
+    assert abs(estimates.mean() - truth) <= 4 * estimates.std() / np.sqrt(R)
+
+
+def test_the_monitor_takes_the_draw_as_it_comes():
+    confidence, correct = _population(seed=7)
+    rows, q = draw_audit(confidence, 12, random_state=8)
+    monitor = AccuracyMonitor()
+    monitor.audit(correct[rows[:5]], q=q[:5], n_reservoir=50)
+    monitor.audit(correct[rows[5:]], q=q[5:], n_reservoir=50)
+    expected = estimate_accuracy(correct[rows], q=q, N=50)
+    got = monitor.audit_estimate()
+    assert (got.accuracy, got.low, got.high) == (expected.accuracy, expected.low, expected.high)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# refusals
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    (([0.5, 0.6], 1), {"proposal": "top"}, "proposal must be one of"),
+    ((5, 2), {}, "the active proposal needs"),
+    ((0, 1), {"proposal": "uniform"}, "number of rows must be >= 1"),
+    (([0.5, 0.6], 3), {}, r"n must be an int in \[1, 2\]"),
+    (([0.5, 0.6], 0), {}, r"n must be an int in \[1, 2\]"),
+    (([0.5, 0.6], True), {}, "n must be an int"),
+    (([0.5, 0.6], 1), {"epsilon": 0.0}, r"epsilon must be a number in \(0, 1\]"),
+    (([0.5, 0.6], 1), {"epsilon": 1.5, "proposal": "uniform"}, "epsilon"),
+    (([0.5, 1.6], 1), {}, r"probabilities in \[0, 1\]"),
+    (([0.5, np.nan], 1), {}, r"probabilities in \[0, 1\]"),
+    (([], 1), {}, "N >= 1"),
+    ((np.zeros((2, 2, 2)), 1), {}, "shape"),
+])
+def test_bad_input_is_refused_by_name(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        draw_audit(*args, **kwargs)
