@@ -18,14 +18,15 @@ Plain functions over arrays: nothing here knows the learner or the loop.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .estimates import plackett_luce_probabilities
+from .estimates import lure_weights, plackett_luce_probabilities
 
-__all__ = ["PROPOSALS", "AuditDraw", "audit_proposal", "draw_audit"]
+__all__ = ["PROPOSALS", "AuditDraw", "audit_proposal", "draw_audit", "CalibrationEstimate", "estimate_calibration"]
 
 #: The audit proposals :func:`draw_audit` knows.
 PROPOSALS = ("active", "uniform")
@@ -222,3 +223,189 @@ def draw_audit(proba: Union[int, np.ndarray], n: int, *, proposal: str = "active
         rows = np.argsort(-keys, kind="stable")[:n]
         q = plackett_luce_probabilities(log_w, rows)
     return AuditDraw(rows.astype(np.intp), q)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# calibration
+
+@dataclass(frozen=True)
+class CalibrationEstimate:
+    """The expected calibration error estimated from audit labels, with a bootstrap interval.
+
+    Biased upward with few labels: every bin's accuracy is estimated with
+    noise, and ``|Â_b - conf_b|`` turns noise into error, so a perfectly
+    calibrated model shows an ECE above 0 until many labels are in.
+
+    Parameters
+    ----------
+    ece : float
+        ``Σ_b P_b |Â_b - conf_b|``, each bin's accuracy clipped to ``[0, 1]``.
+    low, high : float
+        The percentile bootstrap interval at ``confidence``.
+    n_labels : int
+        The audit labels behind it.
+    bin_mass : ndarray of shape (n_bins,)
+        ``P_b``, the share of the reservoir in each bin: exact.
+    bin_confidence : ndarray of shape (n_bins,)
+        ``conf_b``, the model's mean confidence in each bin: exact.
+    bin_accuracy : ndarray of shape (n_bins,)
+        ``Â_b``, each bin's LURE accuracy: unbiased, not clipped (it can
+        leave ``[0, 1]`` with few labels).
+    confidence : float, default=0.95
+    note : str
+        In words, what the number is and how far to trust it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdbal.audit import CalibrationEstimate
+    >>> e = CalibrationEstimate(0.35, 0.1, 0.6, 2, np.array([.5, .5]), np.array([.55, .85]), np.array([0., 1.]))
+    >>> e.ece, e.note.startswith("upper-biased")
+    (0.35, True)
+    """
+
+    ece: float
+    low: float
+    high: float
+    n_labels: int
+    bin_mass: np.ndarray
+    bin_confidence: np.ndarray
+    bin_accuracy: np.ndarray
+    confidence: float = 0.95
+    note: str = ("upper-biased with few labels: the expected calibration error on the reservoir, from its audit "
+                 "labels")
+
+
+def _bins(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    """Each row's bin: ``n_bins`` groups of (nearly) equal size by confidence, the least confident first."""
+    order = np.argsort(conf, kind="stable")
+    which = np.empty(len(conf), dtype=np.intp)
+    for b, rows in enumerate(np.array_split(order, n_bins)):
+        which[rows] = b
+    return which
+
+
+def estimate_calibration(confidence, correct, rows, q=None, *, n_bins: Optional[int] = None,
+                         n_boot: int = 2000, level: float = 0.95, random_state=None) -> CalibrationEstimate:
+    """The model's expected calibration error (ECE) on the reservoir, from the audit labels and their draw.
+
+    - The reservoir's rows are cut into ``n_bins`` bins of equal mass by the
+      model's confidence; each bin's mass ``P_b`` and mean confidence
+      ``conf_b`` are known exactly, without a label.
+    - Each bin's accuracy is the LURE estimate of the mean of
+      ``1{right} 1{row in bin b}`` over the reservoir, divided by ``P_b``:
+      ``Â_b = (1/M) Σ_m v_m c_m 1{i_m ∈ b} / P_b``, unbiased whatever the
+      proposal (Farquhar et al., 2021).
+    - ``ECE = Σ_b P_b |Â_b - conf_b|`` with ``Â_b`` clipped to ``[0, 1]``,
+      and a percentile bootstrap interval over the audit labels (each
+      resampled with its weight and bin), widened where needed to hold the
+      estimate.
+
+    Like any plug-in ECE it is **biased upward with few labels**. Active
+    testing draws crowd into the unsure bins; its uniform share still
+    reaches the confident ones. Labels bought by a top-k strategy give no
+    honest ECE (they are no draw), and the labels must test a model that
+    never trained on them.
+
+    Parameters
+    ----------
+    confidence : array-like of shape (N,)
+        The model's confidence (its max-class probability) on every
+        reservoir row, audited or not.
+    correct : array-like of shape (M,)
+        1 (True) where the model guessed the audit label right, in the order drawn.
+    rows : array-like of int, shape (M,)
+        The audit rows, positions in ``confidence``, in the order drawn; distinct.
+    q : array-like of shape (M,), optional
+        Each draw's probability among the reservoir rows not audited before
+        it (:func:`draw_audit`, call after call); uniform when None.
+    n_bins : int, optional
+        Bins; 5 until 100 audit labels, then 10 (at most ``N``), by default.
+    n_boot : int, default=2000
+        Bootstrap resamples.
+    level : float, default=0.95
+        The interval's confidence, in ``(0, 1)``.
+    random_state : int, RandomState or None
+        Seeds the bootstrap.
+
+    Returns
+    -------
+    CalibrationEstimate
+
+    Raises
+    ------
+    ValueError
+        Naming the argument at fault: lengths that differ, rows outside the
+        reservoir or repeated, ``correct`` not 0/1, ``q`` outside ``(0, 1]``,
+        or bad counts.
+
+    Examples
+    --------
+    Four reservoir rows; two bins: the two least confident (mean 0.55) and
+    the two most (mean 0.85), half the reservoir each. A uniform audit
+    labels row 0 (confidence 0.9, right) and row 2 (0.6, wrong): the bins'
+    accuracies are 1 and 0, so ``ECE = 0.5 |1 - 0.85| + 0.5 |0 - 0.55| = 0.35``.
+
+    >>> from skdbal.audit import estimate_calibration
+    >>> e = estimate_calibration([0.9, 0.8, 0.6, 0.5], [1, 0], [0, 2], n_bins=2, random_state=0)
+    >>> round(e.ece, 6), e.bin_mass.tolist(), e.bin_confidence.round(6).tolist(), e.bin_accuracy.tolist()
+    (0.35, [0.5, 0.5], [0.55, 0.85], [0.0, 1.0])
+    >>> bool(e.low <= e.ece <= e.high), e.note.split(":")[0]
+    (True, 'upper-biased with few labels')
+    """
+    conf = _confidences(confidence, "confidence")
+    if np.ndim(confidence) != 1:
+        raise ValueError(f"confidence must be one-dimensional (the model's confidence on each reservoir row); "
+                         f"got shape {np.shape(confidence)}")
+    N = len(conf)
+    c = np.asarray(correct)
+    if c.ndim != 1 or not len(c):
+        raise ValueError(f"correct must be a non-empty one-dimensional array (one entry per audit label); "
+                         f"got shape {c.shape}")
+    c = c.astype(np.float64)
+    if not np.isin(c, (0.0, 1.0)).all():
+        raise ValueError("correct must hold 0/1 or True/False (whether each audit label was guessed right)")
+    M = len(c)
+    idx = np.asarray(rows)
+    if idx.shape != (M,) or (M and not np.issubdtype(idx.dtype, np.integer)):
+        raise ValueError(f"rows must hold one integer position per audit label ({M}); got {np.asarray(rows)!r}")
+    if idx.min() < 0 or idx.max() >= N or len(np.unique(idx)) != M:
+        raise ValueError(f"rows must be distinct positions in [0, {N}) of confidence (the draw is without "
+                         f"replacement); got {idx.tolist()}")
+    if q is None:
+        v = np.ones(M)
+    else:
+        q = np.asarray(q, dtype=np.float64)
+        if q.shape != (M,):
+            raise ValueError(f"q must hold one probability per audit label ({M}); got shape {q.shape}")
+        v = lure_weights(q, N)
+    if n_bins is None:
+        n_bins = min(N, 5 if M < 100 else 10)
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or not 1 <= n_bins <= N:
+        raise ValueError(f"n_bins must be an int in [1, {N}] (at most the reservoir's rows); got {n_bins!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1; got {n_boot!r}")
+    if isinstance(level, bool) or not isinstance(level, (int, float, np.floating)) or not 0 < level < 1:
+        raise ValueError(f"level must be a number in (0, 1), e.g. 0.95; got {level!r}")
+    which = _bins(conf, int(n_bins))
+    mass = np.bincount(which, minlength=n_bins) / N
+    mean_conf = np.bincount(which, weights=conf, minlength=n_bins) / (mass * N)
+    drawn_bin = which[idx]
+    terms = v * c                                           # v_m c_m: the LURE terms of the labels right
+
+    def accuracy(sample: np.ndarray) -> np.ndarray:         # sample: (..., M) positions among the labels
+        sums = np.stack([np.sum(np.where(drawn_bin[sample] == b, terms[sample], 0.0), axis=-1)
+                         for b in range(n_bins)], axis=-1)
+        return sums / M / mass
+
+    def ece(acc: np.ndarray) -> np.ndarray:
+        return np.sum(mass * np.abs(np.clip(acc, 0.0, 1.0) - mean_conf), axis=-1)
+
+    bin_acc = accuracy(np.arange(M))
+    value = float(ece(bin_acc))
+    rng = check_random_state(random_state)
+    boot = ece(accuracy(rng.randint(M, size=(int(n_boot), M))))
+    tail = (1.0 - float(level)) / 2
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return CalibrationEstimate(value, float(min(low, value)), float(max(high, value)), M, mass, mean_conf, bin_acc,
+                               float(level))

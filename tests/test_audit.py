@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skdbal.accuracy_monitor import AccuracyMonitor
-from skdbal.audit import audit_proposal, draw_audit
+from skdbal.audit import audit_proposal, draw_audit, estimate_calibration
 from skdbal.estimates import estimate_accuracy, lure_risk
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -152,3 +152,78 @@ def test_the_monitor_takes_the_draw_as_it_comes():
 def test_bad_input_is_refused_by_name(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         draw_audit(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# calibration
+
+def test_calibration_by_hand_with_weighted_draws():
+    # four rows, two bins: rows 2, 3 (confidence 0.6, 0.5: mean 0.55) and rows 0, 1 (0.9, 0.8: mean 0.85).
+    # Draws: row 2 with q = 1/2, then row 0 with q = 1/3 of the three left. LURE weights (N = 4, M = 2):
+    # v_1 = 1 + 2/3 (1/(4 * 1/2) - 1) = 2/3, v_2 = 1 + 2/2 (1/(3 * 1/3) - 1) = 1. Both right:
+    # low bin (1/2)(2/3)/(1/2) = 2/3, high bin (1/2)(1)/(1/2) = 1;
+    # ECE = 1/2 |2/3 - 0.55| + 1/2 |1 - 0.85| = 7/120 + 9/120 = 2/15.
+    e = estimate_calibration([0.9, 0.8, 0.6, 0.5], [1, 1], [2, 0], q=[1 / 2, 1 / 3], n_bins=2, random_state=0)
+    np.testing.assert_allclose(e.bin_accuracy, [2 / 3, 1.0], rtol=1e-12)
+    assert e.ece == pytest.approx(2 / 15, rel=1e-12)
+    assert e.bin_mass.tolist() == [0.5, 0.5] and e.n_labels == 2
+    np.testing.assert_allclose(e.bin_confidence, [0.55, 0.85], rtol=1e-12)
+    assert e.low <= e.ece <= e.high and e.note.startswith("upper-biased with few labels")
+
+
+def test_equal_mass_bins_and_the_default_count():
+    conf = np.linspace(0.1, 1.0, 10)[::-1]            # 1.0, 0.9, ..., 0.1
+    e = estimate_calibration(conf, [1], [0], n_bins=3, n_boot=10, random_state=0)
+    assert e.bin_mass.tolist() == [0.4, 0.3, 0.3]     # 10 rows in 4 + 3 + 3, least confident first
+    np.testing.assert_allclose(e.bin_confidence, [0.25, 0.6, 0.9], rtol=1e-12)
+    np.testing.assert_allclose(e.bin_accuracy, [0, 0, 1 / 0.3], rtol=1e-12)    # unbiased, not clipped
+    assert e.ece == pytest.approx(0.4 * 0.25 + 0.3 * 0.6 + 0.3 * 0.1)          # clipped to 1 in the ECE
+    assert len(estimate_calibration(np.full(200, 0.5), np.ones(99), np.arange(99), n_boot=5).bin_mass) == 5
+    assert len(estimate_calibration(np.full(200, 0.5), np.ones(100), np.arange(100), n_boot=5).bin_mass) == 10
+
+
+def test_each_bins_accuracy_is_unbiased_under_active_audits():
+    confidence, correct = _population(N=40, seed=9)
+    N, M, R, K = len(confidence), 12, 4000, 4
+    bins = np.empty(N, dtype=int)
+    for b, part in enumerate(np.array_split(np.argsort(confidence, kind="stable"), K)):
+        bins[part] = b
+    truth = np.array([correct[bins == b].mean() for b in range(K)])
+    rng = np.random.RandomState(10)
+    got = np.empty((R, K))
+    for r in range(R):
+        rows, q = draw_audit(confidence, M, random_state=rng)
+        got[r] = estimate_calibration(confidence, correct[rows], rows, q, n_bins=K, n_boot=1).bin_accuracy
+    se = got.std(axis=0) / np.sqrt(R)
+    assert (np.abs(got.mean(axis=0) - truth) <= 4 * se).all(), (got.mean(axis=0), truth, se)
+
+
+def test_ece_is_upper_biased_with_few_labels():
+    # a calibrated model: right with probability its confidence. The true ECE on the reservoir is small;
+    # with five labels the estimate is larger on average, as the note says.
+    rng = np.random.RandomState(11)
+    confidence = rng.uniform(0.5, 1.0, size=400)
+    correct = (rng.uniform(size=400) < confidence).astype(float)
+    truth = estimate_calibration(confidence, correct, np.arange(400), n_bins=5, n_boot=1).ece   # every row
+    few = [estimate_calibration(confidence, correct[rows], rows, q, n_bins=5, n_boot=1).ece
+           for rows, q in (draw_audit(400, 5, proposal="uniform", random_state=rng) for _ in range(300))]
+    assert np.mean(few) > truth + 0.1
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    (([0.9, 0.8], [1, 0], [0]), {}, "rows must hold one integer position per audit label"),
+    (([0.9, 0.8], [1, 0], [0, 0]), {}, "rows must be distinct positions"),
+    (([0.9, 0.8], [1], [2]), {}, r"rows must be distinct positions in \[0, 2\)"),
+    (([0.9, 0.8], [2], [0]), {}, "correct must hold 0/1"),
+    (([0.9, 0.8], [], []), {}, "correct must be a non-empty"),
+    (([0.9, 0.8], [1], [0]), {"q": [1.5]}, r"q must lie in \(0, 1\]"),
+    (([0.9, 0.8], [1], [0]), {"q": [0.5, 0.5]}, "q must hold one probability per audit label"),
+    (([0.9, 0.8], [1], [0]), {"n_bins": 3}, r"n_bins must be an int in \[1, 2\]"),
+    (([0.9, 0.8], [1], [0]), {"n_boot": 0}, "n_boot must be an int >= 1"),
+    (([0.9, 0.8], [1], [0]), {"level": 1.0}, r"level must be a number in \(0, 1\)"),
+    (([[0.9, 0.1]], [1], [0]), {}, "confidence must be one-dimensional"),
+    (([1.2, 0.8], [1], [0]), {}, r"probabilities in \[0, 1\]"),
+])
+def test_bad_calibration_input_is_refused_by_name(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        estimate_calibration(*args, **kwargs)
