@@ -37,7 +37,7 @@ import joblib
 import numpy as np
 from sklearn.base import clone, is_regressor
 
-from ._loop_accuracy import LoopAccuracy, check_monitor
+from ._loop_accuracy import AUDIT_KEYS, LoopAccuracy, check_monitor
 from ._validation import check_positive_int, check_query_kwargs, read_rows
 from .accuracy_monitor import journal_fields
 from .stopping import AnyOf, StoppingRule, Verdict
@@ -271,6 +271,22 @@ class ActiveLearningLoop(LoopAccuracy):
         are None at step 0, at a step that trained no new model, and until
         a batch was observed. The monitor is not written to the journal: a
         resumed loop starts a fresh one.
+
+        **Audits.** With a monitor's ``audit_share > 0``, :meth:`start` sets
+        a reservoir aside (a ``reservoir_share`` of the pool rows outside the
+        initial set; step 0's row holds it, ``reservoir``) that acquisition
+        never draws from, and each step buys audit labels from it through
+        the same oracle, an ``audit_share`` of the labels asked since the
+        initial set, drawn by the monitor's ``audit_proposal``
+        (:func:`~skdbal.audit.draw_audit`, with the model that chose the
+        batch). They are never trained on: after each fit the new model is
+        judged on all of them, and the row's estimate is the audit's
+        (``"audit-lure-kish-wilson"``, unbiased for the reservoir). Rows get
+        ``n_audit`` (audit labels bought so far: the labels paid are
+        ``n_labels + n_audit``), and ``audit_indices`` and ``audit_q`` (the
+        step's draws, in order, and their probabilities); a resume asks for
+        them again and feeds them to its fresh monitor. An audit draw not
+        answered yet, or skipped, ends the run of draws fed to the monitor.
     stop_set_size : int, default=2000
         Rows of the stop set, drawn once in :meth:`start` from the pool rows
         not labelled then (all of them when fewer are left). The set is
@@ -303,6 +319,10 @@ class ActiveLearningLoop(LoopAccuracy):
         has run with a rule or a monitor.
     monitor_ : AccuracyMonitor or None
         The loop's own monitor, fed at every step (None without ``monitor``).
+    reservoir_ : ndarray of int or None
+        The audit reservoir's pool positions (None without audits).
+    n_audit : int
+        Audit labels bought (answered) so far.
     stopped_by_ : list of str or None
         With ``stop_on="any"``: the names of the rules that said stop at the
         last step (None while none does, and always with ``"record"``).
@@ -362,6 +382,21 @@ class ActiveLearningLoop(LoopAccuracy):
     ('bridge-prequential-biased', True, 5)
     >>> bool(row["estimate_lo"] <= row["estimate_acc"] <= row["estimate_hi"])
     True
+
+    With an audit share, a fifth of the labels paid test the model instead:
+    drawn from a reservoir it never trains on, they give an unbiased estimate.
+
+    >>> from skdbal.accuracy_monitor import AccuracyMonitor
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
+    >>> loop = ActiveLearningLoop(learner.set_pool(X[:200]), KnownLabels(y[:200]), n_instances=8,
+    ...                           verbose=False, monitor=AccuracyMonitor(audit_share=0.2))
+    >>> row = loop.start(np.arange(10))
+    >>> history = loop.run(2)
+    >>> [(row["n_labels"], row["n_audit"]) for row in history]
+    [(10, 0), (18, 2), (26, 4)]
+    >>> row = history[-1]
+    >>> row["estimate_kind"], row["estimate_biased"], row["estimate_n"]
+    ('audit-lure-kish-wilson', False, 4)
     """
 
     def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
@@ -399,6 +434,7 @@ class ActiveLearningLoop(LoopAccuracy):
         self.verbose = verbose
         self._pending: List[int] = []
         self._skipped: List[int] = []
+        self._reset_audits(None)
 
     # ------------------------------------------------------------ state
     @property
@@ -420,7 +456,7 @@ class ActiveLearningLoop(LoopAccuracy):
         if len(positions):
             self.oracle.request(positions)
         self._pending.extend(int(p) for p in positions if p not in self._pending)
-        answers = self.oracle.collect(self.pending)
+        answers = self._route_audit_answers(self.oracle.collect(self.pending))
         last = {}
         for a in answers:  # two answers about one row in one batch: the later one counts
             if not a.skipped:
@@ -459,13 +495,19 @@ class ActiveLearningLoop(LoopAccuracy):
 
     # ------------------------------------------------------------ stopping
     def _stop_rng(self) -> np.random.RandomState:
+        seed = self._seed()
+        return np.random.RandomState(None if seed is None else [seed, _STOP_SALT])
+
+    def _seed(self) -> Optional[int]:
+        """The run's seed for the loop's own draws (stop set, reservoir, audits): ``stop_seed``, else the
+        learner's ``random_state``: an int, or a hash of a generator's state (read, not advanced)."""
         seed = self.stop_seed
         state = getattr(self.learner, "random_state", None)
         if seed is None and isinstance(state, Integral) and not isinstance(state, bool):
             seed = int(state)
         elif seed is None and isinstance(state, np.random.RandomState):  # its state is read, never advanced
             seed = int(joblib.hash(state.get_state()), 16) % 2**31
-        return np.random.RandomState(None if seed is None else [int(seed), _STOP_SALT])
+        return None if seed is None else int(seed)
 
     def _rule(self) -> StoppingRule:
         """The loop's own stopping rule (only called where there is one)."""
@@ -529,6 +571,7 @@ class ActiveLearningLoop(LoopAccuracy):
         initial = rows[0].get("labelled_indices", rows[0]["query_indices"])
         self.stop_set_ = (np.asarray(stored, dtype=np.intp) if stored is not None
                           else self._draw_stop_set(initial))
+        self._restore_audits()
         self._watch_from_here(None)   # the monitor is not in the journal: a fresh one, from this model on
 
     def _watch_from_here(self, row: Optional[dict]) -> None:
@@ -545,6 +588,7 @@ class ActiveLearningLoop(LoopAccuracy):
                 self._judge(row, view)
         if self.monitor_ is not None:
             self.monitor_ = check_monitor(self.monitor)
+            self._feed_audits()   # the audit labels bought before, judged by this model
             self._sample_pred, self._chooser_pred = self._guesses(view), None
             if row is not None:
                 row.update(journal_fields(None))
@@ -555,6 +599,7 @@ class ActiveLearningLoop(LoopAccuracy):
         initial_idx = np.asarray(initial_idx, dtype=np.intp)
         watched = self.stopping_ is not None or self.monitor_ is not None
         stop_set = self._draw_stop_set(initial_idx) if watched else None  # before anything is asked
+        self._reset_audits(self._draw_reservoir(initial_idx) if self.audits else None)
         labelled, skipped = self._ask(initial_idx)
         if not labelled:
             raise ValueError("the oracle labelled none of the initial set: the initial model needs labels")
@@ -566,6 +611,8 @@ class ActiveLearningLoop(LoopAccuracy):
             self.stop_set_ = stop_set
             self._watch_from_here(row)
             row["stop_set"] = stop_set.tolist()
+        if self.reservoir_ is not None:
+            row.update(reservoir=self.reservoir_.tolist(), **self._audit_columns())
         self.journal.append(row, self.learner)
         return row
 
@@ -629,11 +676,12 @@ class ActiveLearningLoop(LoopAccuracy):
         candidates = None
         taken = getattr(self.oracle, "taken", None)   # rows the oracle answers or holds, not told yet
         taken = np.asarray(taken() if callable(taken) else [], dtype=np.intp)
-        if self._pending or self._skipped or len(taken):
+        if self._pending or self._skipped or len(taken) or self.reservoir_ is not None:
             free = ~learner.labelled_mask_
             free[self.pending] = False
             free[self.skipped] = False
             free[taken] = False
+            free[self._not_acquirable()] = False
             candidates = np.flatnonzero(free)
         # the rows the batch is drawn from: the candidates, or the pool_subsample's uniform draw from them
         n_unlabelled = len(candidates) if candidates is not None else int(np.count_nonzero(~learner.labelled_mask_))
@@ -646,7 +694,7 @@ class ActiveLearningLoop(LoopAccuracy):
         info = dict(acquisition.info) if acquisition is not None else {}
         clash = sorted(set(info) & _HISTORY_KEYS) + sorted(k for k in info if str(k).startswith(_STOP_PREFIX))
         if self.monitor_ is not None:
-            clash += sorted(set(info) & set(journal_fields(None)))
+            clash += sorted(set(info) & (set(journal_fields(None)) | (AUDIT_KEYS if self.audits else set())))
         if clash:  # before anything is asked: the picks stay unlabelled, no row is written
             raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash} "
                              f"(or the stopping rules' prefix {_STOP_PREFIX!r}); rename them")
@@ -657,7 +705,8 @@ class ActiveLearningLoop(LoopAccuracy):
         batch_proba = learner.predict_proba(X_query) if "batch_proba" in needs or watch else None
         guesses = np.asarray(learner.classes_)[np.asarray(batch_proba).argmax(axis=1)] if watch else None
         batch_scores = getattr(acquisition, "scores", None) if "batch_scores" in needs else None
-        labelled, skipped = self._ask(q)
+        audited = self._draw_audits(step, len(q))   # by the model that chose the batch, before the fit
+        labelled, skipped = self._ask(np.concatenate([q, audited]))
         if watch:
             self._observe(q, guesses, labelled, info, n_drawn_from, n_unlabelled)
         refit = len(learner.label_log_) > n_before
@@ -666,6 +715,7 @@ class ActiveLearningLoop(LoopAccuracy):
                "query_indices": q.tolist(), "query_time": t1 - t0, "fit_time": fit_time,
                **{k: _plain(v) for k, v in info.items()}}
         self._extra(row, q, labelled, skipped)
+        row.update(self._audit_columns(audited))
         # a step that trained no new model shows the rule nothing new, and has no new estimate
         view = self._view(step, batch_proba, batch_scores) if self.stopping_ is not None and refit else None
         if watch:
