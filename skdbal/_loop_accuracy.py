@@ -6,7 +6,7 @@ A part of the loop, kept in a module of its own: :class:`LoopAccuracy` is a base
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set
 
 import numpy as np
 
@@ -65,6 +65,7 @@ def check_monitor(monitor) -> Optional[AccuracyMonitor]:
                            audit_proposal=monitor.audit_proposal, reservoir_share=monitor.reservoir_share,
                            audit_epsilon=monitor.audit_epsilon)
 
+
 class LoopAccuracy:
     """The accuracy-following steps of :class:`~skdbal.loop.ActiveLearningLoop`, which inherits them.
 
@@ -79,11 +80,11 @@ class LoopAccuracy:
     True
     """
 
-    learner: object
-    monitor: object
+    learner: Any
+    monitor: Any
     monitor_: Optional[AccuracyMonitor]
     stop_set_: Optional[np.ndarray]
-    journal: object
+    journal: Any
     _pending: List[int]
     _sample_pred: Optional[np.ndarray]
     _chooser_pred: Optional[np.ndarray]
