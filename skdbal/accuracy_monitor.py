@@ -38,7 +38,7 @@ from .estimates import (
     wilson_interval,
 )
 
-__all__ = ["stratified_lure_risk", "reservoir", "AccuracyMonitor", "journal_fields"]
+__all__ = ["stratified_lure_risk", "reservoir", "reservoir_size", "AccuracyMonitor", "journal_fields"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,12 +237,40 @@ def reservoir(pool_size: int, share: float = 0.2, random_state=None) -> np.ndarr
     >>> len(kept), bool((kept[1:] > kept[:-1]).all()), bool(kept.max() < 10)
     (3, True, True)
     """
+    size = reservoir_size(pool_size, share)
+    rng = random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState(random_state)
+    return np.sort(rng.choice(pool_size, size=size, replace=False)).astype(np.intp)
+
+
+def reservoir_size(pool_size: int, share: float = 0.2) -> int:
+    """The rows :func:`reservoir` sets aside: ``round(share * pool_size)``, at least 1 and at most ``pool_size - 1``.
+
+    Parameters
+    ----------
+    pool_size : int
+        Rows in the pool, ``>= 2``.
+    share : float, default=0.2
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``pool_size`` is not an int ``>= 2`` or ``share`` is outside ``(0, 1)``.
+
+    Examples
+    --------
+    >>> from skdbal.accuracy_monitor import reservoir_size
+    >>> reservoir_size(290), reservoir_size(2, 0.9), reservoir_size(10, 0.01)
+    (58, 1, 1)
+    """
     pool_size = _count(pool_size, "pool_size", 2)
     if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)) or not 0 < share < 1:
         raise ValueError(f"share must be a number in (0, 1), e.g. 0.2; got {share!r}")
-    size = min(pool_size - 1, max(1, int(round(share * pool_size))))
-    rng = random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState(random_state)
-    return np.sort(rng.choice(pool_size, size=size, replace=False)).astype(np.intp)
+    return min(pool_size - 1, max(1, int(round(share * pool_size))))
 
 
 # ---------------------------------------------------------------------------------------------------------------

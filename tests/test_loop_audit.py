@@ -225,3 +225,17 @@ def test_simulate_buys_audits_through_its_monitor(flat_digits32):
                                monitor=audited(0.5))
     assert [r["n_audit"] for r in history] == [0, 4, 8]
     assert not set(learner.labelled_idx_) & set(history[0]["reservoir"])
+
+
+def test_simulate_refuses_up_front_more_queries_than_the_rows_outside_the_reservoir(flat_digits32):
+    X, y = flat_digits32
+    learner = ActiveLearner(model(), max_entropy, random_state=0, verbose=False)
+    # 100 rows, 10 initial: a reservoir of round(0.2 * 90) = 18 leaves 72 to acquire
+    with pytest.raises(ValueError, match="need 75 unlabelled pool points; only 72 are left outside the audit "
+                                         "reservoir of 18"):
+        learner.simulate(X[:100], y[:100], n_queries=25, n_instances=3, initial_idx=np.arange(10),
+                         monitor=audited(0.2))
+    assert not getattr(learner, "history_", [])
+    history = learner.simulate(X[:100], y[:100], n_queries=24, n_instances=3, initial_idx=np.arange(10),
+                               monitor=audited(0.2))
+    assert len(history) == 25 and history[-1]["n_audit"] == 18     # every reservoir row audited
