@@ -27,6 +27,7 @@ from typing import Dict, Hashable, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ._validation import check_bool, check_positive_int
+from .audit import PROPOSALS
 from .estimates import (
     AccuracyEstimate,
     clopper_pearson_interval,
@@ -37,7 +38,7 @@ from .estimates import (
     wilson_interval,
 )
 
-__all__ = ["stratified_lure_risk", "reservoir", "AccuracyMonitor", "journal_fields"]
+__all__ = ["stratified_lure_risk", "reservoir", "reservoir_size", "AccuracyMonitor", "journal_fields"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -61,6 +62,15 @@ def _correct(values, name: str = "correct") -> np.ndarray:
     if not np.isin(c, (0.0, 1.0)).all():
         raise ValueError(f"{name} must hold 0/1 or True/False (whether each label was guessed right)")
     return c
+
+
+def _share(value, name: str, low: float, high: float, where: str, *, low_open: bool = False,
+           high_closed: bool = False) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) \
+        and (low < value if low_open else low <= value) and (value <= high if high_closed else value < high)
+    if not ok:
+        raise ValueError(f"{name} must be a number in {where}; got {value!r}")
+    return float(value)
 
 
 def _draw_q(q, log_q, k: int) -> Optional[np.ndarray]:
@@ -227,12 +237,40 @@ def reservoir(pool_size: int, share: float = 0.2, random_state=None) -> np.ndarr
     >>> len(kept), bool((kept[1:] > kept[:-1]).all()), bool(kept.max() < 10)
     (3, True, True)
     """
+    size = reservoir_size(pool_size, share)
+    rng = random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState(random_state)
+    return np.sort(rng.choice(pool_size, size=size, replace=False)).astype(np.intp)
+
+
+def reservoir_size(pool_size: int, share: float = 0.2) -> int:
+    """The rows :func:`reservoir` sets aside: ``round(share * pool_size)``, at least 1 and at most ``pool_size - 1``.
+
+    Parameters
+    ----------
+    pool_size : int
+        Rows in the pool, ``>= 2``.
+    share : float, default=0.2
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``pool_size`` is not an int ``>= 2`` or ``share`` is outside ``(0, 1)``.
+
+    Examples
+    --------
+    >>> from skdbal.accuracy_monitor import reservoir_size
+    >>> reservoir_size(290), reservoir_size(2, 0.9), reservoir_size(10, 0.01)
+    (58, 1, 1)
+    """
     pool_size = _count(pool_size, "pool_size", 2)
     if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)) or not 0 < share < 1:
         raise ValueError(f"share must be a number in (0, 1), e.g. 0.2; got {share!r}")
-    size = min(pool_size - 1, max(1, int(round(share * pool_size))))
-    rng = random_state if isinstance(random_state, np.random.RandomState) else np.random.RandomState(random_state)
-    return np.sort(rng.choice(pool_size, size=size, replace=False)).astype(np.intp)
+    return min(pool_size - 1, max(1, int(round(share * pool_size))))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -285,6 +323,20 @@ class AccuracyMonitor:
     window : int, default=3
         Top-k batches pooled by the biased prequential estimate.
     confidence : float, default=0.95
+    audit_share : float, default=0.0
+        For a caller that buys audits (:class:`~skdbal.loop.ActiveLearningLoop`):
+        the share of the labels paid after the initial set that go to the
+        audit, in ``[0, 1)``; 0 buys none. The monitor itself only records
+        the audits it is given.
+    audit_proposal : {"uniform", "active"}, default="uniform"
+        How audit rows are drawn from the reservoir
+        (:func:`~skdbal.audit.draw_audit`): uniformly, or by active testing
+        (more often where the model is unsure).
+    reservoir_share : float, default=0.2
+        The share of the pool outside the initial set kept aside for audits
+        (:func:`reservoir`), in ``(0, 1)``; used with ``audit_share > 0``.
+    audit_epsilon : float, default=0.1
+        The active proposal's uniform share, in ``(0, 1]``.
 
     Attributes
     ----------
@@ -339,10 +391,18 @@ class AccuracyMonitor:
     (0.6, True)
     """
 
-    def __init__(self, window: int = 3, confidence: float = 0.95):
+    def __init__(self, window: int = 3, confidence: float = 0.95, *, audit_share: float = 0.0,
+                 audit_proposal: str = "uniform", reservoir_share: float = 0.2, audit_epsilon: float = 0.1):
         self.window = check_positive_int(window, "window")
         wilson_interval(0.5, 1.0, confidence)  # checks confidence
         self.confidence = float(confidence)
+        self.audit_share = _share(audit_share, "audit_share", 0, 1, "[0, 1) (the share of the labels paid that "
+                                  "go to the audit; 0 for none)")
+        if audit_proposal not in PROPOSALS:
+            raise ValueError(f"audit_proposal must be one of {list(PROPOSALS)}; got {audit_proposal!r}")
+        self.audit_proposal = audit_proposal
+        self.reservoir_share = _share(reservoir_share, "reservoir_share", 0, 1, "(0, 1), e.g. 0.2", low_open=True)
+        self.audit_epsilon = _share(audit_epsilon, "audit_epsilon", 0, 1, "(0, 1]", low_open=True, high_closed=True)
         self._batches: List[_Batch] = []
         self._records: Dict[Hashable, int] = {}     # model key -> first batch of its unbroken record
         self._audit_correct = np.zeros(0)

@@ -37,8 +37,9 @@ import joblib
 import numpy as np
 from sklearn.base import clone, is_regressor
 
+from ._loop_accuracy import AUDIT_KEYS, LoopAccuracy, check_monitor
 from ._validation import check_positive_int, check_query_kwargs, read_rows
-from .accuracy_monitor import AccuracyMonitor, journal_fields
+from .accuracy_monitor import journal_fields
 from .stopping import AnyOf, StoppingRule, Verdict
 
 __all__ = ["ActiveLearningLoop", "MemoryJournal", "check_monitor", "check_stopping", "evaluate", "step_seed"]
@@ -182,48 +183,6 @@ def check_stopping(stopping) -> Optional[StoppingRule]:
     return own
 
 
-def check_monitor(monitor) -> Optional[AccuracyMonitor]:
-    """The loop's own, fresh accuracy monitor for ``monitor`` (None and False give None).
-
-    Parameters
-    ----------
-    monitor : bool, AccuracyMonitor or None
-        True for an :class:`~skdbal.accuracy_monitor.AccuracyMonitor` with
-        its defaults; a monitor that has observed nothing, whose settings
-        (``window``, ``confidence``) are copied; None or False for none.
-
-    Returns
-    -------
-    AccuracyMonitor or None
-        A new monitor, so that the caller's object is never changed.
-
-    Raises
-    ------
-    ValueError
-        For anything else, or a monitor that has already observed labels.
-
-    Examples
-    --------
-    >>> from skdbal.accuracy_monitor import AccuracyMonitor
-    >>> from skdbal.loop import check_monitor
-    >>> given = AccuracyMonitor(window=5)
-    >>> own = check_monitor(given)
-    >>> own is not given, own.window, check_monitor(None)
-    (True, 5, None)
-    """
-    if monitor is None or monitor is False:
-        return None
-    if monitor is True:
-        return AccuracyMonitor()
-    if not isinstance(monitor, AccuracyMonitor):
-        raise ValueError(f"monitor must be True, False, None or an AccuracyMonitor "
-                         f"(skdbal.accuracy_monitor); got {monitor!r}")
-    if monitor.n_batches or monitor.n_audit:
-        raise ValueError(f"monitor must be a fresh AccuracyMonitor (the loop feeds it from its first step); "
-                         f"this one has observed {monitor.n_batches} batches and {monitor.n_audit} audit labels")
-    return AccuracyMonitor(window=monitor.window, confidence=monitor.confidence)
-
-
 def _rule_names(rule: StoppingRule) -> List[str]:
     """The names of a rule's journal columns: its own, then each rule of an AnyOf."""
     names = [rule.name]
@@ -245,7 +204,7 @@ def _verdict_columns(rule: StoppingRule, verdict: Verdict) -> Dict[str, object]:
     return columns
 
 
-class ActiveLearningLoop:
+class ActiveLearningLoop(LoopAccuracy):
     """Run a learner against an oracle, step by step, writing a journal.
 
     Parameters
@@ -312,6 +271,22 @@ class ActiveLearningLoop:
         are None at step 0, at a step that trained no new model, and until
         a batch was observed. The monitor is not written to the journal: a
         resumed loop starts a fresh one.
+
+        **Audits.** With a monitor's ``audit_share > 0``, :meth:`start` sets
+        a reservoir aside (a ``reservoir_share`` of the pool rows outside the
+        initial set; step 0's row holds it, ``reservoir``) that acquisition
+        never draws from, and each step buys audit labels from it through
+        the same oracle, an ``audit_share`` of the labels asked since the
+        initial set, drawn by the monitor's ``audit_proposal``
+        (:func:`~skdbal.audit.draw_audit`, with the model that chose the
+        batch). They are never trained on: after each fit the new model is
+        judged on all of them, and the row's estimate is the audit's
+        (``"audit-lure-kish-wilson"``, unbiased for the reservoir). Rows get
+        ``n_audit`` (audit labels bought so far: the labels paid are
+        ``n_labels + n_audit``), and ``audit_indices`` and ``audit_q`` (the
+        step's draws, in order, and their probabilities); a resume asks for
+        them again and feeds them to its fresh monitor. An audit draw not
+        answered yet, or skipped, ends the run of draws fed to the monitor.
     stop_set_size : int, default=2000
         Rows of the stop set, drawn once in :meth:`start` from the pool rows
         not labelled then (all of them when fewer are left). The set is
@@ -344,6 +319,10 @@ class ActiveLearningLoop:
         has run with a rule or a monitor.
     monitor_ : AccuracyMonitor or None
         The loop's own monitor, fed at every step (None without ``monitor``).
+    reservoir_ : ndarray of int or None
+        The audit reservoir's pool positions (None without audits).
+    n_audit : int
+        Audit labels bought (answered) so far.
     stopped_by_ : list of str or None
         With ``stop_on="any"``: the names of the rules that said stop at the
         last step (None while none does, and always with ``"record"``).
@@ -403,6 +382,21 @@ class ActiveLearningLoop:
     ('bridge-prequential-biased', True, 5)
     >>> bool(row["estimate_lo"] <= row["estimate_acc"] <= row["estimate_hi"])
     True
+
+    With an audit share, a fifth of the labels paid test the model instead:
+    drawn from a reservoir it never trains on, they give an unbiased estimate.
+
+    >>> from skdbal.accuracy_monitor import AccuracyMonitor
+    >>> learner = ActiveLearner(LogisticRegression(max_iter=500), max_entropy, random_state=0)
+    >>> loop = ActiveLearningLoop(learner.set_pool(X[:200]), KnownLabels(y[:200]), n_instances=8,
+    ...                           verbose=False, monitor=AccuracyMonitor(audit_share=0.2))
+    >>> row = loop.start(np.arange(10))
+    >>> history = loop.run(2)
+    >>> [(row["n_labels"], row["n_audit"]) for row in history]
+    [(10, 0), (18, 2), (26, 4)]
+    >>> row = history[-1]
+    >>> row["estimate_kind"], row["estimate_biased"], row["estimate_n"]
+    ('audit-lure-kish-wilson', False, 4)
     """
 
     def __init__(self, learner, oracle, *, n_instances: int = 1, evaluate: Optional[Callable] = None,
@@ -440,6 +434,7 @@ class ActiveLearningLoop:
         self.verbose = verbose
         self._pending: List[int] = []
         self._skipped: List[int] = []
+        self._reset_audits(None)
 
     # ------------------------------------------------------------ state
     @property
@@ -461,7 +456,7 @@ class ActiveLearningLoop:
         if len(positions):
             self.oracle.request(positions)
         self._pending.extend(int(p) for p in positions if p not in self._pending)
-        answers = self.oracle.collect(self.pending)
+        answers = self._route_audit_answers(self.oracle.collect(self.pending))
         last = {}
         for a in answers:  # two answers about one row in one batch: the later one counts
             if not a.skipped:
@@ -500,13 +495,19 @@ class ActiveLearningLoop:
 
     # ------------------------------------------------------------ stopping
     def _stop_rng(self) -> np.random.RandomState:
+        seed = self._seed()
+        return np.random.RandomState(None if seed is None else [seed, _STOP_SALT])
+
+    def _seed(self) -> Optional[int]:
+        """The run's seed for the loop's own draws (stop set, reservoir, audits): ``stop_seed``, else the
+        learner's ``random_state``: an int, or a hash of a generator's state (read, not advanced)."""
         seed = self.stop_seed
         state = getattr(self.learner, "random_state", None)
         if seed is None and isinstance(state, Integral) and not isinstance(state, bool):
             seed = int(state)
         elif seed is None and isinstance(state, np.random.RandomState):  # its state is read, never advanced
             seed = int(joblib.hash(state.get_state()), 16) % 2**31
-        return np.random.RandomState(None if seed is None else [int(seed), _STOP_SALT])
+        return None if seed is None else int(seed)
 
     def _rule(self) -> StoppingRule:
         """The loop's own stopping rule (only called where there is one)."""
@@ -554,58 +555,6 @@ class ActiveLearningLoop:
             stopped = [name for name, v in verdicts.items() if v.stop]
         self.stopped_by_ = stopped
 
-    # ------------------------------------------------------------ accuracy
-    def _guesses(self, view: Optional[dict] = None) -> np.ndarray:
-        """The current model's guesses on the stop set (from the rule's view when it holds them)."""
-        rows = self.stop_set_
-        if rows is None or not len(rows):
-            return np.zeros(0)
-        proba = view.get("stop_proba") if view is not None else None
-        if proba is None:
-            proba = self.learner.predict_proba(read_rows(self.learner.X_pool_, rows))
-        return np.asarray(self.learner.classes_)[np.asarray(proba).argmax(axis=1)]
-
-    def _observe(self, picks, guesses, labelled, info: dict, n_candidates: int, n_unlabelled: int) -> None:
-        """Feed the monitor the picks labelled in this step, judged by the model that chose them."""
-        done = {int(p) for p in labelled}
-        log_q = info.get("draw_log_q")
-        if log_q is not None and "rejected_indices" not in info and "n_rejected" not in info:
-            m = 0   # the labelled prefix of the draw: a prefix of a sequential draw is one
-            while m < len(picks) and int(picks[m]) in done:
-                m += 1
-            keep: np.ndarray = np.arange(m)
-            log_q = np.asarray(log_q, dtype=np.float64)[:m]
-        else:   # a top-k batch, or a noise filter's draw, which depends on the labels
-            keep, log_q = np.flatnonzero([int(p) in done for p in picks]), None
-        if not len(keep):
-            return
-        correct = np.asarray(guesses)[keep] == self.learner.y_pool_[np.asarray(picks)[keep]]
-        self._own_monitor().observe(correct, n_candidates=n_candidates, log_q=log_q, n_unlabelled=n_unlabelled)
-        self._chooser_pred = self._sample_pred
-
-    def _estimate(self, row: dict, view: Optional[dict]) -> None:
-        """Write the monitor's estimate for the model just fitted into the row."""
-        monitor = self._own_monitor()
-        current = self._guesses(view)
-        previous, self._sample_pred = self._chooser_pred, current
-        estimate = None
-        if monitor.n_batches:
-            unlabelled = ~self.learner.labelled_mask_[self.stop_set_] if len(current) else np.zeros(0, bool)
-            try:
-                if previous is not None and unlabelled.any():
-                    estimate = monitor.estimate(previous[unlabelled], current[unlabelled])
-                else:
-                    estimate = monitor.estimate()
-            except ValueError:   # no unlabelled row is left to estimate on
-                estimate = None
-        row.update(journal_fields(estimate))
-
-    def _own_monitor(self) -> AccuracyMonitor:
-        """The loop's own monitor (only called where there is one)."""
-        if self.monitor_ is None:
-            raise RuntimeError("this loop has no accuracy monitor")
-        return self.monitor_
-
     def prime(self) -> None:
         """Prepare the stopping rule to continue the journal with the learner's current model.
 
@@ -622,6 +571,7 @@ class ActiveLearningLoop:
         initial = rows[0].get("labelled_indices", rows[0]["query_indices"])
         self.stop_set_ = (np.asarray(stored, dtype=np.intp) if stored is not None
                           else self._draw_stop_set(initial))
+        self._restore_audits()
         self._watch_from_here(None)   # the monitor is not in the journal: a fresh one, from this model on
 
     def _watch_from_here(self, row: Optional[dict]) -> None:
@@ -638,6 +588,7 @@ class ActiveLearningLoop:
                 self._judge(row, view)
         if self.monitor_ is not None:
             self.monitor_ = check_monitor(self.monitor)
+            self._feed_audits()   # the audit labels bought before, judged by this model
             self._sample_pred, self._chooser_pred = self._guesses(view), None
             if row is not None:
                 row.update(journal_fields(None))
@@ -648,6 +599,7 @@ class ActiveLearningLoop:
         initial_idx = np.asarray(initial_idx, dtype=np.intp)
         watched = self.stopping_ is not None or self.monitor_ is not None
         stop_set = self._draw_stop_set(initial_idx) if watched else None  # before anything is asked
+        self._reset_audits(self._draw_reservoir(initial_idx) if self.audits else None)
         labelled, skipped = self._ask(initial_idx)
         if not labelled:
             raise ValueError("the oracle labelled none of the initial set: the initial model needs labels")
@@ -659,6 +611,8 @@ class ActiveLearningLoop:
             self.stop_set_ = stop_set
             self._watch_from_here(row)
             row["stop_set"] = stop_set.tolist()
+        if self.reservoir_ is not None:
+            row.update(reservoir=self.reservoir_.tolist(), **self._audit_columns())
         self.journal.append(row, self.learner)
         return row
 
@@ -722,11 +676,12 @@ class ActiveLearningLoop:
         candidates = None
         taken = getattr(self.oracle, "taken", None)   # rows the oracle answers or holds, not told yet
         taken = np.asarray(taken() if callable(taken) else [], dtype=np.intp)
-        if self._pending or self._skipped or len(taken):
+        if self._pending or self._skipped or len(taken) or self.reservoir_ is not None:
             free = ~learner.labelled_mask_
             free[self.pending] = False
             free[self.skipped] = False
             free[taken] = False
+            free[self._not_acquirable()] = False
             candidates = np.flatnonzero(free)
         # the rows the batch is drawn from: the candidates, or the pool_subsample's uniform draw from them
         n_unlabelled = len(candidates) if candidates is not None else int(np.count_nonzero(~learner.labelled_mask_))
@@ -739,7 +694,7 @@ class ActiveLearningLoop:
         info = dict(acquisition.info) if acquisition is not None else {}
         clash = sorted(set(info) & _HISTORY_KEYS) + sorted(k for k in info if str(k).startswith(_STOP_PREFIX))
         if self.monitor_ is not None:
-            clash += sorted(set(info) & set(journal_fields(None)))
+            clash += sorted(set(info) & (set(journal_fields(None)) | (AUDIT_KEYS if self.audits else set())))
         if clash:  # before anything is asked: the picks stay unlabelled, no row is written
             raise ValueError(f"the strategy's Acquisition.info uses the history's own keys {clash} "
                              f"(or the stopping rules' prefix {_STOP_PREFIX!r}); rename them")
@@ -750,7 +705,8 @@ class ActiveLearningLoop:
         batch_proba = learner.predict_proba(X_query) if "batch_proba" in needs or watch else None
         guesses = np.asarray(learner.classes_)[np.asarray(batch_proba).argmax(axis=1)] if watch else None
         batch_scores = getattr(acquisition, "scores", None) if "batch_scores" in needs else None
-        labelled, skipped = self._ask(q)
+        audited = self._draw_audits(step, len(q))   # by the model that chose the batch, before the fit
+        labelled, skipped = self._ask(np.concatenate([q, audited]))
         if watch:
             self._observe(q, guesses, labelled, info, n_drawn_from, n_unlabelled)
         refit = len(learner.label_log_) > n_before
@@ -759,6 +715,7 @@ class ActiveLearningLoop:
                "query_indices": q.tolist(), "query_time": t1 - t0, "fit_time": fit_time,
                **{k: _plain(v) for k, v in info.items()}}
         self._extra(row, q, labelled, skipped)
+        row.update(self._audit_columns(audited))
         # a step that trained no new model shows the rule nothing new, and has no new estimate
         view = self._view(step, batch_proba, batch_scores) if self.stopping_ is not None and refit else None
         if watch:

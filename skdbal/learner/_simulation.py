@@ -15,6 +15,7 @@ from sklearn.base import is_regressor
 from sklearn.utils import check_random_state
 
 from .._validation import check_n_instances, check_pool, is_lazy, pool_kwargs
+from ..accuracy_monitor import reservoir_size
 from ..initial import balanced_random
 from ..loop import ActiveLearningLoop, MemoryJournal, check_monitor, check_stopping, evaluate
 from ..oracles import KnownLabels
@@ -222,7 +223,7 @@ class SimulationMixin:
             raise ValueError(f"n_queries must be an int >= 0; got {n_queries!r}")
         n_instances = check_n_instances(n_instances, n_pool)
         check_stopping(stopping)
-        check_monitor(monitor)
+        own_monitor = check_monitor(monitor)
         if stop_on not in ("any", "record"):
             raise ValueError(f"stop_on must be 'any' or 'record'; got {stop_on!r}")
         query_kwargs = dict(query_kwargs or {})
@@ -237,9 +238,14 @@ class SimulationMixin:
             already, initial_idx = self._check_start(n_pool, y_pool, initial_idx, n_initial_per_class,
                                                      warm_start, rng, pool_hash)
             left = n_pool - len(already)
-            if n_queries * n_instances > left:
+            held = 0   # the audit reservoir, which acquisition never draws from
+            if own_monitor is not None and own_monitor.audit_share > 0 and left >= 2:
+                stored = self.history_[0].get("reservoir") if warm_start and self.history_ else None
+                held = len(stored) if stored is not None else reservoir_size(left, own_monitor.reservoir_share)
+            if n_queries * n_instances > left - held:
                 raise ValueError(f"{n_queries} queries of {n_instances} need {n_queries * n_instances} "
-                                 f"unlabelled pool points; only {left} are left")
+                                 f"unlabelled pool points; only {left - held} are left"
+                                 + (f" outside the audit reservoir of {held}" if held else ""))
         except BaseException:
             rng.set_state(rng_state)
             raise
