@@ -500,6 +500,8 @@ def main(argv=None):
     p.add_argument("--arms", nargs="+", default=[f"{d}:{ln}" for d, ln in ARMS],
                    help="dataset:learner pairs, in the order run")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
+    p.add_argument("--noises", nargs="+", type=float, default=list(NOISES))
+    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
     p.add_argument("--reps", type=int, default=100, help="audits simulated per step")
     p.add_argument("--quick", action="store_true", help="digits, seeds 1 2, 8 steps, into a scratch folder")
     p.add_argument("--cache", default=os.environ.get("SKDBAL_BENCH_CACHE", str(Path.home() / ".cache" / "skdbal"
@@ -520,8 +522,8 @@ def main(argv=None):
     if args.phase in ("runs", "all"):
         for arm in arms:
             arrays = data(*arm, Path(args.cache))
-            for noise in NOISES:
-                for strat in STRATEGIES:
+            for noise in args.noises:
+                for strat in args.strategies:
                     for seed in args.seeds:
                         path = folder / "runs" / f"{run_name(*arm, strat, noise, seed)}.csv"
                         if path.exists():
