@@ -432,7 +432,10 @@ def run(args) -> int:
     pushed. The labels are kept as CSV (:func:`labels_csv_path`), rewritten
     atomically when annotations have been recorded and once more on stop.
     With ``--backend`` the annotations come by Label Studio's webhooks
-    instead of pulls (:mod:`skdbal.labelstudio.backend`).
+    instead of pulls (:mod:`skdbal.labelstudio.backend`). After each retrain it
+    prints the accuracy estimate and the stopping advice, and writes them at
+    the head of the project's description and beside the CSV
+    (:mod:`skdbal.labelstudio.progress`).
 
     Examples
     --------
@@ -452,6 +455,7 @@ unencrypted; use https, or --allow-http
     """
     from ..labelling.cli import make_session, representation_line, set_torch_threads, store_path
     from ..labelling.lock import StoreLock
+    from .progress import ModelProgress, progress_csv_path
     from .sync import LabelStudioSync, choices_of, file_key
 
     backend = _backend_settings(args) if getattr(args, "backend", False) else None
@@ -483,6 +487,9 @@ unencrypted; use https, or --allow-http
         key_of = file_key(args.attach, session.keys) if args.attach else None
         sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
                                sampling=getattr(args, "sampling", "uncertainty"))
+        # after each retrain: the estimate and the stopping advice, said (after the push's callback)
+        session.on_query.append(ModelProgress(session, client=client, project=project, report_path=progress_csv_path(
+            labels_csv_path(args.labels_csv, store))).after_query)
         if args.attach:
             attached = sync.map_tasks()
             print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")

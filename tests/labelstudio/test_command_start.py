@@ -16,6 +16,7 @@ def run_with(monkeypatch, pull, sampling=None):
 
     class Session:
         keys, classes = ["0", "1"], ["a", "b"]
+        on_query = []          # the model's progress is said from there (skdbal.labelstudio.progress)
         store = SimpleNamespace(current_labels=lambda: {}, last_event=lambda: 0, close=lambda: done.append("close"))
 
         def labels(self):
