@@ -101,15 +101,15 @@ def advice_words(verdict: Optional[Verdict]) -> str:
     >>> from skdbal.stopping import Verdict
     >>> from skdbal.labelstudio.progress import advice_words
     >>> print(advice_words(Verdict(False, 0.9, "the predictions are still changing")))
-    stopping advice: keep labelling (the predictions are still changing)
+    stopping advice: keep labelling: the predictions are still changing
     >>> print(advice_words(Verdict(True, 1.0, "the predictions have stopped changing")))
-    stopping advice: you could stop (the predictions have stopped changing); labelling goes on until you do
+    stopping advice: you could stop: the predictions have stopped changing (labelling goes on until you do)
     """
     if verdict is None:
         return "stopping advice: none yet"
     if verdict.stop:
-        return f"stopping advice: you could stop ({verdict.reason}); labelling goes on until you do"
-    return f"stopping advice: keep labelling ({verdict.reason})"
+        return f"stopping advice: you could stop: {verdict.reason} (labelling goes on until you do)"
+    return f"stopping advice: keep labelling: {verdict.reason}"
 
 
 def progress_line(version: int, estimate: Optional[AccuracyEstimate], verdict: Optional[Verdict], *,
@@ -128,7 +128,7 @@ def progress_line(version: int, estimate: Optional[AccuracyEstimate], verdict: O
     >>> monitor.observe([1] * 8 + [0] * 2, q=[1 / (100 - m) for m in range(10)], n_candidates=100)
     >>> print(progress_line(3, monitor.previous_model(), Verdict(False, 0.5, "still changing"), judged_by=2))
     model v2 (before v3): estimated accuracy 80% (49–94%, 95% interval) from 10 labels drawn with known odds; \
-stopping advice: keep labelling (still changing)
+stopping advice: keep labelling: still changing
     """
     return f"{accuracy_words(version, estimate, judged_by=judged_by)}; {advice_words(verdict)}"
 
@@ -287,8 +287,8 @@ class ModelProgress:
                                   or "n_rejected" in info):
             log_q = None          # a filter's draw depends on the labels: no known probabilities
         loop = getattr(self.session, "loop", None)
-        busy = set(int(p) for p in getattr(loop, "pending", ()) or ()) | \
-            set(int(p) for p in getattr(loop, "skipped", ()) or ())
+        busy = {int(p) for name in ("pending", "skipped")
+                for p in np.asarray(getattr(loop, name, None) if loop is not None else (), dtype=np.intp).ravel()}
         free = ~np.asarray(learner.labelled_mask_, dtype=bool)
         free[sorted(busy - set(positions))] = False
         n_unlabelled = int(np.count_nonzero(free))

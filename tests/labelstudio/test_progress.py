@@ -50,10 +50,10 @@ def test_an_unbiased_estimate_gives_its_interval_and_the_labels_behind_it():
 def test_the_advice_never_stops_anyone():
     assert advice_words(None) == "stopping advice: none yet"
     assert advice_words(Verdict(True, 0.995, "stable")) == \
-        "stopping advice: you could stop (stable); labelling goes on until you do"
+        "stopping advice: you could stop: stable (labelling goes on until you do)"
     line = progress_line(2, None, Verdict(False, float("nan"), "too early"))
     assert line == ("model v2: no accuracy estimate yet (no label has come in since the first model); "
-                    "stopping advice: keep labelling (too early)")
+                    "stopping advice: keep labelling: too early")
 
 
 def test_the_description_keeps_the_projects_own_text():
@@ -205,7 +205,7 @@ def test_the_description_is_written_and_a_failure_is_retried_after_the_next_retr
     progress.after_query([6])
     assert client.projects.description == (
         "skdbal: model v1: the models before it were right on 100% of the last 2 tasks they asked about (their "
-        "hardest; biased low); stopping advice: keep labelling (6 labels bought, 2 left in the budget of 8)"
+        "hardest; biased low); stopping advice: keep labelling: 6 labels bought, 2 left in the budget of 8"
         "\n\nOur digits.")
 
 
@@ -215,3 +215,42 @@ def test_a_rule_that_needs_the_models_samples_is_refused():
     with pytest.raises(ValueError, match="class probabilities only"):
         ModelProgress(session_of(), rule=ExpectedGain())
     assert isinstance(ModelProgress(session_of()).rule, StabilizingPredictions)
+
+
+def test_a_real_sessions_versions_are_said_with_their_guess_accuracy(tmp_path):
+    """With a LabellingSession (a logistic regression, top-k max entropy): one line per version, each the share of
+    the labels the versions before it guessed right, as the session's own ``guess_accuracy`` counts them."""
+    import time
+
+    from _helpers import digits_flat
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner
+    from skdbal.acquisition import max_entropy
+    from skdbal.labelling import LabellingSession
+
+    X, y = digits_flat(200)
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), max_entropy, random_state=0,
+                            seeding="step", verbose=False)
+    session = LabellingSession(learner, X, classes=range(10), store=str(tmp_path / "s.db"), batch_size=10)
+    out = io.StringIO()
+    progress = ModelProgress(session, out=out, report_path=str(tmp_path / "m.csv"))
+    session.on_query.append(progress.after_query)
+    with session:
+        for version in range(3):
+            for item in session.next_batch(annotator="a", timeout=10):
+                session.submit(item["item"], int(y[item["item"]]), annotator="a")
+            session.wait_for_version(version, timeout=60)
+        deadline = time.time() + 30
+        while len(progress.rows) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        versions = session.versions()
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["model v0", "model v1", "model v2"]
+    share = [v["guess_accuracy"] for v in versions]
+    assert [r["estimate_acc"] for r in progress.rows] == [None, pytest.approx(share[0]),
+                                                          pytest.approx((share[0] + share[1]) / 2)]
+    assert f"right on {100 * share[0]:.0f}% of the last 10 tasks" in lines[1]
+    assert [r["n_labels"] for r in progress.rows] == [10, 20, 30]
+    with open(tmp_path / "m.csv", newline="") as f:
+        assert [r["line"] for r in csv.DictReader(f)] == lines
