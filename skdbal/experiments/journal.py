@@ -20,12 +20,16 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..accuracy_monitor import journal_fields
 from ..metrics import expected_calibration_error, label_columns
 from .factories import network_of, one_hot
 from .results import assemble_results, atomic_write, csv_bytes, read_run_file
 from .specs import RunSpec
 
 __all__ = []
+
+#: The loop's columns of the accuracy estimate (a strategy's own ``estimate_*`` keys are not written).
+_ESTIMATE = tuple(journal_fields(None))
 
 
 def stored_rows(spec: RunSpec, runs: Path, warn: bool = False) -> list:
@@ -147,13 +151,24 @@ class RunJournal:
         self.position = np.full(int(pool.max()) + 1, -1, dtype=np.intp)  # training-set index -> pool position
         self.position[pool] = np.arange(len(pool))
         self._rows = []
-        for r in rows:  # the loop's rows: the queried pool positions of each step
+        for r in rows:  # the loop's rows: the queried pool positions of each step (and step 0's stop set)
             labelled = self.position[np.array(r["query_indices"].split(), dtype=np.intp)]
             self._rows.append({"step": r["step"], "query_indices": labelled.tolist()})
+            if r.get("stop_set"):
+                self._rows[-1]["stop_set"] = self.position[np.array(r["stop_set"].split(), dtype=np.intp)].tolist()
         self._times = []
 
     def rows(self) -> list:
         return self._rows
+
+    def _watched(self, row: dict) -> dict:
+        """The loop's columns of the preset's stopping rules and accuracy estimate (none without them):
+        ``stop_*`` and ``estimate_*`` as the loop wrote them, and step 0's ``stop_set`` in the training set's
+        numbering, as the query indices."""
+        out = {k: v for k, v in row.items() if (k.startswith("stop_") and k != "stop_set") or k in _ESTIMATE}
+        if "stop_set" in row:
+            out["stop_set"] = " ".join(map(str, self.pool[np.asarray(row["stop_set"], dtype=np.intp)]))
+        return out
 
     def append(self, row: dict, learner) -> None:
         spec, preset = self.spec, self.spec.preset
@@ -195,7 +210,7 @@ class RunJournal:
             "step": row["step"], "n_labels": n_labels, "n_acquired": n_labels - self.n_initial,
             "accuracy": accuracy, **extra, "train_time": round(t_train, 3), "query_time": round(t_query, 3),
             "eval_time": round(t_eval, 3), "time": round(t_train + t_query + t_eval, 3),
-            "query_indices": " ".join(map(str, query))})
+            "query_indices": " ".join(map(str, query)), **self._watched(row)})
         self._rows.append({"step": row["step"], "query_indices": list(row["query_indices"])})
         if spec.representation == "none":  # a head on embeddings refits in a moment: no weights cache
             buf = io.BytesIO()

@@ -46,7 +46,11 @@ _POSITIVE = ("lr", "last_layer_noise_variance", "last_layer_prior_variance")
 #: Fields that may be None.
 _OPTIONAL = ("pool_size", "pool_subsample", "batch_size", "epoch_samples", "n_test", "scaled_l2", "warm_epochs")
 #: Bool fields: True or False only (a string such as "false" would be truthy).
-BOOL_FIELDS = ("last_layer_fit_hyperparameters",)
+BOOL_FIELDS = ("last_layer_fit_hyperparameters", "monitor")
+#: Opt-in fields that add columns to a run's rows and leave the rest of them as they were: left out of
+#: :meth:`Preset.as_dict` while they hold their defaults, so that a run without them records the configuration
+#: it recorded before they existed.
+WATCH_FIELDS = {"stopping": (), "monitor": False}
 #: skdbal.models._mc_masks.MASK_SEEDINGS (this module imports neither torch nor numpy; a test keeps them equal).
 _MASK_SEEDINGS = ("row_pcg64", "row", "stream", "row_philox")
 
@@ -168,6 +172,21 @@ class Preset:
         ``selection="early_stopping"`` stops it. A step's model then depends
         on every earlier step: a run resumes from its cached weights, or
         replays the earlier steps' training when they are missing.
+    stopping : tuple of str
+        Stopping rules to record at every step, each named by a spec
+        (:mod:`skdbal.experiments.stopping_specs`), e.g.
+        ``("stabilizing_predictions", "label_budget(max_labels=200)")``: the
+        run's rows get the loop's ``stop_<name>``, ``stop_<name>_value`` and
+        ``stop_reason`` columns (several rules: an
+        :class:`~skdbal.stopping.AnyOf`, with a pair of columns for each), and
+        step 0's row the ``stop_set`` (the training-set indices the rules read
+        predictions on). The run goes on to ``n_queries`` whatever they say
+        (the loop's ``stop_on="record"``). Empty by default: no such columns.
+    monitor : bool
+        Record the loop's accuracy estimate at every step
+        (:class:`~skdbal.accuracy_monitor.AccuracyMonitor`): the rows get
+        ``estimate_acc``, ``estimate_lo``, ``estimate_hi``, ``estimate_kind``,
+        ``estimate_biased`` and ``estimate_n``. False by default.
     notes : str
         A description of the protocol; ignored when presets are compared.
 
@@ -220,6 +239,8 @@ class Preset:
     last_layer_fit_hyperparameters: bool = False
     mask_seeding: str = "row_pcg64"
     warm_epochs: Optional[int] = None
+    stopping: Tuple[str, ...] = ()
+    monitor: bool = False
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -247,6 +268,10 @@ class Preset:
             raise TypeError("module_params must be a dict of parameter names (str) to values, or a tuple of "
                             f"(name, value) pairs; got {self.module_params!r}")
         object.__setattr__(self, "module_params", tuple((k, v) for k, v in params))
+        if self.stopping != ():   # spelt one way (imports the rules, never torch, only when some are named)
+            from .stopping_specs import canonical_rules
+
+            object.__setattr__(self, "stopping", canonical_rules(self.stopping))
         for name, low in _INT_FIELDS.items():
             value = _check_number(name, getattr(self, name), low, integer=True, optional=name in _OPTIONAL)
             object.__setattr__(self, name, value)  # frozen dataclass: normalise numpy ints to int
@@ -266,8 +291,19 @@ class Preset:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
+        """The fields as a dict (``module_params`` a dict), leaving out :data:`WATCH_FIELDS` at their defaults.
+
+        Examples
+        --------
+        >>> from skdbal.experiments import get_preset
+        >>> "monitor" in get_preset("gal2017").as_dict(), get_preset("gal2017", monitor=True).as_dict()["monitor"]
+        (False, True)
+        """
         d = dataclasses.asdict(self)
         d["module_params"] = dict(self.module_params)
+        for name, default in WATCH_FIELDS.items():
+            if d[name] == default:
+                del d[name]
         return d
 
 

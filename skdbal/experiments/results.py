@@ -121,12 +121,38 @@ def exclusive_lock(lock_path: Path, what: str):
         f.close()
 
 
+#: How the columns of a preset's stopping rules and accuracy estimate start (:data:`~skdbal.experiments.presets.
+#: WATCH_FIELDS`): written after :data:`COLUMNS` by the runs that have them, in the order first met; a file
+#: with none of them has :data:`COLUMNS` only.
+WATCH_PREFIXES = ("stop_", "estimate_")
+
+
+def watch_columns(rows: Iterable[dict]) -> List[str]:
+    """The ``stop_*`` and ``estimate_*`` columns that ``rows`` hold, in the order first met.
+
+    Examples
+    --------
+    >>> from skdbal.experiments.results import watch_columns
+    >>> watch_columns([{"step": 0, "stop_cost": False, "stop_set": "4 9"}, {"estimate_acc": 0.5, "stop_cost": True}])
+    ['stop_cost', 'stop_set', 'estimate_acc']
+    """
+    seen: dict = {}
+    for row in rows:
+        for k in row:
+            if isinstance(k, str) and k.startswith(WATCH_PREFIXES) and k not in COLUMNS:
+                seen.setdefault(k, None)
+    return list(seen)
+
+
 def csv_bytes(rows: Iterable[dict]) -> bytes:
+    rows = list(rows)
+    extra = watch_columns(rows)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS + extra, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: row.get(k, "") if k in OPTIONAL_COLUMNS else row[k] for k in COLUMNS})
+        writer.writerow({**{k: row.get(k, "") if k in OPTIONAL_COLUMNS else row[k] for k in COLUMNS},
+                         **{k: "" if row.get(k) is None else row[k] for k in extra}})
     return buf.getvalue().encode()
 
 
@@ -175,12 +201,31 @@ def _parse_row(row: dict, where: str = "", index: Optional[int] = None) -> dict:
             row[k] = float(value) if value not in (None, "") else None
         indices = (row.get("query_indices") or "").split()
         [int(i) for i in indices]
+        for k in watch_columns([row]):
+            row[k] = _watched_value(k, row[k])
     except (TypeError, ValueError) as exc:
         raise DamagedResultsError(f"{where}: {exc}; the file looks cut or damaged", index) from None
     if row["n_labels"] < 0 or row["step"] < 0 or not np.isfinite(row["accuracy"]):
         raise DamagedResultsError(f"{where}: impossible values (step {row['step']}, n_labels {row['n_labels']}, "
                                   f"accuracy {row['accuracy']})", index)
     return row
+
+
+def _watched_value(column: str, text):
+    """A ``stop_*`` or ``estimate_*`` cell as the loop wrote it: None when empty; a verdict (``stop_<name>``) or
+    ``estimate_biased`` a bool, a ``_value``, ``estimate_acc``, ``_lo`` or ``_hi`` a float, ``estimate_n`` an int;
+    the reason, the kind and the stop set stay text."""
+    if text in (None, ""):
+        return None
+    if column in ("stop_reason", "stop_set", "estimate_kind"):
+        return text
+    if column == "estimate_n":
+        return int(text)
+    if column.endswith("_value") or column in ("estimate_acc", "estimate_lo", "estimate_hi"):
+        return float(text)
+    if text in ("True", "False"):
+        return text == "True"
+    raise ValueError(f"column {column!r} holds {text!r}, not True or False")
 
 
 def read_results(path: Union[str, os.PathLike]) -> List[dict]:

@@ -65,6 +65,7 @@ from .presets import Preset, get_preset
 from .provenance import environment
 from .results import assemble_results, atomic_write, exclusive_lock, has_rows
 from .specs import RunSpec, check_sizes, grid_specs
+from .stopping_specs import stopping_rule
 
 __all__ = ["run_grid", "run_one"]
 
@@ -196,9 +197,11 @@ def _run_steps(spec, out_dir, rows, data_home, verbose, device="cpu"):
                             pool_subsample=preset.pool_subsample, random_state=spec.seed, seeding="step",
                             verbose=False)
     learner.set_pool(X_train[pool], ids=pool)  # subsampled candidates are scored in training-set order
+    # the opt-in stopping rules and accuracy estimate only add columns: the run goes on to n_queries
     loop = ActiveLearningLoop(learner, oracle, n_instances=preset.n_instances, journal=journal,
                               fit_model=fit_model, query_kwargs={"random_tie_break": True},
-                              pass_pool_labels=True, verbose=False)
+                              pass_pool_labels=True, verbose=False, stopping=stopping_rule(preset.stopping),
+                              monitor=preset.monitor, stop_on="record")
     if not loop.resume():
         loop.start(journal.position[initial])
     loop.run(preset.n_queries - journal.rows()[-1]["step"])
