@@ -186,7 +186,12 @@ class Preset:
         Record the loop's accuracy estimate at every step
         (:class:`~skdbal.accuracy_monitor.AccuracyMonitor`): the rows get
         ``estimate_acc``, ``estimate_lo``, ``estimate_hi``, ``estimate_kind``,
-        ``estimate_biased`` and ``estimate_n``. False by default.
+        ``estimate_biased`` and ``estimate_n``. False by default. Both change
+        no other column. A resumed run shows the rules and the monitor its
+        last model afresh (the loop's :meth:`~skdbal.loop.ActiveLearningLoop.resume`),
+        so their windows restart there and its later ``stop_*`` and
+        ``estimate_*`` cells may differ from an uninterrupted run's; the stop
+        set is the one step 0 drew.
     notes : str
         A description of the protocol; ignored when presets are compared.
 

@@ -487,9 +487,11 @@ unencrypted; use https, or --allow-http
         key_of = file_key(args.attach, session.keys) if args.attach else None
         sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
                                sampling=getattr(args, "sampling", "uncertainty"))
-        # after each retrain: the estimate and the stopping advice, said (after the push's callback)
-        session.on_query.append(ModelProgress(session, client=client, project=project, report_path=progress_csv_path(
-            labels_csv_path(args.labels_csv, store))).after_query)
+        # after each retrain: the estimate and the stopping advice, said after the push (the batch noted before it)
+        progress = ModelProgress(session, client=client, project=project,
+                                 report_path=progress_csv_path(labels_csv_path(args.labels_csv, store)))
+        session.on_query.insert(0, progress.note_batch)
+        session.on_query.append(progress.after_query)
         if args.attach:
             attached = sync.map_tasks()
             print(f"attached {attached} of the project's tasks to {len(session.keys)} pool items")

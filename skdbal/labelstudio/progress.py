@@ -190,8 +190,8 @@ def _verdict_fields(rule: StoppingRule, verdict: Optional[Verdict]) -> Dict[str,
 class ModelProgress:
     """The accuracy estimate and the stopping rule's advice after each retrain of a Label Studio session.
 
-    Add :meth:`after_query` to the session's ``on_query`` callbacks (after
-    :class:`~skdbal.labelstudio.LabelStudioSync`'s): at the first query of each new model version it
+    Put :meth:`note_batch` first among the session's ``on_query`` callbacks and add :meth:`after_query`
+    after :class:`~skdbal.labelstudio.LabelStudioSync`'s: at the first query of each new model version it
     computes the estimate and the verdict (see the module's text), and then
 
     - prints :func:`progress_line` (to ``out``, standard output by default);
@@ -274,6 +274,17 @@ class ModelProgress:
         except Exception as exc:  # noqa: BLE001 - the advice must never stop the labelling
             logger.warning("skdbal labelstudio: no accuracy estimate for this model (%s: %s)", type(exc).__name__, exc)
 
+    def note_batch(self, positions, scores=None) -> None:
+        """An ``on_query`` callback to put *first* among the session's: it notes the batch's draw while the
+        learner's last acquisition is the batch's (a later callback, such as a push's, may query again). Never
+        raises."""
+        try:
+            version = int(getattr(self.session.learner, "step_", -1))
+            if version >= 0:
+                self._note_draw(version, positions)
+        except Exception as exc:  # noqa: BLE001 - the advice must never stop the labelling
+            logger.warning("skdbal labelstudio: the batch's draw is not known (%s: %s)", type(exc).__name__, exc)
+
     def _note_draw(self, version: int, positions) -> None:
         """The first batch ``version`` drew: its positions in the order drawn and their log-probabilities."""
         if version in self.draws:
@@ -283,6 +294,9 @@ class ModelProgress:
         info = dict(getattr(acq, "info", {}) or {})
         log_q = info.get("draw_log_q")
         positions = [int(p) for p in positions]
+        indices = getattr(acq, "indices", None)
+        if indices is not None and [int(i) for i in indices] != positions:
+            log_q = None          # the learner's last query is another one's (a push's): not this batch's draw
         if log_q is not None and (len(log_q) != len(positions) or "rejected_indices" in info
                                   or "n_rejected" in info):
             log_q = None          # a filter's draw depends on the labels: no known probabilities

@@ -254,3 +254,56 @@ def test_a_real_sessions_versions_are_said_with_their_guess_accuracy(tmp_path):
     assert [r["n_labels"] for r in progress.rows] == [10, 20, 30]
     with open(tmp_path / "m.csv", newline="") as f:
         assert [r["line"] for r in csv.DictReader(f)] == lines
+
+
+def test_a_stochastic_batch_is_weighted_though_the_push_queries_again_after_it(tmp_path):
+    """As ``skdbal labelstudio`` orders the callbacks: the batch's draw noted first, then a push that queries the
+    learner again (its last acquisition is then the push's), then the report. The batch's labels, all given, are
+    its whole draw: the estimate is the unbiased one, carried over to the new model."""
+    import time
+
+    from _helpers import digits_flat
+    from sklearn.linear_model import LogisticRegression
+
+    from skdbal import ActiveLearner
+    from skdbal.acquisition import get_strategy
+    from skdbal.labelling import LabellingSession
+
+    X, y = digits_flat(200)
+    learner = ActiveLearner(LogisticRegression(max_iter=300, random_state=0), get_strategy("stochastic(max_entropy)"),
+                            random_state=0, seeding="step", verbose=False)
+    session = LabellingSession(learner, X, classes=range(10), store=str(tmp_path / "s.db"), batch_size=10)
+    progress = ModelProgress(session, out=io.StringIO())
+    pushed = []
+
+    def push(positions, scores):       # what LabelStudioSync.push does: a query of its own
+        if learner.step_ >= 0:
+            pushed.append(learner.query(n_instances=20)[0].tolist())     # more than the batch, as a push
+
+    session.on_query[:] = [progress.note_batch, push, progress.after_query]
+    with session:
+        for version in range(2):
+            for item in session.next_batch(annotator="a", timeout=10):
+                session.submit(item["item"], int(y[item["item"]]), annotator="a")
+            session.wait_for_version(version, timeout=60)
+        deadline = time.time() + 30
+        while len(progress.rows) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+    assert pushed and progress.draws[0]["log_q"] is not None and len(progress.draws[0]["log_q"]) == 10
+    row = progress.rows[1]
+    assert (row["estimate_kind"], row["estimate_biased"], row["estimate_n"]) == \
+        ("bridge-stratified-lure-kish-wilson", False, 10)
+    assert "labels drawn with known odds, model v0's" in row["line"]
+
+
+def test_a_draw_of_other_picks_is_not_taken_for_the_batchs():
+    session = session_of()
+    progress = ModelProgress(session, out=io.StringIO())
+    query(session, 0, [4, 5], log_q=[-1.0, -1.0])
+    session.learner.last_acquisition_.indices = [6, 7]       # the learner's last query chose other rows
+    progress.note_batch([4, 5])
+    assert progress.draws[0]["log_q"] is None
+    query(session, 1, [4, 5], log_q=[-1.0, -1.0])
+    session.learner.last_acquisition_.indices = [4, 5]
+    progress.note_batch([4, 5])
+    assert progress.draws[1]["log_q"] == [-1.0, -1.0]
