@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import re
 import sys
 import time
 from typing import Dict, List, Optional
@@ -149,8 +150,9 @@ def with_progress(description: Optional[str], line: str) -> str:
     'skdbal: model v0: ...'
     """
     rest = description or ""
-    if rest.startswith(PROGRESS_MARK):
-        _, _, rest = rest.partition("\n\n")
+    if rest.startswith(PROGRESS_MARK):      # ours ends at the first blank line (a browser may have sent CRLFs)
+        parts = re.split(r"\r?\n[ \t]*\r?\n", rest, maxsplit=1)
+        rest = parts[1] if len(parts) > 1 else ""
     ours = PROGRESS_MARK + " ".join(line.split())
     return ours + ("\n\n" + rest if rest.strip() else "")
 

@@ -61,6 +61,8 @@ def test_the_description_keeps_the_projects_own_text():
     once = with_progress("Sort the digits.\n\nThanks!", "model v1:  a\nb")     # one line, spaces folded
     assert once == "skdbal: model v1: a b\n\nSort the digits.\n\nThanks!"
     assert with_progress(once, "model v2: c") == "skdbal: model v2: c\n\nSort the digits.\n\nThanks!"
+    edited = "skdbal: model v1: a b\r\n\r\nSort the digits.\r\n\r\nThanks!"     # saved again from a browser
+    assert with_progress(edited, "model v2: c") == "skdbal: model v2: c\n\nSort the digits.\r\n\r\nThanks!"
     assert progress_csv_path("a/s-labels.csv") == "a/s-labels-model.csv"
 
 
