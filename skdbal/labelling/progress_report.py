@@ -17,10 +17,14 @@ from typing import List, Optional, Union
 
 from .accuracy_panel import estimate_words
 from .export import replace_file
-from .learning_forecast import learning_forecast
+from .learning_forecast import MIN_POINTS, MIN_SPAN, learning_forecast
 from .stop_advice import advice_words, verdict_words
 
-__all__ = ["progress", "version_figures", "progress_report", "save_progress_report"]
+__all__ = ["progress", "version_figures", "progress_report", "save_progress_report", "FORECAST_NOT_YET"]
+
+#: What the page says while the estimates are too few to forecast from (:mod:`skdbal.labelling.learning_forecast`).
+FORECAST_NOT_YET = (f"No forecast yet: it needs {MIN_POINTS} estimates, the last at {MIN_SPAN:g} times the labels "
+                    "of the first or more, rising.")
 
 
 def _forecast(session, estimates: dict, latest: Optional[dict]) -> Optional[dict]:
@@ -48,7 +52,8 @@ def progress(session) -> dict:
         ``accuracy``: the latest estimate (:func:`~skdbal.labelling.accuracy_panel.estimate_fields`,
         with ``version``, ``n_labels_model`` and ``words``), None before one; ``accuracy_words``;
         ``test_accuracy``: the last model version's accuracy on the test set given (None without one),
-        ``test_size`` and ``test_version``; ``forecast`` (None when the estimates say too little);
+        ``test_size``, ``test_version`` and ``test_words``; ``forecast`` (None when the estimates say too
+        little) and ``forecast_words`` (:data:`FORECAST_NOT_YET` then, None before any estimate);
         ``stopping``: each rule's verdict at the last version (``rule``, ``kind``, ``params``,
         ``stop``, ``value``, ``reason``, ``stop_set_size`` and ``words``); ``advice``: the verdicts in
         one line.
@@ -78,11 +83,15 @@ def progress(session) -> dict:
     verdicts = [dict(v, words=verdict_words(v, noun)) for v in (last["metrics"].get("stopping", []) if last else [])]
     tested = last is not None and "accuracy" in last["metrics"]
     y_test = getattr(session, "y_test", None)
+    n_test = None if y_test is None else len(y_test)
+    test = float(last["metrics"]["accuracy"]) if tested else None
+    forecast = _forecast(session, estimates, latest)
     return {"accuracy": latest, "accuracy_words": estimate_words(latest, noun),
-            "test_accuracy": float(last["metrics"]["accuracy"]) if tested else None,
-            "test_size": None if y_test is None else len(y_test),
-            "test_version": int(last["version"]) if tested else None,
-            "forecast": _forecast(session, estimates, latest),
+            "test_accuracy": test, "test_size": n_test, "test_version": int(last["version"]) if tested else None,
+            "test_words": None if test is None else (f"On the test set given ({n_test} {noun}): {100 * test:.1f}% "
+                                                     f"right (model version {last['version']})."),
+            "forecast": forecast,
+            "forecast_words": forecast["words"] if forecast else FORECAST_NOT_YET if latest else None,
             "stopping": verdicts, "advice": advice_words(verdicts)}
 
 
