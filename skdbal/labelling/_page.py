@@ -140,7 +140,7 @@ PAGE = r"""<!doctype html>
  .meta{font-size:.8em;color:#666;font-variant-numeric:tabular-nums} a{color:#1f77b4}
  #empty{font-size:1.1em;color:#555;padding:1.2em 1em;text-align:center;width:100%}
  #notice{min-height:1.3em;margin:.2em 0;color:#555}
- #panel{display:flex;flex-wrap:wrap;gap:1em 2.5em;margin-top:.8em;padding-top:.6em;border-top:1px solid #ddd}
+ #panel{display:flex;flex-wrap:wrap;gap:1em 2.5em;margin-top:.8em;padding:.6em .4em .4em;border-top:1px solid #ddd}
  #panel h2{font-size:1em;margin:.2em 0 .4em} #panel p{margin:.25em 0;max-width:42em}
  #panel .col{flex:1 1 30em;min-width:0} #rules{margin:.3em 0;padding-left:1.2em;max-width:42em}
  #rules li{margin:.2em 0} #rules li.says{color:#2a6a2a} #advice{font-weight:600}
@@ -434,7 +434,7 @@ async function drawCurve(){   // each version's estimate (its interval when unbi
   if(!est.length && !test.length){ box.textContent = ''; return; }
   const W = 520, H = 240, L = 56, R = 16, T = 14, B = 42;
   const most = Math.max(...est.map(p => p[0]), ...test.map(p => p[0]), 1);
-  const step = niceStep(most, 8), xmax = step * Math.ceil(most / step);
+  const step = niceStep(most, 8), xmax = step * Math.ceil((most + 1) / step);   // room for the last mark
   const X = n => L + (W - L - R) * n / xmax, Y = a => H - B - (H - T - B) * a;
   let axes = `<path d="M${L},${T} V${H - B} H${W - R}" stroke="#555" fill="none"/>`;
   for(let a = 0; a <= 1.0001; a += 0.2){

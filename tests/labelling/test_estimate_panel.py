@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import chromium_driver, needs_chromium, serve
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
@@ -206,3 +207,53 @@ def test_the_session_runs_the_rules_each_version_and_never_stops(digits64, tmp_p
     again = session_of(X, tmp_path / "s.db", label_budget=20, stop_set_size=50)
     assert again.journal.rows()[0]["stop_set"] == stop_set       # a resume watches the same items
     again.store.close()
+
+
+# ------------------------------------------------------------------------------------------ on the page
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_page_shows_the_estimate_the_test_accuracy_the_forecast_and_the_rules(digits64, tmp_path):
+    """In headless Chromium: the panel says what the status says, and draws each version's estimate with its
+    interval beside its test accuracy. With SKDBAL_SCREENSHOTS set, the panel is shot for the guide."""
+    import os
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from skdbal.labelling.app import make_app
+
+    X, y = digits64[0].reshape(len(digits64[0]), -1), digits64[1]
+    strategy = stochastic_batch(max_entropy, "softmax", beta=1.0)
+    session = session_of(X[:600], tmp_path / "s.db", strategy, X_test=X[1000:1400], y_test=y[1000:1400],
+                         label_budget=200, item_noun="images").start()
+    label_versions(session, y, range(7))
+    status = session.status()
+    base, stop = serve(make_app(session, token="secret"))
+    driver = chromium_driver(tmp_path / "chrome")
+    try:
+        driver.set_window_size(1280, 1100)
+        driver.get(f"{base}/")
+        wait = WebDriverWait(driver, 20)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-svg circle.estimate"))
+        text = {k: driver.find_element(By.ID, k).text for k in ("estimate", "test", "forecast", "advice")}
+        assert text["estimate"] == status["accuracy_words"] and "95% interval" in text["estimate"]
+        assert text["test"] == status["test_words"] and "% right (model version 6)" in text["test"]
+        assert text["forecast"] == "Forecast: " + status["forecast_words"]
+        assert text["advice"] == status["advice"]
+        rules = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#rules li")]
+        assert rules == [("Could stop: " if v["stop"] else "Keep going: ") + v["words"] for v in status["stopping"]]
+        assert len(rules) == 3
+        versions = session.versions()
+        marks = driver.execute_script("return [document.querySelectorAll('#curve-svg circle.estimate').length, "
+                                      "document.querySelectorAll('#curve-svg path.interval').length, "
+                                      "document.querySelectorAll('#curve-svg rect.test').length]")
+        n_estimates = sum(v["estimate"] is not None for v in versions)
+        assert marks == [n_estimates, n_estimates, len(versions)] and n_estimates == 6
+        shots = os.environ.get("SKDBAL_SCREENSHOTS")
+        if shots:
+            driver.find_element(By.ID, "panel").screenshot(os.path.join(shots, "labelling_estimate_panel.png"))
+    finally:
+        driver.quit()
+        stop()
+        session.stop()
