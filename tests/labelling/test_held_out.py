@@ -76,12 +76,26 @@ def test_a_test_folder_has_a_subfolder_per_class_and_an_array_an_npz(tmp_path):
     assert X.shape == (3, 2) and y.tolist() == [0, 1, 1]
 
 
+class Served(AssertionError):
+    """The command got as far as serving: what it was given was not refused."""
+
+
 def label_run(*argv):
-    """``skdbal label ARGV`` in this process: its exit status and what it wrote to stderr."""
+    """``skdbal label ARGV`` in this process: its exit status and what it wrote to stderr (a command that
+    gets as far as serving raises :class:`Served` instead of serving forever)."""
+    import uvicorn
+
+    def serve(self, *args, **kwargs):
+        raise Served("skdbal label started serving")
+
     parser = add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = run(parser.parse_args([str(a) for a in argv]))
+    real, uvicorn.Server.run = uvicorn.Server.run, serve
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = run(parser.parse_args([str(a) for a in argv]))
+    finally:
+        uvicorn.Server.run = real
     return status, err.getvalue()
 
 
