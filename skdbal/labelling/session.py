@@ -135,9 +135,10 @@ class LabellingSession:
         :class:`~skdbal.stopping.OverallUncertainty`. None runs none.
     label_budget : int, optional
         Adds :class:`~skdbal.stopping.LabelBudget` of this many labels to the rules.
-    stop_set_size : int, default=1000
+    stop_set_size : int, default=500
         Unlabelled items the rules watch (fewer in a smaller pool): the model predicts them after
-        each retrain.
+        each retrain (on a busy machine, 0.76 s for 1,000 28×28 images on one thread, with the MC
+        dropout network ``skdbal label`` builds for a pool of one's own).
     item_noun : str, default="items"
         What the page calls the pool's items in the estimate and the rules' words (``"images"``).
 
@@ -181,7 +182,7 @@ class LabellingSession:
                  retrain_after: Optional[int] = None, initial=None, lease_timeout: float = 300.0,
                  X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic",
                  second_look_budget: Optional[float] = 0.1, features: Optional[concurrent.futures.Future] = None,
-                 stopping=DEFAULT, label_budget: Optional[int] = None, stop_set_size: int = 1000,
+                 stopping=DEFAULT, label_budget: Optional[int] = None, stop_set_size: int = 500,
                  item_noun: str = "items"):
         self.learner = learner
         # refused here, before the store is written
