@@ -79,17 +79,17 @@ def progress(session) -> dict:
     if latest is not None:
         latest = dict(latest, words=estimate_words(latest, noun))
     models = session.store.models()
-    last = models[-1] if models else None
-    verdicts = [dict(v, words=verdict_words(v, noun)) for v in (last["metrics"].get("stopping", []) if last else [])]
-    tested = last is not None and "accuracy" in last["metrics"]
+    metrics: dict = models[-1]["metrics"] if models else {}
+    version: int = int(models[-1]["version"]) if models else -1
+    verdicts = [dict(v, words=verdict_words(v, noun)) for v in metrics.get("stopping", [])]
     y_test = getattr(session, "y_test", None)
     n_test = None if y_test is None else len(y_test)
-    test = float(last["metrics"]["accuracy"]) if tested else None
+    test = float(metrics["accuracy"]) if "accuracy" in metrics else None
     forecast = _forecast(session, estimates, latest)
     return {"accuracy": latest, "accuracy_words": estimate_words(latest, noun),
-            "test_accuracy": test, "test_size": n_test, "test_version": int(last["version"]) if tested else None,
+            "test_accuracy": test, "test_size": n_test, "test_version": None if test is None else version,
             "test_words": None if test is None else (f"On the test set given ({n_test} {noun}): {100 * test:.1f}% "
-                                                     f"right (model version {last['version']})."),
+                                                     f"right (model version {version})."),
             "forecast": forecast,
             "forecast_words": forecast["words"] if forecast else FORECAST_NOT_YET if latest else None,
             "stopping": verdicts, "advice": advice_words(verdicts)}
