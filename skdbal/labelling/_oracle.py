@@ -87,6 +87,10 @@ class StoreOracle(Oracle):
         self.cursor = 0            # answers were delivered for the events up to this id
         self.judged = 0            # the model judged the labels up to this id
         self.replay_upto: Optional[int] = None
+        #: The batches queried since the last model version was recorded, each as a draw record
+        #: (:func:`draw_record`); the journal writes them with the next version.
+        self.draws: List[dict] = []
+        self._taken: List[int] = []   # what taken() last told the loop: the query's candidates left it out
 
     def stop(self) -> None:
         """Stop: a collect waiting for labels raises :class:`SessionStopped`."""
@@ -100,6 +104,9 @@ class StoreOracle(Oracle):
             return  # a resume asks again for labels already given: nothing to offer
         learner = self.learner
         acq = getattr(learner, "last_acquisition_", None)
+        record = draw_record(positions, acq, learner, self.loop, self._taken)
+        if record is not None:
+            self.draws.append(record)
         scores = {}
         if acq is not None and acq.scores is not None and len(acq.indices) == len(positions):
             scores = {int(i): float(s) for i, s in zip(acq.indices, acq.scores)}
@@ -119,15 +126,15 @@ class StoreOracle(Oracle):
         (:meth:`OfferBoard.taken`). When they would leave less than a batch to query, the skips are
         reopened first (items skipped again since the last collect, which the loop has not heard of)."""
         taken, loop = self.board.taken(), self.loop
-        if loop is None or not self.store.skipped():
-            return taken
-        free = ~self.learner.labelled_mask_
-        for out in (loop.pending, loop.skipped, taken):
-            free[np.asarray(out, dtype=np.intp)] = False
-        if free.sum() >= self.board.batch_size:
-            return taken
-        self.board.reopen_skips()
-        return self.board.taken()
+        if loop is not None and self.store.skipped():
+            free = ~self.learner.labelled_mask_
+            for out in (loop.pending, loop.skipped, taken):
+                free[np.asarray(out, dtype=np.intp)] = False
+            if free.sum() < self.board.batch_size:
+                self.board.reopen_skips()
+                taken = self.board.taken()
+        self._taken = list(taken)   # the next query's candidates leave these out: its draw record counts them
+        return taken
 
     def _answers(self, upto: Optional[int], items: Optional[Sequence[int]] = None,
                  events: Optional[List[dict]] = None) -> List[Answer]:
@@ -222,6 +229,45 @@ class StoreOracle(Oracle):
         return len({r["label"] for r in self.store.current_labels(upto=upto).values()}) >= 2
 
 
+def draw_record(positions: Sequence[int], acquisition, learner, loop, taken: Sequence[int]) -> Optional[dict]:
+    """What the accuracy estimate needs of a queried batch, as the store keeps it (JSON): ``chooser`` (the
+    model version that chose it), ``picks`` (in the order drawn), ``log_q`` (the log of each draw's
+    probability among the candidates left, a stochastic strategy's ``info["draw_log_q"]``; None for a top-k
+    batch, or a draw that depends on the labels, a noise filter's), ``n_candidates`` (the items it was drawn
+    from: the candidates, or the learner's ``pool_subsample`` of them) and ``n_unlabelled`` (the candidates:
+    the unlabelled items that no earlier batch holds, not skipped, not taken). The candidates are counted as
+    the loop counted them for the query (:meth:`skdbal.loop.ActiveLearningLoop.step`). None for a request
+    that is no query (the first batch).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> import numpy as np
+    >>> from skdbal.labelling._oracle import draw_record
+    >>> learner = SimpleNamespace(labelled_mask_=np.array([1, 0, 0, 0, 0, 0], bool), pool_subsample=None, step_=2)
+    >>> loop = SimpleNamespace(pending=np.array([1]), skipped=np.array([], int))
+    >>> acq = SimpleNamespace(indices=np.array([4, 2]), info={"draw_log_q": [-1.0, -0.5]})
+    >>> draw_record([4, 2], acq, learner, loop, taken=[5])
+    {'chooser': 2, 'picks': [4, 2], 'log_q': [-1.0, -0.5], 'n_candidates': 3, 'n_unlabelled': 3}
+    """
+    if acquisition is None or [int(i) for i in acquisition.indices] != [int(p) for p in positions] \
+            or not len(positions) or getattr(learner, "step_", -1) < 0:
+        return None
+    info = dict(getattr(acquisition, "info", None) or {})
+    log_q = info.get("draw_log_q")
+    if log_q is None or "rejected_indices" in info or "n_rejected" in info or len(log_q) != len(positions):
+        log_q = None
+    free = ~np.asarray(learner.labelled_mask_, dtype=bool)
+    for out in ((loop.pending, loop.skipped) if loop is not None else ()) + (taken,):
+        free[np.asarray(out, dtype=np.intp)] = False
+    n_unlabelled = int(free.sum())
+    subsample = getattr(learner, "pool_subsample", None)
+    n_candidates = n_unlabelled if subsample is None else min(n_unlabelled, int(subsample))
+    return {"chooser": int(learner.step_), "picks": [int(p) for p in positions],
+            "log_q": None if log_q is None else [float(x) for x in log_q], "n_candidates": n_candidates,
+            "n_unlabelled": n_unlabelled}
+
+
 def _last_kinds(events: Sequence[dict]) -> dict:
     """Each item's last event kind (``"label"``, ``"skip"`` or ``"undo"``) among ``events``."""
     return {e["item"]: e["kind"] for e in events}
@@ -262,6 +308,45 @@ def answered_items(events: Sequence[dict]) -> set:
     return {item for item, kind in _last_kinds(events).items() if kind != "undo"}
 
 
+#: What a model version's metrics hold beside its test accuracy: the stopping rules' verdicts, the stop set
+#: (version 0) and the draws of the batches its predecessor chose; the loop's journal rows do not show them.
+_OWN_METRICS = ("stopping", "stop_set", "draws")
+
+
+def rule_verdicts(rule, stop_set=None) -> List[dict]:
+    """Each rule's verdict at its last update, as the store keeps it (JSON): ``rule`` (its journal name),
+    ``kind`` (its class), ``params`` (its plain parameters), ``stop``, ``value`` (None for NaN) and
+    ``reason``, and ``stop_set_size``, for each rule of ``rule``, an :class:`~skdbal.stopping.AnyOf` (the
+    session wraps a single rule in one).
+
+    Examples
+    --------
+    >>> from skdbal.labelling._oracle import rule_verdicts
+    >>> from skdbal.stopping import AnyOf, LabelBudget
+    >>> rule = AnyOf([LabelBudget(max_labels=50)])
+    >>> _ = rule.update({"step": 1, "n_labels": 20})
+    >>> rule_verdicts(rule, stop_set=[3, 4])
+    [{'rule': 'label_budget', 'kind': 'LabelBudget', 'params': {'max_labels': 50}, 'stop': False, 'value': 20.0, \
+'reason': '20 labels bought, 30 left in the budget of 50', 'stop_set_size': 2}]
+    """
+    from ..stopping import AnyOf
+
+    if not isinstance(rule, AnyOf):
+        return []
+    named, verdicts = rule.named_rules(), getattr(rule, "verdicts_", {})
+    out = []
+    for name, r in named.items():
+        v = verdicts.get(name)
+        if v is None:
+            continue
+        params = {k: p for k, p in r.get_params(deep=False).items() if isinstance(p, (bool, int, float, str))}
+        value = float(v.value)
+        out.append({"rule": name, "kind": type(r).__name__, "params": params, "stop": bool(v.stop),
+                    "value": value if value == value else None, "reason": str(v.reason),
+                    "stop_set_size": None if stop_set is None else len(stop_set)})
+    return out
+
+
 class StoreJournal:
     """The loop's journal in the store: one row per model version.
 
@@ -300,14 +385,25 @@ class StoreJournal:
         for m in store.models():
             now = store.current_labels(upto=m["last_event"])
             new = [i for i in now if i not in before]
+            metrics = {k: v for k, v in m["metrics"].items() if k not in _OWN_METRICS}
             rows.append({"step": m["version"], "n_labels": m["n_labels"], "query_indices": new,
-                         "labelled_indices": new, **m["metrics"]})
+                         "labelled_indices": new, **metrics})
+            if "stop_set" in m["metrics"]:    # a resume's stopping rules watch the same rows
+                rows[-1]["stop_set"] = m["metrics"]["stop_set"]
             before = set(now)
         return rows
 
     def append(self, row: dict, learner) -> None:
         metrics = {k: row[k] for k in ("accuracy",) if k in row}
         if row["fit_time"] or row["step"] == 0:  # a new model version
+            loop = self.oracle.loop
+            rule = getattr(loop, "stopping_", None)
+            if rule is not None and any(k.startswith("stop_") and k != "stop_set" for k in row):
+                metrics["stopping"] = rule_verdicts(rule, getattr(loop, "stop_set_", None))
+            if "stop_set" in row:
+                metrics["stop_set"] = [int(i) for i in row["stop_set"]]
+            if self.oracle.draws:
+                metrics["draws"], self.oracle.draws = self.oracle.draws, []
             if self.on_version is not None:   # before the store says it exists
                 self.on_version(learner.step_)
             self.store.add_model(learner.step_, self.oracle.cursor, len(learner.y_training_), metrics)

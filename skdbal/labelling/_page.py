@@ -140,6 +140,10 @@ PAGE = r"""<!doctype html>
  .meta{font-size:.8em;color:#666;font-variant-numeric:tabular-nums} a{color:#1f77b4}
  #empty{font-size:1.1em;color:#555;padding:1.2em 1em;text-align:center;width:100%}
  #notice{min-height:1.3em;margin:.2em 0;color:#555}
+ #panel{display:flex;flex-wrap:wrap;gap:1em 2.5em;margin-top:.8em;padding:.6em .4em .4em;border-top:1px solid #ddd}
+ #panel h2{font-size:1em;margin:.2em 0 .4em} #panel p{margin:.25em 0;max-width:42em}
+ #panel .col{flex:1 1 30em;min-width:0} #rules{margin:.3em 0;padding-left:1.2em;max-width:42em}
+ #rules li{margin:.2em 0} #rules li.says{color:#2a6a2a} #advice{font-weight:600}
  #curve{margin-top:.5em} #curve svg{background:#fff;border:1px solid #ddd}
 </style></head><body>
 <header>
@@ -147,6 +151,7 @@ PAGE = r"""<!doctype html>
  <span id="controls"><label><input type="checkbox" id="showguess" checked> show the model's guess</label>
  <label>annotator <input id="annotator" value="" size="14" maxlength="64"></label>
  <span class="meta"><a id="csv" href="#" download="labels.csv">labels.csv</a> ·
+ <a id="report" href="#" download="report.json">report.json</a> ·
  <a id="model" href="#" download>model (save_params)</a></span></span>
  <div id="statusline"><span id="state">starting</span><span id="progress">starting…</span></div>
  <div id="looks"></div>
@@ -158,7 +163,14 @@ PAGE = r"""<!doctype html>
 <p class="meta" id="hint"></p>
 <div id="notice"></div>
 <div id="batch"></div>
-<div id="curve"></div>
+<section id="panel">
+ <div class="col" id="howgood"><h2>How good is the model?</h2>
+  <p id="estimate">No estimate yet.</p><p id="test" class="meta"></p><p id="forecast" class="meta"></p>
+  <div id="curve"></div></div>
+ <div class="col" id="canstop"><h2>Can I stop?</h2>
+  <p id="advice"></p><ul id="rules"></ul>
+  <p class="meta">The rules advise; labelling goes on until you stop.</p></div>
+</section>
 </main>
 <script>
 const TOKEN = __TOKEN__, CLASSES = __CLASSES__, KEYS = __KEYS__, IMAGES = __IMAGES__;
@@ -187,6 +199,7 @@ if(ANNOTATOR === null){ remember(); nameBox.onchange = remember; }
 else { const who = document.createElement('b'); who.id = 'annotator-name'; who.textContent = ANNOTATOR;
        nameBox.replaceWith(who); }   // the server takes the name from the token: nothing to edit
 $('csv').href = '/api/labels.csv?' + TQ;
+$('report').href = '/api/report.json?' + TQ;
 $('model').href = '/api/model.pt?' + TQ;
 function annotator(){ return ANNOTATOR !== null ? ANNOTATOR : nameBox.value || NAME; }
 const sleep = ms => new Promise(ok => setTimeout(ok, ms));
@@ -234,6 +247,7 @@ function showStatus(s){
                     : '');
   if(s.error) showError('the learning loop stopped: ' + s.error, 'loop'); else clearError('loop');
   showState();
+  showPanel(s);
   if(s.model_version !== shownVersion){ shownVersion = s.model_version; drawCurve(); }
   clearTimeout(statusTimer);   // while it trains or nothing is left, the state is asked for every second
   statusTimer = setTimeout(refreshStatus, s.training || !left() ? 1000 : 5000);
@@ -399,17 +413,28 @@ function niceStep(span, most){
     if(span / s <= most) return s;
   return Math.ceil(span / most);
 }
-async function drawCurve(){   // accuracy against labels, one point per model version
+function showPanel(s){   // the estimate, the test accuracy, the forecast and the rules, in the server's words
+  if(s.accuracy_words !== undefined) $('estimate').textContent = s.accuracy_words;
+  $('test').textContent = s.test_words || '';
+  $('forecast').textContent = s.forecast_words ? 'Forecast: ' + s.forecast_words : '';
+  $('advice').textContent = s.advice || '';
+  const list = $('rules'); list.innerHTML = '';
+  for(const v of s.stopping || []){
+    const li = document.createElement('li'); li.className = v.stop ? 'says' : '';
+    li.textContent = (v.stop ? 'Could stop: ' : 'Keep going: ') + v.words; li.title = v.reason;
+    list.appendChild(li);
+  }
+}
+async function drawCurve(){   // each version's estimate (its interval when unbiased) and test accuracy
   const j = await get('/api/versions', 'versions'); if(!j) return;
-  const v = j.versions;
-  const test = v.some(m => m.metrics && m.metrics.accuracy !== undefined);
-  const pts = v.map(m => [m.n_labels, test ? m.metrics.accuracy : m.guess_accuracy, m.version, m.n_judged])
-               .filter(p => p[1] !== null && p[1] !== undefined);
+  const est = j.versions.filter(m => m.estimate).map(m => [m.n_labels, m.estimate, m.version]);
+  const test = j.versions.filter(m => m.metrics && m.metrics.accuracy !== undefined)
+                         .map(m => [m.n_labels, m.metrics.accuracy, m.version]);
   const box = $('curve');
-  if(!pts.length){ box.textContent = ''; return; }
-  const W = 560, H = 260, L = 56, R = 16, T = 14, B = 42;
-  const step = niceStep(Math.max(...pts.map(p => p[0]), 1), 8);
-  const xmax = step * Math.ceil(Math.max(...pts.map(p => p[0]), 1) / step);
+  if(!est.length && !test.length){ box.textContent = ''; return; }
+  const W = 520, H = 240, L = 56, R = 16, T = 14, B = 42;
+  const most = Math.max(...est.map(p => p[0]), ...test.map(p => p[0]), 1);
+  const step = niceStep(most, 8), xmax = step * Math.ceil((most + 1) / step);   // room for the last mark
   const X = n => L + (W - L - R) * n / xmax, Y = a => H - B - (H - T - B) * a;
   let axes = `<path d="M${L},${T} V${H - B} H${W - R}" stroke="#555" fill="none"/>`;
   for(let a = 0; a <= 1.0001; a += 0.2){
@@ -420,18 +445,29 @@ async function drawCurve(){   // accuracy against labels, one point per model ve
     axes += `<path d="M${X(n).toFixed(1)},${H - B} v4" stroke="#555"/>` +
       `<text x="${X(n).toFixed(1)}" y="${H - B + 16}" font-size="11" text-anchor="middle">${n}</text>`;
   }
-  const what = test ? 'test accuracy' : 'guess accuracy';
   axes += `<text x="${(L + W - R) / 2}" y="${H - 6}" font-size="12" text-anchor="middle">labels</text>` +
-    `<text transform="translate(14,${(T + H - B) / 2}) rotate(-90)" font-size="12" text-anchor="middle">${what}</text>`;
-  const path = pts.map((p, i) => `${i ? 'L' : 'M'}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(' ');
-  const dots = pts.map(p => `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="3" fill="#1f77b4">` +
-    `<title>version ${p[2]}, ${p[0]} labels: ${(100 * p[1]).toFixed(1)}%` + (test ? '' : ` of ${p[3]} guesses`) +
-    `</title></circle>`);
-  const about = test ? 'the test accuracy of each model version' :
-    "each model version's guesses against the labels given while it was current";
-  box.innerHTML = `<div class="meta">${esc(about)} (last ${(100 * pts[pts.length - 1][1]).toFixed(1)}%)</div>` +
-    `<svg id="curve-svg" width="${W}" height="${H}" role="img" aria-label="${esc(what)} against labels">${axes}` +
-    `<path d="${path}" stroke="#1f77b4" stroke-width="2" fill="none"/>${dots.join('')}</svg>`;
+    `<text transform="translate(14,${(T + H - B) / 2}) rotate(-90)" font-size="12" ` +
+    `text-anchor="middle">accuracy</text>`;
+  const pct = a => (100 * a).toFixed(1) + '%';
+  const marks = est.map(([n, e, v]) => {   // an unbiased estimate: a dot and its interval; a biased one: a ring
+    const x = X(n).toFixed(1), tip = `version ${v}, ${n} labels: ` + (e.biased ?
+      `right on ${pct(e.accuracy)} of the ${e.n_labels} items it asked about (biased: no interval)` :
+      `estimated ${pct(e.accuracy)} (${pct(e.low)}–${pct(e.high)})`);
+    return (e.biased ? '' : `<path class="interval" d="M${x},${Y(e.low).toFixed(1)} V${Y(e.high).toFixed(1)}" ` +
+                              `stroke="#1f77b4" stroke-opacity=".5" stroke-width="2"/>`) +
+      `<circle class="estimate" cx="${x}" cy="${Y(e.accuracy).toFixed(1)}" r="3.5" stroke="#1f77b4" ` +
+      `stroke-width="1.5" fill="${e.biased ? '#fff' : '#1f77b4'}"><title>${esc(tip)}</title></circle>`;
+  });
+  const tests = test.map(([n, a, v]) => `<rect class="test" x="${(X(n) - 3).toFixed(1)}" ` +
+    `y="${(Y(a) - 3).toFixed(1)}" ` +
+    `width="6" height="6" fill="#ff7f0e"><title>version ${v}, ${n} labels: test accuracy ${pct(a)}</title></rect>`);
+  const biased = est.some(p => p[1].biased), legend = [];
+  if(est.length) legend.push(biased ? 'blue rings: share right on the items it asked about (biased low, no interval)'
+                                    : 'blue: estimated accuracy with its 95% interval');
+  if(test.length) legend.push('orange: accuracy on the test set given');
+  box.innerHTML = `<div class="meta">${esc(legend.join(' · '))}</div>` +
+    `<svg id="curve-svg" width="${W}" height="${H}" role="img" aria-label="accuracy against labels">${axes}` +
+    `${marks.join('')}${tests.join('')}</svg>`;
 }
 
 // ---- the class buttons and the keys: the keyboard is never lost to a button, a box or a link
@@ -459,7 +495,7 @@ button('undo<kbd>u</kbd>', 'undo', undo);
 }
 $('showguess').addEventListener('change', e => { e.target.blur(); render(); });
 $('showguess').addEventListener('mousedown', e => e.preventDefault());
-for(const a of [$('csv'), $('model')]){   // a download leaves the keys to the page
+for(const a of [$('csv'), $('report'), $('model')]){   // a download leaves the keys to the page
   a.addEventListener('mousedown', e => e.preventDefault());
   a.addEventListener('click', () => setTimeout(() => a.blur(), 0));
 }

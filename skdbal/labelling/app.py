@@ -28,9 +28,11 @@ server is bound to another interface, only with ``?token=``:
 - ``GET /api/status`` (:meth:`LabellingSession.status`, with ``pending`` as a
   count and ``annotators``, the names holding items now);
   ``GET /api/versions`` (each model version with its
-  test accuracy, if a test set was given, and its guess accuracy);
-- ``GET /api/labels.csv`` (the labels, with the second looks), ``GET
-  /api/model.pt`` (the current model, with skorch's ``save_params``).
+  test accuracy, if a test set was given, its guess accuracy, its accuracy estimate and what the
+  stopping rules said of it);
+- ``GET /api/labels.csv`` (the labels, with the second looks), ``GET /api/report.json`` (its companion:
+  the accuracy estimate, the test accuracy, the forecast and the rules' verdicts, now and per version),
+  ``GET /api/model.pt`` (the current model, with skorch's ``save_params``).
 
 The guide's "The page's HTTP API" (``docs/guide/labelling.md``) documents every route, its fields and
 its errors; ``tests/labelling/test_api_doc.py`` checks it against these routes and their answers.
@@ -84,6 +86,7 @@ from ._tokens import annotator_of, check_tokens
 from .export import labels_csv_text
 from .json_body import Refused, failure_message, read_json_object
 from .pools import Pool
+from .progress_report import progress_report
 from .serving import GIVE_WAY, LOOPBACK_NAMES, GiveWay
 from .session import LabellingSession
 from .store import LeaseHeld, NotYours, SkipLimit
@@ -237,6 +240,7 @@ def make_app(session: LabellingSession, *, token: Optional[str] = None, require_
         Route("/api/status", partial(_guarded, status, True)),
         Route("/api/labels.csv", partial(_guarded, labels_csv, True)),
         Route("/api/versions", partial(_guarded, versions, True)),
+        Route("/api/report.json", partial(_guarded, report, True)),
         Route("/api/model.pt", partial(_guarded, model_file, True)),
     ]
     app = Starlette(routes=routes)
@@ -451,6 +455,14 @@ async def labels_csv(request: Request) -> Response:
 async def versions(request: Request) -> Response:
     """``GET /api/versions``: each model version."""
     return JSONResponse({"versions": await run_in_threadpool(request.app.state.session.versions)})
+
+
+async def report(request: Request) -> Response:
+    """``GET /api/report.json``: how good the model is and what the stopping rules say, with every model
+    version's figures (:func:`~skdbal.labelling.progress_report.progress_report`): the companion of
+    ``labels.csv``."""
+    body = await run_in_threadpool(progress_report, request.app.state.session)
+    return JSONResponse(body, headers={"Content-Disposition": 'attachment; filename="report.json"'})
 
 
 async def model_file(request: Request) -> Response:

@@ -144,6 +144,11 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
                    "threshold in (0, 1), or 'off' (default: dynamic)")
     p.add_argument("--second-look-budget", type=number_in("(0, 1]", "a share"), default=0.1, metavar="SHARE",
                    help="at most this share of the labels is flagged, the least likely first (default: 0.1)")
+    p.add_argument("--test", metavar="PATH", help="a labelled test set, whose accuracy is shown after each retrain: "
+                   "with --images a folder with a subfolder per class (cat/tom.jpg), with --table a table of the "
+                   "same columns and a column 'label', with --npy a .npz with arrays X and y (default: none)")
+    p.add_argument("--label-budget", type=whole_number(1), default=None, metavar="N", help="a number of labels "
+                   "to buy: a stopping rule says when it is spent, as advice (default: no budget)")
     p.add_argument("--torch-threads", type=whole_number(1), default=1, metavar="N",
                    help="threads torch trains and predicts with (default: 1: on a busy machine a retrain took "
                    "0.16-1.64 s on one thread, 0.22-12.88 s on two)")
@@ -341,6 +346,8 @@ def make_session(args):
                 raise ValueError(f"--npy reads .npy or .npz files; got {args.npy!r}")
             pool = load_pool(args.npy)
     _check_batch_size(args, len(pool))
+    if getattr(args, "test", None) is not None:   # a bad test set is refused before the store is made
+        X_test, y_test = _test_set(args, pool, classes)
     X = pool.X
     images = pool.kind == "images"
     initial = None   # the session's own: a first batch that covers the pool
@@ -370,11 +377,28 @@ def make_session(args):
     session = LabellingSession(learner, X, classes, store, keys=pool.keys, batch_size=args.batch_size,
                                retrain_after=args.retrain_after, X_test=X_test, y_test=y_test, initial=initial,
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget,
-                               lease_timeout=getattr(args, "lease_timeout", 300.0), features=features)
+                               lease_timeout=getattr(args, "lease_timeout", 300.0), features=features,
+                               label_budget=getattr(args, "label_budget", None),
+                               item_noun="images" if images else "rows")
     if kind in ("pool", "encoder"):   # learnt or embedded in a thread of its own, once the store is taken
         session.representation = PoolFeatures(pool.X, cache_folder(store), encoder=encoder,
                                               max_time=args.encoder_time, future=features).start()
     return session, pool, store
+
+
+def _test_set(args, pool, classes):
+    """``--test``'s labelled items, read in the pool's format (:func:`skdbal.labelling.held_out.load_test_set`)."""
+    from ._representation import representation_of
+    from .held_out import load_test_set
+
+    if args.demo:
+        raise ValueError("--test goes with --images, --table or --npy: the digits demo has its own test set")
+    kind = representation_of(args)
+    if kind not in (None, "pixels"):
+        raise ValueError(f"--test {args.test}: with --representation {kind if kind != 'encoder' else 'from --encoder'}"
+                         " the model sees embeddings of the pool only; give --representation pixels to test it")
+    source = "images" if args.images else "table" if args.table else "npy"
+    return load_test_set(args.test, pool, classes, source=source, image_size=args.image_size, mode=args.mode)
 
 
 def store_path(args) -> str:
@@ -550,8 +574,10 @@ def check_source(args) -> None:
     if getattr(args, "images", None) is not None and not Path(args.images).is_dir():
         raise ValueError(f"--images {args.images}: " + ("not a folder" if Path(args.images).exists()
                                                          else "no such folder"))
-    for option in ("table", "npy"):
+    for option in ("table", "npy", "test"):
         value = getattr(args, option, None)
+        if option == "test" and value is not None and Path(value).exists():
+            continue   # a folder or a file, checked when it is read
         if value is not None and not Path(value).is_file():
             raise ValueError(f"--{option} {value}: " + ("not a file" if Path(value).exists() else "no such file"))
 

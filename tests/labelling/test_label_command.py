@@ -128,7 +128,7 @@ def test_the_help_explains_the_command_and_shows_every_default():
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
                             "--annotators", "--keys", "--lease-timeout", "--reopen-skips", "--representation",
                             "--encoder", "--encoder-size", "--encoder-channels", "--encoder-mean", "--encoder-std",
-                            "--encoder-time"}
+                            "--encoder-time", "--test", "--label-budget"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show;
     # --reopen-skips is a switch
     without = {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--reopen-skips"}

@@ -328,7 +328,7 @@ def test_the_page_shows_each_state(digits64, tmp_path):
     """12x12 images drawn at an integer multiple (10x: 120 px; 112 px before, blurred), pixelated; a full
     disk shown in a banner and the item not marked done (the key did nothing visible); the last item of a
     batch greyed (it stayed as it was while the progress said "0 left"); the training and waiting states
-    and the strategy's name as the session's status gives them; the learning curve with labelled axes."""
+    and the strategy's name as the session's status gives them; the accuracy chart with labelled axes."""
     from selenium.webdriver.common.by import By
 
     X, y = digits64
@@ -405,12 +405,13 @@ def test_the_page_shows_each_state(digits64, tmp_path):
         wait.until(lambda d: len(shown()) == 6 and set(shown()).isdisjoint(items))
         text = driver.execute_script("return document.querySelector('.item').innerText")
         assert "max entropy score " in text and "guess" in text
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-svg circle"))
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#curve-svg rect.test"))   # model 0's test accuracy
         svg = driver.find_element(By.ID, "curve-svg")
-        assert (svg.get_attribute("width"), svg.get_attribute("height")) == ("560", "260")
+        assert (svg.get_attribute("width"), svg.get_attribute("height")) == ("520", "240")
         texts = driver.execute_script("return [...document.querySelectorAll('#curve-svg text')]"
                                       ".map(t => t.textContent)")
-        assert {"labels", "test accuracy", "0%", "20%", "100%", "0"} <= set(texts)
+        assert {"labels", "accuracy", "0%", "20%", "100%", "0"} <= set(texts)
+        assert driver.find_element(By.ID, "test").text.startswith("On the test set given (200 items): ")
         assert driver.find_element(By.ID, "state").text == "ready"
     finally:
         _FIT.set()
