@@ -402,6 +402,95 @@ def stopping(runs: dict) -> list:
     return out
 
 
+#: Rule families swept over their threshold offline, from the values a run recorded at every step:
+#: (column recorded, how the value is compared, thresholds).
+SWEEP = {
+    "kappa(window 3)": ("value:kappa(w3,0.99)", "at_least", (0.95, 0.97, 0.98, 0.99, 0.995, 0.997, 0.998, 0.999)),
+    "kappa(window 5)": ("value:kappa(w5,0.99)", "at_least", (0.98, 0.99, 0.995, 0.997, 0.998, 0.999)),
+    "classification change": ("value:change(0)", "at_most", (0.02, 0.01, 0.005, 0.0025, 0.001, 0.0)),
+    "expected gain (2 steps)": ("value:gain(0.001)", "below_twice", (0.005, 0.003, 0.002, 0.001, 0.0005, 0.0002)),
+    "overall uncertainty": ("value:uncertainty(entropy,0.05)", "below", (0.3, 0.25, 0.2, 0.15, 0.1, 0.05)),
+    "label budget": ("n_labels", "at_least", (100, 150, 200, 250, 300, 350, 400, 450)),
+}
+
+
+def swept_stop(values: np.ndarray, how: str, threshold: float):
+    """The first step whose recorded value says stop at ``threshold`` (None: never)."""
+    with np.errstate(invalid="ignore"):
+        if how == "at_least":
+            hit = values >= threshold
+        elif how == "at_most":
+            hit = values <= threshold
+        else:
+            hit = values < threshold
+    hit &= ~np.isnan(values)
+    if how == "below_twice":
+        hit = hit & np.concatenate([[False], hit[:-1]])
+    idx = np.flatnonzero(hit)
+    return int(idx[0]) if len(idx) else None
+
+
+def sweep(runs: dict) -> list:
+    """One row per (family, threshold, data set): the good stops among the runs that plateaued."""
+    counts: dict = {}
+    for rows in runs.values():
+        acc = np.array([float(r["test_acc"]) for r in rows])
+        n = np.array([int(r["n_labels"]) for r in rows])
+        plateau = float(acc[-TRUTH_WINDOW:].mean())
+        best = int(np.flatnonzero(acc >= plateau - WITHIN)[0])
+        if n[best] > 0.7 * n[-1]:
+            continue
+        for family, (column, how, thresholds) in SWEEP.items():
+            values = np.array([float(r[column]) if r[column] not in ("", "None") else np.nan for r in rows])
+            for t in thresholds:
+                at = swept_stop(values, how, t)
+                good = at is not None and abs(n[at] - n[best]) <= 0.1 * n[best] and plateau - acc[at] <= WITHIN
+                c = counts.setdefault((family, t, rows[0]["dataset"]), [0, 0, []])
+                c[0] += int(good)
+                c[1] += 1
+                c[2].append((n[at if at is not None else -1] - n[best]) / n[best])
+    return [{"family": f, "threshold": t, "dataset": d, "good": c[0], "runs": c[1],
+             "median_excess": round(float(np.median(c[2])), 3)} for (f, t, d), c in sorted(counts.items())]
+
+
+DEFAULT_ESTIMATOR = "audit-uniform-0.2"
+DEFAULT_RULE = ("kappa(window 3)", 0.99)
+
+
+def headline(summary: dict) -> dict:
+    """The figures the guide quotes, formatted as it quotes them."""
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    half = lambda w: f"±{50 * w:.1f}"  # noqa: E731
+    cov, wid = summary["coverage"], summary["width_at"]
+    out: dict = {}
+    for est in sorted(summary["worst_coverage"]):
+        slug = est.replace("-", "_").replace(".", "_")
+        out[f"{slug}__worst"] = pct(summary["worst_coverage"][est])
+        out[f"{slug}__best"] = pct(max(v["covered"] for k, v in cov.items() if k.split("|")[0] == est))
+        for ds in ("mnist", "fashion_mnist", "digits"):
+            w = wid.get(f"{est}|{ds}|bll|0", {}).get(200)
+            if w is not None:
+                out[f"{slug}__{ds}_half200"] = half(w)
+    mn = summary["paid_for_pm3"].get(f"{DEFAULT_ESTIMATOR}|mnist|bll|0")
+    out["default_paid_for_pm3_mnist"] = "more than the runs bought" if mn is None else str(mn)
+    for ds in ("mnist", "fashion_mnist", "digits"):
+        for a in SHARES:
+            c = summary["audit_cost_points"].get(f"{ds}|{a:g}|200")
+            if c is not None:
+                out[f"audit_cost_{ds}_{str(a).replace('.', '_')}_at200"] = f"{c:.2f}"
+    family, t = DEFAULT_RULE
+    by = summary["sweep"].get(f"{family}|{t:g}", {})
+    out["default_rule_good"] = f"{sum(v['good'] for v in by.values())} of {sum(v['runs'] for v in by.values())}"
+    best = max(summary["sweep"].items(), key=lambda kv: sum(v["good"] for v in kv[1].values()))
+    family_best, t_best = best[0].split("|")
+    out["best_swept_rule"] = f"{family_best} at {t_best}"
+    out["best_swept_good"] = (f"{sum(v['good'] for v in best[1].values())} of "
+                              f"{sum(v['runs'] for v in best[1].values())}")
+    out["plateaued_runs"] = str(sum(v["runs"] for v in by.values()))
+    out["runs"] = str(summary["runs"])
+    return out
+
+
 def evaluate(folder: Path) -> dict:
     import csv
     runs = {p.stem: read_rows(p) for p in sorted((folder / "runs").glob("*.csv"))}
@@ -432,6 +521,12 @@ def evaluate(folder: Path) -> dict:
                                                                  for s, st in {(r["seed"], r["strategy"])
                                                                                for r in rs})), 4)}
         summary["width_at"][key] = widths
+        # the labels paid from which the median width is at most 6 points (±3): medians by labels paid
+        by_paid: dict = {}
+        for r in rs:
+            by_paid.setdefault(int(r["n_paid"]), []).append(float(r["width"]))
+        narrow = [p for p, w in sorted(by_paid.items()) if np.median(w) <= 0.06 and len(w) >= 3]
+        summary.setdefault("paid_for_pm3", {})[key] = narrow[0] if narrow else None
         lines.append([est, ds, ln, f"{noise:g}", f"{c.mean():.1%}", "-" if not cc else f"{np.mean(cc):.1%}",
                       *["-" if widths[p] is None else f"±{50 * widths[p]:.1f}" for p in (100, 200, 300)]])
     cov_table = markdown_table(["estimator", "data", "learner", "noise", "covered (annotator)",
@@ -470,12 +565,26 @@ def evaluate(folder: Path) -> dict:
                                 [[ds, f"{a:g}"] + [f"{summary['audit_cost_points'].get(f'{ds}|{a:g}|{p}', '-')}"
                                                    for p in (100, 200, 300)]
                                  for ds, a in sorted({(k[0], k[1]) for k in costs})])
+    swept = sweep(runs)
+    datasets = sorted({r["dataset"] for r in swept})
+    table: dict = {}
+    for r in swept:
+        table.setdefault((r["family"], r["threshold"]), {})[r["dataset"]] = r
+    summary["sweep"] = {f"{f}|{t:g}": {d: {"good": v["good"], "runs": v["runs"]} for d, v in by.items()}
+                        for (f, t), by in table.items()}
+    sweep_table = markdown_table(
+        ["rule", "threshold"] + [f"{d}: good / runs (median excess)" for d in datasets] + ["good, all"],
+        [[f, f"{t:g}"] + [f"{by[d]['good']} / {by[d]['runs']} ({by[d]['median_excess']:+.0%})" if d in by else "-"
+                          for d in datasets] + [f"{sum(v['good'] for v in by.values())} / "
+                                                f"{sum(v['runs'] for v in by.values())}"]
+         for (f, t), by in sorted(table.items(), key=lambda kv: (list(SWEEP).index(kv[0][0]), kv[0][1]))])
     # the goal's view: each estimator's worst condition (data set, learner, noise)
     worst: dict = {}
     for key, v in summary["coverage"].items():
         est = key.split("|")[0]
         worst[est] = min(worst.get(est, 1.0), v["covered"])
     summary["worst_coverage"] = worst
+    summary["headline"] = headline(summary)
     summary["censored_runs"] = censored
     (folder / "README.md").write_text(
         "# When to stop, and how good the model is\n\nWritten by `benchmarks/bench_stopping.py` "
@@ -485,12 +594,18 @@ def evaluate(folder: Path) -> dict:
         f"\n\n## Stopping\n\nA good stop is within 10% of the labels of the best stop, giving up at most 0.5 "
         f"points of the plateau. Runs without a plateau by 70% of their labels are left out ({censored}).\n\n"
         + stop_table + "\n\n## What an audit costs\n\nMedian over runs of the test accuracy at P labels paid "
-        "minus that at the (1 - share) P labels left to train on, in points.\n\n" + cost_table + "\n")
+        "minus that at the (1 - share) P labels left to train on, in points.\n\n" + cost_table +
+        "\n\n## Each rule over its threshold\n\nThe same runs, each rule's recorded value compared with "
+        "other thresholds after the fact (in-sample: a threshold chosen here is fitted to these runs). Median "
+        "excess: labels at the stop over the best stop's, less one (a never-stopping rule counts its last "
+        "step).\n\n" + sweep_table + "\n")
     print(cov_table)
     print()
     print(stop_table)
     print()
     print(cost_table)
+    print()
+    print(sweep_table)
     return summary
 
 
