@@ -130,12 +130,14 @@ def _wind_down(stop: threading.Event, exporter: threading.Thread, previous) -> N
         signal.signal(signal.SIGTERM, previous)
 
 
-def _say_stopped(session, store, csv_path: str, sync=None) -> None:
-    """Write the CSV (and with a ``sync``, the report of the annotations kept aside) a last time, and say
-    where the labels are."""
+def _say_stopped(session, store, csv_path: str, sync=None, report: bool = False) -> None:
+    """Write the CSV (with ``report`` its companion report, :func:`_save_report`; with a ``sync``, the report
+    of the annotations kept aside) a last time, and say where the labels are."""
     from ..labelling.export import save_labels_csv
 
     n = save_labels_csv(session, csv_path)
+    if report:
+        _save_report(session, csv_path)
     aside = _save_unknown(sync, csv_path)
     print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
           f"; {aside} annotations naming no single class of the session kept aside, in {_unknown_path(csv_path)}"),
@@ -157,19 +159,34 @@ def _save_unknown(sync, csv_path: str) -> int:
     return save_unknown_csv(sync.unknown_labels(), _unknown_path(csv_path)) or 0
 
 
-def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float, sync=None) -> None:
-    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``, and with a
-    ``sync`` the report of its annotations kept aside beside it (:func:`_save_unknown`) when they change;
-    a failed write (a full disk) is said once on stderr and tried again at the next change."""
+def _save_report(session, csv_path: str) -> None:
+    """Write the labels CSV's companion report (the page's ``report.json``) beside it
+    (:func:`skdbal.labelstudio.progress.report_json_path`)."""
+    from ..labelling import progress_report
+    from .progress import report_json_path
+
+    progress_report.save_progress_report(session, report_json_path(csv_path))
+
+
+def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float, sync=None,
+                     report: bool = False) -> None:
+    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; with ``report``, its
+    companion report too (:func:`_save_report`), also after a new model version; and with a ``sync`` the
+    report of its annotations kept aside beside it (:func:`_save_unknown`) when they change. A failed write
+    (a full disk) is said once on stderr and tried again at the next change."""
     from ..labelling.export import save_labels_csv
 
     written, said = None, False
     while not stop.wait(interval):
-        last = (session.store.last_event(), None if sync is None else sync.kept_aside.changes)
+        models = session.store.models() if report else None
+        last = (session.store.last_event(), models[-1]["version"] if models else -1,
+                None if sync is None else sync.kept_aside.changes)
         if last == written:
             continue
         try:
             save_labels_csv(session, path)
+            if report:
+                _save_report(session, path)
             _save_unknown(sync, path)
             written, said = last, False
         except Exception as exc:  # noqa: BLE001 - the sync goes on; the file is written again on stop
@@ -430,12 +447,14 @@ def run(args) -> int:
     its address, and pulls the annotations made meanwhile; then the session
     starts, retrains as annotations are pulled, and every query's scores are
     pushed. The labels are kept as CSV (:func:`labels_csv_path`), rewritten
-    atomically when annotations have been recorded and once more on stop.
+    atomically when annotations have been recorded and once more on stop,
+    with the page's ``report.json`` beside it (also after each retrain;
+    :func:`skdbal.labelstudio.progress.report_json_path`).
     With ``--backend`` the annotations come by Label Studio's webhooks
     instead of pulls (:mod:`skdbal.labelstudio.backend`). After each retrain it
-    prints the accuracy estimate and the stopping advice, and writes them at
-    the head of the project's description and beside the CSV
-    (:mod:`skdbal.labelstudio.progress`).
+    prints the session's accuracy estimate and stopping advice (with ``--test``
+    its test accuracy), and writes them at the head of the project's
+    description and beside the CSV (:mod:`skdbal.labelstudio.progress`).
 
     Examples
     --------
@@ -487,10 +506,9 @@ unencrypted; use https, or --allow-http
         key_of = file_key(args.attach, session.keys) if args.attach else None
         sync = LabelStudioSync(session, client, project, key_field=args.key_field, key_of=key_of,
                                sampling=getattr(args, "sampling", "uncertainty"))
-        # after each retrain: the estimate and the stopping advice, said after the push (the batch noted before it)
+        # after each retrain: the session's estimate and stopping advice, said after the push
         progress = ModelProgress(session, client=client, project=project,
                                  report_path=progress_csv_path(labels_csv_path(args.labels_csv, store)))
-        session.on_query.insert(0, progress.note_batch)
         session.on_query.append(progress.after_query)
         if args.attach:
             attached = sync.map_tasks()
@@ -516,7 +534,7 @@ unencrypted; use https, or --allow-http
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
         exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, args.interval),
-                                    kwargs={"sync": sync}, name="skdbal-labels-csv", daemon=True)
+                                    kwargs={"sync": sync, "report": True}, name="skdbal-labels-csv", daemon=True)
         try:
             with session:
                 exporter.start()
@@ -525,7 +543,7 @@ unencrypted; use https, or --allow-http
             pass
         finally:
             _wind_down(stop, exporter, previous)
-        _say_stopped(session, store, csv_path, sync)
+        _say_stopped(session, store, csv_path, sync, report=True)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
@@ -727,8 +745,8 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 return
 
     keeper = threading.Thread(target=keep, name="skdbal-backend-keeper", daemon=True)
-    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0), kwargs={"sync": sync},
-                                name="skdbal-labels-csv", daemon=True)
+    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
+                                kwargs={"sync": sync, "report": True}, name="skdbal-labels-csv", daemon=True)
     try:
         pulled = _pull_before_start(sync)
         if sync.full_pulls == 0:               # Label Studio away at the start: the keeper pulls later
@@ -747,7 +765,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
         pass
     finally:
         _wind_down(stop, exporter, previous)
-    _say_stopped(session, store, csv_path, sync)
+    _say_stopped(session, store, csv_path, sync, report=True)
     if failure:
         raise failure[0]
     return 0

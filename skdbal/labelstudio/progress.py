@@ -1,24 +1,19 @@
 """How good the model is, and what the stopping rules say, after each retrain of ``skdbal labelstudio``.
 
-:class:`ModelProgress` follows a :class:`~skdbal.labelling.LabellingSession` kept in step with a Label
-Studio project. After each retrain (the first query of a new model version) it
+``skdbal labelstudio`` runs a :class:`~skdbal.labelling.LabellingSession` underneath, and the session
+already keeps the accuracy estimate, the test accuracy (``--test``), the forecast of the learning curve
+and the stopping rules' verdicts, with their words (:func:`skdbal.labelling.progress_report.progress`, the
+figures of its ``status()`` and of the labelling page). :class:`ModelProgress` says them where Label
+Studio's users look, after each retrain (the first query of a new model version):
 
-- estimates the accuracy from the labels people gave, each judged by the model of its time, which had not
-  seen it (the session's store keeps that judgement): an :class:`~skdbal.accuracy_monitor.AccuracyMonitor`
-  is fed, version by version, the labels that arrived while that version was current, with the draw
-  probabilities of its batch when the strategy recorded them (a stochastic batch's ``info["draw_log_q"]``)
-  and the labels are the first of its draw, in the order drawn; else without (a top-k batch: the estimate is
-  then the biased share of the last batches guessed right, and says so);
-- shows the stopping rule (:mod:`skdbal.stopping`; by default
-  :class:`~skdbal.stopping.StabilizingPredictions`) the new model's predictions on a fixed stop set of pool
-  items: advice only, the session goes on labelling whatever it says;
-- says both in one line (:func:`progress_line`), printed, written at the head of the Label Studio project's
-  description (the text every user sees on the project's card in the project list, and in its settings),
-  and kept with the journal's columns (``estimate_*``, ``stop_*``) in a CSV beside the labels CSV
-  (:func:`progress_csv_path`).
+- in one line (:func:`progress_line`), printed;
+- at the head of the Label Studio project's description (the text every user sees on the project's card
+  in the project list, and in its settings; :func:`with_progress`);
+- in a CSV beside the labels CSV, one row per version (:func:`progress_csv_path`).
 
-Everything here runs in the session's loop thread (an ``on_query`` callback); a failure to reach Label
-Studio is said once and the description is written again after the next retrain.
+It computes nothing of its own: the numbers and the words are the session's. Everything here runs in the
+session's loop thread (an ``on_query`` callback); a failure to reach Label Studio is said once and the
+description is written again after the next retrain.
 """
 from __future__ import annotations
 
@@ -28,16 +23,9 @@ import os
 import re
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Mapping, Optional
 
-import numpy as np
-
-from .._validation import read_rows
-from ..accuracy_monitor import AccuracyMonitor, journal_fields
-from ..estimates import AccuracyEstimate
-from ..stopping import AnyOf, StabilizingPredictions, StoppingRule, Verdict
-
-__all__ = ["ModelProgress", "accuracy_words", "advice_words", "progress_line", "progress_csv_path",
+__all__ = ["ModelProgress", "progress_line", "progress_fields", "progress_csv_path", "report_json_path",
            "with_progress", "PROGRESS_MARK"]
 
 logger = logging.getLogger("skdbal.labelstudio")
@@ -47,24 +35,20 @@ logger = logging.getLogger("skdbal.labelstudio")
 PROGRESS_MARK = "skdbal: "
 
 
-def _pct(x: float) -> str:
-    return f"{100 * float(x):.0f}"
-
-
-def accuracy_words(version: int, estimate: Optional[AccuracyEstimate], *, judged_by: Optional[int] = None) -> str:
-    """What the estimate says about model ``version``, in words: what is estimated, and how sure it is.
+def progress_line(version: int, n_labels: int, status: Mapping) -> str:
+    """The one line ``skdbal labelstudio`` says after model ``version`` is trained, from the session's
+    ``status()`` (:func:`skdbal.labelling.progress_report.progress`): its words on the accuracy estimate,
+    the test accuracy (with ``--test``), the forecast (once there is one), the stopping advice, and the
+    words of each rule that says you could stop.
 
     Parameters
     ----------
     version : int
         The model just trained.
-    estimate : AccuracyEstimate or None
-        From :class:`~skdbal.accuracy_monitor.AccuracyMonitor`: a biased prequential share
-        (``"prequential-biased"``), an unbiased estimate of the model that chose the last batch
-        (``"stratified-lure-kish-wilson"``), or that estimate carried over to ``version`` through the two
-        models' disagreement (``"bridge-..."``). None: no judged label yet.
-    judged_by : int, optional
-        The version that chose the last batch (the one an unbiased estimate is of, when not carried over).
+    n_labels : int
+        The labels it was trained on.
+    status : dict
+        The session's ``status()``, or :func:`~skdbal.labelling.progress_report.progress`.
 
     Returns
     -------
@@ -72,66 +56,59 @@ def accuracy_words(version: int, estimate: Optional[AccuracyEstimate], *, judged
 
     Examples
     --------
-    >>> from skdbal.estimates import estimate_accuracy, prequential_accuracy
-    >>> from skdbal.labelstudio.progress import accuracy_words
-    >>> print(accuracy_words(4, prequential_accuracy([[1] * 7 + [0] * 3, [1] * 8 + [0] * 2], window=3)))
-    model v4: the models before it were right on 75% of the last 20 tasks they asked about (their hardest; biased low)
-    >>> print(accuracy_words(0, None))
-    model v0: no accuracy estimate yet (no label has come in since the first model)
-    """
-    if estimate is None:
-        return f"model v{version}: no accuracy estimate yet (no label has come in since the first model)"
-    if estimate.biased:
-        return (f"model v{version}: the models before it were right on {_pct(estimate.accuracy)}% of the last "
-                f"{estimate.n_labels} tasks they asked about (their hardest; biased low)")
-    figures = (f"estimated accuracy {_pct(estimate.accuracy)}% ({_pct(estimate.low)}–{_pct(estimate.high)}%, "
-               f"{_pct(estimate.confidence)}% interval) from {estimate.n_labels} labels drawn with known odds")
-    if estimate.method.startswith("bridge-"):
-        source = "" if judged_by is None else f" model v{judged_by}'s,"
-        return f"model v{version}: {figures},{source} widened by how often the two models disagree"
-    if judged_by is not None and judged_by != version:
-        return f"model v{judged_by} (before v{version}): {figures}"
-    return f"model v{version}: {figures}"
-
-
-def advice_words(verdict: Optional[Verdict]) -> str:
-    """What the stopping rule says, as advice: its reason, and whether one could stop.
-
-    Examples
-    --------
-    >>> from skdbal.stopping import Verdict
-    >>> from skdbal.labelstudio.progress import advice_words
-    >>> print(advice_words(Verdict(False, 0.9, "the predictions are still changing")))
-    stopping advice: keep labelling: the predictions are still changing
-    >>> print(advice_words(Verdict(True, 1.0, "the predictions have stopped changing")))
-    stopping advice: you could stop: the predictions have stopped changing (labelling goes on until you do)
-    """
-    if verdict is None:
-        return "stopping advice: none yet"
-    if verdict.stop:
-        return f"stopping advice: you could stop: {verdict.reason} (labelling goes on until you do)"
-    return f"stopping advice: keep labelling: {verdict.reason}"
-
-
-def progress_line(version: int, estimate: Optional[AccuracyEstimate], verdict: Optional[Verdict], *,
-                  judged_by: Optional[int] = None) -> str:
-    """The one line ``skdbal labelstudio`` prints after each retrain: :func:`accuracy_words`, then
-    :func:`advice_words`.
-
-    Examples
-    --------
-    Eight of ten labels drawn uniformly from 100 rows, guessed right by model v2; model v3 just trained:
-
-    >>> from skdbal.accuracy_monitor import AccuracyMonitor
     >>> from skdbal.labelstudio.progress import progress_line
-    >>> from skdbal.stopping import Verdict
-    >>> monitor = AccuracyMonitor()
-    >>> monitor.observe([1] * 8 + [0] * 2, q=[1 / (100 - m) for m in range(10)], n_candidates=100)
-    >>> print(progress_line(3, monitor.previous_model(), Verdict(False, 0.5, "still changing"), judged_by=2))
-    model v2 (before v3): estimated accuracy 80% (49–94%, 95% interval) from 10 labels drawn with known odds; \
-stopping advice: keep labelling: still changing
+    >>> status = {"accuracy_words": "Right on 80% of the last 10 rows it asked about (its hardest cases, so on "
+    ...           "all rows it is likely higher).", "test_words": None, "forecast": None,
+    ...           "advice": "No stopping rule says stop yet.", "stopping": [{"stop": False, "words": "..."}]}
+    >>> print(progress_line(2, 30, status))
+    model v2 (30 labels): Right on 80% of the last 10 rows it asked about (its hardest cases, so on all rows it \
+is likely higher). No stopping rule says stop yet.
     """
-    return f"{accuracy_words(version, estimate, judged_by=judged_by)}; {advice_words(verdict)}"
+    said = [status["accuracy_words"]]
+    if status.get("test_words"):
+        said.append(status["test_words"])
+    if status.get("forecast"):
+        said.append(status["forecast_words"])
+    said.append(status["advice"])
+    said += [v["words"] for v in status.get("stopping", ()) if v.get("stop")]
+    return f"model v{version} ({n_labels} labels): " + " ".join(" ".join(str(s).split()) for s in said)
+
+
+def progress_fields(status: Mapping) -> Dict[str, object]:
+    """The session's figures as the columns of :func:`progress_csv_path`'s rows: the estimate
+    (``estimate_version``, the model it is of; ``estimate_acc``, ``estimate_lo``, ``estimate_hi``,
+    ``estimate_kind``, ``estimate_biased``, ``estimate_n``), ``test_accuracy``, the forecast
+    (``forecast_n_labels``, ``forecast_acc``, ``forecast_lo``, ``forecast_hi``), each rule's
+    ``stop_<rule>`` and ``stop_<rule>_value``, ``stop_reason`` (the reasons of the rules that say stop,
+    else ``""``) and ``advice``. None where the session has no figure.
+
+    Examples
+    --------
+    >>> from skdbal.labelstudio.progress import progress_fields
+    >>> status = {"accuracy": {"version": 3, "accuracy": 0.8, "low": 0.49, "high": 0.94, "method": "wilson",
+    ...                        "biased": False, "n_labels": 10}, "test_accuracy": None, "forecast": None,
+    ...           "stopping": [{"rule": "label_budget", "stop": True, "value": 200.0, "reason": "spent"}],
+    ...           "advice": "1 of 1 stopping rule says you could stop now; labelling goes on until you stop."}
+    >>> f = progress_fields(status)
+    >>> f["estimate_version"], f["estimate_acc"], f["estimate_n"], f["stop_label_budget"], f["stop_reason"]
+    (3, 0.8, 10, True, 'spent')
+    """
+    e, fc = status.get("accuracy"), status.get("forecast")
+    out: Dict[str, object] = {
+        "estimate_version": None if e is None else e["version"],
+        "estimate_acc": None if e is None else e["accuracy"], "estimate_lo": None if e is None else e["low"],
+        "estimate_hi": None if e is None else e["high"], "estimate_kind": None if e is None else e["method"],
+        "estimate_biased": None if e is None else e["biased"], "estimate_n": None if e is None else e["n_labels"],
+        "test_accuracy": status.get("test_accuracy"),
+        "forecast_n_labels": None if not fc else fc["n_labels"], "forecast_acc": None if not fc else fc["accuracy"],
+        "forecast_lo": None if not fc else fc["low"], "forecast_hi": None if not fc else fc["high"]}
+    verdicts = list(status.get("stopping", ()))
+    for v in verdicts:
+        out[f"stop_{v['rule']}"] = bool(v["stop"])
+        out[f"stop_{v['rule']}_value"] = v.get("value")
+    out["stop_reason"] = "; ".join(str(v.get("reason", "")) for v in verdicts if v["stop"]) if verdicts else None
+    out["advice"] = status.get("advice")
+    return out
 
 
 def with_progress(description: Optional[str], line: str) -> str:
@@ -170,204 +147,92 @@ def progress_csv_path(labels_csv: str) -> str:
     return f"{stem}-model{ext or '.csv'}"
 
 
-def _rule_names(rule: StoppingRule) -> List[str]:
-    return [rule.name] + (list(rule.named_rules()) if isinstance(rule, AnyOf) else [])
+def report_json_path(labels_csv: str) -> str:
+    """The companion report of the labels CSV (:func:`skdbal.labelling.progress_report.save_progress_report`,
+    the page's ``report.json``): beside it, its name with ``-report.json``.
 
-
-def _verdict_fields(rule: StoppingRule, verdict: Optional[Verdict]) -> Dict[str, object]:
-    """The loop's journal columns for a verdict: ``stop_<name>``, ``stop_<name>_value`` (for each rule of an
-    AnyOf too) and ``stop_reason`` (the reason when it says stop, else ``""``)."""
-    verdicts = {rule.name: verdict}
-    if isinstance(rule, AnyOf) and verdict is not None:
-        verdicts.update(rule.verdicts_)
-    out: Dict[str, object] = {}
-    for name in _rule_names(rule):
-        v = verdicts.get(name)
-        out[f"stop_{name}"] = None if v is None else bool(v.stop)
-        out[f"stop_{name}_value"] = None if v is None else float(v.value)
-    out["stop_reason"] = None if verdict is None else (verdict.reason if verdict.stop else "")
-    return out
+    Examples
+    --------
+    >>> from skdbal.labelstudio.progress import report_json_path
+    >>> report_json_path("runs/skdbal-digits-labels.csv")
+    'runs/skdbal-digits-labels-report.json'
+    """
+    stem, _ = os.path.splitext(os.fspath(labels_csv))
+    return f"{stem}-report.json"
 
 
 class ModelProgress:
-    """The accuracy estimate and the stopping rule's advice after each retrain of a Label Studio session.
+    """Say the session's accuracy estimate and stopping advice after each retrain of a Label Studio session.
 
-    Put :meth:`note_batch` first among the session's ``on_query`` callbacks and add :meth:`after_query`
-    after :class:`~skdbal.labelstudio.LabelStudioSync`'s: at the first query of each new model version it
-    computes the estimate and the verdict (see the module's text), and then
+    Add :meth:`after_query` to the session's ``on_query`` callbacks, after
+    :class:`~skdbal.labelstudio.LabelStudioSync`'s: at the first query of each new model version it reads
+    the session's ``status()`` (its estimate, test accuracy, forecast and rules' verdicts, with their words:
+    :func:`skdbal.labelling.progress_report.progress`), and
 
     - prints :func:`progress_line` (to ``out``, standard output by default);
     - writes it at the head of the project's description, with ``client`` and ``project``
       (:func:`with_progress`);
-    - rewrites ``report_path`` (a CSV, one row per version: ``version``, ``time``, ``n_labels``, ``line``,
-      the journal's ``estimate_*`` and ``stop_*`` columns), when given.
+    - rewrites ``report_path`` (a CSV, one row per version: ``version``, ``time``, ``n_labels``, ``line``
+      and :func:`progress_fields`), when given.
 
     Parameters
     ----------
     session : LabellingSession
     client : label_studio_sdk.LabelStudio, optional
     project : int, optional
-    rule : StoppingRule, optional
-        Cloned; :class:`~skdbal.stopping.StabilizingPredictions` by default. Rules that read the model's
-        samples on the stop set (``stop_samples``) are refused: a retrain would wait for them.
-    stop_set_size : int, default=500
-        Pool items, drawn once (seeded) among those unlabelled at the first model, that every version
-        predicts: the rule's stop set, and the rows where two versions' disagreement is counted.
     report_path : str, optional
     out : file, optional
-    random_state : int, default=0
 
     Attributes
     ----------
     rows : list of dict
-        One per version reported (as the CSV's rows), oldest first.
-    draws : dict
-        Per version, the batch it drew: ``positions`` (in the order drawn), ``log_q`` (or None),
-        ``n_candidates``, ``n_unlabelled``.
+        One per version reported (as the CSV's rows), oldest first; a restart keeps those of the CSV.
 
     Examples
     --------
-    >>> from types import SimpleNamespace
+    >>> import io, os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
     >>> from skdbal.labelstudio.progress import ModelProgress
-    >>> ModelProgress(SimpleNamespace(), stop_set_size=0)
-    Traceback (most recent call last):
-        ...
-    ValueError: stop_set_size must be an int >= 1; got 0
+    >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+    ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+    ...                            batch_size=2)
+    >>> progress = ModelProgress(session, out=io.StringIO())
+    >>> progress.after_query([0, 1])         # no model yet: nothing to say
+    >>> progress.rows
+    []
     """
 
-    def __init__(self, session, *, client=None, project: Optional[int] = None, rule: Optional[StoppingRule] = None,
-                 stop_set_size: int = 500, report_path: Optional[str] = None, out=None, random_state: int = 0):
-        from sklearn.base import clone
-
-        if isinstance(stop_set_size, bool) or not isinstance(stop_set_size, (int, np.integer)) or stop_set_size < 1:
-            raise ValueError(f"stop_set_size must be an int >= 1; got {stop_set_size!r}")
-        rule = StabilizingPredictions() if rule is None else rule
-        if not isinstance(rule, StoppingRule):
-            raise ValueError(f"rule must be a stopping rule (skdbal.stopping); got {rule!r}")
-        self.rule = clone(rule).validate()
-        unread = sorted(self.rule.needs() & {"stop_samples", "batch_scores"})
-        if unread:
-            raise ValueError(f"{type(rule).__name__} reads {unread}; skdbal labelstudio shows the rules the model's "
-                             "class probabilities only")
+    def __init__(self, session, *, client=None, project: Optional[int] = None, report_path: Optional[str] = None,
+                 out=None):
         self.session, self.client, self.project = session, client, project
-        self.stop_set_size, self.random_state = int(stop_set_size), random_state
         self.report_path, self.out = report_path, out
         self.rows: List[dict] = _read_rows(report_path)
-        self.draws: Dict[int, dict] = {}
-        self._guesses: Dict[int, np.ndarray] = {}
-        self._stop_set: Optional[np.ndarray] = None
         self._reported: Optional[int] = None
         self._described: Optional[str] = None     # the line the description should carry (None: it does)
         self._said = False
 
-    # ------------------------------------------------------------ the callback
-    def after_query(self, positions, scores=None) -> None:
-        """The session's ``on_query`` callback (in its loop thread): note the batch's draw, and report a new
-        version once. Never raises: a failure is logged, and the session goes on."""
+    def after_query(self, positions=None, scores=None) -> None:
+        """The session's ``on_query`` callback (in its loop thread): report a new model version once. Never
+        raises: a failure is logged, and the session goes on."""
         try:
-            learner = self.session.learner
-            version = int(getattr(learner, "step_", -1))
-            if version < 0:
+            models = self.session.store.models()
+            if not models or models[-1]["version"] == self._reported:
                 return
-            self._note_draw(version, positions)
-            if version != self._reported:
-                self._reported = version
-                self.report(version)
+            self._reported = int(models[-1]["version"])
+            self.report(self._reported, int(models[-1]["n_labels"]))
         except Exception as exc:  # noqa: BLE001 - the advice must never stop the labelling
             logger.warning("skdbal labelstudio: no accuracy estimate for this model (%s: %s)", type(exc).__name__, exc)
 
-    def note_batch(self, positions, scores=None) -> None:
-        """An ``on_query`` callback to put *first* among the session's: it notes the batch's draw while the
-        learner's last acquisition is the batch's (a later callback, such as a push's, may query again). Never
-        raises."""
-        try:
-            version = int(getattr(self.session.learner, "step_", -1))
-            if version >= 0:
-                self._note_draw(version, positions)
-        except Exception as exc:  # noqa: BLE001 - the advice must never stop the labelling
-            logger.warning("skdbal labelstudio: the batch's draw is not known (%s: %s)", type(exc).__name__, exc)
-
-    def _note_draw(self, version: int, positions) -> None:
-        """The first batch ``version`` drew: its positions in the order drawn and their log-probabilities."""
-        if version in self.draws:
-            return
-        learner = self.session.learner
-        acq = getattr(learner, "last_acquisition_", None)
-        info = dict(getattr(acq, "info", {}) or {})
-        log_q = info.get("draw_log_q")
-        positions = [int(p) for p in positions]
-        indices = getattr(acq, "indices", None)
-        if indices is not None and [int(i) for i in indices] != positions:
-            log_q = None          # the learner's last query is another one's (a push's): not this batch's draw
-        if log_q is not None and (len(log_q) != len(positions) or "rejected_indices" in info
-                                  or "n_rejected" in info):
-            log_q = None          # a filter's draw depends on the labels: no known probabilities
-        loop = getattr(self.session, "loop", None)
-        busy = {int(p) for name in ("pending", "skipped")
-                for p in np.asarray(getattr(loop, name, None) if loop is not None else (), dtype=np.intp).ravel()}
-        free = ~np.asarray(learner.labelled_mask_, dtype=bool)
-        free[sorted(busy - set(positions))] = False
-        n_unlabelled = int(np.count_nonzero(free))
-        subsample = getattr(learner, "pool_subsample", None)
-        n_candidates = n_unlabelled if subsample is None else min(n_unlabelled, int(subsample))
-        self.draws[version] = {"positions": positions, "log_q": None if log_q is None else [float(v) for v in log_q],
-                               "n_candidates": max(n_candidates, len(positions)),
-                               "n_unlabelled": max(n_unlabelled, len(positions))}
-
-    # ------------------------------------------------------------ the report
-    def _stop_rows(self, learner) -> np.ndarray:
-        if self._stop_set is None:
-            free = np.flatnonzero(~learner.labelled_mask_)
-            rng = np.random.RandomState(self.random_state)
-            rows = free if len(free) <= self.stop_set_size else rng.choice(free, self.stop_set_size, replace=False)
-            self._stop_set = np.sort(rows).astype(np.intp)
-        return self._stop_set
-
-    def monitor(self, before: int) -> AccuracyMonitor:
-        """A fresh monitor fed with the labels judged by each version before ``before``, oldest first."""
-        judged: Dict[int, List[dict]] = {}
-        for c in self.session.store.checks():
-            if c["model_version"] < before and c.get("guess") is not None:
-                judged.setdefault(int(c["model_version"]), []).append(c)
-        monitor = AccuracyMonitor()
-        for version in sorted(judged):
-            checks = judged[version]
-            correct = {int(c["item"]): str(c["guess"]) == str(c["label"]) for c in checks}   # an item's last
-            draw = self.draws.get(version)
-            if draw is not None and draw["log_q"] is not None:
-                order = draw["positions"]
-                m = len(correct)
-                if len(checks) == m and set(correct) == set(order[:m]):   # the first m of the draw, each once
-                    monitor.observe([correct[i] for i in order[:m]], log_q=draw["log_q"][:m],
-                                    n_candidates=draw["n_candidates"], n_unlabelled=draw["n_unlabelled"],
-                                    model=version)
-                    continue
-            monitor.observe(list(correct.values()), model=version)
-        return monitor
-
-    def report(self, version: int) -> dict:
-        """Estimate, judge and say model ``version`` now (what :meth:`after_query` does once per version); the
-        row written."""
-        learner = self.session.learner
-        rows = self._stop_rows(learner)
-        proba = np.asarray(learner.predict_proba(read_rows(learner.X_pool_, rows)))
-        guesses = np.asarray(learner.classes_)[proba.argmax(axis=1)]
-        self._guesses[version] = guesses
-        monitor = self.monitor(version)
-        estimate, judged_by = None, None
-        if monitor.n_batches:
-            judged_by = monitor.followed[-1] if monitor.followed else None
-            estimate = monitor.estimate()
-            unlabelled = ~learner.labelled_mask_[rows]
-            if not estimate.biased and judged_by in self._guesses and unlabelled.any():
-                estimate = monitor.estimate(self._guesses[judged_by][unlabelled], guesses[unlabelled])
-        view = {"step": version, "n_labels": len(learner.y_training_), "stop_proba": proba,
-                "batch_size": int(getattr(self.session, "batch_size", 1)),
-                "n_unlabelled": int(np.count_nonzero(~learner.labelled_mask_))}
-        verdict = self.rule.update(view)
-        line = progress_line(version, estimate, verdict, judged_by=judged_by)
-        row = {"version": version, "time": round(time.time(), 3), "n_labels": len(learner.y_training_), "line": line,
-               **journal_fields(estimate), **_verdict_fields(self.rule, verdict)}
+    def report(self, version: int, n_labels: int) -> dict:
+        """Say model ``version`` now, from the session's status (what :meth:`after_query` does once per
+        version); the row written."""
+        status = self.session.status()
+        line = progress_line(version, n_labels, status)
+        row = {"version": version, "time": round(time.time(), 3), "n_labels": n_labels, "line": line,
+               **progress_fields(status)}
         self.rows = [r for r in self.rows if _int(r.get("version")) != version] + [row]
         print(line, file=self.out or sys.stdout, flush=True)
         self._described = line
@@ -399,7 +264,7 @@ class ModelProgress:
         """Write :attr:`rows` to ``path`` as CSV, atomically (readable by its owner only); how many."""
         from ..labelling.export import replace_file, spreadsheet_safe
 
-        columns = ["version", "time", "n_labels", "line", *journal_fields(None)]
+        columns = ["version", "time", "n_labels", "line", *progress_fields({})]
         for r in self.rows:
             columns += [k for k in r if k not in columns]
         rows = sorted(self.rows, key=lambda r: _int(r.get("version")))

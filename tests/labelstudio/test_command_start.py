@@ -17,7 +17,8 @@ def run_with(monkeypatch, pull, sampling=None):
     class Session:
         keys, classes = ["0", "1"], ["a", "b"]
         on_query = []          # the model's progress is said from there (skdbal.labelstudio.progress)
-        store = SimpleNamespace(current_labels=lambda: {}, last_event=lambda: 0, close=lambda: done.append("close"))
+        store = SimpleNamespace(current_labels=lambda: {}, last_event=lambda: 0, models=lambda: [],
+                                close=lambda: done.append("close"))
 
         def labels(self):
             return []
@@ -57,6 +58,7 @@ def run_with(monkeypatch, pull, sampling=None):
             return []
 
     import skdbal.labelling.cli as labelling_cli
+    import skdbal.labelling.progress_report as progress_report
     import skdbal.labelstudio.sync as sync_module
 
     monkeypatch.setattr(cli, "connect", lambda *a, **k: SimpleNamespace(
@@ -64,6 +66,8 @@ def run_with(monkeypatch, pull, sampling=None):
     monkeypatch.setattr(labelling_cli, "make_session", lambda args: (Session(), SimpleNamespace(kind="table"), "s.db"))
     monkeypatch.setattr(labelling_cli, "set_torch_threads", lambda n: 1)
     monkeypatch.setattr(sync_module, "LabelStudioSync", Sync)
+    # the labels CSV's companion, report.json, beside it (as the page serves it)
+    monkeypatch.setattr(progress_report, "save_progress_report", lambda session, path: done.append(("report", path)))
     monkeypatch.setenv("SKDBAL_TEST_TOKEN", "t")
     parser = cli.add_parser(argparse.ArgumentParser(prog="skdbal").add_subparsers())
     args = parser.parse_args(["--demo", "digits", "--url", "http://127.0.0.1:9", "--project", "1",
@@ -77,8 +81,8 @@ def run_with(monkeypatch, pull, sampling=None):
 
 def test_the_command_pulls_before_the_session_starts(monkeypatch, capsys):
     done = run_with(monkeypatch, lambda: 3)
-    assert done == [("sync", "uncertainty"), "import", "view", "pull", "session starts", "run", "session stops",
-                    "close"]
+    assert done[:7] == [("sync", "uncertainty"), "import", "view", "pull", "session starts", "run", "session stops"]
+    assert done[-1] == "close" and done[7][0] == "report" and done[7][1].endswith("/labels-report.json")
     out = capsys.readouterr().out
     assert "pulled 3 new annotation events before starting" in out
     # by default Label All Tasks serves the model's order, and the command says so in one line

@@ -71,3 +71,30 @@ def test_a_failed_write_is_said_once_and_tried_again(tmp_path, capsys):
         writer.join(10)
     err = capsys.readouterr().err
     assert err.count("cannot write") == 1 and str(path) in err
+
+
+def test_the_report_json_is_written_beside_it_at_new_events_and_at_a_new_model_version(tmp_path, monkeypatch):
+    """With ``report=True`` (as the command runs it) the page's report.json is kept beside the CSV, as
+    ``<csv>-report.json``: written again when a label comes and when a new model version is trained (which adds
+    no event), else not."""
+    import skdbal.labelling.progress_report as progress_report
+
+    session, path, stop, written = FakeSession(), tmp_path / "labels.csv", threading.Event(), []
+    models = []
+    session.store.models = lambda: list(models)
+    monkeypatch.setattr(progress_report, "save_progress_report",
+                        lambda s, p: written.append((p, len(models), s.last)))
+    writer = threading.Thread(target=_keep_labels_csv, args=(session, str(path), stop, 0.02), kwargs={"report": True})
+    writer.start()
+    try:
+        report = str(tmp_path / "labels-report.json")
+        assert wait_for(lambda: written == [(report, 0, 0)])
+        session.last = 3
+        assert wait_for(lambda: written[-1] == (report, 0, 3))
+        models.append({"version": 0})                        # a retrain: no new event
+        assert wait_for(lambda: written[-1] == (report, 1, 3))
+        time.sleep(0.2)
+        assert len(written) == 3
+    finally:
+        stop.set()
+        writer.join(10)
