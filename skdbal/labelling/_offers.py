@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time as _time
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -193,6 +193,10 @@ class OfferBoard:
         self._guessed: tuple = (-1, {})
         #: When each annotator known by a token last asked for items (``time.time()``), for :meth:`share`.
         self._asked: Dict[str, float] = {}
+        #: The audit reservoir (:mod:`skdbal.labelling.audit_share`): never offered by acquisition or the tail.
+        self.reserved: frozenset = frozenset()
+        #: Called as ``audits(batch)`` when a batch is offered: the batch with the audit items due interleaved.
+        self.audits: Optional[Callable[[List[int]], List[int]]] = None
 
     @property
     def training(self) -> bool:
@@ -249,8 +253,11 @@ class OfferBoard:
 
     def offer_first(self, items: Sequence[int]) -> None:
         """Offer the first batch: people may label it from now on."""
-        self.batch = [int(i) for i in items]
+        self.batch = self._with_audits([int(i) for i in items])
         self.notify()
+
+    def _with_audits(self, batch: List[int]) -> List[int]:
+        return batch if self.audits is None else self.audits(batch)
 
     def offer(self, picks: Sequence[int], left: Sequence[int], scores: Dict[int, float],
               version: Optional[int]) -> None:
@@ -260,7 +267,7 @@ class OfferBoard:
         counts as any other."""
         with self.changed:
             self.scores.update(scores)
-            self.batch = [int(i) for i in picks] + [int(i) for i in left]
+            self.batch = self._with_audits([int(i) for i in picks] + [int(i) for i in left])
             self.store.add_query(version, {int(p): scores.get(int(p), np.nan) for p in picks})
             self._training = False
             self._tail, self._tail_scores, self._tail_next = [], {}, None
@@ -270,10 +277,10 @@ class OfferBoard:
         """Items the next query must leave out although the learner has no label of them yet: those
         skipped and not reopened (also those skipped before a restart, which the loop's own list forgets),
         those labelled in the store since the last collect (on the tail, during a retrain), and the tail's
-        items someone holds now."""
+        items someone holds now, and the audit reservoir's."""
         store = self.store
         current = store.current_labels()
-        out = set(store.skipped(current))
+        out = set(store.skipped(current)) | self.reserved
         ever = self._tail_ever
         if ever:   # a tail was offered (a restart queries the same batch again)
             labelled = self.learner.labelled_mask_
@@ -342,7 +349,7 @@ class OfferBoard:
         else:
             if self._cover is None:
                 self._cover = CoveringOrder(self.X, self.batch, self.seed())
-            items = self._cover.next(self.batch_size, exclude=set(unavailable) | set(self.batch))
+            items = self._cover.next(self.batch_size, exclude=set(unavailable) | set(self.batch) | self.reserved)
             scores = [np.nan] * len(items)
         if not items:
             return []

@@ -143,6 +143,7 @@ class StoreOracle(Oracle):
         if upto is not None:
             events = [e for e in events if e["event"] <= upto]
         touched = list(dict.fromkeys(e["item"] for e in events)) if items is None else list(items)
+        touched = [i for i in touched if i not in self.board.reserved]   # audit labels: never trained on
         current = store.current_labels(upto=upto)
         skipped = set(store.skipped(current))   # a skip since reopened is no answer
         labelled = learner.labelled_mask_
@@ -177,14 +178,16 @@ class StoreOracle(Oracle):
                     raise SessionStopped("the session stopped")
                 more = store.events(after=new[-1]["event"] if new else self.cursor)
                 new += more
-                n_labels, answered = new_labels(new), answered_items(new)
+                n_labels = new_labels([e for e in new if e["item"] not in board.reserved])   # audits: not
+                answered = answered_items(new)                                           # towards a retrain
                 waiting = [p for p in pending if p not in answered]
                 if getattr(self.learner, "step_", -1) >= 0:
                     ready = bool(new) and (n_labels >= self.retrain_after or not waiting)
                 else:  # the first model: a retrain's worth of labels (by default the whole first batch,
                     # as simulate() trains on its initial set), of two classes at least
                     enough = bool(new) and self._enough_classes(new[-1]["event"])
-                    first = len(board.batch) if self.first_retrain_after is None else self.first_retrain_after
+                    first = len([i for i in board.batch if i not in board.reserved]) \
+                        if self.first_retrain_after is None else self.first_retrain_after
                     ready = (n_labels >= first or not waiting) and enough
                     # the first batch is answered with one class: more items are offered (a covering order)
                     board.wait_for(TWO_CLASSES if not waiting and not enough else None)
@@ -226,7 +229,8 @@ class StoreOracle(Oracle):
     def _enough_classes(self, upto: int) -> bool:
         """A first model needs two classes among its labels: those of the events up to ``upto``, which
         it will be trained on (a label that came after them is not counted)."""
-        return len({r["label"] for r in self.store.current_labels(upto=upto).values()}) >= 2
+        reserved = self.board.reserved   # audit labels are never trained on
+        return len({r["label"] for i, r in self.store.current_labels(upto=upto).items() if i not in reserved}) >= 2
 
 
 def draw_record(positions: Sequence[int], acquisition, learner, loop, taken: Sequence[int]) -> Optional[dict]:
@@ -309,8 +313,9 @@ def answered_items(events: Sequence[dict]) -> set:
 
 
 #: What a model version's metrics hold beside its test accuracy: the stopping rules' verdicts, the stop set
-#: (version 0) and the draws of the batches its predecessor chose; the loop's journal rows do not show them.
-_OWN_METRICS = ("stopping", "stop_set", "draws")
+#: (version 0), the draws of the batches its predecessor chose and its judgement of the audit labels
+#: (:mod:`skdbal.labelling.audit_share`); the loop's journal rows do not show them.
+_OWN_METRICS = ("stopping", "stop_set", "draws", "audit")
 
 
 def rule_verdicts(rule, stop_set=None) -> List[dict]:
@@ -358,7 +363,7 @@ class StoreJournal:
     on_version : callable, optional
         Called as ``on_version(version)`` when the loop has trained a new model version, before the
         store records it (the session publishes the model then, so that a reader who finds the version
-        in the store finds it published).
+        in the store finds it published); a dict it returns is added to the version's metrics.
 
     Examples
     --------
@@ -383,7 +388,8 @@ class StoreJournal:
         store = self.store
         rows, before = [], set()
         for m in store.models():
-            now = store.current_labels(upto=m["last_event"])
+            now = {i: r for i, r in store.current_labels(upto=m["last_event"]).items()
+                   if i not in self.oracle.board.reserved}   # audit labels: never trained on, never asked again
             new = [i for i in now if i not in before]
             metrics = {k: v for k, v in m["metrics"].items() if k not in _OWN_METRICS}
             rows.append({"step": m["version"], "n_labels": m["n_labels"], "query_indices": new,
@@ -405,6 +411,6 @@ class StoreJournal:
             if self.oracle.draws:
                 metrics["draws"], self.oracle.draws = self.oracle.draws, []
             if self.on_version is not None:   # before the store says it exists
-                self.on_version(learner.step_)
+                metrics.update(self.on_version(learner.step_) or {})
             self.store.add_model(learner.step_, self.oracle.cursor, len(learner.y_training_), metrics)
             self.last_retrain = _time.time()

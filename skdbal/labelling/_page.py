@@ -421,7 +421,7 @@ function showPanel(s){   // the estimate, the test accuracy, the forecast and th
   const list = $('rules'); list.innerHTML = '';
   for(const v of s.stopping || []){
     const li = document.createElement('li'); li.className = v.stop ? 'says' : '';
-    li.textContent = (v.stop ? 'Could stop: ' : 'Keep going: ') + v.words; li.title = v.reason;
+    li.textContent = v.line; li.title = v.reason;
     list.appendChild(li);
   }
 }

@@ -20,10 +20,11 @@ read from the store, so a restarted session shows the same estimates (:class:`Ac
 from __future__ import annotations
 
 import threading
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..accuracy_monitor import AccuracyMonitor
 from ..estimates import AccuracyEstimate
+from .audit_share import AUDIT_METHOD, audit_fields
 
 __all__ = ["judged_batches", "follow_estimates", "estimate_fields", "estimate_words", "AccuracyPanel"]
 
@@ -190,12 +191,20 @@ def estimate_words(fields: Optional[Mapping], noun: str = "items") -> str:
     ...                       "confidence": 0.95, "population": "the 1180 rows still unlabelled", "version": 6}))
     Estimated accuracy 94% (89–97%, 95% interval) on the items still unlabelled, from 40 labels drawn at random \
 with known odds (model version 6).
+    >>> print(estimate_words({"accuracy": 0.94, "low": 0.89, "high": 0.97, "n_labels": 40, "biased": False,
+    ...                       "method": "audit-uniform-wilson", "version": 6}, "images"))
+    Estimated accuracy 94% (89–97%, 95% interval) on the images set aside for checking, from 40 of them labelled \
+(not used for training), model version 6.
     >>> estimate_words(None)
     'No estimate yet: it needs the labels of a batch the model chose, judged before it retrained on them.'
     """
     if fields is None:
         return "No estimate yet: it needs the labels of a batch the model chose, judged before it retrained on them."
     n = int(fields["n_labels"])
+    if fields.get("method") == AUDIT_METHOD:
+        return (f"Estimated accuracy {_pct(fields['accuracy'])} ({100 * fields['low']:.0f}–{_pct(fields['high'])}, "
+                f"{100 * float(fields.get('confidence', 0.95)):g}% interval) on the {noun} set aside for checking, "
+                f"from {n} of them labelled (not used for training), model version {fields['version']}.")
     if fields["biased"]:
         return (f"Right on {_pct(fields['accuracy'])} of the last {n} {noun} it asked about (its hardest cases, "
                 f"so on all {noun} it is likely higher).")
@@ -214,6 +223,10 @@ class AccuracyPanel:
     store : LabelStore
     window : int, default=3
     confidence : float, default=0.95
+    reserved : set of int, optional
+        The audit reservoir (:mod:`skdbal.labelling.audit_share`): its labels are left out of the estimates
+        above, and a version that judged audit labels (its metrics' ``audit``, written at its retrain) has
+        their estimate instead (:func:`~skdbal.labelling.audit_share.audit_fields`), at once.
 
     Examples
     --------
@@ -226,8 +239,9 @@ class AccuracyPanel:
     >>> store.close()
     """
 
-    def __init__(self, store, window: int = 3, confidence: float = 0.95):
+    def __init__(self, store, window: int = 3, confidence: float = 0.95, reserved: AbstractSet[int] = frozenset()):
         self.store, self.window, self.confidence = store, window, confidence
+        self.reserved = frozenset(reserved)
         self._lock = threading.Lock()
         self._key: Optional[tuple] = None
         self._estimates: Dict[int, dict] = {}
@@ -240,13 +254,19 @@ class AccuracyPanel:
         with self._lock:
             if key != self._key:
                 store = self.store
-                batches = judged_batches(models, store.checks(), lambda upto: {
+                reserved = self.reserved
+                checks = [c for c in store.checks() if c["item"] not in reserved]
+                batches = judged_batches(models, checks, lambda upto: {
                     i: r["label"] for i, r in store.current_labels(upto=upto).items()})
                 out = {}
                 for b, e in zip(batches, follow_estimates(batches, self.window, self.confidence)):
                     f = estimate_fields(e)
                     if f is not None:
                         out[b["version"]] = dict(f, version=b["version"], n_labels_model=b["n_labels"])
+                for m in models:    # the audit's estimate, where the version judged audit labels
+                    if m["metrics"].get("audit"):
+                        out[m["version"]] = audit_fields(m["metrics"]["audit"], m["version"], m["n_labels"],
+                                                         len(reserved), self.confidence)
                 self._key, self._estimates = key, out
             return dict(self._estimates)
 

@@ -147,6 +147,10 @@ def add_pool_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", metavar="PATH", help="a labelled test set, whose accuracy is shown after each retrain: "
                    "with --images a folder with a subfolder per class (cat/tom.jpg), with --table a table of the "
                    "same columns and a column 'label', with --npy a .npz with arrays X and y (default: none)")
+    p.add_argument("--audit-share", type=number_in("(0, 1)", "an audit share"), default=0.0, metavar="SHARE",
+                   help="this share of the labels asked checks the model: drawn at random from a fifth of the "
+                   "pool set aside when the store is made, never trained on; the page's estimate is then theirs, "
+                   "with its interval (default: none)")
     p.add_argument("--label-budget", type=whole_number(1), default=None, metavar="N", help="a number of labels "
                    "to buy: a stopping rule says when it is spent, as advice (default: no budget)")
     p.add_argument("--torch-threads", type=whole_number(1), default=1, metavar="N",
@@ -379,6 +383,7 @@ def make_session(args):
                                second_looks=args.second_looks, second_look_budget=args.second_look_budget,
                                lease_timeout=getattr(args, "lease_timeout", 300.0), features=features,
                                label_budget=getattr(args, "label_budget", None),
+                               audit_share=getattr(args, "audit_share", 0.0),
                                item_noun="images" if images else "rows")
     if kind in ("pool", "encoder"):   # learnt or embedded in a thread of its own, once the store is taken
         session.representation = PoolFeatures(pool.X, cache_folder(store), encoder=encoder,

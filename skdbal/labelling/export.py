@@ -20,9 +20,10 @@ _T = TypeVar("_T")
 __all__ = ["FORMULA_STARTS", "LABELS_CSV_COLUMNS", "labels_csv_text", "replace_file", "save_labels_csv",
            "spreadsheet_safe", "write_labels_csv"]
 
-#: The labels CSV's columns: the current label, and for a flagged one the first label and its second look.
+#: The labels CSV's columns: the current label, and for a flagged one the first label and its second look;
+#: ``audit``: whether it is an audit label (never trained on), when the session audits.
 LABELS_CSV_COLUMNS = ("item", "key", "label", "annotator", "time", "p_given", "first_label", "first_annotator",
-                      "second_look")
+                      "second_look", "audit")
 
 
 #: What a text may start with and be run as a formula: OWASP's list (``= + - @``, tab, carriage return) and
@@ -69,7 +70,7 @@ def write_labels_csv(rows: Iterable[Mapping], file: TextIO) -> int:
     >>> write_labels_csv([{"item": 3, "key": "3", "label": "7", "annotator": "=cmd", "time": 1.5}], out)
     1
     >>> out.getvalue().splitlines()[1]       # lines end in CRLF, as RFC 4180 says
-    "3,3,7,'=cmd,1.5,,,,"
+    "3,3,7,'=cmd,1.5,,,,,"
     """
     writer = csv.writer(file, lineterminator="\r\n")
     writer.writerow(LABELS_CSV_COLUMNS)
@@ -89,7 +90,7 @@ def labels_csv_text(session) -> str:
     >>> from skdbal.labelling.export import labels_csv_text
     >>> session = SimpleNamespace(labels=lambda: [{"item": 0, "key": "a.png", "label": "cat"}])
     >>> labels_csv_text(session).splitlines()[1]
-    '0,a.png,cat,,,,,,'
+    '0,a.png,cat,,,,,,,'
     """
     out = io.StringIO()
     write_labels_csv(session.labels(), out)
@@ -117,7 +118,7 @@ def save_labels_csv(session, path: Union[str, os.PathLike]) -> int:
     >>> save_labels_csv(session, path)
     1
     >>> path.read_text().splitlines()[1]
-    '0,a.png,cat,,,,,,'
+    '0,a.png,cat,,,,,,,'
     """
     rows = session.labels()
     return replace_file(path, lambda f: write_labels_csv(rows, f))

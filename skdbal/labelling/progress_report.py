@@ -18,7 +18,7 @@ from typing import List, Optional, Union
 from .accuracy_panel import estimate_words
 from .export import replace_file
 from .learning_forecast import MIN_POINTS, MIN_SPAN, learning_forecast
-from .stop_advice import advice_words, verdict_words
+from .stop_advice import advice_words, verdict_line, verdict_words
 
 __all__ = ["progress", "version_figures", "progress_report", "save_progress_report", "FORECAST_NOT_YET"]
 
@@ -55,8 +55,8 @@ def progress(session) -> dict:
         ``test_size``, ``test_version`` and ``test_words``; ``forecast`` (None when the estimates say too
         little) and ``forecast_words`` (:data:`FORECAST_NOT_YET` then, None before any estimate);
         ``stopping``: each rule's verdict at the last version (``rule``, ``kind``, ``params``,
-        ``stop``, ``value``, ``reason``, ``stop_set_size`` and ``words``); ``advice``: the verdicts in
-        one line.
+        ``stop``, ``value``, ``reason``, ``stop_set_size``, ``words`` and ``line``, as the page lists
+        it); ``advice``: the verdicts in one line.
 
     Examples
     --------
@@ -81,7 +81,7 @@ def progress(session) -> dict:
     models = session.store.models()
     metrics: dict = models[-1]["metrics"] if models else {}
     version: int = int(models[-1]["version"]) if models else -1
-    verdicts = [dict(v, words=verdict_words(v, noun)) for v in metrics.get("stopping", [])]
+    verdicts = [dict(v, words=verdict_words(v, noun), line=verdict_line(v, noun)) for v in metrics.get("stopping", [])]
     y_test = getattr(session, "y_test", None)
     n_test = None if y_test is None else len(y_test)
     test = float(metrics["accuracy"]) if "accuracy" in metrics else None

@@ -35,6 +35,7 @@ from ._offers import OfferBoard, covering_first_batch, strategy_name
 from ._oracle import SessionStopped, StoreJournal, StoreOracle
 from ._second_looks import SecondLooks
 from .accuracy_panel import AccuracyPanel
+from .audit_share import AuditShare, check_audit_share, draw_reservoir
 from .progress_report import progress, version_figures
 from .stop_advice import DEFAULT, session_stopping
 from .store import LabelStore
@@ -141,6 +142,14 @@ class LabellingSession:
         dropout network ``skdbal label`` builds for a pool of one's own).
     item_noun : str, default="items"
         What the page calls the pool's items in the estimate and the rules' words (``"images"``).
+    audit_share : float, default=0
+        A share in (0, 1) of the labels people give that only check the model: a new store sets a
+        reservoir aside, a fifth of the pool drawn once (seeded) and kept in the store; the model never
+        queries it nor trains on it, and each batch carries, spread through it, the next reservoir items
+        (in a fixed random order) needed for audit labels to be this share of the labels given. After each
+        retrain the model judges them all, and the page's estimate is theirs, with Wilson's interval
+        (:mod:`skdbal.labelling.audit_share`). A store started without an audit share is refused
+        (``ValueError``); one started with it keeps its reservoir out of training at any share.
 
     Notes
     -----
@@ -183,13 +192,14 @@ class LabellingSession:
                  X_test=None, y_test=None, query_kwargs=None, second_looks="dynamic",
                  second_look_budget: Optional[float] = 0.1, features: Optional[concurrent.futures.Future] = None,
                  stopping=DEFAULT, label_budget: Optional[int] = None, stop_set_size: int = 500,
-                 item_noun: str = "items"):
+                 item_noun: str = "items", audit_share: float = 0.0):
         self.learner = learner
         # refused here, before the store is written
         self.stopping = session_stopping(stopping, label_budget)
         if isinstance(stop_set_size, bool) or not isinstance(stop_set_size, (int, np.integer)) or stop_set_size < 1:
             raise ValueError(f"stop_set_size must be an int >= 1; got {stop_set_size!r}")
         self.stop_set_size = int(stop_set_size)
+        self.audit_share = check_audit_share(audit_share)
         self.item_noun = str(item_noun)
         self.features = features
         self.X = X
@@ -238,15 +248,23 @@ class LabellingSession:
                   "second_look_budget": second_look_budget,
                   **({"query_kwargs": {k: repr(v) for k, v in sorted(self.query_kwargs.items())}}
                      if self.query_kwargs else {})}
+        if self.audit_share:   # kept by a new store only: a store keeps its first configuration, and reservoir
+            rs = getattr(learner, "random_state", None)
+            seed = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else 0
+            config.update(audit_share=self.audit_share, audit_reservoir=draw_reservoir(len(self.keys), seed))
         # what the labels mean is compared; how the session runs may change
         informative = ("batch_size", "retrain_after", "learner", "second_looks", "second_look_budget",
-                       "query_kwargs")
+                       "query_kwargs", "audit_share", "audit_reservoir")
         # a store of another configuration or pool is refused before anything is written to it
         owned = not isinstance(store, LabelStore)
         self.store = LabelStore(store, config=config, informative=informative, keys=self.keys) \
             if owned else store
         try:
             self.store.set_config(config, informative=informative)
+            order = (self.store.config() or {}).get("audit_reservoir")
+            if self.audit_share and order is None:
+                raise ValueError(f"audit_share: {self.store.path} was started without an audit share, and its "
+                                 "items were chosen from the whole pool; audit with a new store")
             self.store.add_items(self.keys)
         except BaseException:
             if owned:
@@ -263,8 +281,13 @@ class LabellingSession:
         #: The loop's journal (a :class:`~skdbal.labelling.StoreJournal`): a row per model version, in the store.
         self.journal = StoreJournal(self.store, self.oracle, on_version=self._on_version)
         self._looks = SecondLooks(self.store, X, learner, rule=second_looks, budget=second_look_budget)
+        #: The audit share and its reservoir (:mod:`skdbal.labelling.audit_share`; an empty one without).
+        self.audit = AuditShare(self.audit_share, order or [])
+        self.board.reserved = self.audit.reserved
+        if self.audit.share:
+            self.board.audits = self._with_audits
         #: The accuracy estimates, one per model version, from the store (:mod:`skdbal.labelling.accuracy_panel`).
-        self.panel = AccuracyPanel(self.store)
+        self.panel = AccuracyPanel(self.store, reserved=self.audit.reserved)
         self._progress: Optional[tuple] = None
 
     @property
@@ -319,6 +342,7 @@ class LabellingSession:
                 initial = self.initial
                 if initial is None:  # a batch that covers the pool, seeded
                     initial = covering_first_batch(self.X, self.batch_size, self.board.seed())
+                initial = [int(i) for i in initial if int(i) not in self.audit.reserved]  # never trained on
                 self.board.offer_first(initial)   # people may label it from now on
                 self._await_features()
                 self._warm_up()
@@ -353,10 +377,24 @@ class LabellingSession:
         self._looks.recheck((int(version), model))  # before people see the model: a flag it agrees with is
         self.board.publish(version, model)         # withdrawn, never offered
 
-    def _on_version(self, version: int) -> None:
+    def _on_version(self, version: int) -> Optional[dict]:
         """The journal's callback: a new model version is trained; it is published before the store
-        records it (:meth:`wait_for_version` then finds it published)."""
+        records it (:meth:`wait_for_version` then finds it published), and judges every audit label given
+        so far (kept with the version: :mod:`skdbal.labelling.audit_share`)."""
         self._publish()
+        published = self.board.published
+        if not self.audit.reserved or published is None:
+            return None
+        judged = self.audit.judge(published[1], self.board.X,
+                                  {i: r["label"] for i, r in self.store.current_labels().items()})
+        return None if judged is None else {"audit": judged}
+
+    def _with_audits(self, batch: List[int]) -> List[int]:
+        """The board's hook: ``batch`` with the audit items due interleaved (not told apart on the page, so
+        that they are labelled as carefully as the rest)."""
+        labels = self.store.current_labels()
+        due = self.audit.due(labels, self.store.skipped(labels), batch)
+        return self.audit.interleave(batch, due)
 
     def _judge(self, events: List[dict]) -> None:
         """The oracle's callback, as labels arrive: the current model's judgement of the new labels among
@@ -462,7 +500,8 @@ class LabellingSession:
             judged.setdefault(c["model_version"], []).append(c["guess"] == c["label"])
         figures = {f["version"]: f for f in version_figures(self)}
         return [{"version": m["version"], "time": m["time"], "n_labels": m["n_labels"],
-                 "metrics": {k: v for k, v in m["metrics"].items() if k not in ("stopping", "stop_set", "draws")},
+                 "metrics": {k: v for k, v in m["metrics"].items()
+                             if k not in ("stopping", "stop_set", "draws", "audit")},
                  "guess_accuracy": float(np.mean(judged[m["version"]])) if judged.get(m["version"]) else None,
                  "n_judged": len(judged.get(m["version"], [])),
                  "estimate": figures[m["version"]]["estimate"], "stopping": figures[m["version"]]["stopping"]}
@@ -653,8 +692,9 @@ class LabellingSession:
 
     def labels(self) -> List[dict]:
         """The current labels: ``item``, ``key``, ``label``, ``annotator``,
-        ``time``, and for an item whose label was flagged, ``p_given`` (the
-        model's probability of the flagged label), ``first_label``,
+        ``time``, ``audit`` (whether it is an audit label, of the reservoir, never trained on:
+        ``audit_share``; None for a session without a reservoir), and for an item whose label was
+        flagged, ``p_given`` (the model's probability of the flagged label), ``first_label``,
         ``first_annotator`` and ``second_look`` (``"pending"``,
         ``"confirmed"``, ``"changed"`` or ``"withdrawn"``); None otherwise."""
         looks = {c["item"]: c for c in self.store.second_looks()}  # an item's latest flag counts
@@ -663,6 +703,7 @@ class LabellingSession:
             c = looks.get(i)
             out.append({"item": i, "key": self.keys[i], "label": self._label_of(r["label"]),
                         "annotator": r["annotator"], "time": r["time"],
+                        "audit": (i in self.audit.reserved) if self.audit.reserved else None,
                         "p_given": None if c is None else c["p_given"],
                         "first_label": None if c is None else self._label_of(c["label"]),
                         "first_annotator": None if c is None else c["annotator"],

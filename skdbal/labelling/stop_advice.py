@@ -16,7 +16,7 @@ from typing import List, Mapping, Optional, Sequence
 
 from ..stopping import AnyOf, LabelBudget, OverallUncertainty, StabilizingPredictions, StoppingRule
 
-__all__ = ["DEFAULT", "session_stopping", "verdict_words", "advice_words"]
+__all__ = ["DEFAULT", "session_stopping", "verdict_words", "verdict_line", "advice_words"]
 
 #: The ``stopping`` argument that asks for the default rules.
 DEFAULT = "default"
@@ -134,6 +134,27 @@ the last 3 versions (it asks for 0.99).
         return f"{n} of the budget's {budget} labels given: {budget - n} left."
     words = reason.replace("the stop set", rows).replace("steps", "versions").replace("step", "version")
     return words[:1].upper() + words[1:] + ("" if words.endswith(".") else ".")
+
+
+def verdict_line(verdict: Mapping, noun: str = "items") -> str:
+    """One rule's verdict as the page lists it: "Could stop: " or "Keep going: ", then its words
+    (:func:`verdict_words`), their first word lower-cased after the colon.
+
+    Examples
+    --------
+    >>> from skdbal.labelling.stop_advice import verdict_line
+    >>> print(verdict_line({"kind": "StabilizingPredictions", "params": {"window": 3, "kappa": 0.99},
+    ...                     "stop": False, "value": 0.75, "reason": "", "stop_set_size": 4}, "images"))
+    Keep going: the model is still changing: its guesses on 4 unlabelled images agreed κ = 0.750 on average \
+over the last 3 versions (it waits for 0.99).
+    >>> print(verdict_line({"kind": "LabelBudget", "params": {"max_labels": 200}, "stop": True, "value": 200,
+    ...                     "reason": ""}))
+    Could stop: the label budget is spent: 200 labels given, the budget was 200.
+    """
+    words = verdict_words(verdict, noun)
+    if len(words) > 1 and words[0].isupper() and words[1].islower():   # "The" -> "the"; "ECE", "150" stay
+        words = words[0].lower() + words[1:]
+    return ("Could stop: " if verdict["stop"] else "Keep going: ") + words
 
 
 def advice_words(verdicts: Sequence[Mapping]) -> str:

@@ -124,7 +124,7 @@ def test_the_documented_fields_are_in_real_answers(photos, tmp_path):
         versions = client.get("/api/versions", headers=H).json()
         assert versions == {"versions": []} and "versions" in spans(table[("GET", "/api/versions")]["answers"])
         csv_header = client.get("/api/labels.csv", headers=H).text.splitlines()[0].split(",")
-        assert len(csv_header) == 9 and set(csv_header) <= spans(table[("GET", "/api/labels.csv")]["answers"])
+        assert len(csv_header) == 10 and set(csv_header) <= spans(table[("GET", "/api/labels.csv")]["answers"])
 
 
 def python_blocks(text: str) -> list:

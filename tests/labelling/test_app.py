@@ -51,7 +51,7 @@ def test_label_a_batch_over_http(client, digits64):
     assert nxt["status"]["model_version"] == 0 and len(nxt["items"]) == 10
     assert all(isinstance(b["score"], float) and b["guess"] in [str(c) for c in range(10)] for b in nxt["items"])
     csv_text = client.get("/api/labels.csv", headers=H).text.splitlines()
-    assert csv_text[0] == "item,key,label,annotator,time,p_given,first_label,first_annotator,second_look"
+    assert csv_text[0] == "item,key,label,annotator,time,p_given,first_label,first_annotator,second_look,audit"
     assert len(csv_text) == 11
 
 

@@ -243,7 +243,11 @@ def test_the_page_shows_the_estimate_the_test_accuracy_the_forecast_and_the_rule
         assert text["forecast"] == "Forecast: " + status["forecast_words"]
         assert text["advice"] == status["advice"]
         rules = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#rules li")]
-        assert rules == [("Could stop: " if v["stop"] else "Keep going: ") + v["words"] for v in status["stopping"]]
+        assert rules == [v["line"] for v in status["stopping"]]
+        # the word after the colon is lower-cased ("Keep going: The model" before)
+        assert rules == [("Could stop: " if v["stop"] else "Keep going: ") + v["words"][0].lower() + v["words"][1:]
+                         for v in status["stopping"]]
+        assert rules[0].startswith(("Keep going: the model", "Could stop: the model", "Keep going: too early"))
         assert len(rules) == 3
         versions = session.versions()
         marks = driver.execute_script("return [document.querySelectorAll('#curve-svg circle.estimate').length, "

@@ -30,10 +30,10 @@ def small_session(path):
 
 
 EXPECTED = (
-    "item,key,label,annotator,time,p_given,first_label,first_annotator,second_look\r\n"
-    "0,a.png,cat,ann,1700000000.0,,,,\r\n"
-    "1,\"'=HYPERLINK(\"\"http://x.invalid\"\")\",dog,'@bob,1700000001.5,,,,\r\n"
-    "3,'+d,'-bird,ann,1700000002.0,,,,\r\n"
+    "item,key,label,annotator,time,p_given,first_label,first_annotator,second_look,audit\r\n"
+    "0,a.png,cat,ann,1700000000.0,,,,,\r\n"
+    "1,\"'=HYPERLINK(\"\"http://x.invalid\"\")\",dog,'@bob,1700000001.5,,,,,\r\n"
+    "3,'+d,'-bird,ann,1700000002.0,,,,,\r\n"
 )
 
 

@@ -128,7 +128,7 @@ def test_the_help_explains_the_command_and_shows_every_default():
                             "--second-looks", "--second-look-budget", "--torch-threads", "--host", "--port",
                             "--annotators", "--keys", "--lease-timeout", "--reopen-skips", "--representation",
                             "--encoder", "--encoder-size", "--encoder-channels", "--encoder-mean", "--encoder-std",
-                            "--encoder-time", "--test", "--label-budget"}
+                            "--encoder-time", "--test", "--label-budget", "--audit-share"}
     # the pool's source is required (one of four), and --classes too but with --demo: no default to show;
     # --reopen-skips is a switch
     without = {"-h", "--demo", "--images", "--table", "--npy", "--classes", "--reopen-skips"}
@@ -138,7 +138,7 @@ def test_the_help_explains_the_command_and_shows_every_default():
                           ("--torch-threads", "1"), ("--host", "127.0.0.1"), ("--second-looks", "dynamic"),
                           ("--second-look-budget", "0.1"), ("--retrain-after", "the batch size"),
                           ("--lease-timeout", "300"), ("--representation", "pool"), ("--encoder", "none"),
-                          ("--encoder-time", "300")]:
+                          ("--encoder-time", "300"), ("--audit-share", "none")]:
         assert f"(default: {default}" in options[name], options[name]
 
 

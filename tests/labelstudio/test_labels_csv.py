@@ -42,7 +42,7 @@ def test_the_file_is_rewritten_when_the_store_has_new_events_only(tmp_path):
     try:
         assert wait_for(lambda: path.exists())              # the first look writes (an empty store: a header)
         assert path.read_text().splitlines() == ["item,key,label,annotator,time,p_given,first_label,"
-                                                 "first_annotator,second_look"]
+                                                 "first_annotator,second_look,audit"]
         time.sleep(0.2)
         assert session.reads == 1                            # nothing new: not written again
         session.last = 3
