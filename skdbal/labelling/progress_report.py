@@ -98,7 +98,31 @@ def progress(session) -> dict:
 def version_figures(session) -> List[dict]:
     """Per model version: ``version``, ``n_labels``, ``estimate`` (the estimate of that version, as
     :func:`progress` gives it, None while it is current or when it judged nothing), ``test_accuracy``
-    (None without a test set) and ``stopping`` (its rules' verdicts, with their words)."""
+    (None without a test set) and ``stopping`` (its rules' verdicts, with their words).
+
+    Parameters
+    ----------
+    session : LabellingSession
+
+    Returns
+    -------
+    list of dict
+        One per model version in the store, oldest first; empty before the first model.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from sklearn.linear_model import LogisticRegression
+    >>> from skdbal import ActiveLearner
+    >>> from skdbal.labelling import LabellingSession
+    >>> from skdbal.labelling.progress_report import version_figures
+    >>> session = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step"),
+    ...                            np.eye(4), classes=["a", "b"], store=os.path.join(tempfile.mkdtemp(), "s.db"),
+    ...                            batch_size=2)
+    >>> version_figures(session)                # no model trained yet
+    []
+    """
     estimates = session.panel.estimates()
     noun = session.item_noun
     out = []
