@@ -92,7 +92,7 @@ def progress(session) -> dict:
                                                      f"right (model version {version})."),
             "forecast": forecast,
             "forecast_words": forecast["words"] if forecast else FORECAST_NOT_YET if latest else None,
-            "stopping": verdicts, "advice": advice_words(verdicts)}
+            "stopping": verdicts, "advice": advice_words(verdicts, rules=session.stopping is not None)}
 
 
 def version_figures(session) -> List[dict]:

@@ -157,7 +157,7 @@ over the last 3 versions (it waits for 0.99).
     return ("Could stop: " if verdict["stop"] else "Keep going: ") + words
 
 
-def advice_words(verdicts: Sequence[Mapping]) -> str:
+def advice_words(verdicts: Sequence[Mapping], rules: bool = True) -> str:
     """The rules' verdicts in one line: how many say you could stop (advice: labelling goes on).
 
     Examples
@@ -169,7 +169,11 @@ def advice_words(verdicts: Sequence[Mapping]) -> str:
     'No stopping rule says stop yet.'
     >>> advice_words([])
     'No stopping rule has spoken yet: they speak once a model is trained.'
+    >>> advice_words([], rules=False)                   # the session was given stopping=None
+    'No stopping rule is set.'
     """
+    if not rules:
+        return "No stopping rule is set."
     if not verdicts:
         return "No stopping rule has spoken yet: they speak once a model is trained."
     k = sum(bool(v["stop"]) for v in verdicts)

@@ -262,3 +262,14 @@ def test_the_page_shows_the_estimate_the_test_accuracy_the_forecast_and_the_rule
         driver.quit()
         stop()
         session.stop()
+
+
+def test_a_session_without_rules_says_none_is_set_not_that_none_has_spoken(tmp_path):
+    """With ``stopping=None`` no rule will ever speak: the advice says none is set, before and after a model."""
+    learner = ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False)
+    bare = LabellingSession(learner, np.eye(4), classes=["a", "b"], store=tmp_path / "bare.db", batch_size=2,
+                            stopping=None)
+    ruled = LabellingSession(ActiveLearner(LogisticRegression(), random_state=0, seeding="step", verbose=False),
+                             np.eye(4), classes=["a", "b"], store=tmp_path / "ruled.db", batch_size=2)
+    assert bare.status()["advice"] == "No stopping rule is set."
+    assert ruled.status()["advice"] == "No stopping rule has spoken yet: they speak once a model is trained."
