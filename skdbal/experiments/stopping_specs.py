@@ -42,7 +42,8 @@ def _parts(spec) -> Tuple[str, dict]:
         raise ValueError(f"cannot read the stopping rule {spec!r}: write name or name(param=value, ...), e.g. "
                          "'label_budget(max_labels=200)'") from None
     if isinstance(node, ast.Name):
-        name, params = node.id, {}
+        params: dict = {}
+        name = node.id
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args \
             and all(k.arg is not None for k in node.keywords):
         name = node.func.id
@@ -92,7 +93,7 @@ parameters are ['max_labels']
     """
     name, params = _parts(spec)
     cls = rule_classes()[name]
-    known = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    known = [p for p in inspect.signature(cls).parameters]
     unknown = [k for k in params if k not in known]
     if unknown:
         raise ValueError(f"stopping rule {spec!r}: {name} has no parameter {unknown[0]!r}; its parameters are "

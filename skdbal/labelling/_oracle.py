@@ -379,7 +379,7 @@ class StoreJournal:
     []
     """
 
-    def __init__(self, store, oracle: StoreOracle, on_version: Optional[Callable[[int], None]] = None):
+    def __init__(self, store, oracle: StoreOracle, on_version: Optional[Callable[[int], Optional[dict]]] = None):
         self.store, self.oracle, self.on_version = store, oracle, on_version
         #: When the last model version was recorded (``time.time()``), or None.
         self.last_retrain: Optional[float] = None

@@ -124,7 +124,8 @@ class AuditShare:
             nxt = next(a, None) if pos in places else next(b, None)
             if nxt is None:
                 nxt = next(b, None) if pos in places else next(a, None)
-            out.append(nxt)
+            if nxt is not None:
+                out.append(nxt)
         return out
 
     def judge(self, model, X, labels: Mapping[int, str]) -> Optional[dict]:

@@ -242,7 +242,7 @@ class LabellingSession:
         self.on_query: List = []
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[BaseException] = None
-        config = {"classes": [str(c) for c in self.classes], "batch_size": batch_size,
+        config: dict = {"classes": [str(c) for c in self.classes], "batch_size": batch_size,
                   "retrain_after": self.retrain_after, "n_items": len(self.keys),
                   "learner": repr(learner), "second_looks": repr(second_looks),
                   "second_look_budget": second_look_budget,
