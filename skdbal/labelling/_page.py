@@ -102,6 +102,7 @@ def class_keys(classes: Sequence, keys: Optional[Sequence[str]] = None) -> List[
 PAGE = r"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>skdbal: label</title>
 <style>
+ html{scrollbar-gutter:stable}   /* the panel growing past the window must not shift the page by a scrollbar */
  body{font-family:system-ui,sans-serif;margin:0;background:#fafafa;color:#222}
  header{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid #ddd;padding:.5em 1.5em;
   display:grid;grid-template-columns:auto minmax(0,1fr) auto;column-gap:2em;align-items:center}
