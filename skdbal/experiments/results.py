@@ -121,9 +121,9 @@ def exclusive_lock(lock_path: Path, what: str):
         f.close()
 
 
-#: How the columns of a preset's stopping rules and accuracy estimate start (:data:`~skdbal.experiments.presets.
-#: WATCH_FIELDS`): written after :data:`COLUMNS` by the runs that have them, in the order first met; a file
-#: with none of them has :data:`COLUMNS` only.
+#: How the columns of a preset's stopping rules and accuracy estimate start
+#: (:data:`~skdbal.experiments.presets.WATCH_FIELDS`): written after :data:`COLUMNS` by the runs that have
+#: them, in the order first met; a file with none of them has :data:`COLUMNS` only.
 WATCH_PREFIXES = ("stop_", "estimate_")
 
 
