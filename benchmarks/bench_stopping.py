@@ -71,12 +71,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 
+from skdbal.audit import audit_proposal  # noqa: E402
+from skdbal.estimates import lure_weights, wilson_interval  # noqa: E402
+
 N_CLASSES = 10
 RESERVOIR_SHARE = 0.2
 STOP_SET = 2000
 SHARES = (0.1, 0.2)
 EPSILON = 0.1
-Z95 = 1.959963984540054
 TRUTH_WINDOW = 5
 WITHIN = 0.005
 ARMS = {  # (dataset, learner): (steps of 10 labels after the first 10, seeds)
@@ -165,15 +167,8 @@ def corrected(acc, rate: float):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the audits, simulated over reps (vectorised forms of skdbal.estimates', checked against them each step)
-
-def wilson(p, n):
-    p, n = np.asarray(p, dtype=float), np.asarray(n, dtype=float)
-    d = 1 + Z95 ** 2 / n
-    centre = (p + Z95 ** 2 / (2 * n)) / d
-    half = Z95 / d * np.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2))
-    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-
+# the audits, simulated over reps (skdbal.estimates' functions over stacked reps, checked against
+# estimate_accuracy on one rep each step)
 
 class Audits:
     """``reps`` uniform and active audits of one run, each a sequence over the reservoir that grows by step."""
@@ -192,7 +187,7 @@ class Audits:
                 continue
             c = correct_res[self.perm[:, :n]]
             p = c.mean(1)
-            lo, hi = wilson(p, n)
+            lo, hi = wilson_interval(p, n)
             if self.reps and a == SHARES[0]:
                 self._check_uniform(c[0], p[0], lo[0], hi[0])
             out[f"audit-uniform-{a}"] = (p, lo, hi, np.full(self.reps, float(n)), n)
@@ -210,8 +205,7 @@ class Audits:
         s = self.active[a]
         new = n - s["items"].shape[1]
         if new > 0:
-            lc = 1.0 - proba_res.max(1)
-            w = (1 - EPSILON) * lc / max(lc.sum(), 1e-300) + EPSILON / self.N
+            w = audit_proposal(proba_res, EPSILON)
             keys = np.log(w)[None, :] - np.log(-np.log(self.rng.random_sample((self.reps, self.N))))
             keys[~s["free"]] = -np.inf
             top = np.argsort(-keys, axis=1)[:, :new]                      # a Plackett-Luce draw, in order
@@ -221,13 +215,11 @@ class Audits:
             s["items"] = np.concatenate([s["items"], top], 1)
             np.put_along_axis(s["free"], top, False, axis=1)
         q, M = s["q"], s["q"].shape[1]
-        m = np.arange(1, M + 1)
-        v = 1 + (self.N - M) / (self.N - m) * (1 / ((self.N - m + 1) * q) - 1)
-        coef = v / M
+        coef = lure_weights(q, self.N) / M
         loss = 1.0 - correct_res[s["items"]]
         acc = np.clip(1 - (coef * loss).sum(1), 0, 1)
         n_eff = np.maximum(1.0, coef.sum(1) ** 2 / (coef ** 2).sum(1))
-        lo, hi = wilson(acc, n_eff)
+        lo, hi = wilson_interval(acc, n_eff)
         if a == SHARES[0]:
             from skdbal.estimates import estimate_accuracy
             e = estimate_accuracy(correct_res[s["items"][0]], q=q[0], N=self.N)
@@ -236,7 +228,7 @@ class Audits:
         se2 = np.var(coef * M * loss, axis=1, ddof=1) / M if M > 1 else np.full(len(acc), np.inf)
         with np.errstate(divide="ignore", invalid="ignore"):
             n_var = np.clip(np.where(se2 > 0, acc * (1 - acc) / se2, 10.0 * M), 1.0, 10.0 * M)
-        var_lo, var_hi = wilson(acc, n_var)
+        var_lo, var_hi = wilson_interval(acc, n_var)
         return acc, lo, hi, n_eff, var_lo, var_hi, n_var
 
 
@@ -344,11 +336,6 @@ def read_rows(path: Path) -> list:
 
 # ---------------------------------------------------------------------------------------------------------------
 # evaluation
-
-def wilson_share(k: int, n: int) -> str:
-    lo, hi = wilson(k / n, n) if n else (np.nan, np.nan)
-    return f"{k / n:.1%} ({float(lo):.0%}-{float(hi):.0%})" if n else "-"
-
 
 def coverage(runs: dict) -> list:
     """One row per (run, step, estimator): covered share, width, labels paid."""
