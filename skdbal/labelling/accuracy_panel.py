@@ -24,7 +24,7 @@ from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Sequenc
 
 from ..accuracy_monitor import AccuracyMonitor
 from ..estimates import AccuracyEstimate
-from .audit_share import AUDIT_METHOD, audit_fields
+from .audit_share import AUDIT_METHOD, audit_estimate
 
 __all__ = ["judged_batches", "follow_estimates", "estimate_fields", "estimate_words", "AccuracyPanel"]
 
@@ -226,7 +226,7 @@ class AccuracyPanel:
     reserved : set of int, optional
         The audit reservoir (:mod:`skdbal.labelling.audit_share`): its labels are left out of the estimates
         above, and a version that judged audit labels (its metrics' ``audit``, written at its retrain) has
-        their estimate instead (:func:`~skdbal.labelling.audit_share.audit_fields`), at once.
+        their estimate instead (:func:`~skdbal.labelling.audit_share.audit_estimate`), at once.
 
     Examples
     --------
@@ -265,8 +265,9 @@ class AccuracyPanel:
                         out[b["version"]] = dict(f, version=b["version"], n_labels_model=b["n_labels"])
                 for m in models:    # the audit's estimate, where the version judged audit labels
                     if m["metrics"].get("audit"):
-                        out[m["version"]] = audit_fields(m["metrics"]["audit"], m["version"], m["n_labels"],
-                                                         len(reserved), self.confidence)
+                        f = estimate_fields(audit_estimate(m["metrics"]["audit"], len(reserved), self.confidence))
+                        if f is not None:
+                            out[m["version"]] = dict(f, version=m["version"], n_labels_model=m["n_labels"])
                 self._key, self._estimates = key, out
             return dict(self._estimates)
 

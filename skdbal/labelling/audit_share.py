@@ -14,15 +14,16 @@ the pool, and these labels a uniform sample of it, so the estimate is unbiased f
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from .._validation import read_rows
 from ..accuracy_monitor import reservoir
-from ..estimates import wilson_interval
+from ..estimates import AccuracyEstimate, estimate_accuracy
 
-__all__ = ["RESERVOIR_SHARE", "AUDIT_METHOD", "check_audit_share", "draw_reservoir", "AuditShare", "audit_fields"]
+__all__ = ["RESERVOIR_SHARE", "AUDIT_METHOD", "check_audit_share", "draw_reservoir", "AuditShare", "audit_estimate"]
 
 #: The share of the pool set aside for audits when a store is made with an audit share.
 RESERVOIR_SHARE = 0.2
@@ -139,23 +140,18 @@ class AuditShare:
         return {"items": items, "correct": [int(str(g) == str(labels[i])) for i, g in zip(items, guesses)]}
 
 
-def audit_fields(judged: Mapping, version: int, n_labels_model: int, n_reservoir: int,
-                 confidence: float = 0.95) -> dict:
-    """A model version's audit estimate as the page's JSON (the keys of
-    :func:`skdbal.labelling.accuracy_panel.estimate_fields`, with ``version`` and ``n_labels_model``): the
-    share of the judged audit labels it guessed right, with Wilson's interval.
+def audit_estimate(judged: Mapping, n_reservoir: int, confidence: float = 0.95) -> AccuracyEstimate:
+    """A model version's audit estimate: the share of the judged audit labels (``judged`` as
+    :meth:`AuditShare.judge` gives it) it guessed right, with Wilson's interval
+    (:func:`skdbal.estimates.estimate_accuracy` on a uniform draw), its ``method`` :data:`AUDIT_METHOD`.
 
     Examples
     --------
-    >>> from skdbal.labelling.audit_share import audit_fields
-    >>> f = audit_fields({"items": [1, 4, 6, 9], "correct": [1, 1, 0, 1]}, version=3, n_labels_model=40,
-    ...                  n_reservoir=20)
-    >>> f["accuracy"], f["n_labels"], f["biased"], round(f["low"], 3), round(f["high"], 3)
-    (0.75, 4, False, 0.301, 0.954)
+    >>> from skdbal.labelling.audit_share import audit_estimate
+    >>> e = audit_estimate({"items": [1, 4, 6, 9], "correct": [1, 1, 0, 1]}, n_reservoir=20)
+    >>> e.accuracy, e.n_labels, e.biased, round(e.low, 3), round(e.high, 3), e.method
+    (0.75, 4, False, 0.301, 0.954, 'audit-uniform-wilson')
     """
-    correct = [int(c) for c in judged["correct"]]
-    n, right = len(correct), sum(correct)
-    low, high = wilson_interval(right, n, confidence)
-    return {"accuracy": right / n, "low": float(low), "high": float(high), "n_labels": n, "n_effective": float(n),
-            "method": AUDIT_METHOD, "biased": False, "population": f"the {n_reservoir} items set aside for checking",
-            "confidence": float(confidence), "version": int(version), "n_labels_model": int(n_labels_model)}
+    e = estimate_accuracy(judged["correct"], N=n_reservoir, confidence=confidence,
+                          population=f"the {n_reservoir} items set aside for checking")
+    return replace(e, method=AUDIT_METHOD)
