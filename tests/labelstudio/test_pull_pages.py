@@ -79,7 +79,8 @@ def test_a_pull_and_a_mapping_ask_for_each_page_once_and_none_past_the_last(n, p
     assert sync.pull() == 0                                  # no annotations: nothing new
     assert [p for p, _, _ in server.pages] == pages
     assert {size for _, size, _ in server.pages} == {3}
-    assert all(json.loads(q)["filters"]["conjunction"] == "or" for _, _, q in server.pages)   # the annotated only
+    annotated = [{"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": False}]
+    assert all(json.loads(q)["filters"]["items"] == annotated for _, _, q in server.pages)   # the annotated only
 
 
 def test_a_new_mapping_answers_for_the_tasks_found_then_and_task_of_is_a_copy():

@@ -286,9 +286,8 @@ def test_the_queue_tab_holds_the_unlabelled_tasks_only():
     client.projects.get = lambda id: {"label_config": CONFIG, "sampling": "Sequential sampling"}
     client.projects.update = lambda id, **kw: None
     sync = sync_of(client, sampling="uncertainty")
-    unlabelled = {"conjunction": "and", "items": [
-        {"filter": "filter:tasks:total_annotations", "operator": "equal", "type": "Number", "value": 0},
-        {"filter": "filter:tasks:cancelled_annotations", "operator": "equal", "type": "Number", "value": 0}]}
+    unlabelled = {"conjunction": "and", "items": [      # no annotation by anyone, cancelled or not
+        {"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": True}]}
     assert sync.queue_view() == 7
     assert updated == [{"title": "skdbal queue", "ordering": ["tasks:predictions_score"], "filters": unlabelled}]
     views.clear()

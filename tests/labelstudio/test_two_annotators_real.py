@@ -65,6 +65,22 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
             assert time.time() < deadline and process.poll() is None, "".join(seen)
             time.sleep(0.2)
         lock = threading.Lock()
+        again = []              # (user, the status Label Studio answered) of each request a person sent again
+
+        def asked_again(user, url, **kw):
+            """The response to ``POST url``; on a 500, sent again after a second (a person pressing again, as
+            Label Studio's error page asks), at most three times. Label Studio on SQLite can answer a 500
+            while its database is locked, its own retries spent or not reaching the write (one was seen on a
+            2-core CI machine); the test checks below that its log says the database was locked."""
+            r = http.post(url, **kw)
+            for _ in range(3):
+                if r.status_code != 500:
+                    break
+                with lock:
+                    again.append((user, url))
+                time.sleep(1.0)
+                r = http.post(url, **kw)
+            return r
 
         def annotator(user, token, seed):
             rng = random.Random(seed)
@@ -74,8 +90,8 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
                     before, t0 = version(), time.monotonic()
                     # Label All Tasks, as the Data Manager asks (its "all" label stream, nothing selected: no
                     # filters, ordering or selection in the body; the tab's id, which the action does not read)
-                    r = http.post("/api/dm/actions", params={"id": "next_task", "project": project, "tabID": tab},
-                                  headers=headers, json={})
+                    r = asked_again(user, "/api/dm/actions", headers=headers, json={},
+                                    params={"id": "next_task", "project": project, "tabID": tab})
                     t1, after = time.monotonic(), version()
                     assert r.status_code == 200, r.text
                     task = r.json()
@@ -84,7 +100,7 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
                     time.sleep(rng.uniform(*PAUSE))                  # looking at the digit
                     truth = str(y[int(task["data"]["skdbal_key"])])
                     a0 = time.monotonic()
-                    r = http.post(f"/api/tasks/{task['id']}/annotations/", headers=headers, json={
+                    r = asked_again(user, f"/api/tasks/{task['id']}/annotations/", headers=headers, json={
                         "result": [{"from_name": "label", "to_name": "image", "type": "choices",
                                     "value": {"choices": [truth]}}], "lead_time": 0.5})
                     assert r.status_code == 201, r.text
@@ -100,6 +116,9 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
         for t in threads:
             t.join(600)
         assert not errors, errors
+        # a request sent again is one Label Studio's own log says met a locked SQLite database; a few at most
+        assert not again or "database is locked" in server.log(), (again, server.log()[-3000:])
+        assert len(again) <= 6, again
         assert process.poll() is None, "".join(seen)
         final = version()
         # the "skdbal queue" tab holds the unlabelled tasks only (Label Studio's Data Manager, filtered by the view)
@@ -152,7 +171,8 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
     versions = sorted({v for _, _, vs, _, _ in served for v in vs})
     print(f"\n{len(served)} tasks served to two annotators over versions {versions} (the project's last: "
           f"{final}); not the model's choice: {wrong}; the next best as the best was the other's: {unheld}; "
-          f"served to both by requests at the same moment (Label Studio on SQLite): {len(raced)}")
+          f"served to both by requests at the same moment (Label Studio on SQLite): {len(raced)}; "
+          f"requests sent again after a 500 (a locked SQLite database): {len(again)}")
     assert len(served) == 2 * LABELS_EACH and twice == raced
     assert "skdbal-first" in versions and len(versions) >= 4            # the cold start, then models
     assert wrong == []
