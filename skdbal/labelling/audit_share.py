@@ -8,7 +8,7 @@ never trains on one (the loop's oracle and journal leave them out), and each bat
 enough of them, the next ones in that fixed random order, that they are a share ``S`` of the labels given
 (:meth:`AuditShare.due`). After each retrain the new model judges every reservoir item labelled so far
 (:meth:`AuditShare.judge`, kept with the model version in the store), and the page's estimate is then the
-share it guessed right with Wilson's interval (:func:`audit_fields`): the reservoir is a uniform sample of
+share it guessed right with Wilson's interval (:func:`audit_estimate`): the reservoir is a uniform sample of
 the pool, and these labels a uniform sample of it, so the estimate is unbiased for the pool's accuracy
 (a label the annotator skipped is the exception: the next reservoir item takes its place).
 """
@@ -27,7 +27,7 @@ __all__ = ["RESERVOIR_SHARE", "AUDIT_METHOD", "check_audit_share", "draw_reservo
 
 #: The share of the pool set aside for audits when a store is made with an audit share.
 RESERVOIR_SHARE = 0.2
-#: The estimate's ``method`` when it is the audit's (:func:`audit_fields`).
+#: The estimate's ``method`` when it is the audit's (:func:`audit_estimate`).
 AUDIT_METHOD = "audit-uniform-wilson"
 #: Salts of the reservoir's and its order's generators, so that they are neither the queries' nor the stop set's.
 _RESERVOIR_SALT, _ORDER_SALT = 2021, 2023
