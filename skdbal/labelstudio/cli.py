@@ -475,7 +475,7 @@ unencrypted; use https, or --allow-http
     from ..labelling.cli import make_session, representation_line, set_torch_threads, store_path
     from ..labelling.lock import StoreLock
     from .progress import ModelProgress, progress_csv_path
-    from .sync import LabelStudioSync, choices_of, file_key
+    from .sync import LabelStudioSync, choices_of, file_key, is_transient
 
     backend = _backend_settings(args) if getattr(args, "backend", False) else None
     token = read_token(args.token_env, args.token_file)
@@ -539,6 +539,11 @@ unencrypted; use https, or --allow-http
             with session:
                 exporter.start()
                 sync.run(stop, interval=args.interval)
+                try:            # once more when stopped: what was annotated up to the stop is in the CSV too
+                    sync.pull()
+                except Exception as exc:  # noqa: BLE001 - Label Studio away: pulled at the next start
+                    if not is_transient(exc):
+                        raise
         except KeyboardInterrupt:
             pass
         finally:

@@ -15,11 +15,13 @@ import json
 import logging
 import threading
 import time
+from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Set
 from xml.etree import ElementTree
 
 import numpy as np
 
+from ._audit_order import session_audit_order
 from ._files import file_key
 from ._unknown import KeptAside, chosen_label
 
@@ -163,9 +165,9 @@ def list_tasks(client, project: int, *, page_size: int = 100, **params) -> List[
 #: The Data Manager's filter of the tasks with no annotation, cancelled or not (the queue tab's), and its
 #: opposite (what a full pull reads): by the annotations' authors, not by the tasks' annotation counters, which
 #: Label Studio on SQLite was seen to leave at 0 for an annotated task (tests/labelstudio/test_sync_real.py).
-_UNLABELLED = {"conjunction": "and", "items": [
+_UNLABELLED: Dict[str, Any] = {"conjunction": "and", "items": [
     {"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": True}]}
-_ANNOTATED = json.dumps({"filters": {**_UNLABELLED, "items": [{**_UNLABELLED["items"][0], "value": False}]}})
+_ANNOTATED = json.dumps({"filters": {"conjunction": "and", "items": [{**_UNLABELLED["items"][0], "value": False}]}})
 #: Label Studio's format of a Data Manager filter's time (``data_manager.managers.DATETIME_FORMAT``; UTC).
 _DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
@@ -204,12 +206,6 @@ def _versions_of(task: dict) -> set:
     for p in task.get("predictions") or []:
         names.add(str(_plain(p).get("model_version")))
     return {n for n in names if n}
-
-
-def _timedelta(seconds: float):
-    from datetime import timedelta
-
-    return timedelta(seconds=seconds)
 
 
 def _utc_time(value):
@@ -460,7 +456,7 @@ class LabelStudioSync:
         if self._since is None:
             return self._full_pull()
         started, latest = self._now(), self._since
-        since = latest if self._settled else latest - _timedelta(_OVERLAP_S)
+        since = latest if self._settled else latest - timedelta(seconds=_OVERLAP_S)
         tasks = self._tasks(fields="all", query=_updated_filter(since.strftime(_DATETIME)))
         n = self.record(tasks)
         self._saw(tasks)
@@ -605,6 +601,7 @@ class LabelStudioSync:
         answered = self._answered()
         order = [i for i in cold_start_order(session.X, positions, session.batch_size, session.board.seed())
                  if i in self._task_of and i not in answered]
+        order = session_audit_order(session, order, [0.0] * len(order))[0]     # the audits spread in
         unit = rank_scores(len(order)) if order else np.zeros(0)
         unit = unit if self.sampling == "queue" else 1.0 - unit
         request = [{"task": self._task_of[i], "model_version": name, "score": float(u), "result": []}
@@ -640,11 +637,14 @@ class LabelStudioSync:
         # Label Studio while skdbal was down, pulled before a resumed model): those are never scored
         answered = self._answered()
         keep = [k for k, i in enumerate(idx) if int(i) in self._task_of and int(i) not in answered]
-        request = [{"task": self._task_of[int(idx[k])], "model_version": name, "score": float(unit[k]),
+        keep = sorted(keep, key=lambda k: -unit[k] if self.sampling == "queue" else unit[k])     # best first
+        guess_of = {int(idx[k]): guesses[k] for k in keep}
+        items, scored = session_audit_order(self.session, [int(idx[k]) for k in keep], [unit[k] for k in keep])
+        request = [{"task": self._task_of[i], "model_version": name, "score": float(u),
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
-                                "value": {"choices": [str(guesses[k])]}}]} for k in keep]
+                                "value": {"choices": [str(guess_of[i])]}}]} for i, u in zip(items, scored)]
         # each task's prediction of the latest version, by pool item: what an ML backend's /predict serves
-        self.predictions = {int(idx[k]): r for k, r in zip(keep, request)}
+        self.predictions = dict(zip(items, request))
         return self._send(version, name, request, background=True)
 
     def _answered(self) -> set:

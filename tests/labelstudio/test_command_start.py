@@ -81,8 +81,10 @@ def run_with(monkeypatch, pull, sampling=None):
 
 def test_the_command_pulls_before_the_session_starts(monkeypatch, capsys):
     done = run_with(monkeypatch, lambda: 3)
-    assert done[:7] == [("sync", "uncertainty"), "import", "view", "pull", "session starts", "run", "session stops"]
-    assert done[-1] == "close" and done[7][0] == "report" and done[7][1].endswith("/labels-report.json")
+    # and once more when stopped, before the session stops: what was annotated up to the stop is in the CSV
+    assert done[:8] == [("sync", "uncertainty"), "import", "view", "pull", "session starts", "run", "pull",
+                        "session stops"]
+    assert done[-1] == "close" and done[8][0] == "report" and done[8][1].endswith("/labels-report.json")
     out = capsys.readouterr().out
     assert "pulled 3 new annotation events before starting" in out
     # by default Label All Tasks serves the model's order, and the command says so in one line
@@ -105,6 +107,7 @@ def test_label_studio_away_at_the_first_pull_leaves_it_to_the_loop(monkeypatch, 
     done = run_with(monkeypatch, away, sampling="uncertainty")
     assert done[0] == ("sync", "uncertainty") and done[3:5] == ["pull", "session starts"]
     assert "did not answer the first pull" in capsys.readouterr().err
+    assert done[5:8] == ["run", "pull", "session stops"]     # away at the last pull too: the command stops as asked
 
 
 def test_a_refusal_at_the_first_pull_is_raised(monkeypatch):
