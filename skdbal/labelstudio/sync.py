@@ -612,7 +612,8 @@ class LabelStudioSync:
         """Give every unlabelled task a prediction of the current model version: its guess, and the
         acquisition score, mapped onto [0, 1] in the same order (:func:`unit_scores`), as ``score``;
         set it as the project's model version. How many were pushed. In ``"uncertainty"`` sampling
-        the score is ``1 - unit score``, so that the lowest is the best.
+        the score is ``1 - unit score``, so that the lowest is the best. With an audit share, the items
+        set aside get one only where their audits fall (:func:`~skdbal.labelstudio._audit_order.audit_order`).
 
         A version's prediction goes to a task at most once, across kills and restarts: before
         sending, the push asks Label Studio which tasks already hold a prediction of this model
