@@ -9,13 +9,13 @@ reservoir's own random order are spread through it: those due for the next batch
 """
 from __future__ import annotations
 
-from typing import List, Mapping, Sequence, Tuple
+from typing import Collection, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 
 def audit_order(audit, items: Sequence[int], scores: Sequence[float], labels: Mapping[int, object],
-                skipped, head: int) -> Tuple[List[int], List[float]]:
+                skipped, head: int, servable: Optional[Collection[int]] = None) -> Tuple[List[int], List[float]]:
     """``items`` (best first) and their ``scores`` with ``audit``'s reservoir spread through them.
 
     Parameters
@@ -30,6 +30,9 @@ def audit_order(audit, items: Sequence[int], scores: Sequence[float], labels: Ma
         The store's current labels (item -> label) and skipped items: the audit items answered.
     head : int
         How many of ``items`` the next batch is: the audit items due for it go among them.
+    servable : collection of int, optional
+        The items that can be served (those with a task, not answered nor kept aside); a reservoir item
+        outside it is passed over as a skipped one is. All, by default.
 
     Returns
     -------
@@ -55,6 +58,8 @@ def audit_order(audit, items: Sequence[int], scores: Sequence[float], labels: Ma
     if audit is None or not audit.share or not audit.order:
         return [int(i) for i in items], [float(s) for s in scores]
     reserved, skipped = audit.reserved, set(skipped)
+    if servable is not None:
+        skipped |= {i for i in audit.order if i not in servable}
     order = [int(i) for i in items if int(i) not in reserved]
     first, rest = order[:head], order[head:]
     due = audit.due(labels, skipped, first)
@@ -71,10 +76,11 @@ def audit_order(audit, items: Sequence[int], scores: Sequence[float], labels: Ma
     return served, [float(s) for s in given]
 
 
-def session_audit_order(session, items: Sequence[int], scores: Sequence[float]) -> Tuple[List[int], List[float]]:
+def session_audit_order(session, items: Sequence[int], scores: Sequence[float],
+                        servable: Optional[Collection[int]] = None) -> Tuple[List[int], List[float]]:
     """:func:`audit_order` for a labelling session: its audit share (``session.audit``; none without), its
     store's labels and skips, and its batch size as the head."""
     store = session.store
     current = store.current_labels()
     return audit_order(getattr(session, "audit", None), items, scores, current, store.skipped(current),
-                       head=getattr(session, "batch_size", 0))
+                       head=getattr(session, "batch_size", 0), servable=servable)

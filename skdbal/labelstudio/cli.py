@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from xml.sax.saxutils import quoteattr
 
 from .._validation import is_loopback, port_number, seconds
+from ._outputs import keep_labels_csv, last_pull, say_stopped
 
 __all__ = ["add_parser", "connect", "connect_backend", "image_size", "label_config", "labels_csv_path", "read_token",
            "run", "task_data", "which_button"]
@@ -128,71 +129,6 @@ def _wind_down(stop: threading.Event, exporter: threading.Thread, previous) -> N
         exporter.join()
     if previous is not None:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _say_stopped(session, store, csv_path: str, sync=None, report: bool = False) -> None:
-    """Write the CSV (with ``report`` its companion report, :func:`_save_report`; with a ``sync``, the report
-    of the annotations kept aside) a last time, and say where the labels are."""
-    from ..labelling.export import save_labels_csv
-
-    n = save_labels_csv(session, csv_path)
-    if report:
-        _save_report(session, csv_path)
-    aside = _save_unknown(sync, csv_path)
-    print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
-          f"; {aside} annotations naming no single class of the session kept aside, in {_unknown_path(csv_path)}"),
-          file=sys.stderr)
-
-
-def _unknown_path(csv_path: str) -> str:
-    from ._unknown import unknown_csv_path
-
-    return unknown_csv_path(csv_path)
-
-
-def _save_unknown(sync, csv_path: str) -> int:
-    """Write the report of ``sync``'s annotations kept aside beside the CSV (once there is one); how many."""
-    if sync is None:
-        return 0
-    from ._unknown import save_unknown_csv
-
-    return save_unknown_csv(sync.unknown_labels(), _unknown_path(csv_path)) or 0
-
-
-def _save_report(session, csv_path: str) -> None:
-    """Write the labels CSV's companion report (the page's ``report.json``) beside it
-    (:func:`skdbal.labelstudio.progress.report_json_path`)."""
-    from ..labelling import progress_report
-    from .progress import report_json_path
-
-    progress_report.save_progress_report(session, report_json_path(csv_path))
-
-
-def _keep_labels_csv(session, path: str, stop: threading.Event, interval: float, sync=None,
-                     report: bool = False) -> None:
-    """Rewrite ``path`` (atomically) each time the store has new events, until ``stop``; with ``report``, its
-    companion report too (:func:`_save_report`), also after a new model version; and with a ``sync`` the
-    report of its annotations kept aside beside it (:func:`_save_unknown`) when they change. A failed write
-    (a full disk) is said once on stderr and tried again at the next change."""
-    from ..labelling.export import save_labels_csv
-
-    written, said = None, False
-    while not stop.wait(interval):
-        models = session.store.models() if report else None
-        last = (session.store.last_event(), models[-1]["version"] if models else -1,
-                None if sync is None else sync.kept_aside.changes)
-        if last == written:
-            continue
-        try:
-            save_labels_csv(session, path)
-            if report:
-                _save_report(session, path)
-            _save_unknown(sync, path)
-            written, said = last, False
-        except Exception as exc:  # noqa: BLE001 - the sync goes on; the file is written again on stop
-            if not said:
-                print(f"cannot write {path}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-                said = True
 
 
 class _RefuseToken(argparse.Action):
@@ -475,7 +411,7 @@ unencrypted; use https, or --allow-http
     from ..labelling.cli import make_session, representation_line, set_torch_threads, store_path
     from ..labelling.lock import StoreLock
     from .progress import ModelProgress, progress_csv_path
-    from .sync import LabelStudioSync, choices_of, file_key, is_transient
+    from .sync import LabelStudioSync, choices_of, file_key
 
     backend = _backend_settings(args) if getattr(args, "backend", False) else None
     token = read_token(args.token_env, args.token_file)
@@ -533,22 +469,21 @@ unencrypted; use https, or --allow-http
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) \
             if threading.current_thread() is threading.main_thread() else None
-        exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, args.interval),
+        exporter = threading.Thread(target=keep_labels_csv, args=(session, csv_path, stop, args.interval),
                                     kwargs={"sync": sync, "report": True}, name="skdbal-labels-csv", daemon=True)
         try:
             with session:
                 exporter.start()
-                sync.run(stop, interval=args.interval)
-                try:            # once more when stopped: what was annotated up to the stop is in the CSV too
-                    sync.pull()
-                except Exception as exc:  # noqa: BLE001 - Label Studio away: pulled at the next start
-                    if not is_transient(exc):
-                        raise
+                try:
+                    sync.run(stop, interval=args.interval)
+                except KeyboardInterrupt:
+                    pass
+                last_pull(sync)          # once more: what was annotated up to the stop is in the CSV too
         except KeyboardInterrupt:
             pass
         finally:
             _wind_down(stop, exporter, previous)
-        _say_stopped(session, store, csv_path, sync, report=True)
+        say_stopped(session, store, csv_path, sync, report=True)
     except Exception as exc:  # noqa: BLE001
         # the SDK's ApiError prints the answer's headers, among them a session cookie for the token's user:
         # said here by its status and body only, also when it ended the session's loop
@@ -750,7 +685,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
                 return
 
     keeper = threading.Thread(target=keep, name="skdbal-backend-keeper", daemon=True)
-    exporter = threading.Thread(target=_keep_labels_csv, args=(session, csv_path, stop, 1.0),
+    exporter = threading.Thread(target=keep_labels_csv, args=(session, csv_path, stop, 1.0),
                                 kwargs={"sync": sync, "report": True}, name="skdbal-labels-csv", daemon=True)
     try:
         pulled = _pull_before_start(sync)
@@ -770,7 +705,7 @@ def _serve_backend(args, sync, backend: dict, store, csv_path: str) -> int:
         pass
     finally:
         _wind_down(stop, exporter, previous)
-    _say_stopped(session, store, csv_path, sync, report=True)
+    say_stopped(session, store, csv_path, sync, report=True)
     if failure:
         raise failure[0]
     return 0

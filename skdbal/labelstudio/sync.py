@@ -23,6 +23,7 @@ import numpy as np
 
 from ._audit_order import session_audit_order
 from ._files import file_key
+from ._queries import ANNOTATED, DATETIME, UNLABELLED, updated_filter, utc_time, version_filter
 from ._unknown import KeptAside, chosen_label
 
 __all__ = ["SAMPLINGS", "LabelStudioSync", "choices_of", "file_key", "is_transient", "list_tasks", "unit_scores"]
@@ -162,14 +163,6 @@ def list_tasks(client, project: int, *, page_size: int = 100, **params) -> List[
         page += 1
 
 
-#: The Data Manager's filter of the tasks with no annotation, cancelled or not (the queue tab's), and its
-#: opposite (what a full pull reads): by the annotations' authors, not by the tasks' annotation counters, which
-#: Label Studio on SQLite was seen to leave at 0 for an annotated task (tests/labelstudio/test_sync_real.py).
-_UNLABELLED: Dict[str, Any] = {"conjunction": "and", "items": [
-    {"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": True}]}
-_ANNOTATED = json.dumps({"filters": {"conjunction": "and", "items": [{**_UNLABELLED["items"][0], "value": False}]}})
-#: Label Studio's format of a Data Manager filter's time (``data_manager.managers.DATETIME_FORMAT``; UTC).
-_DATETIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 #: An incremental pull asks for the tasks updated since this many seconds before the latest update it saw:
 #: a task saved just before another but committed after the pull read would otherwise be missed.
 _OVERLAP_S = 30.0
@@ -178,20 +171,6 @@ _OVERLAP_S = 30.0
 _BETWEEN_IMPORTS_S = 0.05
 #: The values of :class:`LabelStudioSync`'s ``sampling``: the direction of the pushed scores.
 SAMPLINGS = ("queue", "uncertainty")
-
-
-def _updated_filter(since: str) -> str:
-    """The Data Manager's filter of the tasks updated after ``since`` (a time in :data:`_DATETIME`)."""
-    return json.dumps({"filters": {"conjunction": "and", "items": [
-        {"filter": "filter:tasks:updated_at", "operator": "greater", "type": "Datetime", "value": since}]}})
-
-
-def _version_filter(name: str) -> str:
-    """The Data Manager's filter of the tasks with a prediction whose model version contains ``name``
-    (Label Studio matches a substring: ``skdbal-v1`` finds ``skdbal-v10`` too, so the caller checks)."""
-    return json.dumps({"filters": {"conjunction": "and", "items": [
-        {"filter": "filter:tasks:predictions_model_versions", "operator": "contains", "type": "List",
-         "value": [name]}]}})
 
 
 def _versions_of(task: dict) -> set:
@@ -206,19 +185,6 @@ def _versions_of(task: dict) -> set:
     for p in task.get("predictions") or []:
         names.add(str(_plain(p).get("model_version")))
     return {n for n in names if n}
-
-
-def _utc_time(value):
-    """A task's ``updated_at`` (a datetime, or Label Studio's ISO text) as an aware UTC datetime; None if absent."""
-    from datetime import datetime, timezone
-
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
 
 
 class LabelStudioSync:
@@ -400,7 +366,7 @@ class LabelStudioSync:
         to the ``sampling``'s direction); its id. Annotators open it, or sort any tab by *Prediction
         score*. It also sets the project's sampling for ``sampling`` (see the class's parameters)."""
         wanted = {"ordering": ["-tasks:predictions_score" if self.sampling == "queue" else "tasks:predictions_score"],
-                  "filters": _UNLABELLED}
+                  "filters": UNLABELLED}
         self._set_sampling()
         for view in self.client.views.list(project=self.project):
             view = _plain(view)
@@ -457,7 +423,7 @@ class LabelStudioSync:
             return self._full_pull()
         started, latest = self._now(), self._since
         since = latest if self._settled else latest - timedelta(seconds=_OVERLAP_S)
-        tasks = self._tasks(fields="all", query=_updated_filter(since.strftime(_DATETIME)))
+        tasks = self._tasks(fields="all", query=updated_filter(since.strftime(DATETIME)))
         n = self.record(tasks)
         self._saw(tasks)
         if self._since == latest and started - self._since_seen >= _OVERLAP_S:
@@ -470,7 +436,7 @@ class LabelStudioSync:
         """Read every task with annotations, and undo the labels of those that have none left."""
         self.full_pulls += 1
         current = self.session.store.current_labels()
-        tasks = self._tasks(fields="all", query=_ANNOTATED)           # only those with annotations: O(labelled)
+        tasks = self._tasks(fields="all", query=ANNOTATED)           # only those with annotations: O(labelled)
         by_task = self._item_of     # replaced as a whole by map_tasks, never changed
         seen = {by_task.get(t["id"]) for t in tasks}
         missing = {self._task_of[i] for i, r in current.items()
@@ -497,14 +463,14 @@ class LabelStudioSync:
         """Note the tasks read: which have annotations, and the latest update time."""
         for t in tasks:
             (self._annotated.add if t.get("annotations") else self._annotated.discard)(t["id"])
-            updated = _utc_time(t.get("updated_at"))
+            updated = utc_time(t.get("updated_at"))
             if updated is not None and (self._since is None or updated > self._since):
                 self._since, self._since_seen, self._settled = updated, self._now(), False
 
     def _count_annotated(self) -> Optional[int]:
         """How many tasks have annotations in Label Studio: the total of a page of one."""
         pager = self.client.tasks.list(project=self.project, page=1, page_size=1, fields="task_only",
-                                       query=_ANNOTATED)
+                                       query=ANNOTATED)
         total = getattr(getattr(pager, "response", None), "total", None)
         return total if isinstance(total, int) else None
 
@@ -601,7 +567,8 @@ class LabelStudioSync:
         answered = self._answered()
         order = [i for i in cold_start_order(session.X, positions, session.batch_size, session.board.seed())
                  if i in self._task_of and i not in answered]
-        order = session_audit_order(session, order, [0.0] * len(order))[0]     # the audits spread in
+        servable = set(self._task_of) - answered       # an audit item also needs a task, and no answer
+        order = session_audit_order(session, order, [0.0] * len(order), servable)[0]     # the audits spread in
         unit = rank_scores(len(order)) if order else np.zeros(0)
         unit = unit if self.sampling == "queue" else 1.0 - unit
         request = [{"task": self._task_of[i], "model_version": name, "score": float(u), "result": []}
@@ -612,8 +579,8 @@ class LabelStudioSync:
         """Give every unlabelled task a prediction of the current model version: its guess, and the
         acquisition score, mapped onto [0, 1] in the same order (:func:`unit_scores`), as ``score``;
         set it as the project's model version. How many were pushed. In ``"uncertainty"`` sampling
-        the score is ``1 - unit score``, so that the lowest is the best. With an audit share, the items
-        set aside get one only where their audits fall (:func:`~skdbal.labelstudio._audit_order.audit_order`).
+        the score is ``1 - unit score``, so that the lowest is the best. Items set aside for audits get one
+        where their audits fall only (:func:`~skdbal.labelstudio._audit_order.audit_order`).
 
         A version's prediction goes to a task at most once, across kills and restarts: before
         sending, the push asks Label Studio which tasks already hold a prediction of this model
@@ -640,7 +607,11 @@ class LabelStudioSync:
         keep = [k for k, i in enumerate(idx) if int(i) in self._task_of and int(i) not in answered]
         keep = sorted(keep, key=lambda k: -unit[k] if self.sampling == "queue" else unit[k])     # best first
         guess_of = {int(idx[k]): guesses[k] for k in keep}
-        items, scored = session_audit_order(self.session, [int(idx[k]) for k in keep], [unit[k] for k in keep])
+        items, scored = session_audit_order(self.session, [int(idx[k]) for k in keep], [unit[k] for k in keep],
+                                            set(self._task_of) - answered)
+        unguessed = [i for i in items if i not in guess_of]        # audit items the query did not score
+        if unguessed:
+            guess_of.update(zip(unguessed, learner.estimator_.predict(learner.X_pool_[np.asarray(unguessed)])))
         request = [{"task": self._task_of[i], "model_version": name, "score": float(u),
                     "result": [{"from_name": self.from_name, "to_name": self.to_name, "type": "choices",
                                 "value": {"choices": [str(guess_of[i])]}}]} for i, u in zip(items, scored)]
@@ -758,7 +729,7 @@ class LabelStudioSync:
     def _holding(self, name: str) -> set:
         """The tasks that hold a prediction of model version ``name`` in Label Studio (a Data Manager
         filter, then an exact check of each task's versions)."""
-        tasks = self._tasks(fields="task_only", query=_version_filter(name))
+        tasks = self._tasks(fields="task_only", query=version_filter(name))
         return {t["id"] for t in tasks if name in _versions_of(t)}
 
     # -------------------------------------------------------------- run

@@ -96,3 +96,27 @@ def test_a_models_push_takes_the_reservoir_out_of_the_models_order_and_spreads_t
     score = {r["task"] - 100: r["score"] for r in request}
     assert score[5] == pytest.approx((score[1] + score[2]) / 2) and score[6] == pytest.approx((score[3] + score[4]) / 2)
     assert sorted(sync.predictions) == list(range(7))
+
+
+def test_an_audit_item_the_query_did_not_score_is_guessed_and_one_with_no_task_is_passed_over():
+    """The query scored a subsample without the reservoir (``pool_subsample``), and item 6 has no task
+    (``--attach`` found none): audit 5, due for the head of 3, is served with the model's own guess of
+    it; 6 is passed over, so the rest gets no audit."""
+    from types import SimpleNamespace
+
+    from test_push import Client, sync_of
+
+    sync = sync_of(Client(), sampling="uncertainty")
+    sync._task_of = {i: 100 + i for i in range(6)}
+    got = {}
+    sync._send = lambda version, name, request, **kw: got.update(request=request) or len(request)
+    store = SimpleNamespace(current_labels=lambda: {}, skipped=lambda current=None: [])
+    by_row = SimpleNamespace(predict=lambda X: np.array([str(int(np.argmax(r))) for r in X]))
+    sync.session = SimpleNamespace(store=store, batch_size=3, audit=AuditShare(0.25, [5, 6]), learner=SimpleNamespace(
+        step_=0, labelled_mask_=np.zeros(7, bool), pool_subsample=5, estimator_=by_row, X_pool_=np.eye(7),
+        query=lambda n_instances, return_scores: (np.array([0, 1, 2, 3, 4]), None,
+                                                  np.array([0.9, 0.8, 0.7, 0.6, 0.5]))))
+    assert sync.push() == 6
+    request = sorted(got["request"], key=lambda r: r["score"])            # uncertainty: the lowest first
+    assert [r["task"] - 100 for r in request] == [0, 1, 5, 2, 3, 4]
+    assert {r["task"] - 100: r["result"][0]["value"]["choices"] for r in request}[5] == ["5"]

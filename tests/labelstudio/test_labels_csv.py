@@ -4,7 +4,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from skdbal.labelstudio.cli import _keep_labels_csv, add_parser, labels_csv_path
+from skdbal.labelstudio._outputs import keep_labels_csv
+from skdbal.labelstudio.cli import add_parser, labels_csv_path
 
 
 def test_the_option_and_its_default():
@@ -37,7 +38,7 @@ def wait_for(condition, timeout=10.0):
 
 def test_the_file_is_rewritten_when_the_store_has_new_events_only(tmp_path):
     session, path, stop = FakeSession(), tmp_path / "labels.csv", threading.Event()
-    writer = threading.Thread(target=_keep_labels_csv, args=(session, str(path), stop, 0.02))
+    writer = threading.Thread(target=keep_labels_csv, args=(session, str(path), stop, 0.02))
     writer.start()
     try:
         assert wait_for(lambda: path.exists())              # the first look writes (an empty store: a header)
@@ -57,7 +58,7 @@ def test_the_file_is_rewritten_when_the_store_has_new_events_only(tmp_path):
 def test_a_failed_write_is_said_once_and_tried_again(tmp_path, capsys):
     session, stop = FakeSession(), threading.Event()
     path = tmp_path / "gone" / "labels.csv"                  # its folder does not exist (yet)
-    writer = threading.Thread(target=_keep_labels_csv, args=(session, str(path), stop, 0.02))
+    writer = threading.Thread(target=keep_labels_csv, args=(session, str(path), stop, 0.02))
     writer.start()
     try:
         assert wait_for(lambda: session.reads >= 1)
@@ -84,7 +85,7 @@ def test_the_report_json_is_written_beside_it_at_new_events_and_at_a_new_model_v
     session.store.models = lambda: list(models)
     monkeypatch.setattr(progress_report, "save_progress_report",
                         lambda s, p: written.append((p, len(models), s.last)))
-    writer = threading.Thread(target=_keep_labels_csv, args=(session, str(path), stop, 0.02), kwargs={"report": True})
+    writer = threading.Thread(target=keep_labels_csv, args=(session, str(path), stop, 0.02), kwargs={"report": True})
     writer.start()
     try:
         report = str(tmp_path / "labels-report.json")

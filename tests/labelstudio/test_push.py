@@ -286,8 +286,10 @@ def test_the_queue_tab_holds_the_unlabelled_tasks_only():
     client.projects.get = lambda id: {"label_config": CONFIG, "sampling": "Sequential sampling"}
     client.projects.update = lambda id, **kw: None
     sync = sync_of(client, sampling="uncertainty")
-    unlabelled = {"conjunction": "and", "items": [      # no annotation by anyone, cancelled or not
-        {"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": True}]}
+    unlabelled = {"conjunction": "and", "items": [      # no annotation by anyone, cancelled or not, and none counted
+        {"filter": "filter:tasks:annotators", "operator": "empty", "type": "List", "value": True},
+        {"filter": "filter:tasks:total_annotations", "operator": "equal", "type": "Number", "value": 0},
+        {"filter": "filter:tasks:cancelled_annotations", "operator": "equal", "type": "Number", "value": 0}]}
     assert sync.queue_view() == 7
     assert updated == [{"title": "skdbal queue", "ordering": ["tasks:predictions_score"], "filters": unlabelled}]
     views.clear()

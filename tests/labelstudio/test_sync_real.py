@@ -186,12 +186,13 @@ def test_an_idle_pulls_cost_does_not_grow_with_the_labels(server, tmp_path, monk
     assert figures[150]["idle_pull_cpu_s"] < 1.5 * figures[20]["idle_pull_cpu_s"] + 0.01
 
 
-def test_a_task_whose_annotation_count_label_studio_lost_is_pulled_and_kept_out_of_the_queue(server, tmp_path):
+def test_a_task_whose_count_or_author_label_studio_lost_is_pulled_and_kept_out_of_the_queue(server, tmp_path):
     """Label Studio 1.23.2 on SQLite was seen to leave a task's ``total_annotations`` at 0 with an annotation
     saved (a predictions import recounting the task's annotations while an annotator's was being saved;
-    ``test_two_annotators_real``): made here by setting the counter in its database. A full pull still
-    records that task's label, the count of annotated tasks agrees with the pulls (so the next pull is not
-    another full one), and the queue tab leaves the task out."""
+    ``test_two_annotators_real``): made here by setting the counter in its database; and an annotation
+    whose author was deleted has no author (``completed_by`` set to NULL, as Label Studio does). A full
+    pull still records both tasks' labels, the count of annotated tasks agrees with the pulls (so the next
+    pull is not another full one), and the queue tab leaves both tasks out."""
     import sqlite3
 
     from skdbal.labelstudio import LabelStudioSync
@@ -202,21 +203,23 @@ def test_a_task_whose_annotation_count_label_studio_lost_is_pulled_and_kept_out_
     client.annotations.create(id=ids["0"], result=result(2))                 # a relabel: the latest counts
     client.annotations.create(id=ids["1"], result=[], was_cancelled=True)     # a skip
     client.annotations.create(id=ids["2"], result=result(3))
+    client.annotations.create(id=ids["3"], result=result(4))
     with sqlite3.connect(server.data / "label_studio.sqlite3") as db:
         db.execute("UPDATE task SET total_annotations = 0 WHERE id IN (?, ?)", (ids["0"], ids["2"]))
+        db.execute("UPDATE task_completion SET completed_by_id = NULL WHERE task_id = ?", (ids["3"],))
     assert [t["total_annotations"] for t in list_tasks(client, project, fields="task_only")
             if t["id"] in (ids["0"], ids["2"])] == [0, 0]
     sync = LabelStudioSync(session_of(12, tmp_path / "s.db"), client, project)
     sync.map_tasks()
-    assert sync.pull() == 3 and sync.full_pulls == 1
+    assert sync.pull() == 4 and sync.full_pulls == 1
     store = sync.session.store
-    assert {i: r["label"] for i, r in store.current_labels().items()} == {0: "2", 2: "3"}
+    assert {i: r["label"] for i, r in store.current_labels().items()} == {0: "2", 2: "3", 3: "4"}
     assert store.skipped() == [1]
-    assert sync._count_annotated() == 3
+    assert sync._count_annotated() == 4
     assert sync.pull() == 0 and sync.full_pulls == 1
     view = sync.queue_view()
     assert sorted(t["id"] for t in list_tasks(client, project, view=view, fields="task_only")) == [
-        ids[str(i)] for i in range(3, 12)]
+        ids[str(i)] for i in range(4, 12)]
 
 
 def second_user(server, client):

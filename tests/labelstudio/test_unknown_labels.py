@@ -18,8 +18,8 @@ from test_pull_changes import MemoryLabelStudio, labels, sync_of
 from skdbal import ActiveLearner
 from skdbal.labelling import LabellingSession
 from skdbal.labelstudio import LabelStudioSync
+from skdbal.labelstudio._outputs import keep_labels_csv
 from skdbal.labelstudio._unknown import unknown_csv_path
-from skdbal.labelstudio.cli import _keep_labels_csv
 
 WARNED = "skdbal labelstudio: annotation"
 
@@ -157,7 +157,7 @@ def test_the_csvs_companion_report_lists_them(tmp_path):
     path, stop = tmp_path / "labels.csv", threading.Event()
     report = tmp_path / "labels-unknown.csv"
     assert unknown_csv_path(str(path)) == str(report)
-    writer = threading.Thread(target=_keep_labels_csv, args=(sync.session, str(path), stop, 0.02),
+    writer = threading.Thread(target=keep_labels_csv, args=(sync.session, str(path), stop, 0.02),
                               kwargs={"sync": sync})
     writer.start()
     try:
@@ -183,7 +183,7 @@ def test_the_csvs_companion_report_lists_them(tmp_path):
 
 
 def test_the_stop_line_says_how_many_are_kept_aside(tmp_path, capsys):
-    from skdbal.labelstudio.cli import _say_stopped
+    from skdbal.labelstudio._outputs import say_stopped
 
     ls = MemoryLabelStudio()
     sync = sync_of(ls)
@@ -191,7 +191,7 @@ def test_the_stop_line_says_how_many_are_kept_aside(tmp_path, capsys):
     ls.annotate(101, "a")
     sync.pull()
     csv_path = str(tmp_path / "l.csv")
-    _say_stopped(sync.session, "s.db", csv_path, sync=sync)
+    say_stopped(sync.session, "s.db", csv_path, sync=sync)
     err = capsys.readouterr().err
     assert f"stopped; 1 labels in s.db and {csv_path}; 1 annotations naming no single class of the session " \
            f"kept aside, in {tmp_path / 'l-unknown.csv'}" in err
@@ -199,10 +199,10 @@ def test_the_stop_line_says_how_many_are_kept_aside(tmp_path, capsys):
 
 
 def test_the_keeper_ignores_a_session_with_no_sync(tmp_path):
-    """_keep_labels_csv without a sync (its other callers) writes the CSV only."""
+    """keep_labels_csv without a sync (its other callers) writes the CSV only."""
     session = SimpleNamespace(store=SimpleNamespace(last_event=lambda: 0), labels=lambda: [])
     stop = threading.Event()
-    writer = threading.Thread(target=_keep_labels_csv, args=(session, str(tmp_path / "l.csv"), stop, 0.02))
+    writer = threading.Thread(target=keep_labels_csv, args=(session, str(tmp_path / "l.csv"), stop, 0.02))
     writer.start()
     assert wait_for((tmp_path / "l.csv").exists)
     stop.set()
