@@ -9,7 +9,7 @@ import pytest
 from skdbal.labelstudio import cli
 
 
-def run_with(monkeypatch, pull, sampling=None):
+def run_with(monkeypatch, pull, sampling=None, run=lambda: None):
     import tempfile
 
     done = []
@@ -51,6 +51,7 @@ def run_with(monkeypatch, pull, sampling=None):
 
         def run(self, stop, interval):
             done.append("run")
+            run()
 
         kept_aside = SimpleNamespace(changes=0)         # no annotation outside the classes
 
@@ -149,3 +150,11 @@ def test_a_store_that_another_server_holds_is_refused_in_one_line_before_it_is_r
         f"{os.getpid()}): one server runs on a store at a time; stop that one, or give another store"]
     assert made == [] and (store.read_bytes(), store.stat().st_mtime_ns) == before
     assert sorted(os.listdir(tmp_path)) == ["s.db"]
+
+
+def test_ctrl_c_while_running_still_pulls_once_more_and_writes_the_csv(monkeypatch):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    done = run_with(monkeypatch, lambda: 0, run=interrupted)
+    assert done[5:8] == ["run", "pull", "session stops"] and done[8][0] == "report"
