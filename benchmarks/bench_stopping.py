@@ -72,6 +72,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import ROOT, load_split, markdown_table, recorded  # noqa: E402
 
 from skdbal.audit import audit_proposal  # noqa: E402
+from skdbal.datasets import make_noisy_labels  # noqa: E402
 from skdbal.estimates import lure_weights, wilson_interval  # noqa: E402
 
 N_CLASSES = 10
@@ -154,13 +155,6 @@ def strategy(name: str):
     return BALD() if name == "bald" else StochasticBatch(BALD(), "power", 1.0)
 
 
-def noisy(y: np.ndarray, rate: float, rng: np.random.RandomState) -> np.ndarray:
-    """Each label wrong with probability ``rate``, then uniform over the other classes."""
-    flip = rng.random_sample(len(y)) < rate
-    other = (y + rng.randint(1, N_CLASSES, size=len(y))) % N_CLASSES
-    return np.where(flip, other, y)
-
-
 def corrected(acc, rate: float):
     """Clean accuracy from agreement with labels noised symmetrically at ``rate``."""
     return (np.asarray(acc) - rate / (N_CLASSES - 1)) / (1 - rate * N_CLASSES / (N_CLASSES - 1))
@@ -240,8 +234,11 @@ def run(dataset, learner, strat, noise, seed, n_steps, reps, arrays) -> list:
     from skdbal.stopping import StepView
     X, y, Xt, yt = arrays
     rng = np.random.RandomState(1000 * seed + int(100 * noise) + (7 if learner == "scratch" else 0))
-    y_seen = noisy(y, noise, np.random.RandomState(seed)) if noise else y
-    yt_seen = noisy(yt, noise, np.random.RandomState(seed + 100)) if noise else yt
+    # a fixed annotator, wrong with probability ``noise``, then uniform over the other classes; the test labels
+    # noised the same way (the truth the annotator's labels can measure)
+    classes = np.arange(N_CLASSES)
+    y_seen = make_noisy_labels(y, noise, classes=classes, random_state=seed)[0] if noise else y
+    yt_seen = make_noisy_labels(yt, noise, classes=classes, random_state=seed + 100)[0] if noise else yt
     order = rng.permutation(len(y))
     res = np.sort(order[:int(RESERVOIR_SHARE * len(y))])
     outside = order[len(res):]
@@ -640,11 +637,9 @@ def main(argv=None):
         summary = evaluate(folder)
         summary.update({"reps": args.reps, "reservoir_share": RESERVOIR_SHARE, "shares": SHARES,
                         "epsilon": EPSILON, "stop_set": STOP_SET, "seeds": args.seeds})
-        old = folder / "results.json"
-        if timings or not old.exists():
-            summary["run_seconds"] = timings
-        else:
-            summary["run_seconds"] = json.loads(old.read_text()).get("run_seconds", {})
+        old = folder / "results.json"          # the runs timed before, and those run now
+        summary["run_seconds"] = {**(json.loads(old.read_text()).get("run_seconds", {}) if old.exists() else {}),
+                                  **timings}
         old.write_text(json.dumps(summary, indent=1))
     print(f"written under {folder}")
 
