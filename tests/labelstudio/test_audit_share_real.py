@@ -16,20 +16,13 @@ import httpx
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import TOKEN, started_or_skip
+from lsserver import TOKEN
 from test_real_server import lines_until
 
 pytestmark = pytest.mark.slow
 
 #: Labels given, and the audit share asked for.
 LABELS, SHARE = 32, 0.25
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
-    yield s
-    s.stop()
 
 
 def test_label_all_tasks_serves_the_audit_share_in_the_reservoirs_order(server, tmp_path):

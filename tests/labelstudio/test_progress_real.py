@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import TOKEN, started_or_skip
+from lsserver import TOKEN
 from test_real_server import annotate, lines_until, queue, wait_until
 
 pytestmark = pytest.mark.slow
@@ -45,13 +45,6 @@ def learner(classes, X, *, images, random_state=0):
 labelling_cli.pool_learner = learner
 sys.exit(main(sys.argv[1:]))
 """
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
-    yield s
-    s.stop()
 
 
 def start(server, tmp_path, title, script=None):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import LOOPBACK_IPS, TOKEN, started_or_skip
+from lsserver import LOOPBACK_IPS, TOKEN
 from sklearn.linear_model import LogisticRegression
 
 from skdbal import ActiveLearner
@@ -29,13 +29,6 @@ pytestmark = pytest.mark.slow
 CONFIG = ('<View><Image name="image" value="$image"/><Choices name="digit" toName="image" choice="single">'
           + "".join(f'<Choice value="{c}"/>' for c in range(10)) + "</Choices></View>")
 INITIAL = np.arange(10)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
-    yield s
-    s.stop()
 
 
 def png_uri(row):

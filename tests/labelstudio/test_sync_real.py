@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from lsserver import TOKEN, started_or_skip, tree_cpu_seconds
+from lsserver import TOKEN, tree_cpu_seconds
 from test_real_server import lines_until
 
 from skdbal.labelstudio.sync import list_tasks
@@ -20,13 +20,6 @@ pytestmark = pytest.mark.slow
 
 CONFIG = ('<View><Text name="t" value="$t"/><Choices name="c" toName="t" choice="single">'
           + "".join(f'<Choice value="{c}"/>' for c in range(10)) + "</Choices></View>")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
-    yield s
-    s.stop()
 
 
 def client_of(server, token=TOKEN):

@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from _helpers import digits_flat
-from lsserver import TOKEN, started_or_skip
+from lsserver import TOKEN
 from test_real_server import lines_until
 from test_sync_real import second_user
 
@@ -24,13 +24,6 @@ pytestmark = pytest.mark.slow
 
 #: Labels each annotator gives, and the pause before each (a person looking at the image), in seconds.
 LABELS_EACH, PAUSE = 30, (0.2, 0.7)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = started_or_skip(tmp_path_factory.mktemp("label-studio"))
-    yield s
-    s.stop()
 
 
 def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_path):
