@@ -378,9 +378,10 @@ async def batch(request: Request) -> Response:
             if give_way is not None:
                 give_way.withdraw()
     guesses = await run_in_threadpool(session.guesses, [b["item"] for b in items])
+    audited = bool(session.audit.reserved)   # an audit item has no acquisition score: then no item shows one
     for b, g in zip(items, guesses):
         b["guess"] = None if b.get("second_look") else g   # a second look: nothing to anchor on
-        b["score"] = None if b["score"] != b["score"] else b["score"]   # NaN is not JSON
+        b["score"] = None if audited or b["score"] != b["score"] else b["score"]   # NaN is not JSON
     return JSONResponse({"items": items, "status": await run_in_threadpool(_status_of, session)})
 
 

@@ -169,6 +169,27 @@ def test_the_command_refuses_a_share_of_one_and_a_half_in_one_line(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["rows.npy"]
 
 
+def test_no_item_served_shows_a_score_so_that_nothing_tells_an_audit_item_apart(digits300, tmp_path):
+    """An audit item has no acquisition score (the reservoir is never queried): with an audit share, the
+    batch served to the page gives no item a score, though the model's items have one."""
+    from starlette.testclient import TestClient
+
+    from skdbal.labelling.app import make_app
+
+    X, y = digits300
+    session = session_of(X, tmp_path / "s.db", audit_share=0.2).start()
+    try:
+        label_rounds(session, y, range(1), [])
+        with TestClient(make_app(session, token="secret")) as c:
+            items = c.get("/api/batch?annotator=ann&wait=5", headers={"X-Token": "secret"}).json()["items"]
+        reserved = set(session.store.config()["audit_reservoir"])
+        assert any(b["item"] in reserved for b in items) and any(b["item"] not in reserved for b in items)
+        assert [b["score"] for b in items] == [None] * len(items)
+        assert all(session.board.scores.get(b["item"]) is not None for b in items if b["item"] not in reserved)
+    finally:
+        session.stop()
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_the_page_shows_the_audit_estimate(digits300, tmp_path):
