@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -290,3 +291,16 @@ def philox_byte(seed, t, layer, u):
     (``mask_seeding="row_philox"``, p a multiple of 1/256)."""
     words = philox4x32_reference((u // 16, t, layer, 0), (seed % 2**32, seed >> 32))
     return (words[(u // 4) % 4] >> (8 * (u % 4))) & 0xFF
+
+
+#: The shared MNIST copy beside the checkout (../shared/data/mnist), as in CI.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def mnist_candidates():
+    """Where the MNIST tests look, in order: $SKDBAL_DATA, the copy beside the
+    checkout (CI), and the loader's default cache ~/skdbal_data."""
+    import os
+    env = os.environ.get("SKDBAL_DATA")
+    # absolute: a test may turn the folder into a file:// URL or change directory
+    return ([Path(env).expanduser().resolve()] if env else []) + [SHARED_DATA, Path("~/skdbal_data").expanduser()]

@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import _helpers
 import numpy as np
 import pytest
@@ -53,26 +51,13 @@ def fitted_net(digits):
     return _helpers.small_net().fit(X[:300], y[:300])
 
 
-#: The shared MNIST copy beside the checkout (../shared/data/mnist), as in CI.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def mnist_candidates():
-    """Where the MNIST tests look, in order: $SKDBAL_DATA, the copy beside the
-    checkout (CI), and the loader's default cache ~/skdbal_data."""
-    import os
-    env = os.environ.get("SKDBAL_DATA")
-    # absolute: a test may turn the folder into a file:// URL or change directory
-    return ([Path(env).expanduser().resolve()] if env else []) + [SHARED_DATA, Path("~/skdbal_data").expanduser()]
-
-
 @pytest.fixture(scope="session")
 def mnist_home():
     """A folder holding mnist/ with the four IDX files (never downloaded in tests)."""
-    for home in mnist_candidates():
+    for home in _helpers.mnist_candidates():
         if (home / "mnist" / "train-labels-idx1-ubyte.gz").is_file():
             return home
-    pytest.skip("MNIST not found in " + ", ".join(f"{p}/mnist" for p in mnist_candidates())
+    pytest.skip("MNIST not found in " + ", ".join(f"{p}/mnist" for p in _helpers.mnist_candidates())
                 + "; set SKDBAL_DATA to a folder holding mnist/, or run "
                 "`python -c \"from skdbal.datasets import load_mnist; load_mnist()\"` once to download it")
 

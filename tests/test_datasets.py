@@ -122,7 +122,7 @@ def test_make_repeated_copies_with_their_own_noise():
 @pytest.fixture(scope="module")
 def fashion_home():
     """A folder holding fashion-mnist/ with the four IDX files (never downloaded in tests)."""
-    from conftest import mnist_candidates
+    from _helpers import mnist_candidates
 
     for home in mnist_candidates():
         if (home / "fashion-mnist" / "train-labels-idx1-ubyte.gz").is_file():
