@@ -6,7 +6,6 @@ then gives the audit's estimate."""
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from _helpers import digits_flat
+from _helpers import digits_flat, stop_process
 from lsserver import TOKEN
 from test_real_server import lines_until
 
@@ -63,12 +62,7 @@ def test_label_all_tasks_serves_the_audit_share_in_the_reservoirs_order(server, 
             assert time.time() < deadline and process.poll() is None, "".join(seen)
             time.sleep(0.5)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_process(process, grace=60)              # SIGTERM: the command writes its CSV and stops
     import sqlite3
 
     with sqlite3.connect(store) as db:

@@ -6,7 +6,6 @@ is the model's choice: the best scored unlabelled task of the project's model ve
 cold-start order's before the first model), leaving out the one the other annotator holds."""
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -15,7 +14,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from _helpers import digits_flat
+from _helpers import digits_flat, stop_process
 from lsserver import TOKEN
 from test_real_server import lines_until
 from test_sync_real import second_user
@@ -121,12 +120,7 @@ def test_every_task_served_to_two_annotators_is_the_models_choice(server, tmp_pa
         assert len(in_tab) == 300 - len({task for _, task, _, _ in annotated})
         assert not any(t["total_annotations"] or t["cancelled_annotations"] for t in in_tab)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_process(process, grace=60)              # SIGTERM: the command writes its CSV and stops
 
     # every prediction Label Studio holds: {(task, version): score}
     scores = {}
