@@ -4,37 +4,19 @@ import copy
 
 import numpy as np
 import pytest
-from sklearn.linear_model import LogisticRegression
+from test_loop_accuracy import N, fit, loop_of, model  # the same pool, learner and loop
 
 from skdbal import ActiveLearner
 from skdbal.accuracy_monitor import AccuracyMonitor
 from skdbal.acquisition import max_entropy, stochastic_batch
 from skdbal.audit import audit_proposal
 from skdbal.estimates import estimate_accuracy, plackett_luce_probabilities
-from skdbal.loop import ActiveLearningLoop, MemoryJournal, check_monitor
+from skdbal.loop import MemoryJournal, check_monitor
 from skdbal.oracles import Answer, KnownLabels
-
-N = 300
-
-
-def model():
-    return LogisticRegression(max_iter=300)
-
-
-def loop_of(X, y, strategy=max_entropy, journal=None, oracle=None, **kw):
-    learner = ActiveLearner(model(), strategy, random_state=0, verbose=False).set_pool(X[:N])
-    kw.setdefault("n_instances", 5)
-    oracle = KnownLabels(y[:N]) if oracle is None else oracle
-    return learner, ActiveLearningLoop(learner, oracle, journal=journal, verbose=False, **kw)
 
 
 def audited(share=0.2, proposal="uniform", **kw):
     return AccuracyMonitor(audit_share=share, audit_proposal=proposal, **kw)
-
-
-def fit(X, y, rows):
-    rows = np.asarray(rows)
-    return model().fit(X[rows], y[rows])
 
 
 @pytest.mark.parametrize("proposal", ["uniform", "active"])
