@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from ._unknown import save_unknown_csv, unknown_csv_path
+
 
 def last_pull(sync) -> int:
     """Pull once more as the command stops, so that what was annotated up to then is in the store and the
@@ -50,23 +52,15 @@ def say_stopped(session, store, csv_path: str, sync=None, report: bool = False) 
         save_report(session, csv_path)
     aside = save_unknown(sync, csv_path)
     print(f"stopped; {n} labels in {store} and {csv_path}" + ("" if not aside else
-          f"; {aside} annotations naming no single class of the session kept aside, in {unknown_path(csv_path)}"),
+          f"; {aside} annotations naming no single class of the session kept aside, in {unknown_csv_path(csv_path)}"),
           file=sys.stderr)
-
-
-def unknown_path(csv_path: str) -> str:
-    from ._unknown import unknown_csv_path
-
-    return unknown_csv_path(csv_path)
 
 
 def save_unknown(sync, csv_path: str) -> int:
     """Write the report of ``sync``'s annotations kept aside beside the CSV (once there is one); how many."""
     if sync is None:
         return 0
-    from ._unknown import save_unknown_csv
-
-    return save_unknown_csv(sync.unknown_labels(), unknown_path(csv_path)) or 0
+    return save_unknown_csv(sync.unknown_labels(), unknown_csv_path(csv_path)) or 0
 
 
 def save_report(session, csv_path: str) -> None:
