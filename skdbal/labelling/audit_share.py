@@ -106,10 +106,20 @@ class AuditShare:
         n = sum(1 for i in labels if i not in reserved) + \
             len({int(i) for i in offered if i not in labels and i not in reserved})
         a = sum(1 for i in labels if i in reserved)
-        k = int(np.floor(self.share / (1.0 - self.share) * n + 0.5)) - a
+        k = self.beside(n) - a
         if k <= 0:
             return []
-        return [i for i in self.order if i not in labels and i not in skipped][:k]
+        return self.waiting(labels, skipped)[:k]
+
+    def beside(self, n: int) -> int:
+        """How many audit labels go with ``n`` others: ``round(S / (1 - S) · n)``, so that they are a share
+        ``S`` of all."""
+        return int(np.floor(self.share / (1.0 - self.share) * n + 0.5))
+
+    def waiting(self, labels: Mapping[int, object], skipped: Iterable[int]) -> List[int]:
+        """The reservoir's items neither labelled nor ``skipped``, in :attr:`order`: those audits take next."""
+        skipped = set(skipped)
+        return [i for i in self.order if i not in labels and i not in skipped]
 
     @staticmethod
     def interleave(batch: Sequence[int], audits: Sequence[int]) -> List[int]:

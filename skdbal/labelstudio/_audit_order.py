@@ -62,10 +62,9 @@ def audit_order(audit, items: Sequence[int], scores: Sequence[float], labels: Ma
         skipped |= {i for i in audit.order if i not in servable}
     order = [int(i) for i in items if int(i) not in reserved]
     first, rest = order[:head], order[head:]
-    due = audit.due(labels, skipped, first)
-    left = [i for i in audit.order if i not in labels and i not in skipped and i not in set(due)]
-    k = min(len(left), int(np.floor(audit.share / (1.0 - audit.share) * len(rest) + 0.5)))
-    served = audit.interleave(first, due) + audit.interleave(rest, left[:k])
+    due = audit.due(labels, skipped, first)                      # the first of those waiting
+    left = audit.waiting(labels, skipped)[len(due):]
+    served = audit.interleave(first, due) + audit.interleave(rest, left[:audit.beside(len(rest))])
     given = np.array([score_of.get(i, np.nan) if i not in reserved else np.nan for i in served])
     known = np.flatnonzero(~np.isnan(given))
     for j in np.flatnonzero(np.isnan(given)):
